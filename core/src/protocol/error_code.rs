@@ -1,0 +1,433 @@
+//! Kafka error codes, with the classification a producer needs.
+//!
+//! Unknown codes round-trip through [`ErrorCode::Unknown`] instead of failing (the rustls
+//! `enum_builder!` idea). The classification follows idempotence-spec §B.3.
+//!
+//! References: apache/kafka `clients/src/main/java/org/apache/kafka/common/protocol/Errors.java`.
+
+/// A Kafka error code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// UNKNOWN_SERVER_ERROR (-1).
+    UnknownServerError,
+    /// NONE (0).
+    None,
+    /// OFFSET_OUT_OF_RANGE (1).
+    OffsetOutOfRange,
+    /// CORRUPT_MESSAGE (2).
+    CorruptMessage,
+    /// UNKNOWN_TOPIC_OR_PARTITION (3).
+    UnknownTopicOrPartition,
+    /// INVALID_FETCH_SIZE (4).
+    InvalidFetchSize,
+    /// LEADER_NOT_AVAILABLE (5).
+    LeaderNotAvailable,
+    /// NOT_LEADER_OR_FOLLOWER (6).
+    NotLeaderOrFollower,
+    /// REQUEST_TIMED_OUT (7).
+    RequestTimedOut,
+    /// BROKER_NOT_AVAILABLE (8).
+    BrokerNotAvailable,
+    /// REPLICA_NOT_AVAILABLE (9).
+    ReplicaNotAvailable,
+    /// MESSAGE_TOO_LARGE (10).
+    MessageTooLarge,
+    /// NETWORK_EXCEPTION (13).
+    NetworkException,
+    /// COORDINATOR_LOAD_IN_PROGRESS (14).
+    CoordinatorLoadInProgress,
+    /// COORDINATOR_NOT_AVAILABLE (15).
+    CoordinatorNotAvailable,
+    /// NOT_COORDINATOR (16).
+    NotCoordinator,
+    /// INVALID_TOPIC_EXCEPTION (17).
+    InvalidTopicException,
+    /// RECORD_LIST_TOO_LARGE (18).
+    RecordListTooLarge,
+    /// NOT_ENOUGH_REPLICAS (19).
+    NotEnoughReplicas,
+    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND (20).
+    NotEnoughReplicasAfterAppend,
+    /// INVALID_REQUIRED_ACKS (21).
+    InvalidRequiredAcks,
+    /// TOPIC_AUTHORIZATION_FAILED (29).
+    TopicAuthorizationFailed,
+    /// CLUSTER_AUTHORIZATION_FAILED (31).
+    ClusterAuthorizationFailed,
+    /// INVALID_TIMESTAMP (32).
+    InvalidTimestamp,
+    /// UNSUPPORTED_VERSION (35).
+    UnsupportedVersion,
+    /// INVALID_REQUEST (42).
+    InvalidRequest,
+    /// UNSUPPORTED_FOR_MESSAGE_FORMAT (43).
+    UnsupportedForMessageFormat,
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER (45).
+    OutOfOrderSequenceNumber,
+    /// DUPLICATE_SEQUENCE_NUMBER (46).
+    DuplicateSequenceNumber,
+    /// INVALID_PRODUCER_EPOCH (47).
+    InvalidProducerEpoch,
+    /// INVALID_TXN_STATE (48).
+    InvalidTxnState,
+    /// INVALID_PRODUCER_ID_MAPPING (49).
+    InvalidProducerIdMapping,
+    /// CONCURRENT_TRANSACTIONS (51).
+    ConcurrentTransactions,
+    /// TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53).
+    TransactionalIdAuthorizationFailed,
+    /// KAFKA_STORAGE_ERROR (56).
+    KafkaStorageError,
+    /// UNKNOWN_PRODUCER_ID (59).
+    UnknownProducerId,
+    /// FENCED_LEADER_EPOCH (74).
+    FencedLeaderEpoch,
+    /// UNKNOWN_LEADER_EPOCH (75).
+    UnknownLeaderEpoch,
+    /// UNSUPPORTED_COMPRESSION_TYPE (76).
+    UnsupportedCompressionType,
+    /// INVALID_RECORD (87).
+    InvalidRecord,
+    /// THROTTLING_QUOTA_EXCEEDED (89).
+    ThrottlingQuotaExceeded,
+    /// PRODUCER_FENCED (90).
+    ProducerFenced,
+    /// UNKNOWN_TOPIC_ID (100).
+    UnknownTopicId,
+    /// TRANSACTION_ABORTABLE (120).
+    TransactionAbortable,
+    /// A code this crate has no name for.
+    Unknown(i16),
+}
+
+impl ErrorCode {
+    /// Every named code, for exhaustive tests.
+    pub const ALL: &'static [Self] = &[
+        Self::UnknownServerError,
+        Self::None,
+        Self::OffsetOutOfRange,
+        Self::CorruptMessage,
+        Self::UnknownTopicOrPartition,
+        Self::InvalidFetchSize,
+        Self::LeaderNotAvailable,
+        Self::NotLeaderOrFollower,
+        Self::RequestTimedOut,
+        Self::BrokerNotAvailable,
+        Self::ReplicaNotAvailable,
+        Self::MessageTooLarge,
+        Self::NetworkException,
+        Self::CoordinatorLoadInProgress,
+        Self::CoordinatorNotAvailable,
+        Self::NotCoordinator,
+        Self::InvalidTopicException,
+        Self::RecordListTooLarge,
+        Self::NotEnoughReplicas,
+        Self::NotEnoughReplicasAfterAppend,
+        Self::InvalidRequiredAcks,
+        Self::TopicAuthorizationFailed,
+        Self::ClusterAuthorizationFailed,
+        Self::InvalidTimestamp,
+        Self::UnsupportedVersion,
+        Self::InvalidRequest,
+        Self::UnsupportedForMessageFormat,
+        Self::OutOfOrderSequenceNumber,
+        Self::DuplicateSequenceNumber,
+        Self::InvalidProducerEpoch,
+        Self::InvalidTxnState,
+        Self::InvalidProducerIdMapping,
+        Self::ConcurrentTransactions,
+        Self::TransactionalIdAuthorizationFailed,
+        Self::KafkaStorageError,
+        Self::UnknownProducerId,
+        Self::FencedLeaderEpoch,
+        Self::UnknownLeaderEpoch,
+        Self::UnsupportedCompressionType,
+        Self::InvalidRecord,
+        Self::ThrottlingQuotaExceeded,
+        Self::ProducerFenced,
+        Self::UnknownTopicId,
+        Self::TransactionAbortable,
+    ];
+
+    /// The code for a wire value.
+    pub fn from_i16(code: i16) -> Self {
+        match code {
+            -1 => Self::UnknownServerError,
+            0 => Self::None,
+            1 => Self::OffsetOutOfRange,
+            2 => Self::CorruptMessage,
+            3 => Self::UnknownTopicOrPartition,
+            4 => Self::InvalidFetchSize,
+            5 => Self::LeaderNotAvailable,
+            6 => Self::NotLeaderOrFollower,
+            7 => Self::RequestTimedOut,
+            8 => Self::BrokerNotAvailable,
+            9 => Self::ReplicaNotAvailable,
+            10 => Self::MessageTooLarge,
+            13 => Self::NetworkException,
+            14 => Self::CoordinatorLoadInProgress,
+            15 => Self::CoordinatorNotAvailable,
+            16 => Self::NotCoordinator,
+            17 => Self::InvalidTopicException,
+            18 => Self::RecordListTooLarge,
+            19 => Self::NotEnoughReplicas,
+            20 => Self::NotEnoughReplicasAfterAppend,
+            21 => Self::InvalidRequiredAcks,
+            29 => Self::TopicAuthorizationFailed,
+            31 => Self::ClusterAuthorizationFailed,
+            32 => Self::InvalidTimestamp,
+            35 => Self::UnsupportedVersion,
+            42 => Self::InvalidRequest,
+            43 => Self::UnsupportedForMessageFormat,
+            45 => Self::OutOfOrderSequenceNumber,
+            46 => Self::DuplicateSequenceNumber,
+            47 => Self::InvalidProducerEpoch,
+            48 => Self::InvalidTxnState,
+            49 => Self::InvalidProducerIdMapping,
+            51 => Self::ConcurrentTransactions,
+            53 => Self::TransactionalIdAuthorizationFailed,
+            56 => Self::KafkaStorageError,
+            59 => Self::UnknownProducerId,
+            74 => Self::FencedLeaderEpoch,
+            75 => Self::UnknownLeaderEpoch,
+            76 => Self::UnsupportedCompressionType,
+            87 => Self::InvalidRecord,
+            89 => Self::ThrottlingQuotaExceeded,
+            90 => Self::ProducerFenced,
+            100 => Self::UnknownTopicId,
+            120 => Self::TransactionAbortable,
+            other => Self::Unknown(other),
+        }
+    }
+
+    /// The wire value.
+    pub fn as_i16(self) -> i16 {
+        match self {
+            Self::UnknownServerError => -1,
+            Self::None => 0,
+            Self::OffsetOutOfRange => 1,
+            Self::CorruptMessage => 2,
+            Self::UnknownTopicOrPartition => 3,
+            Self::InvalidFetchSize => 4,
+            Self::LeaderNotAvailable => 5,
+            Self::NotLeaderOrFollower => 6,
+            Self::RequestTimedOut => 7,
+            Self::BrokerNotAvailable => 8,
+            Self::ReplicaNotAvailable => 9,
+            Self::MessageTooLarge => 10,
+            Self::NetworkException => 13,
+            Self::CoordinatorLoadInProgress => 14,
+            Self::CoordinatorNotAvailable => 15,
+            Self::NotCoordinator => 16,
+            Self::InvalidTopicException => 17,
+            Self::RecordListTooLarge => 18,
+            Self::NotEnoughReplicas => 19,
+            Self::NotEnoughReplicasAfterAppend => 20,
+            Self::InvalidRequiredAcks => 21,
+            Self::TopicAuthorizationFailed => 29,
+            Self::ClusterAuthorizationFailed => 31,
+            Self::InvalidTimestamp => 32,
+            Self::UnsupportedVersion => 35,
+            Self::InvalidRequest => 42,
+            Self::UnsupportedForMessageFormat => 43,
+            Self::OutOfOrderSequenceNumber => 45,
+            Self::DuplicateSequenceNumber => 46,
+            Self::InvalidProducerEpoch => 47,
+            Self::InvalidTxnState => 48,
+            Self::InvalidProducerIdMapping => 49,
+            Self::ConcurrentTransactions => 51,
+            Self::TransactionalIdAuthorizationFailed => 53,
+            Self::KafkaStorageError => 56,
+            Self::UnknownProducerId => 59,
+            Self::FencedLeaderEpoch => 74,
+            Self::UnknownLeaderEpoch => 75,
+            Self::UnsupportedCompressionType => 76,
+            Self::InvalidRecord => 87,
+            Self::ThrottlingQuotaExceeded => 89,
+            Self::ProducerFenced => 90,
+            Self::UnknownTopicId => 100,
+            Self::TransactionAbortable => 120,
+            Self::Unknown(c) => c,
+        }
+    }
+
+    /// Kafka's name for the code.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::UnknownServerError => "UNKNOWN_SERVER_ERROR",
+            Self::None => "NONE",
+            Self::OffsetOutOfRange => "OFFSET_OUT_OF_RANGE",
+            Self::CorruptMessage => "CORRUPT_MESSAGE",
+            Self::UnknownTopicOrPartition => "UNKNOWN_TOPIC_OR_PARTITION",
+            Self::InvalidFetchSize => "INVALID_FETCH_SIZE",
+            Self::LeaderNotAvailable => "LEADER_NOT_AVAILABLE",
+            Self::NotLeaderOrFollower => "NOT_LEADER_OR_FOLLOWER",
+            Self::RequestTimedOut => "REQUEST_TIMED_OUT",
+            Self::BrokerNotAvailable => "BROKER_NOT_AVAILABLE",
+            Self::ReplicaNotAvailable => "REPLICA_NOT_AVAILABLE",
+            Self::MessageTooLarge => "MESSAGE_TOO_LARGE",
+            Self::NetworkException => "NETWORK_EXCEPTION",
+            Self::CoordinatorLoadInProgress => "COORDINATOR_LOAD_IN_PROGRESS",
+            Self::CoordinatorNotAvailable => "COORDINATOR_NOT_AVAILABLE",
+            Self::NotCoordinator => "NOT_COORDINATOR",
+            Self::InvalidTopicException => "INVALID_TOPIC_EXCEPTION",
+            Self::RecordListTooLarge => "RECORD_LIST_TOO_LARGE",
+            Self::NotEnoughReplicas => "NOT_ENOUGH_REPLICAS",
+            Self::NotEnoughReplicasAfterAppend => "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+            Self::InvalidRequiredAcks => "INVALID_REQUIRED_ACKS",
+            Self::TopicAuthorizationFailed => "TOPIC_AUTHORIZATION_FAILED",
+            Self::ClusterAuthorizationFailed => "CLUSTER_AUTHORIZATION_FAILED",
+            Self::InvalidTimestamp => "INVALID_TIMESTAMP",
+            Self::UnsupportedVersion => "UNSUPPORTED_VERSION",
+            Self::InvalidRequest => "INVALID_REQUEST",
+            Self::UnsupportedForMessageFormat => "UNSUPPORTED_FOR_MESSAGE_FORMAT",
+            Self::OutOfOrderSequenceNumber => "OUT_OF_ORDER_SEQUENCE_NUMBER",
+            Self::DuplicateSequenceNumber => "DUPLICATE_SEQUENCE_NUMBER",
+            Self::InvalidProducerEpoch => "INVALID_PRODUCER_EPOCH",
+            Self::InvalidTxnState => "INVALID_TXN_STATE",
+            Self::InvalidProducerIdMapping => "INVALID_PRODUCER_ID_MAPPING",
+            Self::ConcurrentTransactions => "CONCURRENT_TRANSACTIONS",
+            Self::TransactionalIdAuthorizationFailed => "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+            Self::KafkaStorageError => "KAFKA_STORAGE_ERROR",
+            Self::UnknownProducerId => "UNKNOWN_PRODUCER_ID",
+            Self::FencedLeaderEpoch => "FENCED_LEADER_EPOCH",
+            Self::UnknownLeaderEpoch => "UNKNOWN_LEADER_EPOCH",
+            Self::UnsupportedCompressionType => "UNSUPPORTED_COMPRESSION_TYPE",
+            Self::InvalidRecord => "INVALID_RECORD",
+            Self::ThrottlingQuotaExceeded => "THROTTLING_QUOTA_EXCEEDED",
+            Self::ProducerFenced => "PRODUCER_FENCED",
+            Self::UnknownTopicId => "UNKNOWN_TOPIC_ID",
+            Self::TransactionAbortable => "TRANSACTION_ABORTABLE",
+            Self::Unknown(_) => "UNKNOWN",
+        }
+    }
+
+    /// Whether this is the success code.
+    pub fn is_ok(self) -> bool {
+        self == Self::None
+    }
+
+    /// Whether a Produce that drew this code may simply be retried with the same bytes.
+    pub fn is_retriable(self) -> bool {
+        matches!(
+            self,
+            Self::CorruptMessage
+                | Self::UnknownTopicOrPartition
+                | Self::LeaderNotAvailable
+                | Self::NotLeaderOrFollower
+                | Self::RequestTimedOut
+                | Self::BrokerNotAvailable
+                | Self::ReplicaNotAvailable
+                | Self::NetworkException
+                | Self::CoordinatorLoadInProgress
+                | Self::CoordinatorNotAvailable
+                | Self::NotCoordinator
+                | Self::NotEnoughReplicas
+                | Self::NotEnoughReplicasAfterAppend
+                | Self::KafkaStorageError
+                | Self::FencedLeaderEpoch
+                | Self::UnknownLeaderEpoch
+                | Self::ThrottlingQuotaExceeded
+                | Self::UnknownTopicId
+        )
+    }
+
+    /// Whether the client should refresh metadata before retrying.
+    pub fn needs_metadata_refresh(self) -> bool {
+        matches!(
+            self,
+            Self::UnknownTopicOrPartition
+                | Self::LeaderNotAvailable
+                | Self::NotLeaderOrFollower
+                | Self::BrokerNotAvailable
+                | Self::ReplicaNotAvailable
+                | Self::KafkaStorageError
+                | Self::FencedLeaderEpoch
+                | Self::UnknownLeaderEpoch
+                | Self::UnknownTopicId
+        )
+    }
+
+    /// Whether the attempt that drew this code from Produce may have been written to the log
+    /// (§B.3 "Persisted?"). `None` (success) and `DUPLICATE_SEQUENCE_NUMBER` mean it *was*
+    /// written; [`Self::is_definitely_persisted`] says so.
+    pub fn is_possibly_persisted(self) -> bool {
+        matches!(
+            self,
+            Self::RequestTimedOut
+                | Self::NotEnoughReplicasAfterAppend
+                | Self::UnknownServerError
+                | Self::NetworkException
+        ) || matches!(self, Self::Unknown(_))
+    }
+
+    /// Whether this code from Produce means the batch is in the log.
+    pub fn is_definitely_persisted(self) -> bool {
+        matches!(self, Self::None | Self::DuplicateSequenceNumber)
+    }
+
+    /// Whether this code is fatal for an idempotent (non-transactional) producer.
+    pub fn is_fatal(self) -> bool {
+        matches!(
+            self,
+            Self::ClusterAuthorizationFailed
+                | Self::UnsupportedVersion
+                | Self::InvalidTxnState
+                | Self::ConcurrentTransactions
+                | Self::TransactionalIdAuthorizationFailed
+                | Self::TransactionAbortable
+        )
+    }
+}
+
+impl From<i16> for ErrorCode {
+    fn from(code: i16) -> Self {
+        Self::from_i16(code)
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.name(), self.as_i16())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_named_code_round_trips_and_unknown_codes_survive() {
+        for &c in ErrorCode::ALL {
+            assert_eq!(ErrorCode::from_i16(c.as_i16()), c);
+            assert_ne!(c.name(), "UNKNOWN");
+        }
+        assert_eq!(ErrorCode::from_i16(9999), ErrorCode::Unknown(9999));
+        assert_eq!(ErrorCode::Unknown(9999).as_i16(), 9999);
+        assert_eq!(
+            ErrorCode::from_i16(45).to_string(),
+            "OUT_OF_ORDER_SEQUENCE_NUMBER (45)"
+        );
+    }
+
+    #[test]
+    fn classification_follows_the_spec_table() {
+        use ErrorCode as E;
+        // Written-on-the-leader codes must never be reported as not persisted.
+        assert!(E::RequestTimedOut.is_possibly_persisted() && E::RequestTimedOut.is_retriable());
+        assert!(E::NotEnoughReplicasAfterAppend.is_possibly_persisted());
+        assert!(
+            !E::NotEnoughReplicas.is_possibly_persisted() && E::NotEnoughReplicas.is_retriable()
+        );
+        assert!(E::NotLeaderOrFollower.needs_metadata_refresh());
+        assert!(
+            E::UnknownServerError.is_possibly_persisted() && !E::UnknownServerError.is_retriable()
+        );
+        assert!(E::DuplicateSequenceNumber.is_definitely_persisted());
+        assert!(!E::OutOfOrderSequenceNumber.is_retriable());
+        assert!(E::ClusterAuthorizationFailed.is_fatal());
+        assert!(E::CorruptMessage.is_retriable());
+        assert!(!E::MessageTooLarge.is_retriable() && !E::MessageTooLarge.is_possibly_persisted());
+    }
+}

@@ -1,0 +1,300 @@
+//! Produce (key 0), flexible versions v9–v12, with topic names.
+//!
+//! Each partition carries exactly one record batch (a broker rule since v3). v10 adds the
+//! KIP-951 leader hints: the tagged `CurrentLeader` per partition and `NodeEndpoints` at the
+//! top level of the response. v11 and v12 have the same layout as v10.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::primitives::put_tagged_field;
+use super::{api_key, DecodeError, Message, Reader, Request, VersionRange, Writer};
+
+/// Produce request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ProduceRequest {
+    /// Null for an idempotent producer.
+    pub transactional_id: Option<String>,
+    /// -1 (all in-sync replicas) for an idempotent producer.
+    pub acks: i16,
+    /// How long the broker may wait for the acks.
+    pub timeout_ms: i32,
+    /// Data per topic.
+    pub topic_data: Vec<TopicProduceData>,
+}
+
+/// One topic's data.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TopicProduceData {
+    /// Topic name.
+    pub name: String,
+    /// Data per partition.
+    pub partition_data: Vec<PartitionProduceData>,
+}
+
+/// One partition's data.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PartitionProduceData {
+    /// Partition index.
+    pub index: i32,
+    /// The encoded record batch.
+    pub records: Option<Bytes>,
+}
+
+impl Message for ProduceRequest {
+    const API_KEY: i16 = api_key::PRODUCE;
+    const VERSIONS: VersionRange = VersionRange::new(9, 12);
+    const FLEXIBLE_SINCE: i16 = 9;
+
+    fn encode(&self, _version: i16, buf: &mut BytesMut) {
+        buf.put_nullable_string(self.transactional_id.as_deref(), true);
+        buf.put_i16(self.acks);
+        buf.put_i32(self.timeout_ms);
+        buf.put_array_len(Some(self.topic_data.len()), true);
+        for t in &self.topic_data {
+            buf.put_string(&t.name, true);
+            buf.put_array_len(Some(t.partition_data.len()), true);
+            for p in &t.partition_data {
+                buf.put_i32(p.index);
+                buf.put_nullable_bytes(p.records.as_deref(), true);
+                buf.put_empty_tags();
+            }
+            buf.put_empty_tags();
+        }
+        buf.put_empty_tags();
+    }
+
+    fn decode(_version: i16, r: &mut Reader) -> Result<Self, DecodeError> {
+        let transactional_id = r.nullable_string(true)?;
+        let acks = r.i16()?;
+        let timeout_ms = r.i32()?;
+        let topic_data = r.array(true, |r| {
+            let name = r.string(true)?;
+            let partition_data = r.array(true, |r| {
+                let p = PartitionProduceData {
+                    index: r.i32()?,
+                    records: r.nullable_bytes(true)?,
+                };
+                r.skip_tagged_fields()?;
+                Ok(p)
+            })?;
+            r.skip_tagged_fields()?;
+            Ok(TopicProduceData {
+                name,
+                partition_data,
+            })
+        })?;
+        r.skip_tagged_fields()?;
+        Ok(Self {
+            transactional_id,
+            acks,
+            timeout_ms,
+            topic_data,
+        })
+    }
+}
+
+impl Request for ProduceRequest {
+    type Response = ProduceResponse;
+}
+
+/// Produce response.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct ProduceResponse {
+    /// Results per topic.
+    pub responses: Vec<TopicProduceResponse>,
+    /// Throttle time.
+    pub throttle_time_ms: i32,
+    /// Since v10 (tag 0): endpoints of the brokers named in `current_leader` hints.
+    pub node_endpoints: Vec<NodeEndpoint>,
+}
+
+/// One topic's results.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TopicProduceResponse {
+    /// Topic name.
+    pub name: String,
+    /// Results per partition.
+    pub partition_responses: Vec<PartitionProduceResponse>,
+}
+
+/// One partition's result.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PartitionProduceResponse {
+    /// Partition index.
+    pub index: i32,
+    /// Error code.
+    pub error_code: i16,
+    /// Offset of the first record, or -1.
+    pub base_offset: i64,
+    /// Broker append time with LogAppendTime, else -1.
+    pub log_append_time_ms: i64,
+    /// The partition's log start offset, or -1.
+    pub log_start_offset: i64,
+    /// Records that made the batch fail.
+    pub record_errors: Vec<BatchIndexAndErrorMessage>,
+    /// Summary error message.
+    pub error_message: Option<String>,
+    /// Since v10 (tag 0): the leader the broker knows of, on NOT_LEADER_OR_FOLLOWER.
+    pub current_leader: Option<LeaderIdAndEpoch>,
+}
+
+/// A record-level error.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BatchIndexAndErrorMessage {
+    /// Index of the record in the batch.
+    pub batch_index: i32,
+    /// Message.
+    pub batch_index_error_message: Option<String>,
+}
+
+/// A KIP-951 leader hint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LeaderIdAndEpoch {
+    /// Leader node id, or -1.
+    pub leader_id: i32,
+    /// Leader epoch, or -1.
+    pub leader_epoch: i32,
+}
+
+/// A KIP-951 broker endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NodeEndpoint {
+    /// Node id.
+    pub node_id: i32,
+    /// Host.
+    pub host: String,
+    /// Port.
+    pub port: i32,
+    /// Rack.
+    pub rack: Option<String>,
+}
+
+impl Message for ProduceResponse {
+    const API_KEY: i16 = api_key::PRODUCE;
+    const VERSIONS: VersionRange = VersionRange::new(9, 12);
+    const FLEXIBLE_SINCE: i16 = 9;
+
+    fn encode(&self, version: i16, buf: &mut BytesMut) {
+        buf.put_array_len(Some(self.responses.len()), true);
+        for t in &self.responses {
+            buf.put_string(&t.name, true);
+            buf.put_array_len(Some(t.partition_responses.len()), true);
+            for p in &t.partition_responses {
+                buf.put_i32(p.index);
+                buf.put_i16(p.error_code);
+                buf.put_i64(p.base_offset);
+                buf.put_i64(p.log_append_time_ms);
+                buf.put_i64(p.log_start_offset);
+                buf.put_array_len(Some(p.record_errors.len()), true);
+                for e in &p.record_errors {
+                    buf.put_i32(e.batch_index);
+                    buf.put_nullable_string(e.batch_index_error_message.as_deref(), true);
+                    buf.put_empty_tags();
+                }
+                buf.put_nullable_string(p.error_message.as_deref(), true);
+                match p.current_leader {
+                    Some(l) if version >= 10 => {
+                        buf.put_uvarint(1);
+                        put_tagged_field(buf, 0, |f| {
+                            f.put_i32(l.leader_id);
+                            f.put_i32(l.leader_epoch);
+                            f.put_empty_tags();
+                        });
+                    }
+                    _ => buf.put_empty_tags(),
+                }
+            }
+            buf.put_empty_tags();
+        }
+        buf.put_i32(self.throttle_time_ms);
+        if version >= 10 && !self.node_endpoints.is_empty() {
+            buf.put_uvarint(1);
+            put_tagged_field(buf, 0, |f| {
+                f.put_array_len(Some(self.node_endpoints.len()), true);
+                for n in &self.node_endpoints {
+                    f.put_i32(n.node_id);
+                    f.put_string(&n.host, true);
+                    f.put_i32(n.port);
+                    f.put_nullable_string(n.rack.as_deref(), true);
+                    f.put_empty_tags();
+                }
+            });
+        } else {
+            buf.put_empty_tags();
+        }
+    }
+
+    fn decode(version: i16, r: &mut Reader) -> Result<Self, DecodeError> {
+        let responses = r.array(true, |r| {
+            let name = r.string(true)?;
+            let partition_responses = r.array(true, |r| {
+                let index = r.i32()?;
+                let error_code = r.i16()?;
+                let base_offset = r.i64()?;
+                let log_append_time_ms = r.i64()?;
+                let log_start_offset = r.i64()?;
+                let record_errors = r.array(true, |r| {
+                    let e = BatchIndexAndErrorMessage {
+                        batch_index: r.i32()?,
+                        batch_index_error_message: r.nullable_string(true)?,
+                    };
+                    r.skip_tagged_fields()?;
+                    Ok(e)
+                })?;
+                let error_message = r.nullable_string(true)?;
+                let mut current_leader = None;
+                r.tagged_fields(|tag, f| {
+                    if tag == 0 && version >= 10 {
+                        current_leader = Some(LeaderIdAndEpoch {
+                            leader_id: f.i32()?,
+                            leader_epoch: f.i32()?,
+                        });
+                        f.skip_tagged_fields()?;
+                        Ok(true)
+                    } else {
+                        Ok(false)
+                    }
+                })?;
+                Ok(PartitionProduceResponse {
+                    index,
+                    error_code,
+                    base_offset,
+                    log_append_time_ms,
+                    log_start_offset,
+                    record_errors,
+                    error_message,
+                    current_leader,
+                })
+            })?;
+            r.skip_tagged_fields()?;
+            Ok(TopicProduceResponse {
+                name,
+                partition_responses,
+            })
+        })?;
+        let throttle_time_ms = r.i32()?;
+        let mut node_endpoints = Vec::new();
+        r.tagged_fields(|tag, f| {
+            if tag == 0 && version >= 10 {
+                node_endpoints = f.array(true, |f| {
+                    let n = NodeEndpoint {
+                        node_id: f.i32()?,
+                        host: f.string(true)?,
+                        port: f.i32()?,
+                        rack: f.nullable_string(true)?,
+                    };
+                    f.skip_tagged_fields()?;
+                    Ok(n)
+                })?;
+                Ok(true)
+            } else {
+                Ok(false)
+            }
+        })?;
+        Ok(Self {
+            responses,
+            throttle_time_ms,
+            node_endpoints,
+        })
+    }
+}

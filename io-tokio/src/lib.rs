@@ -1,0 +1,1 @@
+//! Thin tokio adapter for kprod-core (work in progress).

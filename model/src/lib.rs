@@ -1,0 +1,1 @@
+//! stateright model of kprod-core (work in progress).
