@@ -1,1 +1,6 @@
-//! stateright model of kprod-core (work in progress).
+//! kprod-model: the real `kprod_core::Producer` against a Kafka broker model.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod broker;
+pub mod sim;

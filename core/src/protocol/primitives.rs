@@ -232,7 +232,10 @@ impl Reader {
         mut f: impl FnMut(&mut Self) -> Result<T, DecodeError>,
     ) -> Result<Vec<T>, DecodeError> {
         let n = self.array_len(compact)?;
-        let mut out = Vec::with_capacity(n);
+        // `n` is at most the bytes remaining, but an element can be far larger in memory than
+        // on the wire: preallocate no more than the bytes remaining, and let the vector grow
+        // with the elements actually decoded.
+        let mut out = Vec::with_capacity(n.min(self.remaining() / size_of::<T>().max(1)));
         for _ in 0..n {
             out.push(f(self)?);
         }

@@ -1,0 +1,320 @@
+//! Producer configuration, validated up front with clear errors.
+
+use std::time::Duration;
+
+/// What to do when a batch fails permanently and leaves a gap in a partition's stream
+/// (idempotence-spec §B.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum GapPolicy {
+    /// Fail that batch, bump the epoch and go on with the later batches (Java's behaviour).
+    #[default]
+    ContinueWithGap,
+    /// Fail that batch and every later batch buffered for the partition that is not
+    /// possibly persisted (franz-go's behaviour): the partition's log stays a prefix of what
+    /// was sent.
+    CutPartition,
+    /// Stop the producer (librdkafka's `enable.gapless.guarantee`).
+    Fatal,
+}
+
+/// What to do when the broker proves that acknowledged data was lost (a head-of-line
+/// OUT_OF_ORDER_SEQUENCE_NUMBER that benign state loss does not explain).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum DataLossPolicy {
+    /// Report [`crate::Diagnostic::DataLoss`], bump the epoch and go on.
+    #[default]
+    SignalAndContinue,
+    /// Stop the producer.
+    Fatal,
+}
+
+/// Producer settings. Field names follow the Java client's properties.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ProducerConfig {
+    /// `bootstrap.servers`: `host:port` addresses used to discover the cluster.
+    pub bootstrap_servers: Vec<String>,
+    /// `client.id`.
+    pub client_id: Option<String>,
+    /// `enable.idempotence`. kprod is an idempotent producer: `false` is rejected.
+    pub enable_idempotence: bool,
+    /// `acks`. Idempotence requires -1 (all).
+    pub acks: i16,
+    /// `max.in.flight.requests.per.connection`: 1..=5. Also the per-partition bound on
+    /// unresolved batches, counted across every connection (P4).
+    pub max_in_flight: usize,
+    /// `linger.ms`.
+    pub linger: Duration,
+    /// `batch.size` in bytes.
+    pub batch_size: usize,
+    /// `buffer.memory` in bytes: records held until they resolve. `send` refuses beyond it.
+    pub buffer_memory: usize,
+    /// `max.request.size` in bytes: the largest Produce request, and so the largest record.
+    pub max_request_size: usize,
+    /// `request.timeout.ms`: a request unanswered this long closes its connection (P8).
+    pub request_timeout: Duration,
+    /// `delivery.timeout.ms`: the bound on a record's whole life in the producer.
+    pub delivery_timeout: Duration,
+    /// `retry.backoff.ms`.
+    pub retry_backoff: Duration,
+    /// `retry.backoff.max.ms`.
+    pub retry_backoff_max: Duration,
+    /// `reconnect.backoff.ms`.
+    pub reconnect_backoff: Duration,
+    /// `metadata.max.age.ms`: periodic metadata refresh.
+    pub metadata_max_age: Duration,
+    /// `allow.auto.create.topics`.
+    pub allow_auto_topic_creation: bool,
+    /// Gap policy (§B.4).
+    pub gap_policy: GapPolicy,
+    /// Data-loss policy.
+    pub data_loss_policy: DataLossPolicy,
+    /// Largest response frame accepted from a broker.
+    pub max_frame_size: usize,
+    /// Software name sent in ApiVersions v3.
+    pub client_software_name: String,
+    /// Software version sent in ApiVersions v3.
+    pub client_software_version: String,
+    /// The highest epoch to bump to before asking for a new producer id. Kafka's limit is
+    /// `i16::MAX`; a smaller value lets tests and the model reach exhaustion.
+    pub max_epoch: i16,
+    /// The largest sequence number before wrapping to 0. Kafka's is `i32::MAX`; a smaller
+    /// value lets tests and the model explore the wrap. Brokers must use the same value.
+    pub max_sequence: i32,
+}
+
+impl Default for ProducerConfig {
+    fn default() -> Self {
+        Self {
+            bootstrap_servers: Vec::new(),
+            client_id: Some("kprod".to_owned()),
+            enable_idempotence: true,
+            acks: -1,
+            max_in_flight: 5,
+            linger: Duration::from_millis(5),
+            batch_size: 16 * 1024,
+            buffer_memory: 32 * 1024 * 1024,
+            max_request_size: 1024 * 1024,
+            request_timeout: Duration::from_secs(30),
+            delivery_timeout: Duration::from_secs(120),
+            retry_backoff: Duration::from_millis(100),
+            retry_backoff_max: Duration::from_secs(1),
+            reconnect_backoff: Duration::from_millis(50),
+            metadata_max_age: Duration::from_secs(300),
+            allow_auto_topic_creation: true,
+            gap_policy: GapPolicy::default(),
+            data_loss_policy: DataLossPolicy::default(),
+            max_frame_size: crate::protocol::frame::DEFAULT_MAX_FRAME_SIZE,
+            client_software_name: "kprod".to_owned(),
+            client_software_version: env!("CARGO_PKG_VERSION").to_owned(),
+            max_epoch: i16::MAX,
+            max_sequence: i32::MAX,
+        }
+    }
+}
+
+/// A configuration that cannot work, with the setting at fault.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct ConfigError {
+    /// The Kafka property name of the setting.
+    pub setting: &'static str,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid {}: {}", self.setting, self.reason)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn err(setting: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError {
+        setting,
+        reason: reason.into(),
+    }
+}
+
+/// Whether `s` is a valid ApiVersions v3 software name or version (KIP-511).
+fn is_software_token(s: &str) -> bool {
+    let b = s.as_bytes();
+    let ok_end = |c: &u8| c.is_ascii_alphanumeric();
+    !b.is_empty()
+        && b.first().is_some_and(ok_end)
+        && b.last().is_some_and(ok_end)
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'.')
+}
+
+impl ProducerConfig {
+    /// Checks every setting and returns the first problem found.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.bootstrap_servers.is_empty() {
+            return Err(err(
+                "bootstrap.servers",
+                "at least one host:port is required",
+            ));
+        }
+        for s in &self.bootstrap_servers {
+            match s.rsplit_once(':') {
+                Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {}
+                _ => return Err(err("bootstrap.servers", format!("{s:?} is not host:port"))),
+            }
+        }
+        if !self.enable_idempotence {
+            return Err(err(
+                "enable.idempotence",
+                "kprod is an idempotent producer; it must be true",
+            ));
+        }
+        if self.acks != -1 {
+            return Err(err("acks", "idempotence requires acks=all (-1)"));
+        }
+        if !(1..=5).contains(&self.max_in_flight) {
+            return Err(err(
+                "max.in.flight.requests.per.connection",
+                format!(
+                    "{} is outside 1..=5, the range idempotence allows",
+                    self.max_in_flight
+                ),
+            ));
+        }
+        if self.batch_size == 0 {
+            return Err(err("batch.size", "must be positive"));
+        }
+        if self.max_request_size < 1024 {
+            return Err(err("max.request.size", "must be at least 1024 bytes"));
+        }
+        if self.buffer_memory < self.max_request_size {
+            return Err(err("buffer.memory", "must be at least max.request.size"));
+        }
+        if self.request_timeout.is_zero() {
+            return Err(err("request.timeout.ms", "must be positive"));
+        }
+        if self.delivery_timeout < self.linger + self.request_timeout {
+            return Err(err(
+                "delivery.timeout.ms",
+                "must be at least linger.ms + request.timeout.ms",
+            ));
+        }
+        if self.retry_backoff_max < self.retry_backoff {
+            return Err(err(
+                "retry.backoff.max.ms",
+                "must be at least retry.backoff.ms",
+            ));
+        }
+        if self.max_frame_size < self.max_request_size.min(1 << 20) {
+            return Err(err("max.frame.size", "is too small for a Produce response"));
+        }
+        if self.max_epoch < 1 {
+            return Err(err("max.epoch", "must be at least 1"));
+        }
+        if self.max_sequence < 1 {
+            return Err(err("max.sequence", "must be at least 1"));
+        }
+        if let Some(id) = &self.client_id {
+            if id.len() > i16::MAX as usize {
+                return Err(err("client.id", "too long"));
+            }
+        }
+        if !is_software_token(&self.client_software_name) {
+            return Err(err(
+                "client.software.name",
+                "must match [a-zA-Z0-9](?:[a-zA-Z0-9-.]*[a-zA-Z0-9])?",
+            ));
+        }
+        if !is_software_token(&self.client_software_version) {
+            return Err(err(
+                "client.software.version",
+                "must match [a-zA-Z0-9](?:[a-zA-Z0-9-.]*[a-zA-Z0-9])?",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> ProducerConfig {
+        ProducerConfig {
+            bootstrap_servers: vec!["127.0.0.1:9092".into()],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn defaults_with_a_bootstrap_are_valid() {
+        base().validate().unwrap();
+    }
+
+    #[test]
+    fn each_bad_setting_is_named() {
+        let cases: Vec<(ProducerConfig, &str)> = vec![
+            (ProducerConfig::default(), "bootstrap.servers"),
+            (
+                ProducerConfig {
+                    bootstrap_servers: vec!["nohost".into()],
+                    ..base()
+                },
+                "bootstrap.servers",
+            ),
+            (
+                ProducerConfig {
+                    enable_idempotence: false,
+                    ..base()
+                },
+                "enable.idempotence",
+            ),
+            (ProducerConfig { acks: 1, ..base() }, "acks"),
+            (
+                ProducerConfig {
+                    max_in_flight: 0,
+                    ..base()
+                },
+                "max.in.flight.requests.per.connection",
+            ),
+            (
+                ProducerConfig {
+                    max_in_flight: 6,
+                    ..base()
+                },
+                "max.in.flight.requests.per.connection",
+            ),
+            (
+                ProducerConfig {
+                    batch_size: 0,
+                    ..base()
+                },
+                "batch.size",
+            ),
+            (
+                ProducerConfig {
+                    buffer_memory: 10,
+                    ..base()
+                },
+                "buffer.memory",
+            ),
+            (
+                ProducerConfig {
+                    delivery_timeout: Duration::from_secs(1),
+                    ..base()
+                },
+                "delivery.timeout.ms",
+            ),
+            (
+                ProducerConfig {
+                    client_software_version: "1.0-".into(),
+                    ..base()
+                },
+                "client.software.version",
+            ),
+        ];
+        for (cfg, setting) in cases {
+            assert_eq!(cfg.validate().unwrap_err().setting, setting, "{cfg:?}");
+        }
+    }
+}

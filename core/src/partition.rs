@@ -1,0 +1,292 @@
+//! Per-partition state: the accumulator (batches in send order) and the idempotence
+//! bookkeeping (bound identity, next sequence, last acknowledgement, rebase flags).
+//!
+//! The rules here are idempotence-spec §B.1: a sequence is assigned only when a batch first
+//! goes on the wire (P1), a retry resends the same bytes (P2), a partition has at most
+//! `max_in_flight` sequenced, unresolved batches (P4), retries go head-first and alone (P5),
+//! a partition talks to one connection at a time (P7), an epoch change is applied to a
+//! partition only once it has drained (P9, KAFKA-12152), and a batch that may be in the log is
+//! never re-sequenced (P3, P13).
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use crate::protocol::record_batch::{restamp, RecordBatchBuilder};
+use crate::types::{ConnId, ProducerIdentity, RecordId};
+
+/// Where a batch is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum BatchState {
+    /// Accepting records.
+    Open,
+    /// Closed for appends, waiting for its first (or, after a rebase, next) transmission.
+    Ready,
+    /// In a Produce request whose answer is pending.
+    InFlight,
+    /// Sequenced; to be resent with the same bytes at `at` or later.
+    Retry {
+        /// Earliest resend time.
+        at: Instant,
+    },
+    /// Definitively not in the log, but its sequence can no longer be used: it waits for the
+    /// partition to move to a new producer identity and is then re-sequenced.
+    AwaitRebase,
+}
+
+/// A producer batch.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Batch {
+    pub(crate) id: u64,
+    pub(crate) records: Vec<RecordId>,
+    /// Present until the batch is first sequenced.
+    pub(crate) builder: Option<RecordBatchBuilder>,
+    /// The bytes on the wire once sequenced. Kept across a rebase (then restamped).
+    pub(crate) wire: Option<Bytes>,
+    /// Identity and base sequence, once sequenced under the partition's bound identity.
+    pub(crate) seq: Option<(ProducerIdentity, i32)>,
+    /// Bytes charged against `buffer.memory`.
+    pub(crate) size: usize,
+    pub(crate) created: Instant,
+    pub(crate) state: BatchState,
+    /// Some attempt's outcome is unknown: the batch may be in the log (P10).
+    pub(crate) maybe_persisted: bool,
+    /// A later batch of the same identity was acknowledged first; re-sequencing this one
+    /// would reorder the log, so it can only be acknowledged or failed.
+    pub(crate) overtaken: bool,
+    pub(crate) retries: u32,
+    pub(crate) corrupt_retries: u8,
+}
+
+impl Batch {
+    pub(crate) fn new(id: u64, now: Instant, capacity: usize) -> Self {
+        Self {
+            id,
+            records: Vec::new(),
+            builder: Some(RecordBatchBuilder::with_capacity(capacity)),
+            wire: None,
+            seq: None,
+            size: 0,
+            created: now,
+            state: BatchState::Open,
+            maybe_persisted: false,
+            overtaken: false,
+            retries: 0,
+            corrupt_retries: 0,
+        }
+    }
+
+    pub(crate) fn count(&self) -> i32 {
+        self.records.len() as i32
+    }
+
+    /// Encoded size of the batch as it would go on the wire now.
+    pub(crate) fn wire_len(&self) -> usize {
+        match (&self.wire, &self.builder) {
+            (Some(w), _) => w.len(),
+            (None, Some(b)) => b.size(),
+            (None, None) => 0,
+        }
+    }
+
+    pub(crate) fn is_sequenced_under(&self, id: Option<ProducerIdentity>) -> bool {
+        matches!((self.seq, id), (Some((a, _)), Some(b)) if a == b)
+    }
+}
+
+/// One partition.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub(crate) struct Partition {
+    pub(crate) leader: Option<i32>,
+    pub(crate) leader_epoch: i32,
+    pub(crate) batches: VecDeque<Batch>,
+    /// The identity this partition's sequences are numbered under; may lag the producer's.
+    pub(crate) bound: Option<ProducerIdentity>,
+    pub(crate) next_seq: i32,
+    /// Last acknowledged (sequence, offset) under `bound`.
+    pub(crate) last_acked: Option<(i32, i64)>,
+    /// A batch of `bound` failed: its later sequences leave a gap.
+    pub(crate) gap: bool,
+    /// `bound` can no longer be used for new batches; the partition must rebase.
+    pub(crate) needs_rebase: bool,
+    /// The gap policy cut this partition; cleared at the rebase.
+    pub(crate) cutting: bool,
+    /// The connection holding this partition's in-flight requests.
+    pub(crate) inflight_conn: Option<ConnId>,
+}
+
+/// What [`Partition::next_to_send`] chose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Pick {
+    pub(crate) index: usize,
+}
+
+/// Inputs to the send decision that come from the producer.
+pub(crate) struct SendContext {
+    pub(crate) now: Instant,
+    pub(crate) identity: Option<ProducerIdentity>,
+    pub(crate) conn: ConnId,
+    pub(crate) max_in_flight: usize,
+    pub(crate) linger: std::time::Duration,
+    pub(crate) batch_size: usize,
+    pub(crate) flush_upto: Option<RecordId>,
+    pub(crate) max_sequence: i32,
+}
+
+/// `base + count` with Kafka's wrap past `max` to 0.
+pub(crate) fn seq_add(base: i32, count: i32, max: i32) -> i32 {
+    let modulus = i64::from(max) + 1;
+    ((i64::from(base) + i64::from(count)) % modulus) as i32
+}
+
+impl Partition {
+    pub(crate) fn inflight(&self) -> usize {
+        self.batches
+            .iter()
+            .filter(|b| b.state == BatchState::InFlight)
+            .count()
+    }
+
+    /// Sequenced batches that are not resolved (P4 counts these).
+    pub(crate) fn unresolved(&self) -> usize {
+        self.batches.iter().filter(|b| b.seq.is_some()).count()
+    }
+
+    pub(crate) fn position(&self, batch_id: u64) -> Option<usize> {
+        self.batches.iter().position(|b| b.id == batch_id)
+    }
+
+    fn has_ambiguous_retry(&self) -> bool {
+        self.batches
+            .iter()
+            .any(|b| matches!(b.state, BatchState::Retry { .. }) && b.maybe_persisted)
+    }
+
+    /// Whether the partition has nothing on the wire and nothing that must be resent under
+    /// its current identity, so it may move to a new one (P9).
+    pub(crate) fn is_drained(&self) -> bool {
+        self.inflight() == 0 && !self.has_ambiguous_retry()
+    }
+
+    /// Moves the partition to `identity` if it is drained and bound to another one. Every
+    /// sequenced batch left is definitively not persisted; it is re-sequenced at its next
+    /// transmission. The sequence restarts at 0 (KAFKA-12152).
+    pub(crate) fn maybe_rebind(&mut self, identity: Option<ProducerIdentity>) -> bool {
+        let Some(id) = identity else { return false };
+        if self.bound == Some(id) || !self.is_drained() {
+            return false;
+        }
+        self.bound = Some(id);
+        self.next_seq = 0;
+        self.last_acked = None;
+        self.gap = false;
+        self.needs_rebase = false;
+        self.cutting = false;
+        for b in &mut self.batches {
+            if b.seq.is_some() {
+                debug_assert!(!b.maybe_persisted || b.state != BatchState::InFlight);
+                b.seq = None;
+                b.overtaken = false;
+                b.state = BatchState::Ready;
+            }
+        }
+        true
+    }
+
+    /// Chooses the batch to put in a request to `ctx.conn` now, if any, and sequences it.
+    pub(crate) fn next_to_send(&mut self, ctx: &SendContext) -> Option<Pick> {
+        if self.inflight_conn.is_some_and(|c| c != ctx.conn) {
+            return None; // P7: drain the old connection first.
+        }
+        let inflight = self.inflight();
+        // P5: retries of the bound identity go head-first and alone.
+        let first_retry = self.batches.iter().position(|b| {
+            matches!(b.state, BatchState::Retry { .. }) && b.is_sequenced_under(self.bound)
+        });
+        if let Some(i) = first_retry {
+            let BatchState::Retry { at } = self.batches[i].state else {
+                return None;
+            };
+            if inflight > 0 || at > ctx.now {
+                return None;
+            }
+            self.batches[i].state = BatchState::InFlight;
+            self.inflight_conn = Some(ctx.conn);
+            return Some(Pick { index: i });
+        }
+        let identity = ctx.identity?;
+        if self.needs_rebase || self.bound != Some(identity) {
+            return None;
+        }
+        if inflight >= ctx.max_in_flight || self.unresolved() >= ctx.max_in_flight {
+            return None;
+        }
+        // Until one batch of this identity is acknowledged, send one at a time, so a broker
+        // that has no state for us cannot accept a later batch before an earlier one (D7).
+        if self.last_acked.is_none() && inflight > 0 {
+            return None;
+        }
+        let i = self
+            .batches
+            .iter()
+            .position(|b| matches!(b.state, BatchState::Open | BatchState::Ready))?;
+        let b = &self.batches[i];
+        if b.records.is_empty() {
+            return None;
+        }
+        let ready = b.state == BatchState::Ready
+            || i + 1 < self.batches.len()
+            || b.wire_len() >= ctx.batch_size
+            || ctx.now >= b.created + ctx.linger
+            || ctx.flush_upto.is_some_and(|f| b.records[0] <= f);
+        if !ready {
+            return None;
+        }
+        let base = self.next_seq;
+        let b = &mut self.batches[i];
+        let wire = match (b.builder.take(), &b.wire) {
+            (Some(builder), _) => builder.seal(identity.producer_id, identity.epoch, base),
+            (None, Some(old)) => restamp(old, identity.producer_id, identity.epoch, base),
+            (None, None) => return None,
+        };
+        b.wire = Some(wire);
+        b.seq = Some((identity, base));
+        b.state = BatchState::InFlight;
+        self.next_seq = seq_add(base, b.count(), ctx.max_sequence);
+        self.inflight_conn = Some(ctx.conn);
+        Some(Pick { index: i })
+    }
+
+    /// The earliest time a linger or retry backoff of this partition expires.
+    pub(crate) fn next_deadline(&self, linger: std::time::Duration) -> Option<Instant> {
+        self.batches
+            .iter()
+            .filter_map(|b| match b.state {
+                BatchState::Open => Some(b.created + linger),
+                BatchState::Retry { at } => Some(at),
+                _ => None,
+            })
+            .min()
+    }
+
+    pub(crate) fn update_inflight_conn(&mut self) {
+        if self.inflight() == 0 {
+            self.inflight_conn = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequence_wraps_past_the_maximum_to_zero() {
+        assert_eq!(seq_add(0, 5, i32::MAX), 5);
+        assert_eq!(seq_add(i32::MAX - 1, 1, i32::MAX), i32::MAX);
+        assert_eq!(seq_add(i32::MAX, 1, i32::MAX), 0);
+        assert_eq!(seq_add(i32::MAX - 1, 3, i32::MAX), 1);
+        assert_eq!(seq_add(6, 3, 7), 1);
+    }
+}

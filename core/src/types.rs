@@ -1,0 +1,305 @@
+//! Identifiers, records and the outward vocabulary: outputs, events and errors.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use crate::protocol::record_batch::Header;
+use crate::protocol::ErrorCode;
+
+/// A connection the producer asked the driver to open. Never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub u64);
+
+/// A record accepted by [`crate::Producer::send`]. Ids increase in send order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RecordId(pub u64);
+
+/// A producer id and epoch: the identity under which sequences are numbered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProducerIdentity {
+    /// Producer id from InitProducerId.
+    pub producer_id: i64,
+    /// Epoch, bumped locally (KIP-360).
+    pub epoch: i16,
+}
+
+/// A record to produce.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Record {
+    /// Topic name.
+    pub topic: String,
+    /// An explicit partition, or `None` to let the partitioner choose.
+    pub partition: Option<i32>,
+    /// Key, nullable.
+    pub key: Option<Bytes>,
+    /// Value, nullable.
+    pub value: Option<Bytes>,
+    /// Headers.
+    pub headers: Vec<Header>,
+    /// Create time in milliseconds since the Unix epoch, supplied by the application
+    /// (the core has no clock).
+    pub timestamp: i64,
+}
+
+impl Record {
+    /// A record with a value and nothing else.
+    pub fn new(topic: impl Into<String>, value: impl Into<Bytes>) -> Self {
+        Self {
+            topic: topic.into(),
+            partition: None,
+            key: None,
+            value: Some(value.into()),
+            headers: Vec::new(),
+            timestamp: 0,
+        }
+    }
+
+    /// Sets the key.
+    pub fn with_key(mut self, key: impl Into<Bytes>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// Sets an explicit partition.
+    pub fn with_partition(mut self, partition: i32) -> Self {
+        self.partition = Some(partition);
+        self
+    }
+
+    /// Sets the timestamp.
+    pub fn with_timestamp(mut self, timestamp: i64) -> Self {
+        self.timestamp = timestamp;
+        self
+    }
+
+    /// Adds a header.
+    pub fn with_header(mut self, key: impl Into<String>, value: Option<Bytes>) -> Self {
+        self.headers.push(Header {
+            key: key.into(),
+            value,
+        });
+        self
+    }
+}
+
+/// Why `send` refused a record. Each variant hands the record back.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SendError {
+    /// `buffer.memory` is used up; retry after some records resolve.
+    QueueFull(Record),
+    /// The record alone is larger than `max.request.size` allows.
+    TooLarge(Record),
+    /// The topic name is not a valid Kafka topic name.
+    InvalidTopic(Record),
+    /// The explicit partition is negative or beyond the topic's partition count.
+    InvalidPartition(Record),
+    /// The producer is closing, closed or failed.
+    Closed(Record),
+}
+
+impl SendError {
+    /// The record that was refused.
+    pub fn into_record(self) -> Record {
+        match self {
+            Self::QueueFull(r)
+            | Self::TooLarge(r)
+            | Self::InvalidTopic(r)
+            | Self::InvalidPartition(r)
+            | Self::Closed(r) => r,
+        }
+    }
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::QueueFull(_) => write!(f, "buffer.memory is full"),
+            Self::TooLarge(_) => write!(f, "record is larger than max.request.size"),
+            Self::InvalidTopic(r) => write!(f, "invalid topic name {:?}", r.topic),
+            Self::InvalidPartition(r) => {
+                write!(
+                    f,
+                    "invalid partition {:?} for topic {:?}",
+                    r.partition, r.topic
+                )
+            }
+            Self::Closed(_) => write!(f, "producer is closed"),
+        }
+    }
+}
+
+impl std::error::Error for SendError {}
+
+/// Whether a failed record may be in the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Persistence {
+    /// The record is not in the log and never will be.
+    NotPersisted,
+    /// The record may be in the log: an attempt's outcome was never learned.
+    PossiblyPersisted,
+}
+
+/// Why a record failed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DeliveryError {
+    /// The broker rejected the batch with this code.
+    Broker(ErrorCode),
+    /// `delivery.timeout.ms` passed.
+    DeliveryTimeout,
+    /// The topic does not exist (or is not authorized) according to metadata.
+    UnknownTopic(ErrorCode),
+    /// The explicit partition does not exist.
+    UnknownPartition,
+    /// Another batch of the partition failed and the gap policy cut the partition.
+    PartitionCut,
+    /// The producer failed.
+    Fatal(FatalError),
+}
+
+impl std::fmt::Display for DeliveryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Broker(c) => write!(f, "broker error {c}"),
+            Self::DeliveryTimeout => write!(f, "delivery.timeout.ms expired"),
+            Self::UnknownTopic(c) => write!(f, "topic unavailable: {c}"),
+            Self::UnknownPartition => write!(f, "partition does not exist"),
+            Self::PartitionCut => write!(f, "partition cut after an earlier failure"),
+            Self::Fatal(e) => write!(f, "producer failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for DeliveryError {}
+
+/// Why the producer stopped for good.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FatalError {
+    /// A broker answered an error that no retry can fix.
+    Broker(ErrorCode),
+    /// No broker speaks a version of a required API that kprod speaks.
+    UnsupportedVersions(&'static str),
+    /// A batch failed and the gap policy is [`crate::GapPolicy::Fatal`].
+    Gap(ErrorCode),
+    /// Acknowledged data was lost and the data-loss policy is fatal.
+    DataLoss,
+}
+
+impl std::fmt::Display for FatalError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Broker(c) => write!(f, "broker error {c}"),
+            Self::UnsupportedVersions(api) => write!(f, "no supported version of {api}"),
+            Self::Gap(c) => write!(f, "a batch failed with {c} under the fatal gap policy"),
+            Self::DataLoss => write!(f, "the broker lost acknowledged records"),
+        }
+    }
+}
+
+impl std::error::Error for FatalError {}
+
+/// Something worth logging; never needs an answer.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Diagnostic {
+    /// A connection finished its ApiVersions handshake.
+    Connected {
+        /// Connection.
+        conn: ConnId,
+        /// Address.
+        addr: Arc<str>,
+    },
+    /// A connection was lost or closed.
+    Disconnected {
+        /// Connection.
+        conn: ConnId,
+        /// Why.
+        reason: &'static str,
+    },
+    /// A batch will be retried.
+    Retry {
+        /// Topic.
+        topic: Arc<str>,
+        /// Partition.
+        partition: i32,
+        /// The error that caused it.
+        error: ErrorCode,
+    },
+    /// The epoch was bumped locally.
+    EpochBumped(ProducerIdentity),
+    /// A new producer id was obtained.
+    ProducerId(ProducerIdentity),
+    /// The broker proved acknowledged records of this partition were lost.
+    DataLoss {
+        /// Topic.
+        topic: Arc<str>,
+        /// Partition.
+        partition: i32,
+    },
+}
+
+/// An outcome or notice for the application.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Event {
+    /// The record is in the log.
+    Delivered {
+        /// The record.
+        id: RecordId,
+        /// Topic.
+        topic: Arc<str>,
+        /// Partition.
+        partition: i32,
+        /// Offset; `None` when the broker confirmed a duplicate without one
+        /// (DUPLICATE_SEQUENCE_NUMBER).
+        offset: Option<i64>,
+    },
+    /// The record failed, with a truthful persistence status.
+    Failed {
+        /// The record.
+        id: RecordId,
+        /// Why.
+        error: DeliveryError,
+        /// Whether it may be in the log.
+        persisted: Persistence,
+    },
+    /// The producer stopped for good; every pending record also gets a `Failed`.
+    Fatal(FatalError),
+    /// A notice for logs.
+    Diagnostic(Diagnostic),
+}
+
+/// What the driver must do next. Drain with [`crate::Producer::poll_output`] until `Wait`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Output {
+    /// Write these bytes to the connection, in order.
+    Transmit {
+        /// Connection.
+        conn: ConnId,
+        /// One or more whole request frames.
+        bytes: Bytes,
+    },
+    /// Open a TCP connection and report it with `handle_connected` or `handle_connect_failed`.
+    Connect {
+        /// The id to report it under.
+        conn: ConnId,
+        /// `host:port`.
+        addr: Arc<str>,
+    },
+    /// Close the connection. Do not report `handle_disconnected` for it (it is ignored).
+    Close {
+        /// Connection.
+        conn: ConnId,
+    },
+    /// An event for the application.
+    Event(Event),
+    /// Nothing more to do until new input, or until `until` passes: then call
+    /// `handle_timeout`. Ends the drain.
+    Wait {
+        /// Deadline, if any.
+        until: Option<Instant>,
+    },
+}

@@ -1,0 +1,423 @@
+//! A deterministic in-memory harness: the real producer, the [`Cluster`] model, and a
+//! network of FIFO links that tests can break, hold and delay. Time is virtual.
+//!
+//! It is quinn's `Pair` idea for Kafka: [`Sim::step`] does one round of work and
+//! [`Sim::run`] drives until every record has resolved, jumping the clock to the producer's
+//! next deadline when nothing else can happen.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kprod_core::{ConnId, Event, Output, Persistence, Producer, ProducerConfig, Record, RecordId};
+
+use crate::broker::{split_frames, Cluster};
+
+/// One connection between the producer and a node.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Link {
+    /// Node at the far end.
+    pub node: i32,
+    /// Bytes the producer wrote that the broker has not read yet.
+    pub to_broker: BytesMut,
+    /// Response frames on their way to the producer.
+    pub to_client: VecDeque<Bytes>,
+    /// When set, the broker reads nothing on this link (a stalled broker).
+    pub stalled: bool,
+    /// When set, the broker processes requests but its responses are dropped.
+    pub blackhole: bool,
+}
+
+/// The final outcome of a record, as reported to the application.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Delivered at this offset (`None`: a duplicate acknowledged without one).
+    Delivered {
+        /// Partition.
+        partition: i32,
+        /// Offset.
+        offset: Option<i64>,
+    },
+    /// Failed.
+    Failed(Persistence),
+}
+
+/// The harness.
+#[derive(Debug, Clone)]
+pub struct Sim {
+    /// The real producer.
+    pub producer: Producer,
+    /// The cluster model.
+    pub cluster: Cluster,
+    /// Open links.
+    pub links: BTreeMap<ConnId, Link>,
+    /// Virtual clock.
+    pub now: Instant,
+    /// Every event, in order.
+    pub events: Vec<Event>,
+    /// Final outcome per record; a second outcome for one record panics.
+    pub outcomes: BTreeMap<RecordId, Outcome>,
+    /// Records accepted, with their value.
+    pub sent: Vec<(RecordId, Record)>,
+    /// Nodes that refuse connections.
+    pub refuse: BTreeSet<i32>,
+    /// Connections the producer closed.
+    pub closed: Vec<ConnId>,
+    /// Connects requested.
+    pub connects: u32,
+}
+
+impl Sim {
+    /// A producer configured by `cfg` (its bootstrap list is replaced) against `cluster`.
+    pub fn new(cluster: Cluster, mut cfg: ProducerConfig) -> Self {
+        let now = Instant::now();
+        cfg.bootstrap_servers = cluster
+            .nodes
+            .values()
+            .map(|(h, p)| format!("{h}:{p}"))
+            .collect();
+        cfg.max_sequence = cluster.max_sequence;
+        let producer = Producer::new(cfg, now).expect("valid config");
+        Self {
+            producer,
+            cluster,
+            links: BTreeMap::new(),
+            now,
+            events: Vec::new(),
+            outcomes: BTreeMap::new(),
+            sent: Vec::new(),
+            refuse: BTreeSet::new(),
+            closed: Vec::new(),
+            connects: 0,
+        }
+    }
+
+    /// Milliseconds of virtual time since the start.
+    pub fn advance(&mut self, d: Duration) {
+        self.now += d;
+        self.producer.handle_timeout(self.now);
+        self.drain();
+    }
+
+    fn node_of(&self, addr: &str) -> Option<i32> {
+        self.cluster
+            .nodes
+            .iter()
+            .find(|(_, (h, p))| format!("{h}:{p}") == addr)
+            .map(|(n, _)| *n)
+    }
+
+    /// Sends a record and drains. Panics if the producer refuses it.
+    pub fn send(&mut self, record: Record) -> RecordId {
+        let id = self
+            .producer
+            .send(self.now, record.clone())
+            .expect("record accepted");
+        self.sent.push((id, record));
+        self.drain();
+        id
+    }
+
+    /// Drains the producer's outputs, carrying each out.
+    pub fn drain(&mut self) {
+        loop {
+            match self.producer.poll_output() {
+                Output::Wait { .. } => return,
+                Output::Connect { conn, addr } => {
+                    self.connects += 1;
+                    match self.node_of(&addr) {
+                        Some(node) if !self.refuse.contains(&node) => {
+                            self.links.insert(
+                                conn,
+                                Link {
+                                    node,
+                                    to_broker: BytesMut::new(),
+                                    to_client: VecDeque::new(),
+                                    stalled: false,
+                                    blackhole: false,
+                                },
+                            );
+                            self.producer.handle_connected(self.now, conn);
+                        }
+                        _ => self.producer.handle_connect_failed(self.now, conn),
+                    }
+                }
+                Output::Transmit { conn, bytes } => {
+                    if let Some(l) = self.links.get_mut(&conn) {
+                        l.to_broker.extend_from_slice(&bytes);
+                    }
+                }
+                Output::Close { conn } => {
+                    self.links.remove(&conn);
+                    self.closed.push(conn);
+                }
+                Output::Event(e) => self.record_event(e),
+            }
+        }
+    }
+
+    fn record_event(&mut self, e: Event) {
+        let outcome = match &e {
+            Event::Delivered {
+                id,
+                partition,
+                offset,
+                ..
+            } => Some((
+                *id,
+                Outcome::Delivered {
+                    partition: *partition,
+                    offset: *offset,
+                },
+            )),
+            Event::Failed { id, persisted, .. } => Some((*id, Outcome::Failed(*persisted))),
+            _ => None,
+        };
+        if let Some((id, o)) = outcome {
+            if let Some(prev) = self.outcomes.insert(id, o.clone()) {
+                panic!("record {id:?} got a second outcome {o:?} after {prev:?}");
+            }
+        }
+        self.events.push(e);
+    }
+
+    /// The broker processes every whole request waiting on `conn` (at most `limit`).
+    pub fn process(&mut self, conn: ConnId, limit: usize) -> usize {
+        let Some(l) = self.links.get_mut(&conn) else {
+            return 0;
+        };
+        if l.stalled {
+            return 0;
+        }
+        let node = l.node;
+        let mut n = 0;
+        let mut frames = VecDeque::from(split_frames(&mut l.to_broker));
+        // Put back what exceeds the limit, in order, with size prefixes.
+        let mut rest = BytesMut::new();
+        while frames.len() > limit {
+            let f = frames.pop_back().expect("non-empty");
+            let mut framed = BytesMut::new();
+            framed.extend_from_slice(&(f.len() as i32).to_be_bytes());
+            framed.extend_from_slice(&f);
+            framed.extend_from_slice(&rest);
+            rest = framed;
+        }
+        rest.extend_from_slice(&l.to_broker);
+        l.to_broker = rest;
+        let blackhole = l.blackhole;
+        for f in frames {
+            if let Some(resp) = self.cluster.handle(node, f) {
+                if !blackhole {
+                    if let Some(l) = self.links.get_mut(&conn) {
+                        l.to_client.push_back(resp);
+                    }
+                }
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// Delivers up to `limit` responses on `conn` to the producer, then drains.
+    pub fn deliver(&mut self, conn: ConnId, limit: usize) -> usize {
+        let mut n = 0;
+        while n < limit {
+            let Some(resp) = self
+                .links
+                .get_mut(&conn)
+                .and_then(|l| l.to_client.pop_front())
+            else {
+                break;
+            };
+            let mut buf = BytesMut::from(&resp[..]);
+            self.producer.handle_read(self.now, conn, &mut buf);
+            n += 1;
+            self.drain();
+        }
+        n
+    }
+
+    /// Breaks `conn` after the broker processed `processed` of its waiting requests; every
+    /// undelivered response is lost.
+    pub fn disconnect(&mut self, conn: ConnId, processed: usize) {
+        self.process(conn, processed);
+        self.links.remove(&conn);
+        self.producer.handle_disconnected(self.now, conn);
+        self.drain();
+    }
+
+    /// The first open link to `node`.
+    pub fn conn_to(&self, node: i32) -> Option<ConnId> {
+        self.links
+            .iter()
+            .find(|(_, l)| l.node == node)
+            .map(|(c, _)| *c)
+    }
+
+    /// One round: every link's requests are processed and every response delivered.
+    /// Returns whether anything moved.
+    pub fn step(&mut self) -> bool {
+        self.drain();
+        let conns: Vec<ConnId> = self.links.keys().copied().collect();
+        let mut moved = false;
+        for c in &conns {
+            moved |= self.process(*c, usize::MAX) > 0;
+        }
+        for c in &conns {
+            moved |= self.deliver(*c, usize::MAX) > 0;
+        }
+        moved
+    }
+
+    /// Drives until every sent record has an outcome, jumping the clock to the producer's
+    /// deadlines when nothing else moves. Panics after `max_steps` rounds.
+    pub fn run(&mut self, max_steps: usize) {
+        for _ in 0..max_steps {
+            if self.all_resolved() {
+                return;
+            }
+            if !self.step() {
+                self.jump();
+            }
+        }
+        panic!(
+            "not all records resolved after {max_steps} steps: {} of {} outcomes",
+            self.outcomes.len(),
+            self.sent.len()
+        );
+    }
+
+    /// Runs rounds until nothing moves (without jumping the clock).
+    pub fn settle(&mut self) {
+        for _ in 0..10_000 {
+            if !self.step() {
+                return;
+            }
+        }
+        panic!("no quiescence");
+    }
+
+    /// Jumps the clock to the producer's next deadline, if it has one.
+    pub fn jump(&mut self) {
+        let next = match self.producer.poll_output() {
+            Output::Wait { until } => until,
+            other => {
+                // Outputs appeared: put the clock where it is and carry them out.
+                self.handle_output_inline(other);
+                return;
+            }
+        };
+        match next {
+            Some(t) => {
+                self.now = t.max(self.now);
+                self.producer.handle_timeout(self.now);
+                self.drain();
+            }
+            None => {
+                self.now += Duration::from_millis(100);
+                self.producer.handle_timeout(self.now);
+                self.drain();
+            }
+        }
+    }
+
+    fn handle_output_inline(&mut self, o: Output) {
+        // Re-run a drain that starts with an already-polled output.
+        match o {
+            Output::Event(e) => self.record_event(e),
+            Output::Transmit { conn, bytes } => {
+                if let Some(l) = self.links.get_mut(&conn) {
+                    l.to_broker.extend_from_slice(&bytes);
+                }
+            }
+            Output::Close { conn } => {
+                self.links.remove(&conn);
+                self.closed.push(conn);
+            }
+            Output::Connect { conn, addr } => {
+                self.connects += 1;
+                match self.node_of(&addr) {
+                    Some(node) if !self.refuse.contains(&node) => {
+                        self.links.insert(
+                            conn,
+                            Link {
+                                node,
+                                to_broker: BytesMut::new(),
+                                to_client: VecDeque::new(),
+                                stalled: false,
+                                blackhole: false,
+                            },
+                        );
+                        self.producer.handle_connected(self.now, conn);
+                    }
+                    _ => self.producer.handle_connect_failed(self.now, conn),
+                }
+            }
+            Output::Wait { .. } => {}
+        }
+        self.drain();
+    }
+
+    /// Whether every record sent has an outcome.
+    pub fn all_resolved(&self) -> bool {
+        self.sent
+            .iter()
+            .all(|(id, _)| self.outcomes.contains_key(id))
+    }
+
+    /// Checks the log of `(topic, partition)` against what was sent and reported:
+    /// no duplicates, send order kept, every delivered record present at its offset, and no
+    /// record reported not persisted is present. Records are identified by their value.
+    pub fn check_partition(&self, topic: &str, partition: i32) {
+        let log = &self.cluster.partition(topic, partition).log;
+        let values: Vec<Option<Bytes>> = log.iter().map(|r| r.value.clone()).collect();
+        let mut seen = BTreeSet::new();
+        for v in values.iter().flatten() {
+            assert!(
+                seen.insert(v.clone()),
+                "duplicate record {v:?} in {topic}-{partition}"
+            );
+        }
+        // Send order of the records that landed in this partition.
+        let order: Vec<Bytes> = self
+            .sent
+            .iter()
+            .filter_map(|(_, r)| r.value.clone())
+            .filter(|v| seen.contains(v))
+            .collect();
+        let in_log: Vec<Bytes> = values.iter().flatten().cloned().collect();
+        assert_eq!(
+            in_log, order,
+            "log of {topic}-{partition} is not in send order"
+        );
+        for (id, r) in &self.sent {
+            let Some(v) = &r.value else { continue };
+            match self.outcomes.get(id) {
+                Some(Outcome::Delivered {
+                    partition: p,
+                    offset: Some(o),
+                }) if *p == partition => {
+                    let at = usize::try_from(*o).expect("offset");
+                    assert_eq!(
+                        log.get(at).and_then(|r| r.value.as_ref()),
+                        Some(v),
+                        "record {id:?} reported at {o} in {topic}-{partition}"
+                    );
+                }
+                Some(Outcome::Delivered {
+                    partition: p,
+                    offset: None,
+                }) if *p == partition => {
+                    assert!(seen.contains(v), "record {id:?} acknowledged but absent");
+                }
+                Some(Outcome::Failed(Persistence::NotPersisted)) => {
+                    assert!(
+                        !seen.contains(v),
+                        "record {id:?} failed NotPersisted but is in the log"
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+}
