@@ -288,6 +288,8 @@ impl Producer {
     // Application commands
 
     /// Accepts a record, or hands it back with the reason.
+    // The error hands the whole record back on purpose (rskafka's `TryPush::NoCapacity`).
+    #[allow(clippy::result_large_err)]
     pub fn send(&mut self, now: Instant, record: Record) -> Result<RecordId, SendError> {
         self.advance(now);
         if self.fatal.is_some() || self.closing {

@@ -1,1 +1,442 @@
-//! Shared harness for kprod integration tests.
+//! Shared harness for kprod integration tests against real brokers.
+//!
+//! - [`Tansu`]: a Tansu broker (Kafka-compatible, in-memory storage) in a child process on a
+//!   free 127.0.0.1 port, killed on drop. Install it with `scripts/install-tansu.sh`.
+//! - [`WireClient`] and the free functions next to it: a blocking raw Kafka wire client over
+//!   `std::net::TcpStream`, built on kprod-core's codec (`encode_request`, `decode_response`).
+
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kprod_core::protocol::frame::DEFAULT_MAX_FRAME_SIZE;
+use kprod_core::protocol::{
+    decode_response, encode_request, DecodeError, Request, RequestHeader, ResponseHeader,
+};
+
+/// Tansu's version, as installed by `scripts/install-tansu.sh`.
+pub const TANSU_VERSION: &str = "0.6.0";
+/// The node id Tansu gives its single broker.
+pub const TANSU_NODE_ID: i32 = 111;
+
+/// How long a broker may take to accept connections.
+const READY_TIMEOUT: Duration = Duration::from_secs(15);
+/// Connect timeout of one readiness probe.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(200);
+/// Pause between two readiness probes.
+const PROBE_PAUSE: Duration = Duration::from_millis(10);
+/// Attempts to start a broker when it exits early (another process took the port).
+const START_ATTEMPTS: u32 = 3;
+
+/// A Tansu broker running in a child process with in-memory storage.
+///
+/// The child is killed when this value is dropped. Its stdout and stderr go to a log file in
+/// a temporary directory, which is removed on drop unless the thread is panicking (then its
+/// path is printed so the log can be read).
+#[derive(Debug)]
+pub struct Tansu {
+    child: Child,
+    binary: PathBuf,
+    port: u16,
+    dir: PathBuf,
+    log: PathBuf,
+}
+
+impl Tansu {
+    /// The Tansu binary: `$KPROD_TANSU` if set, else
+    /// `${KPROD_CACHE:-$HOME/.cache/kprod}/tansu-0.6.0/tansu`.
+    ///
+    /// # Panics
+    /// If there is no file there.
+    pub fn binary() -> PathBuf {
+        let path = match std::env::var_os("KPROD_TANSU") {
+            Some(p) => PathBuf::from(p),
+            None => {
+                let cache = match std::env::var_os("KPROD_CACHE") {
+                    Some(c) => PathBuf::from(c),
+                    None => {
+                        let home = std::env::var_os("HOME").unwrap_or_default();
+                        PathBuf::from(home).join(".cache").join("kprod")
+                    }
+                };
+                cache.join(format!("tansu-{TANSU_VERSION}")).join("tansu")
+            }
+        };
+        assert!(
+            path.is_file(),
+            "Tansu not found at {}; run scripts/install-tansu.sh",
+            path.display()
+        );
+        path
+    }
+
+    /// Starts a broker on a free 127.0.0.1 port and waits until it accepts TCP connections.
+    ///
+    /// # Panics
+    /// If the binary is missing, or the broker exits or is not ready within 15 s (the panic
+    /// message carries the tail of its log).
+    pub fn start() -> Self {
+        let binary = Self::binary();
+        let mut last_failure = String::new();
+        for _ in 0..START_ATTEMPTS {
+            let port = free_port();
+            let dir = temp_dir("tansu");
+            let log = dir.join("tansu.log");
+            let child = spawn_broker(&binary, port, &log);
+            let mut tansu = Self {
+                child,
+                binary: binary.clone(),
+                port,
+                dir,
+                log,
+            };
+            match tansu.wait_ready() {
+                Ok(()) => return tansu,
+                // Exited early: most likely another process took the port in between.
+                Err(Startup::Exited(msg)) => last_failure = msg,
+                Err(Startup::TimedOut(msg)) => panic!("{msg}"),
+            }
+        }
+        panic!("Tansu did not start in {START_ATTEMPTS} attempts; last: {last_failure}")
+    }
+
+    fn wait_ready(&mut self) -> Result<(), Startup> {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let addr = self.addr();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(Startup::Exited(format!(
+                    "Tansu on port {} exited with {status} before accepting connections; log {}:\n{}",
+                    self.port,
+                    self.log.display(),
+                    self.log_tail(40)
+                )));
+            }
+            if TcpStream::connect_timeout(&addr, PROBE_TIMEOUT).is_ok() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(Startup::TimedOut(format!(
+                    "Tansu on port {} did not accept connections within {READY_TIMEOUT:?}; log {}:\n{}",
+                    self.port,
+                    self.log.display(),
+                    self.log_tail(40)
+                )));
+            }
+            std::thread::sleep(PROBE_PAUSE);
+        }
+    }
+
+    /// The broker's address.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// The broker's port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The broker's URL, as the Tansu CLI takes it: `tcp://127.0.0.1:P`.
+    pub fn url(&self) -> String {
+        format!("tcp://127.0.0.1:{}", self.port)
+    }
+
+    /// The broker's log file.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// The last `lines` lines of the broker's log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read(&self.log)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_else(|e| format!("(cannot read {}: {e})", self.log.display()));
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Creates a topic with `tansu topic create --broker URL --partitions N NAME`.
+    ///
+    /// # Panics
+    /// If the command cannot run or fails.
+    pub fn create_topic(&self, name: &str, partitions: u32) {
+        let out = Command::new(&self.binary)
+            .args(["topic", "create", "--broker", &self.url(), "--partitions"])
+            .arg(partitions.to_string())
+            .arg(name)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.binary.display()));
+        assert!(
+            out.status.success(),
+            "tansu topic create {name} failed with {}:\nstdout: {}\nstderr: {}\nbroker log:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.log_tail(20)
+        );
+    }
+}
+
+impl Drop for Tansu {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("Tansu log kept at {}", self.log.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+enum Startup {
+    Exited(String),
+    TimedOut(String),
+}
+
+fn spawn_broker(binary: &Path, port: u16, log: &Path) -> Child {
+    let url = format!("tcp://127.0.0.1:{port}");
+    let out = std::fs::File::create(log)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
+    let err = out
+        .try_clone()
+        .unwrap_or_else(|e| panic!("cannot reopen {}: {e}", log.display()));
+    Command::new(binary)
+        .args([
+            "broker",
+            "--listener-url",
+            &url,
+            "--advertised-listener-url",
+            &url,
+        ])
+        .args(["--storage-engine", "memory://tansu/"])
+        // Keep the broker hermetic: no exporter from the environment.
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()))
+}
+
+/// A port that was free a moment ago: bind port 0, read the port, release it.
+pub fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral port on 127.0.0.1")
+}
+
+/// A fresh, empty directory under the system temp dir.
+pub fn temp_dir(prefix: &str) -> PathBuf {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!(
+        "kprod-{prefix}-{}-{}-{nanos}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    dir
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw wire client
+// ---------------------------------------------------------------------------------------------
+
+/// What can go wrong on the raw wire.
+#[derive(Debug)]
+pub enum WireError {
+    /// The socket failed.
+    Io(io::Error),
+    /// A frame's size prefix was negative or above [`DEFAULT_MAX_FRAME_SIZE`].
+    FrameSize(i32),
+    /// A response did not decode.
+    Decode(DecodeError),
+    /// A response answered another request.
+    CorrelationId {
+        /// The id of the request sent.
+        expected: i32,
+        /// The id in the response.
+        got: i32,
+    },
+}
+
+impl fmt::Display for WireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Io(e) => write!(f, "i/o: {e}"),
+            Self::FrameSize(n) => write!(f, "frame size {n} out of range"),
+            Self::Decode(e) => write!(f, "decode: {e}"),
+            Self::CorrelationId { expected, got } => {
+                write!(f, "correlation id {got}, expected {expected}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for WireError {}
+
+impl From<io::Error> for WireError {
+    fn from(e: io::Error) -> Self {
+        Self::Io(e)
+    }
+}
+
+impl From<DecodeError> for WireError {
+    fn from(e: DecodeError) -> Self {
+        Self::Decode(e)
+    }
+}
+
+/// Writes one whole frame (size prefix included, as `encode_request` returns it).
+pub fn send_frame(w: &mut impl Write, frame: &[u8]) -> io::Result<()> {
+    w.write_all(frame)?;
+    w.flush()
+}
+
+/// Encodes a hand-made request frame: size prefix, `header` encoded as header version
+/// `header_version` (1 or 2), then `body` as given. For versions our codec does not support,
+/// or deliberately malformed requests.
+pub fn encode_raw_request(header: &RequestHeader, header_version: i16, body: &[u8]) -> Bytes {
+    let mut buf = BytesMut::with_capacity(64 + body.len());
+    buf.put_i32(0);
+    header.encode(header_version, &mut buf);
+    buf.put_slice(body);
+    let size = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    buf.freeze()
+}
+
+/// Encodes `req` at `version` and writes it.
+pub fn send_request<R: Request>(
+    w: &mut impl Write,
+    req: &R,
+    version: i16,
+    correlation_id: i32,
+    client_id: Option<&str>,
+) -> io::Result<()> {
+    send_frame(w, &encode_request(req, version, correlation_id, client_id))
+}
+
+/// Reads one frame: a 4-byte size, then that many bytes. Returns the frame without its size.
+pub fn read_frame(r: &mut impl Read) -> Result<Bytes, WireError> {
+    let mut size = [0u8; 4];
+    r.read_exact(&mut size)?;
+    let size = i32::from_be_bytes(size);
+    if size < 0 || size as usize > DEFAULT_MAX_FRAME_SIZE {
+        return Err(WireError::FrameSize(size));
+    }
+    let mut body = vec![0u8; size as usize];
+    r.read_exact(&mut body)?;
+    Ok(Bytes::from(body))
+}
+
+/// Reads one response frame and decodes it as the response to `R` at `version`.
+pub fn read_response<R: Request>(
+    r: &mut impl Read,
+    version: i16,
+) -> Result<(ResponseHeader, R::Response), WireError> {
+    let frame = read_frame(r)?;
+    Ok(decode_response::<R>(version, frame)?)
+}
+
+/// A blocking Kafka connection that numbers its requests.
+#[derive(Debug)]
+pub struct WireClient {
+    stream: TcpStream,
+    next_correlation_id: i32,
+    client_id: Option<String>,
+}
+
+impl WireClient {
+    /// Connects with client id `kprod-tests` and 10 s read and write timeouts.
+    pub fn connect(addr: SocketAddr) -> io::Result<Self> {
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        stream.set_write_timeout(Some(Duration::from_secs(10)))?;
+        Ok(Self {
+            stream,
+            next_correlation_id: 1,
+            client_id: Some("kprod-tests".to_owned()),
+        })
+    }
+
+    /// The client id sent in request headers.
+    pub fn client_id(&self) -> Option<&str> {
+        self.client_id.as_deref()
+    }
+
+    /// The next correlation id, consumed.
+    pub fn next_correlation_id(&mut self) -> i32 {
+        let id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        id
+    }
+
+    /// The underlying stream, for raw access.
+    pub fn stream(&mut self) -> &mut TcpStream {
+        &mut self.stream
+    }
+
+    /// Encodes `req` at `version` as a whole frame with a fresh correlation id, without
+    /// sending it. Returns the frame and its correlation id.
+    pub fn encode<R: Request>(&mut self, req: &R, version: i16) -> (Bytes, i32) {
+        let id = self.next_correlation_id();
+        (
+            encode_request(req, version, id, self.client_id.as_deref()),
+            id,
+        )
+    }
+
+    /// Writes one whole frame (size prefix included).
+    pub fn send_frame(&mut self, frame: &[u8]) -> io::Result<()> {
+        send_frame(&mut self.stream, frame)
+    }
+
+    /// Sends `req` at `version`; returns its correlation id.
+    pub fn send<R: Request>(&mut self, req: &R, version: i16) -> io::Result<i32> {
+        let (frame, id) = self.encode(req, version);
+        self.send_frame(&frame)?;
+        Ok(id)
+    }
+
+    /// Reads one frame (without its size prefix).
+    pub fn read_frame(&mut self) -> Result<Bytes, WireError> {
+        read_frame(&mut self.stream)
+    }
+
+    /// Reads the response to `R` at `version` and checks its correlation id.
+    pub fn recv<R: Request>(
+        &mut self,
+        version: i16,
+        correlation_id: i32,
+    ) -> Result<R::Response, WireError> {
+        let (header, body) = read_response::<R>(&mut self.stream, version)?;
+        if header.correlation_id != correlation_id {
+            return Err(WireError::CorrelationId {
+                expected: correlation_id,
+                got: header.correlation_id,
+            });
+        }
+        Ok(body)
+    }
+
+    /// Sends `req` at `version` and reads its response.
+    pub fn call<R: Request>(&mut self, req: &R, version: i16) -> Result<R::Response, WireError> {
+        let id = self.send(req, version)?;
+        self.recv::<R>(version, id)
+    }
+}
