@@ -114,6 +114,9 @@ pub(crate) struct Partition {
     pub(crate) cutting: bool,
     /// The connection holding this partition's in-flight requests.
     pub(crate) inflight_conn: Option<ConnId>,
+    /// The leader refused the partition (NOT_LEADER_OR_FOLLOWER and kin): send nothing until
+    /// fresh metadata says who leads it, rather than retrying against a stale leader.
+    pub(crate) stale_leader: bool,
 }
 
 /// What [`Partition::next_to_send`] chose.
@@ -199,6 +202,9 @@ impl Partition {
         if self.inflight_conn.is_some_and(|c| c != ctx.conn) {
             return None; // P7: drain the old connection first.
         }
+        if self.stale_leader {
+            return None;
+        }
         let inflight = self.inflight();
         // P5: retries of the bound identity go head-first and alone.
         let first_retry = self.batches.iter().position(|b| {
@@ -258,16 +264,18 @@ impl Partition {
         Some(Pick { index: i })
     }
 
-    /// The earliest time a linger or retry backoff of this partition expires.
-    pub(crate) fn next_deadline(&self, linger: std::time::Duration) -> Option<Instant> {
-        self.batches
-            .iter()
-            .filter_map(|b| match b.state {
-                BatchState::Open => Some(b.created + linger),
-                BatchState::Retry { at } => Some(at),
-                _ => None,
-            })
-            .min()
+    /// Every linger and retry-backoff expiry of this partition. All of them, not just the
+    /// earliest: an expiry that has passed may be blocked behind a later one (a retry waits
+    /// for the head retry), and the caller keeps only those still in the future.
+    pub(crate) fn deadlines(
+        &self,
+        linger: std::time::Duration,
+    ) -> impl Iterator<Item = Instant> + '_ {
+        self.batches.iter().filter_map(move |b| match b.state {
+            BatchState::Open => Some(b.created + linger),
+            BatchState::Retry { at } => Some(at),
+            _ => None,
+        })
     }
 
     pub(crate) fn update_inflight_conn(&mut self) {

@@ -941,7 +941,7 @@ impl Producer {
                 ds.push(p.enqueued + timeout);
             }
             for p in &t.partitions {
-                ds.extend(p.next_deadline(self.cfg.linger));
+                ds.extend(p.deadlines(self.cfg.linger));
                 ds.extend(p.batches.iter().map(|b| b.created + timeout));
             }
         }
@@ -1343,9 +1343,11 @@ impl Producer {
                     continue;
                 };
                 if mp.leader_epoch >= 0 && mp.leader_epoch < p.leader_epoch {
-                    continue; // stale metadata (KIP-320)
+                    incomplete = true; // stale metadata (KIP-320): ask again
+                    continue;
                 }
                 p.leader_epoch = mp.leader_epoch.max(p.leader_epoch);
+                p.stale_leader = false;
                 p.leader = (mp.leader_id >= 0).then_some(mp.leader_id);
                 if p.leader.is_none() {
                     incomplete = true;
@@ -1399,15 +1401,18 @@ impl Producer {
             return;
         }
         let code = ErrorCode::from_i16(pr.error_code);
+        if code.needs_metadata_refresh() {
+            self.metadata.needed = true;
+            self.topics[ti].partitions[pi].stale_leader = true;
+        }
         if let Some(l) = pr.current_leader {
+            // KIP-951: a newer leader named in the response is as good as fresh metadata.
             let p = &mut self.topics[ti].partitions[pi];
             if l.leader_id >= 0 && l.leader_epoch > p.leader_epoch {
                 p.leader = Some(l.leader_id);
                 p.leader_epoch = l.leader_epoch;
+                p.stale_leader = false;
             }
-        }
-        if code.needs_metadata_refresh() {
-            self.metadata.needed = true;
         }
         match code {
             ErrorCode::None => self.ack_batch(ti, pi, i, Some(pr.base_offset)),

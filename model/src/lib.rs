@@ -3,4 +3,5 @@
 #![warn(missing_docs)]
 
 pub mod broker;
+pub mod model;
 pub mod sim;

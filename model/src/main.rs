@@ -1,0 +1,135 @@
+//! `kprod-model check | explore | simulate`: model-check the real producer.
+
+use std::time::{Duration, Instant};
+
+use kprod_model::broker::BrokerMode;
+use kprod_model::model::{Budget, Inject, ModelCfg, Mutation};
+use stateright::{Checker, Model};
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: kprod-model <check|explore|simulate> [--mode lenient|unknown-pid|strict|tansu] \
+         [--partitions N] [--records N] [--inflight N] [--nodes N] [--max-seq N] [--max-epoch N] \
+         [--disconnects N] [--timeouts N] [--leader-changes N] [--restarts N] [--expiries N] \
+         [--injections N] [--flaps N] [--connect-failures N] [--max-transmits N] \
+         [--mutation none|kafkajs|kafka-12152|d10|d12] [--seed N] [--seconds N] [--addr HOST:PORT]"
+    );
+    std::process::exit(2)
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let cmd = args.next().unwrap_or_else(|| usage());
+    let mut cfg = ModelCfg::default();
+    let mut seed = 1u64;
+    let mut seconds = 30u64;
+    let mut addr = "127.0.0.1:3000".to_owned();
+    while let Some(flag) = args.next() {
+        let val = args.next().unwrap_or_else(|| usage());
+        let num = || val.parse::<u64>().unwrap_or_else(|_| usage());
+        match flag.as_str() {
+            "--mode" => {
+                cfg.mode = match val.as_str() {
+                    "lenient" => BrokerMode::Lenient,
+                    "unknown-pid" => BrokerMode::UnknownPidError,
+                    "strict" => BrokerMode::StrictNeverWritten,
+                    "tansu" => BrokerMode::TansuLike,
+                    _ => usage(),
+                }
+            }
+            "--partitions" => cfg.partitions = num() as i32,
+            "--records" => cfg.records_per_partition = num() as u8,
+            "--inflight" => cfg.max_in_flight = num() as usize,
+            "--nodes" => cfg.nodes = num() as usize,
+            "--max-seq" => cfg.max_sequence = num() as i32,
+            "--max-epoch" => cfg.max_epoch = num() as i16,
+            "--disconnects" => cfg.budget.disconnects = num() as u8,
+            "--timeouts" => cfg.budget.timeouts = num() as u8,
+            "--leader-changes" => cfg.budget.leader_changes = num() as u8,
+            "--restarts" => cfg.budget.restarts = num() as u8,
+            "--expiries" => cfg.budget.expiries = num() as u8,
+            "--injections" => {
+                cfg.budget.injections = num() as u8;
+                cfg.injectable = vec![
+                    Inject::NotEnoughReplicas,
+                    Inject::TimedOutAfterAppend,
+                    Inject::InvalidRecord,
+                ];
+            }
+            "--flaps" => cfg.budget.flaps = num() as u8,
+            "--connect-failures" => cfg.budget.connect_failures = num() as u8,
+            "--max-transmits" => cfg.max_transmits = num() as u16,
+            "--mutation" => {
+                cfg.mutation = match val.as_str() {
+                    "none" => Mutation::None,
+                    "kafkajs" => Mutation::KafkaJs,
+                    "kafka-12152" => Mutation::Kafka12152,
+                    "d10" => Mutation::D10ResetOnFlap,
+                    "d12" => Mutation::D12Resequence,
+                    _ => usage(),
+                }
+            }
+            "--seed" => seed = num(),
+            "--seconds" => seconds = num(),
+            "--addr" => addr = val.clone(),
+            _ => usage(),
+        }
+    }
+    let _ = Budget::default();
+    println!("configuration: {cfg:?}");
+    let model = cfg.into_model();
+    let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
+    let start = Instant::now();
+    match cmd.as_str() {
+        "check" => {
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let checker = model.checker().threads(threads).spawn_bfs().join();
+            report(&checker, &names, start);
+        }
+        "simulate" => {
+            let checker = model
+                .checker()
+                .timeout(Duration::from_secs(seconds))
+                .spawn_simulation(seed, stateright::UniformChooser)
+                .join();
+            report(&checker, &names, start);
+        }
+        "explore" => {
+            println!("serving the stateright Explorer on http://{addr}");
+            model.checker().serve(addr);
+        }
+        _ => usage(),
+    }
+}
+
+fn report<C: Checker<kprod_model::model::KafkaModel>>(
+    checker: &C,
+    names: &[&'static str],
+    start: Instant,
+) {
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "states: {}  unique: {}  max depth: {}  time: {:.2}s  states/s: {:.0}",
+        checker.state_count(),
+        checker.unique_state_count(),
+        checker.max_depth(),
+        secs,
+        checker.state_count() as f64 / secs.max(1e-9)
+    );
+    let model = checker.model();
+    for name in names {
+        let p = model.property(name);
+        let found = checker.discovery(name);
+        let always = !matches!(p.expectation, stateright::Expectation::Sometimes);
+        let verdict = match (&p.expectation, &found) {
+            (stateright::Expectation::Sometimes, Some(_)) => "reached",
+            (stateright::Expectation::Sometimes, None) => "NOT reached",
+            (_, Some(_)) => "VIOLATED",
+            (_, None) => "holds",
+        };
+        println!("  {verdict:>11}  {name}");
+        if let (Some(path), true) = (found, always) {
+            println!("    counterexample: {:?}", path.into_actions());
+        }
+    }
+}

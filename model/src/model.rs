@@ -1,0 +1,1078 @@
+//! The stateright model: the real [`Producer`] against the [`Cluster`] broker model, over
+//! FIFO connections with faults under bounded budgets (idempotence-spec §C).
+//!
+//! Each action makes exactly one real input call on the producer (or one broker or network
+//! step) and then drains the producer's outputs into the links. Properties are the safety
+//! invariants S1–S12 of §C.2 (`always`), liveness on quiescent states (L1, L4), and the
+//! reachability targets of §C.4 (`sometimes`).
+//!
+//! Deliberately buggy client policies ([`Mutation`]) sit between the real producer and the
+//! network and rewrite its Produce requests the way known-broken clients behaved. They exist
+//! to prove the checker finds those bug classes; they are never used by the real driver.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kprod_core::protocol::produce::{ProduceRequest, ProduceResponse};
+use kprod_core::protocol::record_batch::{restamp, BatchHeader};
+use kprod_core::protocol::{
+    api_key, decode_response, encode_request, ErrorCode, Message, Reader, Request, RequestHeader,
+};
+use kprod_core::{
+    ConnId, Diagnostic, Event, Output, Persistence, Producer, ProducerConfig, Record, RecordId,
+};
+use stateright::{Model, Property};
+
+use crate::broker::{BrokerMode, Cluster, Injection};
+
+/// The topic every model record goes to.
+pub const TOPIC: &str = "t";
+
+/// A deliberately buggy client policy layered over the real producer (non-vacuity tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mutation {
+    /// The real producer, untouched.
+    None,
+    /// KafkaJS ≤ 1.16 (D1): the sequence is read when a request is built and advanced only
+    /// when its response arrives.
+    KafkaJs,
+    /// KAFKA-12152 (D4): only the partition that first uses a new epoch restarts at 0; the
+    /// others keep counting their old sequences under the new epoch.
+    Kafka12152,
+    /// librdkafka < 1.9 (D10): sequences restart at 0, same epoch, after a metadata flap.
+    D10ResetOnFlap,
+    /// librdkafka #4953 (D12): a possibly persisted batch is re-sequenced under a new epoch.
+    D12Resequence,
+}
+
+/// Kinds of broker error the model may inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Inject {
+    /// NOT_ENOUGH_REPLICAS: retriable, not written.
+    NotEnoughReplicas,
+    /// REQUEST_TIMED_OUT after the append: retriable, written.
+    TimedOutAfterAppend,
+    /// INVALID_RECORD: permanent, not written.
+    InvalidRecord,
+    /// MESSAGE_TOO_LARGE: split, or permanent for one record.
+    MessageTooLarge,
+    /// UNKNOWN_SERVER_ERROR: not retriable, outcome unknown.
+    UnknownServerError,
+}
+
+impl Inject {
+    fn injection(self) -> Injection {
+        let (code, append) = match self {
+            Self::NotEnoughReplicas => (ErrorCode::NotEnoughReplicas, false),
+            Self::TimedOutAfterAppend => (ErrorCode::RequestTimedOut, true),
+            Self::InvalidRecord => (ErrorCode::InvalidRecord, false),
+            Self::MessageTooLarge => (ErrorCode::MessageTooLarge, false),
+            Self::UnknownServerError => (ErrorCode::UnknownServerError, false),
+        };
+        Injection { code, append }
+    }
+
+    /// Whether a failure caused by this injection is an expected record-level failure.
+    fn is_permanent(self) -> bool {
+        matches!(
+            self,
+            Self::InvalidRecord | Self::MessageTooLarge | Self::UnknownServerError
+        )
+    }
+}
+
+/// Fault budgets: how many of each fault a path may contain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Budget {
+    /// Connection drops (after the broker processed any prefix).
+    pub disconnects: u8,
+    /// Clock jumps past a request or delivery timeout.
+    pub timeouts: u8,
+    /// Failed connection attempts.
+    pub connect_failures: u8,
+    /// Leader moves to the other node.
+    pub leader_changes: u8,
+    /// Broker restarts (the dedup cache shrinks to the last batch).
+    pub restarts: u8,
+    /// Producer-state expiry on the broker.
+    pub expiries: u8,
+    /// Injected broker errors.
+    pub injections: u8,
+    /// Metadata flaps (the topic missing from one metadata response).
+    pub flaps: u8,
+}
+
+/// A bounded model configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ModelCfg {
+    /// Broker generation.
+    pub mode: BrokerMode,
+    /// Partitions of the topic.
+    pub partitions: i32,
+    /// Records sent to each partition, one per batch.
+    pub records_per_partition: u8,
+    /// `max.in.flight.requests.per.connection`.
+    pub max_in_flight: usize,
+    /// Number of broker nodes (2 for leader changes).
+    pub nodes: usize,
+    /// Largest sequence before the wrap (small, so the wrap is explored).
+    pub max_sequence: i32,
+    /// Largest epoch before a new producer id.
+    pub max_epoch: i16,
+    /// Fault budgets.
+    pub budget: Budget,
+    /// Errors that may be injected.
+    pub injectable: Vec<Inject>,
+    /// Gap policy of the producer.
+    pub gap_policy: kprod_core::GapPolicy,
+    /// The client policy under test.
+    pub mutation: Mutation,
+    /// Bound on requests transmitted in a path.
+    pub max_transmits: u16,
+}
+
+impl Default for ModelCfg {
+    fn default() -> Self {
+        Self {
+            mode: BrokerMode::Lenient,
+            partitions: 1,
+            records_per_partition: 2,
+            max_in_flight: 2,
+            nodes: 1,
+            max_sequence: 7,
+            max_epoch: 3,
+            budget: Budget::default(),
+            injectable: Vec::new(),
+            gap_policy: kprod_core::GapPolicy::ContinueWithGap,
+            mutation: Mutation::None,
+            max_transmits: 40,
+        }
+    }
+}
+
+impl ModelCfg {
+    /// Builds the model.
+    pub fn into_model(self) -> KafkaModel {
+        KafkaModel {
+            cfg: self,
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Whether this configuration is in the well-behaved profile of S9 (no producer-state
+    /// loss on the broker).
+    pub fn well_behaved(&self) -> bool {
+        self.budget.expiries == 0 && self.budget.restarts == 0
+    }
+}
+
+/// Ghost information about a request frame, read once when it is transmitted.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Ghost {
+    /// API key.
+    pub api_key: i16,
+    /// API version.
+    pub version: i16,
+    /// For Produce: (partition, producer id, epoch, base sequence, record count).
+    pub batches: Vec<(i32, i64, i16, i32, i32)>,
+}
+
+/// One connection.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Link {
+    /// The node at the far end.
+    pub node: i32,
+    /// Requests not yet read by the broker.
+    pub to_broker: VecDeque<(Bytes, Ghost)>,
+    /// Responses not yet read by the producer.
+    pub to_client: VecDeque<(Bytes, Ghost)>,
+}
+
+/// What the application was told about a record.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Delivered at an offset (or without one: DUPLICATE_SEQUENCE_NUMBER).
+    Delivered(Option<i64>),
+    /// Failed.
+    Failed(Persistence),
+}
+
+/// State of the buggy client policy.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct MutationState {
+    /// KafkaJS: next sequence per partition, advanced on responses.
+    pub acked_next: BTreeMap<i32, i32>,
+    /// KAFKA-12152: the first partition seen under each epoch.
+    pub epoch_first: BTreeMap<i16, i32>,
+    /// KAFKA-12152 / D10 / D12: per partition (epoch seen, next sequence after the last batch,
+    /// shift applied to sequences).
+    pub per_partition: BTreeMap<i32, (i16, i32, i32)>,
+    /// D10: a flap was seen; partitions whose sequence must restart.
+    pub flapped: bool,
+    /// D12: transmissions seen, to recognise a retry.
+    pub seen: BTreeSet<(i32, i64, i16, i32)>,
+    /// D12: epoch offset applied after a re-sequencing.
+    pub epoch_shift: i16,
+}
+
+/// A model state.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct State {
+    /// The real producer.
+    pub producer: Producer,
+    /// The brokers.
+    pub cluster: Cluster,
+    /// Open connections.
+    pub links: BTreeMap<ConnId, Link>,
+    /// Connections the producer asked for that are not yet established.
+    pub connecting: BTreeMap<ConnId, i32>,
+    /// Virtual time since the model's start, in milliseconds.
+    pub clock_ms: u64,
+    /// The producer's last `Wait` deadline, in milliseconds since the start.
+    pub wait_until_ms: Option<u64>,
+    /// Records sent per partition.
+    pub sent: Vec<u8>,
+    /// Record ids: (partition, index) for each id.
+    pub ids: BTreeMap<RecordId, (i32, u8)>,
+    /// Outcomes reported.
+    pub outcomes: BTreeMap<RecordId, Outcome>,
+    /// A record got a second outcome.
+    pub double_outcome: bool,
+    /// The producer failed.
+    pub fatal: bool,
+    /// The producer signalled data loss.
+    pub data_loss: bool,
+    /// Remaining fault budgets.
+    pub budget: Budget,
+    /// Requests transmitted so far.
+    pub transmits: u16,
+    /// Records whose failure was caused by an injected permanent error.
+    pub permanent_injected: u8,
+    /// S5 ghost: a transmission carried a record at a (pid, epoch, seq) already in the log
+    /// with different content.
+    pub seq_reuse: bool,
+    /// S7 ghost: a partition had more batches on the wire than allowed.
+    pub over_inflight: bool,
+    /// §C.4 ghost: an epoch bump completed while another partition had old-epoch requests.
+    pub bump_while_other_inflight: bool,
+    /// §C.4 ghost: a response from one node arrived while a Produce request to another node
+    /// was outstanding.
+    pub old_leader_response_after_new_request: bool,
+    /// Buggy client policy state.
+    pub mutation: MutationState,
+}
+
+/// A model action.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// The application sends the next record of a partition.
+    Send(i32),
+    /// A pending connection succeeds.
+    ConnectOk(ConnId),
+    /// A pending connection fails.
+    ConnectFail(ConnId),
+    /// The broker reads and answers the head request of a connection.
+    Process(ConnId),
+    /// The producer reads the head response of a connection.
+    Deliver(ConnId),
+    /// The connection breaks; unread requests and undelivered responses are lost.
+    Disconnect(ConnId),
+    /// Time passes to the producer's next deadline.
+    Tick,
+    /// The partition's leadership moves to the other node.
+    LeaderChange(i32),
+    /// A broker restart shrinks the dedup caches.
+    Restart,
+    /// The broker forgets every producer's state.
+    Expire,
+    /// The next Produce of a partition draws this error.
+    Inject(i32, Inject),
+    /// The next metadata response omits the topic.
+    Flap,
+}
+
+/// The model.
+#[derive(Debug, Clone)]
+pub struct KafkaModel {
+    /// Configuration.
+    pub cfg: ModelCfg,
+    epoch: Instant,
+}
+
+const BACKOFF_MS: u64 = 1;
+
+fn value_of(p: i32, k: u8) -> Bytes {
+    Bytes::from(format!("{p}:{k}"))
+}
+
+fn parse_value(v: &[u8]) -> Option<(i32, u8)> {
+    let s = std::str::from_utf8(v).ok()?;
+    let (p, k) = s.split_once(':')?;
+    Some((p.parse().ok()?, k.parse().ok()?))
+}
+
+impl KafkaModel {
+    fn now(&self, s: &State) -> Instant {
+        self.epoch + Duration::from_millis(s.clock_ms)
+    }
+
+    fn producer_config(&self) -> ProducerConfig {
+        ProducerConfig {
+            bootstrap_servers: (1..=self.cfg.nodes).map(|n| format!("b{n}:9092")).collect(),
+            max_in_flight: self.cfg.max_in_flight,
+            linger: Duration::ZERO,
+            batch_size: 1,
+            request_timeout: Duration::from_millis(100),
+            delivery_timeout: Duration::from_millis(1000),
+            retry_backoff: Duration::from_millis(BACKOFF_MS),
+            retry_backoff_max: Duration::from_millis(BACKOFF_MS),
+            reconnect_backoff: Duration::from_millis(BACKOFF_MS),
+            metadata_max_age: Duration::from_secs(86_400),
+            allow_auto_topic_creation: false,
+            gap_policy: self.cfg.gap_policy,
+            max_epoch: self.cfg.max_epoch,
+            max_sequence: self.cfg.max_sequence,
+            ..ProducerConfig::default()
+        }
+    }
+
+    fn node_of(addr: &str) -> Option<i32> {
+        addr.strip_prefix('b')?.split(':').next()?.parse().ok()
+    }
+
+    /// Carries out every output of the producer until it waits.
+    fn drain(&self, s: &mut State) {
+        loop {
+            match s.producer.poll_output() {
+                Output::Wait { until } => {
+                    s.wait_until_ms =
+                        until.map(|t| t.saturating_duration_since(self.epoch).as_millis() as u64);
+                    return;
+                }
+                Output::Connect { conn, addr } => {
+                    let node = Self::node_of(&addr).unwrap_or(0);
+                    if s.budget.connect_failures > 0 {
+                        s.connecting.insert(conn, node);
+                    } else {
+                        s.links.insert(
+                            conn,
+                            Link {
+                                node,
+                                to_broker: VecDeque::new(),
+                                to_client: VecDeque::new(),
+                            },
+                        );
+                        let now = self.now(s);
+                        s.producer.handle_connected(now, conn);
+                    }
+                }
+                Output::Transmit { conn, bytes } => {
+                    s.transmits = s.transmits.saturating_add(1);
+                    let frame = bytes.slice(4..);
+                    let (frame, ghost) = self.inspect_request(s, frame);
+                    if let Some(l) = s.links.get_mut(&conn) {
+                        l.to_broker.push_back((frame, ghost));
+                    }
+                    self.check_inflight(s);
+                }
+                Output::Close { conn } => {
+                    s.links.remove(&conn);
+                    s.connecting.remove(&conn);
+                }
+                Output::Event(e) => self.on_event(s, e),
+            }
+        }
+    }
+
+    fn on_event(&self, s: &mut State, e: Event) {
+        let (id, o) = match e {
+            Event::Delivered { id, offset, .. } => (id, Outcome::Delivered(offset)),
+            Event::Failed { id, persisted, .. } => (id, Outcome::Failed(persisted)),
+            Event::Fatal(_) => {
+                s.fatal = true;
+                return;
+            }
+            Event::Diagnostic(Diagnostic::DataLoss { .. }) => {
+                s.data_loss = true;
+                return;
+            }
+            Event::Diagnostic(_) => return,
+        };
+        if s.outcomes.insert(id, o).is_some() {
+            s.double_outcome = true;
+        }
+    }
+
+    /// Reads a request's ghost information and applies the buggy client policy, if any.
+    fn inspect_request(&self, s: &mut State, frame: Bytes) -> (Bytes, Ghost) {
+        let mut ghost = Ghost {
+            api_key: -1,
+            version: -1,
+            batches: Vec::new(),
+        };
+        let mut r = Reader::new(frame.clone());
+        let (Ok(key), Ok(version)) = (r.i16(), r.i16()) else {
+            return (frame, ghost);
+        };
+        ghost.api_key = key;
+        ghost.version = version;
+        if key != api_key::PRODUCE {
+            return (frame, ghost);
+        }
+        let mut r = Reader::new(frame.clone());
+        let Ok(header) =
+            RequestHeader::decode(ProduceRequest::request_header_version(version), &mut r)
+        else {
+            return (frame, ghost);
+        };
+        let Ok(mut req) =
+            ProduceRequest::decode_exact(version, Bytes::copy_from_slice(r.peek_rest()))
+        else {
+            return (frame, ghost);
+        };
+        let mut rewritten = false;
+        for t in &mut req.topic_data {
+            for p in &mut t.partition_data {
+                let Some(batch) = p.records.clone() else {
+                    continue;
+                };
+                let Ok(h) = BatchHeader::peek(&batch) else {
+                    continue;
+                };
+                let (pid, epoch, seq) = self.mutate(s, p.index, &h);
+                if (pid, epoch, seq) != (h.producer_id, h.producer_epoch, h.base_sequence) {
+                    p.records = Some(restamp(&batch, pid, epoch, seq));
+                    rewritten = true;
+                }
+                ghost
+                    .batches
+                    .push((p.index, pid, epoch, seq, h.records_count));
+            }
+        }
+        if !rewritten {
+            return (frame, ghost);
+        }
+        let bytes = encode_request(
+            &req,
+            version,
+            header.correlation_id,
+            header.client_id.as_deref(),
+        );
+        (bytes.slice(4..), ghost)
+    }
+
+    /// The (pid, epoch, seq) the buggy policy would put on this batch.
+    fn mutate(&self, s: &mut State, p: i32, h: &BatchHeader) -> (i64, i16, i32) {
+        let (pid, epoch, seq) = (h.producer_id, h.producer_epoch, h.base_sequence);
+        let modulus = i64::from(self.cfg.max_sequence) + 1;
+        let wrap = |x: i64| (x.rem_euclid(modulus)) as i32;
+        let m = &mut s.mutation;
+        match self.cfg.mutation {
+            Mutation::None => (pid, epoch, seq),
+            Mutation::KafkaJs => {
+                let next = *m.acked_next.get(&p).unwrap_or(&0);
+                (pid, epoch, next)
+            }
+            Mutation::Kafka12152 => {
+                let first = *m.epoch_first.entry(epoch).or_insert(p);
+                let entry = m.per_partition.entry(p).or_insert((epoch, 0, 0));
+                if entry.0 != epoch {
+                    // A new epoch for this partition: the buggy client keeps counting unless
+                    // this partition triggered the bump.
+                    let shift = if first == p { 0 } else { entry.1 };
+                    *entry = (epoch, entry.1, shift);
+                }
+                let out = wrap(i64::from(seq) + i64::from(entry.2));
+                entry.1 = wrap(i64::from(out) + i64::from(h.records_count));
+                (pid, epoch, out)
+            }
+            Mutation::D10ResetOnFlap => {
+                let entry = m.per_partition.entry(p).or_insert((epoch, 0, 0));
+                if m.flapped {
+                    entry.2 = seq; // restart at 0 from here on, same epoch
+                }
+                (pid, epoch, wrap(i64::from(seq) - i64::from(entry.2)))
+            }
+            Mutation::D12Resequence => {
+                let key = (p, pid, epoch, seq);
+                let entry = m.per_partition.entry(p).or_insert((epoch, 0, 0));
+                if !m.seen.insert(key) && m.epoch_shift == 0 {
+                    // A retry of a batch whose first attempt may be in the log: the buggy
+                    // client moves it to a new epoch and restarts its sequence at 0.
+                    m.epoch_shift = 1;
+                    entry.2 = seq;
+                }
+                let e = epoch + m.epoch_shift;
+                let out = if m.epoch_shift > 0 {
+                    wrap(i64::from(seq) - i64::from(entry.2))
+                } else {
+                    seq
+                };
+                (pid, e, out)
+            }
+        }
+    }
+
+    fn check_inflight(&self, s: &mut State) {
+        let mut per: BTreeMap<i32, usize> = BTreeMap::new();
+        for l in s.links.values() {
+            for (_, g) in l.to_broker.iter().chain(l.to_client.iter()) {
+                for b in &g.batches {
+                    *per.entry(b.0).or_default() += 1;
+                }
+            }
+        }
+        if per.values().any(|n| *n > self.cfg.max_in_flight) {
+            s.over_inflight = true;
+        }
+    }
+
+    fn process(&self, s: &mut State, conn: ConnId) {
+        let Some(l) = s.links.get_mut(&conn) else {
+            return;
+        };
+        let Some((frame, ghost)) = l.to_broker.pop_front() else {
+            return;
+        };
+        let node = l.node;
+        // S5 ghost: does any record of this request reuse an appended (pid, epoch, seq)?
+        if ghost.api_key == api_key::PRODUCE {
+            self.check_seq_reuse(s, &frame, &ghost);
+            self.check_bump_while_inflight(s, conn, &ghost);
+        }
+        let resp = s.cluster.handle(node, frame);
+        if ghost.api_key == api_key::METADATA {
+            s.cluster.hidden_topics.clear(); // a flap lasts one response
+        }
+        if let (Some(resp), Some(l)) = (resp, s.links.get_mut(&conn)) {
+            l.to_client.push_back((resp.slice(4..), ghost));
+        }
+    }
+
+    fn check_seq_reuse(&self, s: &mut State, frame: &Bytes, ghost: &Ghost) {
+        let mut r = Reader::new(frame.clone());
+        let Ok(_) = RequestHeader::decode(
+            ProduceRequest::request_header_version(ghost.version),
+            &mut r,
+        ) else {
+            return;
+        };
+        let Ok(req) =
+            ProduceRequest::decode_exact(ghost.version, Bytes::copy_from_slice(r.peek_rest()))
+        else {
+            return;
+        };
+        let modulus = i64::from(self.cfg.max_sequence) + 1;
+        for t in &req.topic_data {
+            for p in &t.partition_data {
+                let Some(blob) = p.records.clone() else {
+                    continue;
+                };
+                let Ok(batches) = kprod_core::protocol::record_batch::RecordBatch::decode_all(blob)
+                else {
+                    continue;
+                };
+                let Some(part) = s.cluster.partitions.get(&(t.name.clone(), p.index)) else {
+                    continue;
+                };
+                for b in batches {
+                    for (k, rec) in b.records.iter().enumerate() {
+                        let seq = ((i64::from(b.base_sequence) + k as i64) % modulus) as i32;
+                        if part.log.iter().any(|x| {
+                            x.producer_id == b.producer_id
+                                && x.epoch == b.producer_epoch
+                                && x.sequence == seq
+                                && x.value != rec.value
+                        }) {
+                            s.seq_reuse = true;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn check_bump_while_inflight(&self, s: &mut State, conn: ConnId, ghost: &Ghost) {
+        for &(p, _, epoch, _, _) in &ghost.batches {
+            if epoch == 0 {
+                continue;
+            }
+            let older_elsewhere = s.links.iter().any(|(c, l)| {
+                l.to_broker
+                    .iter()
+                    .chain(l.to_client.iter())
+                    .filter(|_| *c != conn || true)
+                    .flat_map(|(_, g)| g.batches.iter())
+                    .any(|b| b.0 != p && b.2 < epoch)
+            });
+            if older_elsewhere {
+                s.bump_while_other_inflight = true;
+            }
+        }
+    }
+
+    fn deliver(&self, s: &mut State, conn: ConnId) {
+        let Some(l) = s.links.get_mut(&conn) else {
+            return;
+        };
+        let Some((frame, ghost)) = l.to_client.pop_front() else {
+            return;
+        };
+        let node = l.node;
+        if ghost.api_key == api_key::PRODUCE {
+            let other_outstanding = s.links.values().any(|l| {
+                l.node != node
+                    && l.to_broker
+                        .iter()
+                        .chain(l.to_client.iter())
+                        .any(|(_, g)| g.api_key == api_key::PRODUCE)
+            });
+            if other_outstanding {
+                s.old_leader_response_after_new_request = true;
+            }
+            self.observe_response_for_mutation(s, &frame, &ghost);
+        }
+        if ghost.api_key == api_key::METADATA && self.cfg.mutation == Mutation::D10ResetOnFlap {
+            if let Ok((_, m)) = decode_response::<kprod_core::protocol::metadata::MetadataRequest>(
+                ghost.version,
+                frame.clone(),
+            ) {
+                if m.topics.iter().any(|t| t.error_code != 0) {
+                    s.mutation.flapped = true;
+                }
+            }
+        }
+        let now = self.now(s);
+        let mut buf = BytesMut::from(&frame_with_prefix(&frame)[..]);
+        s.producer.handle_read(now, conn, &mut buf);
+        if self.cfg.mutation == Mutation::D10ResetOnFlap {
+            // The reset applies to the next batch only once.
+            if s.mutation.flapped {
+                s.mutation.flapped = false;
+            }
+        }
+    }
+
+    fn observe_response_for_mutation(&self, s: &mut State, frame: &Bytes, ghost: &Ghost) {
+        if self.cfg.mutation != Mutation::KafkaJs {
+            return;
+        }
+        let Ok((_, resp)) = decode_response::<ProduceRequest>(ghost.version, frame.clone()) else {
+            return;
+        };
+        let resp: ProduceResponse = resp;
+        for t in &resp.responses {
+            for pr in &t.partition_responses {
+                let ok = matches!(
+                    ErrorCode::from_i16(pr.error_code),
+                    ErrorCode::None | ErrorCode::DuplicateSequenceNumber
+                );
+                if !ok {
+                    continue;
+                }
+                let count = ghost
+                    .batches
+                    .iter()
+                    .find(|b| b.0 == pr.index)
+                    .map_or(0, |b| b.4);
+                let modulus = i64::from(self.cfg.max_sequence) + 1;
+                let next = s.mutation.acked_next.entry(pr.index).or_insert(0);
+                *next = ((i64::from(*next) + i64::from(count)) % modulus) as i32;
+            }
+        }
+    }
+
+    fn free_tick(&self, s: &State) -> bool {
+        s.wait_until_ms
+            .is_some_and(|t| t <= s.clock_ms + BACKOFF_MS)
+    }
+
+    /// Nothing can happen without a fault: no frames on any link, no pending connects, no
+    /// backoff about to expire, and every record sent.
+    pub fn is_quiescent(&self, s: &State) -> bool {
+        s.links
+            .values()
+            .all(|l| l.to_broker.is_empty() && l.to_client.is_empty())
+            && s.connecting.is_empty()
+            && !self.free_tick(s)
+            && s.sent.iter().all(|n| *n == self.cfg.records_per_partition)
+    }
+
+    /// Whether every record sent has an outcome.
+    pub fn all_resolved(s: &State) -> bool {
+        s.ids.keys().all(|id| s.outcomes.contains_key(id))
+    }
+
+    fn log_values(s: &State, p: i32) -> Vec<(i32, u8)> {
+        s.cluster
+            .partitions
+            .get(&(TOPIC.to_owned(), p))
+            .map(|part| {
+                part.log
+                    .iter()
+                    .filter_map(|r| r.value.as_deref().and_then(parse_value))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+fn frame_with_prefix(frame: &Bytes) -> Vec<u8> {
+    let mut v = Vec::with_capacity(frame.len() + 4);
+    v.extend_from_slice(&(frame.len() as i32).to_be_bytes());
+    v.extend_from_slice(frame);
+    v
+}
+
+impl Model for KafkaModel {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        let addrs: Vec<String> = (1..=self.cfg.nodes).map(|n| format!("b{n}:9092")).collect();
+        let refs: Vec<&str> = addrs.iter().map(String::as_str).collect();
+        let mut cluster = Cluster::new(self.cfg.mode, &refs);
+        cluster.max_sequence = self.cfg.max_sequence;
+        cluster.create_topic(TOPIC, self.cfg.partitions, 1);
+        let producer =
+            Producer::new(self.producer_config(), self.epoch).expect("valid model config");
+        let mut s = State {
+            producer,
+            cluster,
+            links: BTreeMap::new(),
+            connecting: BTreeMap::new(),
+            clock_ms: 0,
+            wait_until_ms: None,
+            sent: vec![0; self.cfg.partitions as usize],
+            ids: BTreeMap::new(),
+            outcomes: BTreeMap::new(),
+            double_outcome: false,
+            fatal: false,
+            data_loss: false,
+            budget: self.cfg.budget,
+            transmits: 0,
+            permanent_injected: 0,
+            seq_reuse: false,
+            over_inflight: false,
+            bump_while_other_inflight: false,
+            old_leader_response_after_new_request: false,
+            mutation: MutationState::default(),
+        };
+        self.drain(&mut s);
+        vec![s]
+    }
+
+    fn actions(&self, s: &State, actions: &mut Vec<Action>) {
+        for p in 0..self.cfg.partitions {
+            if s.sent[p as usize] < self.cfg.records_per_partition {
+                actions.push(Action::Send(p));
+            }
+        }
+        for c in s.connecting.keys() {
+            actions.push(Action::ConnectOk(*c));
+            if s.budget.connect_failures > 0 {
+                actions.push(Action::ConnectFail(*c));
+            }
+        }
+        for (c, l) in &s.links {
+            if !l.to_broker.is_empty() {
+                actions.push(Action::Process(*c));
+            }
+            if !l.to_client.is_empty() {
+                actions.push(Action::Deliver(*c));
+            }
+            if s.budget.disconnects > 0 {
+                actions.push(Action::Disconnect(*c));
+            }
+        }
+        if s.wait_until_ms.is_some() && (self.free_tick(s) || s.budget.timeouts > 0) {
+            actions.push(Action::Tick);
+        }
+        if s.budget.leader_changes > 0 && self.cfg.nodes > 1 {
+            for p in 0..self.cfg.partitions {
+                actions.push(Action::LeaderChange(p));
+            }
+        }
+        if s.budget.restarts > 0 {
+            actions.push(Action::Restart);
+        }
+        if s.budget.expiries > 0 {
+            actions.push(Action::Expire);
+        }
+        if s.budget.injections > 0 {
+            for p in 0..self.cfg.partitions {
+                for k in &self.cfg.injectable {
+                    actions.push(Action::Inject(p, *k));
+                }
+            }
+        }
+        if s.budget.flaps > 0 {
+            actions.push(Action::Flap);
+        }
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let mut s = last.clone();
+        match action {
+            Action::Send(p) => {
+                let k = s.sent[p as usize];
+                s.sent[p as usize] += 1;
+                let record = Record {
+                    topic: TOPIC.to_owned(),
+                    partition: Some(p),
+                    key: None,
+                    value: Some(value_of(p, k)),
+                    headers: Vec::new(),
+                    timestamp: 0,
+                };
+                let now = self.now(&s);
+                let id = s.producer.send(now, record).ok()?;
+                s.ids.insert(id, (p, k));
+            }
+            Action::ConnectOk(c) => {
+                let node = s.connecting.remove(&c)?;
+                s.links.insert(
+                    c,
+                    Link {
+                        node,
+                        to_broker: VecDeque::new(),
+                        to_client: VecDeque::new(),
+                    },
+                );
+                let now = self.now(&s);
+                s.producer.handle_connected(now, c);
+            }
+            Action::ConnectFail(c) => {
+                s.connecting.remove(&c)?;
+                s.budget.connect_failures -= 1;
+                let now = self.now(&s);
+                s.producer.handle_connect_failed(now, c);
+            }
+            Action::Process(c) => self.process(&mut s, c),
+            Action::Deliver(c) => self.deliver(&mut s, c),
+            Action::Disconnect(c) => {
+                s.links.remove(&c)?;
+                s.budget.disconnects -= 1;
+                let now = self.now(&s);
+                s.producer.handle_disconnected(now, c);
+            }
+            Action::Tick => {
+                let until = s.wait_until_ms?;
+                if !self.free_tick(&s) {
+                    s.budget.timeouts = s.budget.timeouts.checked_sub(1)?;
+                }
+                s.clock_ms = until.max(s.clock_ms);
+                let now = self.now(&s);
+                s.producer.handle_timeout(now);
+            }
+            Action::LeaderChange(p) => {
+                s.budget.leader_changes -= 1;
+                let part = s.cluster.partition(TOPIC, p);
+                let next = if part.leader == 1 { 2 } else { 1 };
+                s.cluster.move_leader(TOPIC, p, next);
+            }
+            Action::Restart => {
+                s.budget.restarts -= 1;
+                s.cluster.restart_shrinks_cache();
+            }
+            Action::Expire => {
+                s.budget.expiries -= 1;
+                s.cluster.expire_producers();
+            }
+            Action::Inject(p, k) => {
+                s.budget.injections -= 1;
+                if k.is_permanent() {
+                    s.permanent_injected += 1;
+                }
+                s.cluster
+                    .partition_mut(TOPIC, p)
+                    .inject
+                    .push_back(k.injection());
+            }
+            Action::Flap => {
+                s.budget.flaps -= 1;
+                s.cluster.hidden_topics.push(TOPIC.to_owned());
+            }
+        }
+        self.drain(&mut s);
+        Some(s)
+    }
+
+    fn within_boundary(&self, s: &State) -> bool {
+        s.transmits <= self.cfg.max_transmits
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always("S1 no duplicates", |m: &KafkaModel, s: &State| {
+                (0..m.cfg.partitions).all(|p| {
+                    let v = KafkaModel::log_values(s, p);
+                    let set: BTreeSet<_> = v.iter().collect();
+                    set.len() == v.len()
+                })
+            }),
+            Property::always("S2 send order", |m: &KafkaModel, s: &State| {
+                (0..m.cfg.partitions).all(|p| {
+                    let v = KafkaModel::log_values(s, p);
+                    v.iter().all(|(q, _)| *q == p) && v.windows(2).all(|w| w[0].1 < w[1].1)
+                })
+            }),
+            Property::always("S3 no silent gaps", |m: &KafkaModel, s: &State| {
+                (0..m.cfg.partitions).all(|p| {
+                    let v = KafkaModel::log_values(s, p);
+                    let Some(max) = v.iter().map(|x| x.1).max() else {
+                        return true;
+                    };
+                    s.ids.iter().all(|(id, (q, k))| {
+                        *q != p
+                            || *k >= max
+                            || v.contains(&(p, *k))
+                            || !matches!(s.outcomes.get(id), Some(Outcome::Delivered(_)))
+                    })
+                })
+            }),
+            Property::always("S4 truthful reports", |_, s: &State| {
+                !s.double_outcome
+                    && s.ids.iter().all(|(id, (p, k))| {
+                        let log = &s.cluster.partition(TOPIC, *p).log;
+                        let here = |r: &crate::broker::StoredRecord| {
+                            r.value.as_deref().and_then(parse_value) == Some((*p, *k))
+                        };
+                        match s.outcomes.get(id) {
+                            Some(Outcome::Delivered(Some(o))) => usize::try_from(*o)
+                                .ok()
+                                .and_then(|o| log.get(o))
+                                .is_some_and(here),
+                            Some(Outcome::Delivered(None)) => log.iter().any(here),
+                            Some(Outcome::Failed(Persistence::NotPersisted)) => {
+                                !log.iter().any(here)
+                            }
+                            _ => true,
+                        }
+                    })
+            }),
+            Property::always("S5 no sequence reuse", |_, s: &State| !s.seq_reuse),
+            Property::always("S7 in-flight bound", |_, s: &State| !s.over_inflight),
+            Property::always("S9 no spurious fatal", |m: &KafkaModel, s: &State| {
+                if !m.cfg.well_behaved() {
+                    return true;
+                }
+                let not_persisted = s
+                    .outcomes
+                    .values()
+                    .filter(|o| **o == Outcome::Failed(Persistence::NotPersisted))
+                    .count();
+                let allowed = if s.permanent_injected > 0 {
+                    usize::MAX
+                } else {
+                    0
+                };
+                !s.fatal && !s.data_loss && not_persisted <= allowed
+            }),
+            Property::always("S10 broker sees no client bug", |_, s: &State| {
+                let st = &s.cluster.stats;
+                st.invalid_epoch == 0 && st.new_epoch_nonzero_seq == 0 && st.overlap == 0
+            }),
+            Property::always(
+                "S11 S12 epochs and sequences in the log",
+                |m: &KafkaModel, s: &State| {
+                    let modulus = i64::from(m.cfg.max_sequence) + 1;
+                    s.cluster.partitions.values().all(|part| {
+                        let mut last: BTreeMap<i64, (i16, i32)> = BTreeMap::new();
+                        part.log.iter().all(|r| {
+                            let ok = match last.get(&r.producer_id) {
+                                None => true,
+                                Some((e, q)) if *e == r.epoch => {
+                                    i64::from(r.sequence) == (i64::from(*q) + 1) % modulus
+                                }
+                                Some((e, _)) => r.epoch > *e && r.sequence == 0,
+                            };
+                            last.insert(r.producer_id, (r.epoch, r.sequence));
+                            ok
+                        })
+                    })
+                },
+            ),
+            Property::always(
+                "L1 quiescent means resolved",
+                |m: &KafkaModel, s: &State| !m.is_quiescent(s) || KafkaModel::all_resolved(s),
+            ),
+            Property::always("L4 no stuck producer", |m: &KafkaModel, s: &State| {
+                // In the well-behaved profile without permanent errors, a quiescent producer
+                // has delivered everything.
+                !m.cfg.well_behaved()
+                    || s.permanent_injected > 0
+                    || s.budget.timeouts < m.cfg.budget.timeouts
+                    || !m.is_quiescent(s)
+                    || s.outcomes
+                        .values()
+                        .all(|o| matches!(o, Outcome::Delivered(_)))
+            }),
+            Property::sometimes("all delivered", |m: &KafkaModel, s: &State| {
+                m.is_quiescent(s)
+                    && s.ids.len()
+                        == m.cfg.partitions as usize * m.cfg.records_per_partition as usize
+                    && s.outcomes
+                        .values()
+                        .all(|o| matches!(o, Outcome::Delivered(_)))
+            }),
+            Property::sometimes("a retry is deduplicated", |_, s: &State| {
+                s.cluster.stats.deduplicated > 0
+            }),
+            Property::sometimes(
+                "a non-head OOOSN is resolved without a bump",
+                |m: &KafkaModel, s: &State| {
+                    s.cluster.stats.out_of_order > 0
+                        && s.cluster.stats.max_epoch == 0
+                        && s.cluster.stats.producer_ids == 1
+                        && m.is_quiescent(s)
+                        && s.outcomes
+                            .values()
+                            .all(|o| matches!(o, Outcome::Delivered(_)))
+                },
+            ),
+            Property::sometimes(
+                "a head rejection leads to a rebase",
+                |m: &KafkaModel, s: &State| {
+                    (s.cluster.stats.max_epoch > 0 || s.cluster.stats.producer_ids > 1)
+                        && m.is_quiescent(s)
+                        && s.outcomes
+                            .values()
+                            .all(|o| matches!(o, Outcome::Delivered(_)))
+                },
+            ),
+            Property::sometimes(
+                "a bump completes while another partition has old-epoch requests",
+                |_, s: &State| s.bump_while_other_inflight,
+            ),
+            Property::sometimes("the sequence wraps", |_, s: &State| s.cluster.stats.wrapped),
+            Property::sometimes(
+                "a new producer id after epoch exhaustion",
+                |m: &KafkaModel, s: &State| {
+                    s.cluster.stats.max_epoch == m.cfg.max_epoch && s.cluster.stats.producer_ids > 1
+                },
+            ),
+            Property::sometimes(
+                "a response from the old leader after a request to the new one",
+                |_, s: &State| s.old_leader_response_after_new_request,
+            ),
+        ]
+    }
+}
+
+impl KafkaModel {
+    /// Replays a list of actions from the initial state; `None` if one does not apply.
+    pub fn replay(&self, actions: &[Action]) -> Option<State> {
+        let mut s = self.init_states().pop()?;
+        for a in actions {
+            let mut enabled = Vec::new();
+            self.actions(&s, &mut enabled);
+            if !enabled.contains(a) {
+                return None;
+            }
+            s = self.next_state(&s, a.clone())?;
+        }
+        Some(s)
+    }
+}
