@@ -64,6 +64,9 @@ pub struct ProducerConfig {
     pub metadata_max_age: Duration,
     /// `allow.auto.create.topics`.
     pub allow_auto_topic_creation: bool,
+    /// `max.block.ms`: how long a record waits for its topic to appear in metadata before it
+    /// fails as an unknown topic (a topic that briefly vanishes must not fail records).
+    pub max_block: Duration,
     /// Gap policy (§B.4).
     pub gap_policy: GapPolicy,
     /// Data-loss policy.
@@ -101,6 +104,7 @@ impl Default for ProducerConfig {
             reconnect_backoff: Duration::from_millis(50),
             metadata_max_age: Duration::from_secs(300),
             allow_auto_topic_creation: true,
+            max_block: Duration::from_secs(60),
             gap_policy: GapPolicy::default(),
             data_loss_policy: DataLossPolicy::default(),
             max_frame_size: crate::protocol::frame::DEFAULT_MAX_FRAME_SIZE,

@@ -119,6 +119,8 @@ struct Topic {
     partitions: Vec<Partition>,
     pending: VecDeque<PendingRecord>,
     sticky: i32,
+    /// Metadata says the topic does not exist: the code, while it keeps saying so.
+    missing: Option<ErrorCode>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -324,6 +326,7 @@ impl Producer {
                     partitions: Vec::new(),
                     pending: VecDeque::new(),
                     sticky: 0,
+                    missing: None,
                 });
                 self.topic_index.insert(name, self.topics.len() - 1);
                 self.metadata.needed = true;
@@ -667,11 +670,18 @@ impl Producer {
         let timeout = self.cfg.delivery_timeout;
         for ti in 0..self.topics.len() {
             while let Some(p) = self.topics[ti].pending.front() {
-                if p.enqueued + timeout > now {
+                let error = if p.enqueued + timeout <= now {
+                    DeliveryError::DeliveryTimeout
+                } else if let (Some(code), true) = (
+                    self.topics[ti].missing,
+                    p.enqueued + self.cfg.max_block <= now,
+                ) {
+                    DeliveryError::UnknownTopic(code)
+                } else {
                     break;
-                }
+                };
                 let p = self.topics[ti].pending.pop_front().expect("front exists");
-                self.resolve_pending(p, DeliveryError::DeliveryTimeout);
+                self.resolve_pending(p, error);
             }
             for pi in 0..self.topics[ti].partitions.len() {
                 let mut i = 0;
@@ -939,6 +949,7 @@ impl Producer {
         for t in &self.topics {
             if let Some(p) = t.pending.front() {
                 ds.push(p.enqueued + timeout);
+                ds.push(p.enqueued + self.cfg.max_block);
             }
             for p in &t.partitions {
                 ds.extend(p.deadlines(self.cfg.linger));
@@ -1046,6 +1057,13 @@ impl Producer {
     ) {
         let p = &mut self.topics[ti].partitions[pi];
         let Some(b) = p.batches.remove(i) else { return };
+        // Whatever the last attempt drew, an earlier attempt with no verdict may have
+        // written the batch (P10): the report must say so.
+        let persisted = if b.maybe_persisted {
+            Persistence::PossiblyPersisted
+        } else {
+            persisted
+        };
         if b.is_sequenced_under(p.bound) {
             p.gap = true;
             p.needs_rebase = true;
@@ -1314,17 +1332,19 @@ impl Producer {
                 let permanent = matches!(
                     code,
                     ErrorCode::InvalidTopicException | ErrorCode::TopicAuthorizationFailed
-                ) || (code == ErrorCode::UnknownTopicOrPartition
-                    && !self.cfg.allow_auto_topic_creation
-                    && self.topics[ti].partitions.is_empty());
+                );
                 if permanent {
                     while let Some(p) = self.topics[ti].pending.pop_front() {
                         self.resolve_pending(p, DeliveryError::UnknownTopic(code));
                     }
                 }
+                // An unknown topic may be a flap or still being created: its records wait up
+                // to `max.block.ms` (see `expire_deliveries`).
+                self.topics[ti].missing = Some(code);
                 continue;
             }
             let topic = &mut self.topics[ti];
+            topic.missing = None;
             let count = t
                 .partitions
                 .iter()
@@ -1585,6 +1605,10 @@ impl Producer {
         let max_seq = self.cfg.max_sequence;
         let p = &mut self.topics[ti].partitions[pi];
         let b = &p.batches[i];
+        if b.maybe_persisted {
+            // Its range may be in the log: it cannot be re-sequenced into halves (P3).
+            return self.fail_permanently(ti, pi, i, ErrorCode::MessageTooLarge);
+        }
         let (Some(wire), Some((identity, base))) = (b.wire.clone(), b.seq) else {
             return self.fail_permanently(ti, pi, i, ErrorCode::MessageTooLarge);
         };

@@ -1,1 +1,653 @@
-//! Thin tokio adapter for kprod-core (work in progress).
+//! Thin tokio driver for [`kprod_core::Producer`].
+//!
+//! One task owns the sans-IO core. It applies exactly one input at a time (an application
+//! command, bytes or a disconnect from a connection, a finished connect, or the timer), then
+//! drains [`Producer::poll_output`] until `Wait`. Per-connection reader and writer tasks only
+//! move bytes. The adapter makes no protocol decisions: it never retries, re-sends or looks
+//! inside a frame.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use kprod_tokio::{config_from_properties, ProducerHandle};
+//! let config = config_from_properties(&[("bootstrap.servers", "localhost:9092")])?;
+//! let producer = ProducerHandle::connect(config)?;
+//! let delivery = producer.send(kprod_core::Record::new("events", "hello")).await?;
+//! println!("partition {} offset {:?}", delivery.partition, delivery.offset);
+//! producer.close().await;
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod properties;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::{Bytes, BytesMut};
+use kprod_core::{
+    ConfigError, ConnId, Diagnostic, Event, Output, Persistence, Producer, ProducerConfig, Record,
+    RecordId, SendError,
+};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::{AbortHandle, JoinError, JoinSet};
+use tracing::{debug, error, info};
+
+pub use properties::{config_from_properties, PropertyError};
+
+/// How many application commands may wait for the driver before callers wait too.
+const COMMAND_QUEUE: usize = 1024;
+/// How many read chunks may wait for the driver before readers stop reading.
+const IO_QUEUE: usize = 64;
+/// Bytes a reader asks the socket for at once.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Opens byte streams to brokers. The seam that lets tests use in-memory streams.
+pub trait Connector: Send + Sync + 'static {
+    /// The stream type.
+    type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    /// Opens a stream to `addr` (`host:port`).
+    fn connect(&self, addr: &str) -> impl Future<Output = io::Result<Self::Stream>> + Send;
+}
+
+/// The default connector: TCP with `TCP_NODELAY`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TcpConnector;
+
+impl Connector for TcpConnector {
+    type Stream = TcpStream;
+    async fn connect(&self, addr: &str) -> io::Result<TcpStream> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        Ok(stream)
+    }
+}
+
+/// A record in the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// Topic.
+    pub topic: Arc<str>,
+    /// Partition.
+    pub partition: i32,
+    /// Offset; `None` when the broker confirmed a duplicate without one.
+    pub offset: Option<i64>,
+    /// The record's create timestamp (ms since the Unix epoch).
+    pub timestamp: i64,
+}
+
+/// Why a record was not delivered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The producer refused the record before accepting it; the record is handed back.
+    /// Never `QueueFull`: a full buffer makes the caller wait instead.
+    Refused(Box<SendError>),
+    /// The record was accepted and then failed.
+    Failed(kprod_core::DeliveryError),
+    /// The driver task vanished (runtime shut down or a panic) before the record resolved.
+    DriverStopped,
+}
+
+/// A record's failure, with whether it may be in the log anyway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryError {
+    /// Why.
+    pub kind: ErrorKind,
+    /// Whether the record may be in the log.
+    pub persisted: Persistence,
+}
+
+impl std::fmt::Display for DeliveryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.kind {
+            ErrorKind::Refused(e) => write!(f, "record refused: {e}"),
+            ErrorKind::Failed(e) => write!(f, "delivery failed ({:?}): {e}", self.persisted),
+            ErrorKind::DriverStopped => write!(f, "the producer's driver task stopped"),
+        }
+    }
+}
+
+impl std::error::Error for DeliveryError {}
+
+type Outcome = Result<(Arc<str>, i32, Option<i64>), (kprod_core::DeliveryError, Persistence)>;
+
+/// The outcome of an accepted record. Dropping it does not cancel the record.
+#[derive(Debug)]
+pub struct DeliveryFuture {
+    rx: oneshot::Receiver<Outcome>,
+    timestamp: i64,
+}
+
+impl Future for DeliveryFuture {
+    type Output = Result<Delivery, DeliveryError>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let timestamp = self.timestamp;
+        Pin::new(&mut self.rx).poll(cx).map(|r| match r {
+            Ok(Ok((topic, partition, offset))) => Ok(Delivery {
+                topic,
+                partition,
+                offset,
+                timestamp,
+            }),
+            Ok(Err((e, persisted))) => Err(DeliveryError {
+                kind: ErrorKind::Failed(e),
+                persisted,
+            }),
+            Err(_) => Err(DeliveryError {
+                kind: ErrorKind::DriverStopped,
+                persisted: Persistence::PossiblyPersisted,
+            }),
+        })
+    }
+}
+
+enum Command {
+    Send {
+        record: Record,
+        accepted: oneshot::Sender<Result<(), SendError>>,
+        done: oneshot::Sender<Outcome>,
+    },
+    Flush(oneshot::Sender<()>),
+    Close(Option<oneshot::Sender<()>>),
+}
+
+/// A cloneable handle to a producer driven by a tokio task. When every handle is dropped the
+/// producer closes: buffered records are still delivered.
+#[derive(Debug, Clone)]
+pub struct ProducerHandle {
+    tx: mpsc::Sender<Command>,
+}
+
+impl ProducerHandle {
+    /// Starts a producer that connects over TCP, on the current tokio runtime.
+    pub fn connect(config: ProducerConfig) -> Result<Self, ConfigError> {
+        Self::with_connector(config, TcpConnector)
+    }
+
+    /// Starts a producer that opens connections with `connector`, on the current runtime.
+    pub fn with_connector<C: Connector>(
+        config: ProducerConfig,
+        connector: C,
+    ) -> Result<Self, ConfigError> {
+        let connect_timeout = config.request_timeout;
+        let producer = Producer::new(config, now())?;
+        let (tx, commands) = mpsc::channel(COMMAND_QUEUE);
+        let (io_tx, io_rx) = mpsc::channel(IO_QUEUE);
+        let driver = Driver {
+            producer,
+            connector: Arc::new(connector),
+            connect_timeout,
+            conns: HashMap::new(),
+            connecting: JoinSet::new(),
+            io_tx,
+            pending: BTreeMap::new(),
+            deferred: VecDeque::new(),
+            refused_at: None,
+            flushes: Vec::new(),
+            closers: Vec::new(),
+            close_requested: false,
+            deadline: None,
+        };
+        tokio::spawn(driver.run(commands, io_rx));
+        Ok(Self { tx })
+    }
+
+    /// Hands a record to the producer and returns once it is accepted, without waiting for
+    /// delivery. While `buffer.memory` is full this waits for records to resolve. A zero
+    /// timestamp is set to the current wall-clock time. If this future is dropped while
+    /// waiting for memory, the record is not sent.
+    pub async fn enqueue(&self, mut record: Record) -> Result<DeliveryFuture, DeliveryError> {
+        if record.timestamp == 0 {
+            record.timestamp = wall_clock_ms();
+        }
+        let timestamp = record.timestamp;
+        let (accepted, accepted_rx) = oneshot::channel();
+        let (done, rx) = oneshot::channel();
+        let cmd = Command::Send {
+            record,
+            accepted,
+            done,
+        };
+        if let Err(mpsc::error::SendError(Command::Send { record, .. })) = self.tx.send(cmd).await {
+            return Err(refused(SendError::Closed(record)));
+        }
+        match accepted_rx.await {
+            Ok(Ok(())) => Ok(DeliveryFuture { rx, timestamp }),
+            Ok(Err(e)) => Err(refused(e)),
+            Err(_) => Err(DeliveryError {
+                kind: ErrorKind::DriverStopped,
+                persisted: Persistence::PossiblyPersisted,
+            }),
+        }
+    }
+
+    /// Sends a record and waits for its outcome.
+    pub async fn send(&self, record: Record) -> Result<Delivery, DeliveryError> {
+        self.enqueue(record).await?.await
+    }
+
+    /// Sends everything buffered now, and resolves once every record enqueued before this
+    /// call has resolved.
+    pub async fn flush(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Command::Flush(tx)).await.is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    /// Stops accepting records, delivers everything accepted, and ends the driver task.
+    pub async fn close(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Command::Close(Some(tx))).await.is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+fn refused(e: SendError) -> DeliveryError {
+    DeliveryError {
+        kind: ErrorKind::Refused(Box::new(e)),
+        persisted: Persistence::NotPersisted,
+    }
+}
+
+fn wall_clock_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The core's clock: tokio's, so that paused-time tests are virtual end to end.
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+enum ReadResult {
+    Data(BytesMut),
+    Closed,
+}
+
+enum Conn {
+    Connecting(AbortHandle),
+    Open {
+        tx: mpsc::UnboundedSender<Bytes>,
+        reader: AbortHandle,
+        writer: AbortHandle,
+        buf: BytesMut,
+    },
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        match self {
+            Self::Connecting(task) => task.abort(),
+            Self::Open { reader, writer, .. } => {
+                reader.abort();
+                writer.abort();
+            }
+        }
+    }
+}
+
+struct Driver<C: Connector> {
+    producer: Producer,
+    connector: Arc<C>,
+    connect_timeout: std::time::Duration,
+    conns: HashMap<ConnId, Conn>,
+    connecting: JoinSet<(ConnId, io::Result<C::Stream>)>,
+    io_tx: mpsc::Sender<(ConnId, ReadResult)>,
+    /// Accepted records by id, until their final event.
+    pending: BTreeMap<RecordId, oneshot::Sender<Outcome>>,
+    /// Commands waiting behind a record refused with `QueueFull`, in arrival order.
+    deferred: VecDeque<Command>,
+    /// `buffered_bytes()` when the front of `deferred` was last refused.
+    refused_at: Option<usize>,
+    /// Flush waiters: resolved once no pending record is below the bound.
+    flushes: Vec<(RecordId, oneshot::Sender<()>)>,
+    closers: Vec<oneshot::Sender<()>>,
+    close_requested: bool,
+    deadline: Option<Instant>,
+}
+
+impl<C: Connector> Driver<C> {
+    async fn run(
+        mut self,
+        mut commands: mpsc::Receiver<Command>,
+        mut io_rx: mpsc::Receiver<(ConnId, ReadResult)>,
+    ) {
+        let sleep = tokio::time::sleep_until(tokio::time::Instant::now());
+        tokio::pin!(sleep);
+        let mut commands_open = true;
+        loop {
+            self.drain();
+            self.pump_deferred();
+            self.resolve_flushes();
+            if self.finished() {
+                break;
+            }
+            if let Some(until) = self.deadline {
+                sleep.as_mut().reset(tokio::time::Instant::from_std(until));
+            }
+            tokio::select! {
+                cmd = commands.recv(), if commands_open => match cmd {
+                    Some(cmd) => self.command(cmd),
+                    None => {
+                        commands_open = false;
+                        self.command(Command::Close(None));
+                    }
+                },
+                Some((conn, r)) = io_rx.recv() => self.io(conn, r),
+                Some(r) = self.connecting.join_next(), if !self.connecting.is_empty() => {
+                    self.connect_done(r);
+                }
+                () = &mut sleep, if self.deadline.is_some() => self.producer.handle_timeout(now()),
+            }
+        }
+        self.conns.clear();
+        for tx in self.closers.drain(..) {
+            let _ = tx.send(());
+        }
+        commands.close();
+        while let Ok(cmd) = commands.try_recv() {
+            match cmd {
+                Command::Send {
+                    record, accepted, ..
+                } => {
+                    let _ = accepted.send(Err(SendError::Closed(record)));
+                }
+                Command::Flush(tx) | Command::Close(Some(tx)) => {
+                    let _ = tx.send(());
+                }
+                Command::Close(None) => {}
+            }
+        }
+        debug!("producer driver stopped");
+    }
+
+    fn finished(&self) -> bool {
+        self.close_requested
+            && self.deferred.is_empty()
+            && self.pending.is_empty()
+            && (self.producer.is_closed() || self.producer.fatal_error().is_some())
+    }
+
+    /// Carries out outputs until the core waits.
+    fn drain(&mut self) {
+        loop {
+            match self.producer.poll_output() {
+                Output::Transmit { conn, bytes } => {
+                    if let Some(Conn::Open { tx, .. }) = self.conns.get(&conn) {
+                        let _ = tx.send(bytes);
+                    }
+                }
+                Output::Connect { conn, addr } => {
+                    let connector = self.connector.clone();
+                    let timeout = self.connect_timeout;
+                    let task = self.connecting.spawn(async move {
+                        let r = match tokio::time::timeout(timeout, connector.connect(&addr)).await
+                        {
+                            Ok(r) => r,
+                            Err(_) => Err(io::ErrorKind::TimedOut.into()),
+                        };
+                        (conn, r)
+                    });
+                    self.conns.insert(conn, Conn::Connecting(task));
+                }
+                Output::Close { conn } => {
+                    self.conns.remove(&conn);
+                }
+                Output::Event(event) => self.event(event),
+                Output::Wait { until } => {
+                    self.deadline = until;
+                    return;
+                }
+            }
+        }
+    }
+
+    fn event(&mut self, event: Event) {
+        match event {
+            Event::Delivered {
+                id,
+                topic,
+                partition,
+                offset,
+            } => {
+                if let Some(tx) = self.pending.remove(&id) {
+                    let _ = tx.send(Ok((topic, partition, offset)));
+                }
+            }
+            Event::Failed {
+                id,
+                error,
+                persisted,
+            } => {
+                if let Some(tx) = self.pending.remove(&id) {
+                    let _ = tx.send(Err((error, persisted)));
+                }
+            }
+            Event::Fatal(e) => error!(error = %e, "producer failed"),
+            Event::Diagnostic(d) => match d {
+                Diagnostic::Connected { conn, addr } => info!(conn = conn.0, %addr, "connected"),
+                Diagnostic::Disconnected { conn, reason } => {
+                    info!(conn = conn.0, reason, "disconnected");
+                }
+                Diagnostic::Retry {
+                    topic,
+                    partition,
+                    error,
+                } => info!(%topic, partition, %error, "retrying batch"),
+                Diagnostic::EpochBumped(id) => {
+                    info!(
+                        producer_id = id.producer_id,
+                        epoch = id.epoch,
+                        "epoch bumped"
+                    );
+                }
+                Diagnostic::ProducerId(id) => {
+                    info!(
+                        producer_id = id.producer_id,
+                        epoch = id.epoch,
+                        "producer id"
+                    );
+                }
+                Diagnostic::DataLoss { topic, partition } => {
+                    error!(%topic, partition, "broker lost acknowledged records");
+                }
+                other => debug!(?other, "diagnostic"),
+            },
+        }
+    }
+
+    /// Applies an application command, or queues it behind a record waiting for memory.
+    fn command(&mut self, cmd: Command) {
+        if !self.deferred.is_empty() {
+            self.deferred.push_back(cmd);
+        } else if let Some(cmd) = self.apply(cmd) {
+            self.deferred.push_back(cmd);
+        }
+    }
+
+    /// Applies a command; hands a record refused for lack of memory back.
+    fn apply(&mut self, cmd: Command) -> Option<Command> {
+        match cmd {
+            Command::Send {
+                record,
+                accepted,
+                done,
+            } => {
+                if accepted.is_closed() {
+                    return None; // the caller gave up before the record was accepted
+                }
+                match self.producer.send(now(), record) {
+                    Ok(id) => {
+                        self.refused_at = None;
+                        self.pending.insert(id, done);
+                        let _ = accepted.send(Ok(()));
+                    }
+                    Err(SendError::QueueFull(record)) => {
+                        self.refused_at = Some(self.producer.buffered_bytes());
+                        return Some(Command::Send {
+                            record,
+                            accepted,
+                            done,
+                        });
+                    }
+                    Err(e) => {
+                        let _ = accepted.send(Err(e));
+                    }
+                }
+            }
+            Command::Flush(tx) => {
+                self.producer.flush(now());
+                self.flushes.push((self.producer.next_record_id(), tx));
+            }
+            Command::Close(tx) => {
+                self.producer.close(now());
+                self.close_requested = true;
+                self.closers.extend(tx);
+            }
+        }
+        None
+    }
+
+    /// Retries deferred commands in order once memory was freed.
+    fn pump_deferred(&mut self) {
+        while let Some(cmd) = self.deferred.pop_front() {
+            let freed = match self.refused_at {
+                Some(at) => {
+                    self.producer.buffered_bytes() < at || self.producer.fatal_error().is_some()
+                }
+                None => true,
+            };
+            if !freed {
+                self.deferred.push_front(cmd);
+                return;
+            }
+            if let Some(cmd) = self.apply(cmd) {
+                self.deferred.push_front(cmd);
+                self.drain();
+                return;
+            }
+            self.drain();
+        }
+    }
+
+    fn resolve_flushes(&mut self) {
+        let lowest = self.pending.keys().next().copied();
+        let mut i = 0;
+        while i < self.flushes.len() {
+            if lowest.is_none_or(|l| l >= self.flushes[i].0) {
+                let _ = self.flushes.swap_remove(i).1.send(());
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn io(&mut self, conn: ConnId, r: ReadResult) {
+        match r {
+            ReadResult::Data(chunk) => {
+                if let Some(Conn::Open { buf, .. }) = self.conns.get_mut(&conn) {
+                    if buf.is_empty() {
+                        *buf = chunk;
+                    } else {
+                        buf.extend_from_slice(&chunk);
+                    }
+                    self.producer.handle_read(now(), conn, buf);
+                }
+            }
+            ReadResult::Closed => {
+                if let Some(Conn::Open { .. }) = self.conns.get(&conn) {
+                    self.conns.remove(&conn);
+                    self.producer.handle_disconnected(now(), conn);
+                }
+            }
+        }
+    }
+
+    fn connect_done(&mut self, r: Result<(ConnId, io::Result<C::Stream>), JoinError>) {
+        let (conn, result) = match r {
+            Ok(r) => r,
+            Err(e) if e.is_cancelled() => return,
+            Err(e) => {
+                // The connector panicked: report it as a failed connect.
+                let found = self.conns.iter().find_map(|(c, s)| match s {
+                    Conn::Connecting(t) if t.id() == e.id() => Some(*c),
+                    _ => None,
+                });
+                let Some(conn) = found else { return };
+                (conn, Err(io::Error::other(e.to_string())))
+            }
+        };
+        if !matches!(self.conns.get(&conn), Some(Conn::Connecting(_))) {
+            return; // closed while connecting
+        }
+        match result {
+            Ok(stream) => {
+                let open = self.spawn_io(conn, stream);
+                self.conns.insert(conn, open);
+                self.producer.handle_connected(now(), conn);
+            }
+            Err(e) => {
+                info!(conn = conn.0, error = %e, "connect failed");
+                self.conns.remove(&conn);
+                self.producer.handle_connect_failed(now(), conn);
+            }
+        }
+    }
+
+    /// Starts the reader and writer of a connection; they only move bytes.
+    fn spawn_io(&self, conn: ConnId, stream: C::Stream) -> Conn {
+        let (mut rd, mut wr) = tokio::io::split(stream);
+        let io_tx = self.io_tx.clone();
+        let reader = tokio::spawn(async move {
+            let mut buf = BytesMut::new();
+            loop {
+                buf.reserve(READ_CHUNK);
+                match rd.read_buf(&mut buf).await {
+                    Ok(0) => break,
+                    Ok(_) => {
+                        if io_tx
+                            .send((conn, ReadResult::Data(buf.split())))
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        debug!(conn = conn.0, error = %e, "read failed");
+                        break;
+                    }
+                }
+            }
+            let _ = io_tx.send((conn, ReadResult::Closed)).await;
+        });
+        let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
+        let io_tx = self.io_tx.clone();
+        let writer = tokio::spawn(async move {
+            while let Some(mut bytes) = rx.recv().await {
+                if let Err(e) = wr.write_all_buf(&mut bytes).await {
+                    debug!(conn = conn.0, error = %e, "write failed");
+                    let _ = io_tx.send((conn, ReadResult::Closed)).await;
+                    return;
+                }
+            }
+        });
+        Conn::Open {
+            tx,
+            reader: reader.abort_handle(),
+            writer: writer.abort_handle(),
+            buf: BytesMut::new(),
+        }
+    }
+}

@@ -19,7 +19,8 @@ use kprod_core::protocol::metadata::{
     MetadataBroker, MetadataPartition, MetadataRequest, MetadataResponse, MetadataTopic,
 };
 use kprod_core::protocol::produce::{
-    PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse,
+    LeaderIdAndEpoch, PartitionProduceResponse, ProduceRequest, ProduceResponse,
+    TopicProduceResponse,
 };
 use kprod_core::protocol::record_batch::RecordBatch;
 use kprod_core::protocol::{
@@ -89,7 +90,9 @@ pub struct PartitionLog {
     pub leader: i32,
     /// Leader epoch.
     pub leader_epoch: i32,
-    /// The records.
+    /// Every record ever appended: `log[o]` is the record at offset `o`. Records below
+    /// `log_start` count as deleted (DeleteRecords, retention) but stay here so tests can
+    /// still check them.
     pub log: Vec<StoredRecord>,
     /// Log start offset.
     pub log_start: i64,
@@ -152,6 +155,10 @@ pub struct Cluster {
     pub stats: BrokerStats,
     /// Whether unknown topics are created on Metadata.
     pub auto_create_partitions: i32,
+    /// Errors to answer to the next InitProducerId requests, in order.
+    pub init_producer_id_errors: VecDeque<ErrorCode>,
+    /// Whether NOT_LEADER_OR_FOLLOWER answers carry the KIP-951 `CurrentLeader` hint.
+    pub leader_hints: bool,
 }
 
 /// Parses a `host:port` node address.
@@ -178,6 +185,8 @@ impl Cluster {
             hidden_topics: Vec::new(),
             stats: BrokerStats::default(),
             auto_create_partitions: 0,
+            init_producer_id_errors: VecDeque::new(),
+            leader_hints: false,
         }
     }
 
@@ -218,6 +227,13 @@ impl Cluster {
                 }
             }
         }
+    }
+
+    /// DeleteRecords up to the end of the log: the log start moves past every record, and the
+    /// producer state is kept (KAFKA-7190, §A.4). The records stay in `log` for checking.
+    pub fn delete_records(&mut self, topic: &str, p: i32) {
+        let part = self.partition_mut(topic, p);
+        part.log_start = part.log.len() as i64;
     }
 
     /// Producer-state expiry: every producer entry is forgotten (§A.4).
@@ -284,6 +300,17 @@ impl Cluster {
             }
             api_key::INIT_PRODUCER_ID => {
                 InitProducerIdRequest::decode_exact(version, body).ok()?;
+                if let Some(code) = self.init_producer_id_errors.pop_front() {
+                    let resp = InitProducerIdResponse {
+                        throttle_time_ms: 0,
+                        error_code: code.as_i16(),
+                        producer_id: -1,
+                        producer_epoch: -1,
+                    };
+                    return Some(encode_response::<InitProducerIdRequest>(
+                        &resp, version, corr,
+                    ));
+                }
                 let id = self.next_producer_id;
                 self.next_producer_id += 1;
                 self.stats.producer_ids += 1;
@@ -378,6 +405,17 @@ impl Cluster {
             for p in &t.partition_data {
                 let (code, base_offset, log_start) =
                     self.produce_partition(node, &t.name, p.index, p.records.clone());
+                let current_leader = if code == ErrorCode::NotLeaderOrFollower && self.leader_hints
+                {
+                    self.partitions
+                        .get(&(t.name.clone(), p.index))
+                        .map(|part| LeaderIdAndEpoch {
+                            leader_id: part.leader,
+                            leader_epoch: part.leader_epoch,
+                        })
+                } else {
+                    None
+                };
                 parts.push(PartitionProduceResponse {
                     index: p.index,
                     error_code: code.as_i16(),
@@ -386,7 +424,7 @@ impl Cluster {
                     log_start_offset: log_start,
                     record_errors: vec![],
                     error_message: None,
-                    current_leader: None,
+                    current_leader,
                 });
             }
             responses.push(TopicProduceResponse {
@@ -452,8 +490,16 @@ impl Cluster {
         }
         self.stats.max_epoch = self.stats.max_epoch.max(epoch);
         let entry = part.producers.get(&pid).cloned();
+        // The batch that continues the producer's sequence. It is never a duplicate: only a
+        // batch at or below the last sequence can repeat a cached one. (With Kafka's modulus
+        // the cache can never reach around the ring; with the small moduli used to explore
+        // the wrap it could, and an old lap's batch would swallow new data.)
+        let continues = entry.as_ref().is_some_and(|e| {
+            let last_seq = e.batches.back().map_or(-1, |b| b.1);
+            (last_seq == max_seq && first == 0) || i64::from(first) == i64::from(last_seq) + 1
+        });
         // R2: exact duplicate of a cached batch, same epoch.
-        if let Some(e) = &entry {
+        if let Some(e) = entry.as_ref().filter(|_| !continues) {
             if e.epoch == epoch {
                 if let Some(&(_, _, off)) = e.batches.iter().find(|b| b.0 == first && b.1 == last) {
                     self.stats.deduplicated += 1;
@@ -493,8 +539,11 @@ impl Cluster {
             }
             Some(e) => {
                 let last_seq = e.batches.back().map_or(-1, |b| b.1);
-                let ok = (last_seq == max_seq && first == 0)
-                    || i64::from(first) == i64::from(last_seq) + 1;
+                let wraps = last_seq == max_seq && first == 0;
+                let ok = wraps || i64::from(first) == i64::from(last_seq) + 1;
+                if wraps {
+                    self.stats.wrapped = true;
+                }
                 if !ok {
                     if mode == BrokerMode::TansuLike && seq_at_or_below(first, last_seq) {
                         self.stats.deduplicated += 1;
@@ -521,7 +570,7 @@ impl Cluster {
             }
         }
         // R5: append.
-        let base_offset = part.log_start + part.log.len() as i64;
+        let base_offset = part.log.len() as i64;
         for (k, r) in batch.records.iter().enumerate() {
             part.log.push(StoredRecord {
                 value: r.value.clone(),
@@ -554,12 +603,16 @@ fn seq_at_or_below(first: i32, last: i32) -> bool {
 }
 
 fn ranges_overlap(a0: i32, a1: i32, b0: i32, b1: i32) -> bool {
-    // Ranges may wrap; compare on the unwrapped line when they do not.
-    if a0 <= a1 && b0 <= b1 {
-        a0 <= b1 && b0 <= a1
-    } else {
-        false
-    }
+    // Sequence ranges live on a circle (they wrap past the maximum to 0): two ranges
+    // overlap when either one contains the other's first sequence.
+    let contains = |lo: i32, hi: i32, x: i32| {
+        if lo <= hi {
+            lo <= x && x <= hi
+        } else {
+            x >= lo || x <= hi
+        }
+    };
+    contains(a0, a1, b0) || contains(b0, b1, a0)
 }
 
 /// Splits whole request frames off a connection's byte stream.

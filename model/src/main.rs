@@ -24,6 +24,7 @@ fn main() {
     let mut seed = 1u64;
     let mut seconds = 30u64;
     let mut addr = "127.0.0.1:3000".to_owned();
+    let mut path = String::new();
     while let Some(flag) = args.next() {
         let val = args.next().unwrap_or_else(|| usage());
         let num = || val.parse::<u64>().unwrap_or_else(|_| usage());
@@ -72,6 +73,7 @@ fn main() {
             "--seed" => seed = num(),
             "--seconds" => seconds = num(),
             "--addr" => addr = val.clone(),
+            "--path" => path = val.clone(),
             _ => usage(),
         }
     }
@@ -94,6 +96,7 @@ fn main() {
                 .join();
             report(&checker, &names, start);
         }
+        "replay" => replay(&model, &path),
         "explore" => {
             println!("serving the stateright Explorer on http://{addr}");
             model.checker().serve(addr);
@@ -132,4 +135,96 @@ fn report<C: Checker<kprod_model::model::KafkaModel>>(
             println!("    counterexample: {:?}", path.into_actions());
         }
     }
+}
+
+fn parse_action(s: &str) -> Option<kprod_model::model::Action> {
+    use kprod_core::ConnId;
+    use kprod_model::model::Action as A;
+    let s = s.trim();
+    let (name, arg) = match s.split_once('(') {
+        Some((n, rest)) => (n, rest.trim_end_matches(')')),
+        None => (s, ""),
+    };
+    let num = |x: &str| -> Option<u64> {
+        x.trim().trim_start_matches("ConnId(").trim_end_matches(')').parse().ok()
+    };
+    Some(match name {
+        "Send" => A::Send(num(arg)? as i32),
+        "ConnectOk" => A::ConnectOk(ConnId(num(arg)?)),
+        "ConnectFail" => A::ConnectFail(ConnId(num(arg)?)),
+        "Process" => A::Process(ConnId(num(arg)?)),
+        "Deliver" => A::Deliver(ConnId(num(arg)?)),
+        "Disconnect" => A::Disconnect(ConnId(num(arg)?)),
+        "Tick" => A::Tick,
+        "LeaderChange" => A::LeaderChange(num(arg)? as i32),
+        "Restart" => A::Restart,
+        "Expire" => A::Expire,
+        "Flap" => A::Flap,
+        "Inject" => {
+            let (p, k) = arg.split_once(',')?;
+            let k = match k.trim() {
+                "NotEnoughReplicas" => Inject::NotEnoughReplicas,
+                "TimedOutAfterAppend" => Inject::TimedOutAfterAppend,
+                "InvalidRecord" => Inject::InvalidRecord,
+                "MessageTooLarge" => Inject::MessageTooLarge,
+                "UnknownServerError" => Inject::UnknownServerError,
+                _ => return None,
+            };
+            A::Inject(num(p)? as i32, k)
+        }
+        _ => return None,
+    })
+}
+
+/// Replays a counterexample path step by step, printing what changed.
+fn replay(model: &kprod_model::model::KafkaModel, path: &str) {
+    let path = path.trim().trim_start_matches('[').trim_end_matches(']');
+    let mut parts = Vec::new();
+    let mut depth = 0;
+    let mut cur = String::new();
+    for ch in path.chars() {
+        match ch {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(ch);
+    }
+    parts.push(cur);
+    let mut s = model.init_states().pop().expect("init");
+    for p in parts.iter().filter(|p| !p.trim().is_empty()) {
+        let a = parse_action(p).unwrap_or_else(|| panic!("cannot parse action {p:?}"));
+        let before = s.clone();
+        s = model.next_state(&s, a.clone()).expect("action applies");
+        let new_outcomes: Vec<_> = s.outcomes.iter().filter(|(k, _)| !before.outcomes.contains_key(k)).collect();
+        let frames: Vec<_> = s
+            .links
+            .iter()
+            .map(|(c, l)| {
+                (
+                    c.0,
+                    l.node,
+                    l.to_broker.iter().map(|f| (f.1.api_key, f.1.batches.clone())).collect::<Vec<_>>(),
+                    l.to_client.iter().map(|f| f.1.api_key).collect::<Vec<_>>(),
+                )
+            })
+            .collect();
+        println!("{a:?}  t={} wait={:?} outcomes+={new_outcomes:?}", s.clock_ms, s.wait_until_ms);
+        println!("    links {frames:?}");
+        for (k, part) in &s.cluster.partitions {
+            if part.log.len() != before.cluster.partitions[k].log.len() {
+                let log: Vec<_> = part
+                    .log
+                    .iter()
+                    .map(|r| (String::from_utf8_lossy(r.value.as_deref().unwrap_or(b"")).into_owned(), r.producer_id, r.epoch, r.sequence))
+                    .collect();
+                println!("    log {k:?}: {log:?}");
+            }
+        }
+    }
+    println!("final outcomes {:?}\nids {:?}\nstats {:?}", s.outcomes, s.ids, s.cluster.stats);
 }

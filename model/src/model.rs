@@ -329,6 +329,7 @@ impl KafkaModel {
             retry_backoff_max: Duration::from_millis(BACKOFF_MS),
             reconnect_backoff: Duration::from_millis(BACKOFF_MS),
             metadata_max_age: Duration::from_secs(86_400),
+            max_block: Duration::from_secs(3600),
             allow_auto_topic_creation: false,
             gap_policy: self.cfg.gap_policy,
             max_epoch: self.cfg.max_epoch,
@@ -539,7 +540,7 @@ impl KafkaModel {
         // S5 ghost: does any record of this request reuse an appended (pid, epoch, seq)?
         if ghost.api_key == api_key::PRODUCE {
             self.check_seq_reuse(s, &frame, &ghost);
-            self.check_bump_while_inflight(s, conn, &ghost);
+            self.check_bump_while_inflight(s, &ghost);
         }
         let resp = s.cluster.handle(node, frame);
         if ghost.api_key == api_key::METADATA {
@@ -577,14 +578,17 @@ impl KafkaModel {
                     continue;
                 };
                 for b in batches {
+                    // Sequences wrap, so only the last `modulus - 1` records of this
+                    // (pid, epoch) hold sequences that may not be reused.
+                    let same: Vec<_> = part
+                        .log
+                        .iter()
+                        .filter(|x| x.producer_id == b.producer_id && x.epoch == b.producer_epoch)
+                        .collect();
+                    let recent = &same[same.len().saturating_sub(modulus as usize - 1)..];
                     for (k, rec) in b.records.iter().enumerate() {
                         let seq = ((i64::from(b.base_sequence) + k as i64) % modulus) as i32;
-                        if part.log.iter().any(|x| {
-                            x.producer_id == b.producer_id
-                                && x.epoch == b.producer_epoch
-                                && x.sequence == seq
-                                && x.value != rec.value
-                        }) {
+                        if recent.iter().any(|x| x.sequence == seq && x.value != rec.value) {
                             s.seq_reuse = true;
                         }
                     }
@@ -593,16 +597,15 @@ impl KafkaModel {
         }
     }
 
-    fn check_bump_while_inflight(&self, s: &mut State, conn: ConnId, ghost: &Ghost) {
+    fn check_bump_while_inflight(&self, s: &mut State, ghost: &Ghost) {
         for &(p, _, epoch, _, _) in &ghost.batches {
             if epoch == 0 {
                 continue;
             }
-            let older_elsewhere = s.links.iter().any(|(c, l)| {
+            let older_elsewhere = s.links.iter().any(|(_, l)| {
                 l.to_broker
                     .iter()
                     .chain(l.to_client.iter())
-                    .filter(|_| *c != conn || true)
                     .flat_map(|(_, g)| g.batches.iter())
                     .any(|b| b.0 != p && b.2 < epoch)
             });

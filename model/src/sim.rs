@@ -9,6 +9,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use kprod_core::protocol::produce::ProduceRequest;
+use kprod_core::protocol::record_batch::BatchHeader;
+use kprod_core::protocol::{api_key, Message, Reader, Request, RequestHeader};
 use kprod_core::{ConnId, Event, Output, Persistence, Producer, ProducerConfig, Record, RecordId};
 
 use crate::broker::{split_frames, Cluster};
@@ -26,6 +29,70 @@ pub struct Link {
     pub stalled: bool,
     /// When set, the broker processes requests but its responses are dropped.
     pub blackhole: bool,
+    /// Requests written on this link whose response the producer has not read yet, oldest
+    /// first, each with the partitions it carries (empty for requests other than Produce).
+    pub outstanding: VecDeque<Vec<(String, i32)>>,
+}
+
+impl Link {
+    fn new(node: i32) -> Self {
+        Self {
+            node,
+            to_broker: BytesMut::new(),
+            to_client: VecDeque::new(),
+            stalled: false,
+            blackhole: false,
+            outstanding: VecDeque::new(),
+        }
+    }
+
+    /// Unanswered Produce requests on this link.
+    pub fn produce_outstanding(&self) -> usize {
+        self.outstanding.iter().filter(|r| !r.is_empty()).count()
+    }
+}
+
+/// A record batch the producer wrote, as the harness decoded it from the request bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WireBatch {
+    /// Connection it was written to.
+    pub conn: ConnId,
+    /// Node at the far end.
+    pub node: i32,
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: i32,
+    /// Producer id.
+    pub producer_id: i64,
+    /// Epoch.
+    pub epoch: i16,
+    /// Base sequence.
+    pub base_sequence: i32,
+    /// Number of records.
+    pub count: i32,
+}
+
+/// Decodes the Produce batches of one request frame (without its size prefix). Returns the
+/// API key and, for Produce, each partition's batch header.
+fn decode_request_batches(frame: Bytes) -> Option<(i16, Vec<(String, i32, BatchHeader)>)> {
+    let mut r = Reader::new(frame.clone());
+    let key = r.i16().ok()?;
+    let version = r.i16().ok()?;
+    if key != api_key::PRODUCE {
+        return Some((key, Vec::new()));
+    }
+    let mut r = Reader::new(frame);
+    RequestHeader::decode(ProduceRequest::request_header_version(version), &mut r).ok()?;
+    let req = ProduceRequest::decode_exact(version, Bytes::copy_from_slice(r.peek_rest())).ok()?;
+    let mut out = Vec::new();
+    for t in req.topic_data {
+        for p in t.partition_data {
+            let h = BatchHeader::peek(p.records.as_deref().unwrap_or(&[])).ok()?;
+            out.push((t.name.clone(), p.index, h));
+        }
+    }
+    Some((key, out))
 }
 
 /// The final outcome of a record, as reported to the application.
@@ -65,6 +132,10 @@ pub struct Sim {
     pub closed: Vec<ConnId>,
     /// Connects requested.
     pub connects: u32,
+    /// Every Produce batch written, in order (retries included).
+    pub transmitted: Vec<WireBatch>,
+    /// Requests written, by API key.
+    pub requests: BTreeMap<i16, u32>,
 }
 
 impl Sim {
@@ -89,6 +160,8 @@ impl Sim {
             refuse: BTreeSet::new(),
             closed: Vec::new(),
             connects: 0,
+            transmitted: Vec::new(),
+            requests: BTreeMap::new(),
         }
     }
 
@@ -123,36 +196,86 @@ impl Sim {
         loop {
             match self.producer.poll_output() {
                 Output::Wait { .. } => return,
-                Output::Connect { conn, addr } => {
-                    self.connects += 1;
-                    match self.node_of(&addr) {
-                        Some(node) if !self.refuse.contains(&node) => {
-                            self.links.insert(
-                                conn,
-                                Link {
-                                    node,
-                                    to_broker: BytesMut::new(),
-                                    to_client: VecDeque::new(),
-                                    stalled: false,
-                                    blackhole: false,
-                                },
-                            );
-                            self.producer.handle_connected(self.now, conn);
-                        }
-                        _ => self.producer.handle_connect_failed(self.now, conn),
-                    }
-                }
-                Output::Transmit { conn, bytes } => {
-                    if let Some(l) = self.links.get_mut(&conn) {
-                        l.to_broker.extend_from_slice(&bytes);
-                    }
-                }
-                Output::Close { conn } => {
-                    self.links.remove(&conn);
-                    self.closed.push(conn);
-                }
-                Output::Event(e) => self.record_event(e),
+                o => self.carry_out(o),
             }
+        }
+    }
+
+    /// Carries out one output (not `Wait`).
+    fn carry_out(&mut self, o: Output) {
+        match o {
+            Output::Wait { .. } => {}
+            Output::Connect { conn, addr } => {
+                self.connects += 1;
+                match self.node_of(&addr) {
+                    Some(node) if !self.refuse.contains(&node) => {
+                        self.links.insert(conn, Link::new(node));
+                        self.producer.handle_connected(self.now, conn);
+                    }
+                    _ => self.producer.handle_connect_failed(self.now, conn),
+                }
+            }
+            Output::Transmit { conn, bytes } => self.transmit(conn, &bytes),
+            Output::Close { conn } => {
+                self.links.remove(&conn);
+                self.closed.push(conn);
+            }
+            Output::Event(e) => self.record_event(e),
+        }
+    }
+
+    /// Writes request bytes to a link, recording what they carry, and checks that no
+    /// partition is in flight on two connections at once (P7) nor has more than
+    /// `max_in_flight` unanswered batches (P4). A violation panics.
+    fn transmit(&mut self, conn: ConnId, bytes: &Bytes) {
+        let Some(node) = self.links.get(&conn).map(|l| l.node) else {
+            return;
+        };
+        let max_in_flight = self.producer.config().max_in_flight;
+        let mut buf = BytesMut::from(&bytes[..]);
+        for frame in split_frames(&mut buf) {
+            let (key, batches) =
+                decode_request_batches(frame).expect("the producer wrote an undecodable request");
+            *self.requests.entry(key).or_insert(0) += 1;
+            let mut parts = Vec::new();
+            for (topic, partition, h) in batches {
+                let key = (topic.clone(), partition);
+                for (other, l) in &self.links {
+                    if *other != conn && l.outstanding.iter().any(|r| r.contains(&key)) {
+                        panic!(
+                            "P7 violated: {topic}-{partition} written to {conn:?} (node {node}) \
+                             while {other:?} (node {}) still has it in flight",
+                            l.node
+                        );
+                    }
+                }
+                let in_flight: usize = self.links[&conn]
+                    .outstanding
+                    .iter()
+                    .filter(|r| r.contains(&key))
+                    .count();
+                assert!(
+                    in_flight < max_in_flight,
+                    "P4 violated: {topic}-{partition} has {} batches in flight on {conn:?}",
+                    in_flight + 1
+                );
+                self.transmitted.push(WireBatch {
+                    conn,
+                    node,
+                    topic,
+                    partition,
+                    producer_id: h.producer_id,
+                    epoch: h.producer_epoch,
+                    base_sequence: h.base_sequence,
+                    count: h.records_count,
+                });
+                parts.push(key);
+            }
+            let l = self.links.get_mut(&conn).expect("link checked");
+            l.outstanding.push_back(parts);
+        }
+        if let Some(l) = self.links.get_mut(&conn) {
+            l.to_broker.extend_from_slice(bytes);
         }
     }
 
@@ -222,11 +345,11 @@ impl Sim {
     pub fn deliver(&mut self, conn: ConnId, limit: usize) -> usize {
         let mut n = 0;
         while n < limit {
-            let Some(resp) = self
-                .links
-                .get_mut(&conn)
-                .and_then(|l| l.to_client.pop_front())
-            else {
+            let Some(resp) = self.links.get_mut(&conn).and_then(|l| {
+                let resp = l.to_client.pop_front()?;
+                l.outstanding.pop_front();
+                Some(resp)
+            }) else {
                 break;
             };
             let mut buf = BytesMut::from(&resp[..]);
@@ -303,7 +426,8 @@ impl Sim {
             Output::Wait { until } => until,
             other => {
                 // Outputs appeared: put the clock where it is and carry them out.
-                self.handle_output_inline(other);
+                self.carry_out(other);
+                self.drain();
                 return;
             }
         };
@@ -319,43 +443,6 @@ impl Sim {
                 self.drain();
             }
         }
-    }
-
-    fn handle_output_inline(&mut self, o: Output) {
-        // Re-run a drain that starts with an already-polled output.
-        match o {
-            Output::Event(e) => self.record_event(e),
-            Output::Transmit { conn, bytes } => {
-                if let Some(l) = self.links.get_mut(&conn) {
-                    l.to_broker.extend_from_slice(&bytes);
-                }
-            }
-            Output::Close { conn } => {
-                self.links.remove(&conn);
-                self.closed.push(conn);
-            }
-            Output::Connect { conn, addr } => {
-                self.connects += 1;
-                match self.node_of(&addr) {
-                    Some(node) if !self.refuse.contains(&node) => {
-                        self.links.insert(
-                            conn,
-                            Link {
-                                node,
-                                to_broker: BytesMut::new(),
-                                to_client: VecDeque::new(),
-                                stalled: false,
-                                blackhole: false,
-                            },
-                        );
-                        self.producer.handle_connected(self.now, conn);
-                    }
-                    _ => self.producer.handle_connect_failed(self.now, conn),
-                }
-            }
-            Output::Wait { .. } => {}
-        }
-        self.drain();
     }
 
     /// Whether every record sent has an outcome.

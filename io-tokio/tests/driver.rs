@@ -1,0 +1,438 @@
+//! The tokio driver against an in-memory fake broker (`kprod_model::broker::Cluster`) over
+//! `tokio::io::duplex` streams, in paused time.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use kprod_core::protocol::api_key;
+use kprod_core::{Persistence, ProducerConfig, Record, SendError};
+use kprod_model::broker::{split_frames, BrokerMode, Cluster};
+use kprod_tokio::{
+    config_from_properties, Connector, Delivery, DeliveryError, ErrorKind, ProducerHandle,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::time::Instant;
+
+/// What the fake broker does with the next Produce request.
+#[derive(Debug, Clone, Copy)]
+enum Action {
+    /// Append and answer at once.
+    Answer,
+    /// Append, then drop the connection without answering.
+    AppendThenDrop,
+    /// Append, then answer after this long.
+    Delay(Duration),
+}
+
+#[derive(Default)]
+struct Script {
+    /// Connect attempts to refuse before accepting.
+    fail_connects: usize,
+    /// Connect attempts that never finish, before the others.
+    hang_connects: usize,
+    /// Connect attempts seen.
+    connects: usize,
+    /// Actions for the next Produce requests, in order; then `Answer`.
+    produce: VecDeque<Action>,
+    /// Delay before answering every Produce request (modelled latency).
+    latency: Duration,
+}
+
+#[derive(Clone)]
+struct FakeBroker {
+    cluster: Arc<Mutex<Cluster>>,
+    script: Arc<Mutex<Script>>,
+}
+
+impl FakeBroker {
+    fn new(topic: &str, partitions: i32) -> Self {
+        let mut cluster = Cluster::new(BrokerMode::Lenient, &["b1:9092"]);
+        cluster.create_topic(topic, partitions, 1);
+        Self {
+            cluster: Arc::new(Mutex::new(cluster)),
+            script: Arc::default(),
+        }
+    }
+
+    /// The values in a partition's log, in offset order.
+    fn log(&self, topic: &str, p: i32) -> Vec<String> {
+        let cluster = self.cluster.lock().unwrap();
+        cluster
+            .partition(topic, p)
+            .log
+            .iter()
+            .map(|r| String::from_utf8(r.value.clone().unwrap().to_vec()).unwrap())
+            .collect()
+    }
+
+    /// Serves one connection: real request frames in, real response frames out.
+    async fn serve(self, mut stream: DuplexStream, node: i32) {
+        let mut buf = BytesMut::new();
+        loop {
+            match stream.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            for frame in split_frames(&mut buf) {
+                let produce = i16::from_be_bytes([frame[0], frame[1]]) == api_key::PRODUCE;
+                let response = self.cluster.lock().unwrap().handle(node, frame);
+                let Some(response) = response else { return };
+                if produce {
+                    let (action, latency) = {
+                        let mut s = self.script.lock().unwrap();
+                        (s.produce.pop_front(), s.latency)
+                    };
+                    tokio::time::sleep(latency).await;
+                    match action.unwrap_or(Action::Answer) {
+                        Action::Answer => {}
+                        Action::AppendThenDrop => return,
+                        Action::Delay(d) => tokio::time::sleep(d).await,
+                    }
+                }
+                if stream.write_all(&response).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl Connector for FakeBroker {
+    type Stream = DuplexStream;
+    async fn connect(&self, addr: &str) -> io::Result<DuplexStream> {
+        let hang = {
+            let mut s = self.script.lock().unwrap();
+            s.connects += 1;
+            let hang = s.hang_connects > 0;
+            s.hang_connects = s.hang_connects.saturating_sub(1);
+            hang
+        };
+        if hang {
+            std::future::pending::<()>().await;
+        }
+        {
+            let mut s = self.script.lock().unwrap();
+            if s.fail_connects > 0 {
+                s.fail_connects -= 1;
+                return Err(io::ErrorKind::ConnectionRefused.into());
+            }
+        }
+        let node = {
+            let cluster = self.cluster.lock().unwrap();
+            cluster
+                .nodes
+                .iter()
+                .find(|(_, (h, p))| format!("{h}:{p}") == addr)
+                .map(|(n, _)| *n)
+        };
+        let node = node.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let (client, server) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(self.clone().serve(server, node));
+        Ok(client)
+    }
+}
+
+fn config(extra: &[(&str, &str)]) -> ProducerConfig {
+    let mut props = vec![("bootstrap.servers", "b1:9092")];
+    props.extend_from_slice(extra);
+    config_from_properties(&props).unwrap()
+}
+
+/// Enqueues `n` records valued "0".."n-1" to `topic` and awaits every outcome.
+async fn produce_all(
+    h: &ProducerHandle,
+    topic: &str,
+    n: usize,
+) -> Vec<Result<Delivery, DeliveryError>> {
+    let mut futures = Vec::with_capacity(n);
+    for i in 0..n {
+        futures.push(h.enqueue(Record::new(topic, i.to_string())).await.unwrap());
+    }
+    let mut out = Vec::with_capacity(n);
+    for f in futures {
+        out.push(f.await);
+    }
+    out
+}
+
+/// Every delivered record is in the log exactly once at its offset, per-partition offsets
+/// increase in send order, nothing is duplicated, and a not-persisted record is absent.
+fn check_truthful(broker: &FakeBroker, topic: &str, outcomes: &[Result<Delivery, DeliveryError>]) {
+    let mut logs: HashMap<i32, Vec<String>> = HashMap::new();
+    let mut last: HashMap<i32, i64> = HashMap::new();
+    let mut in_log = HashSet::new();
+    for (i, o) in outcomes.iter().enumerate() {
+        match o {
+            Ok(d) => {
+                let log = logs
+                    .entry(d.partition)
+                    .or_insert_with(|| broker.log(topic, d.partition));
+                let offset = d.offset.expect("offset");
+                assert_eq!(log[offset as usize], i.to_string(), "record {i}");
+                let prev = last.insert(d.partition, offset);
+                assert!(
+                    prev.is_none_or(|p| p < offset),
+                    "record {i}: offsets go back"
+                );
+                in_log.insert(i.to_string());
+            }
+            Err(e) => {
+                assert!(matches!(e.kind, ErrorKind::Failed(_)), "{e}");
+                if e.persisted == Persistence::NotPersisted {
+                    let all: Vec<String> = logs.values().flatten().cloned().collect();
+                    assert!(!all.contains(&i.to_string()), "record {i} is in the log");
+                }
+            }
+        }
+    }
+    let cluster = broker.cluster.lock().unwrap();
+    let mut seen = HashSet::new();
+    for ((t, _), part) in &cluster.partitions {
+        if t == topic {
+            for r in &part.log {
+                assert!(seen.insert(r.value.clone()), "duplicate {:?}", r.value);
+            }
+        }
+    }
+}
+
+fn all_delivered(outcomes: &[Result<Delivery, DeliveryError>]) {
+    for (i, o) in outcomes.iter().enumerate() {
+        assert!(o.is_ok(), "record {i}: {o:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn ten_thousand_overlapping_enqueues_are_delivered_in_order() {
+    let broker = FakeBroker::new("t", 3);
+    let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+    let outcomes = produce_all(&h, "t", 10_000).await;
+    all_delivered(&outcomes);
+    check_truthful(&broker, "t", &outcomes);
+    let total: usize = (0..3).map(|p| broker.log("t", p).len()).sum();
+    assert_eq!(total, 10_000);
+    let used: HashSet<i32> = outcomes
+        .iter()
+        .map(|o| o.as_ref().unwrap().partition)
+        .collect();
+    assert!(used.len() > 1, "the sticky partitioner moves on: {used:?}");
+    h.close().await;
+    let err = h.send(Record::new("t", "late")).await.unwrap_err();
+    assert!(
+        matches!(err.kind, ErrorKind::Refused(ref e) if matches!(**e, SendError::Closed(ref r) if r.topic == "t")),
+        "{err}"
+    );
+    assert_eq!(err.persisted, Persistence::NotPersisted);
+}
+
+#[tokio::test(start_paused = true)]
+async fn connect_failures_are_retried_until_one_succeeds() {
+    let broker = FakeBroker::new("t", 1);
+    broker.script.lock().unwrap().fail_connects = 3;
+    let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+    let outcomes = produce_all(&h, "t", 100).await;
+    all_delivered(&outcomes);
+    check_truthful(&broker, "t", &outcomes);
+    assert!(broker.script.lock().unwrap().connects >= 4);
+    assert_eq!(broker.log("t", 0).len(), 100);
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_connect_that_never_finishes_times_out_and_is_retried() {
+    let broker = FakeBroker::new("t", 1);
+    broker.script.lock().unwrap().hang_connects = 1;
+    let cfg = config(&[("request.timeout.ms", "3000")]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    let start = Instant::now();
+    let outcomes = produce_all(&h, "t", 10).await;
+    all_delivered(&outcomes);
+    assert!(
+        start.elapsed() >= Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(broker.script.lock().unwrap().connects >= 2);
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn disconnect_mid_request_is_retried_and_deduplicated() {
+    let broker = FakeBroker::new("t", 2);
+    broker.script.lock().unwrap().produce = VecDeque::from([Action::AppendThenDrop]);
+    let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+    let outcomes = produce_all(&h, "t", 1_000).await;
+    all_delivered(&outcomes);
+    check_truthful(&broker, "t", &outcomes);
+    let total: usize = (0..2).map(|p| broker.log("t", p).len()).sum();
+    assert_eq!(total, 1_000, "every record exactly once");
+    assert!(broker.cluster.lock().unwrap().stats.deduplicated >= 1);
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn slow_broker_times_out_reconnects_and_resolves_truthfully() {
+    let broker = FakeBroker::new("t", 1);
+    let request_timeout = Duration::from_secs(2);
+    broker.script.lock().unwrap().produce = VecDeque::from([
+        Action::Delay(request_timeout * 5),
+        Action::Delay(request_timeout * 5),
+    ]);
+    let cfg = config(&[
+        ("request.timeout.ms", "2000"),
+        ("delivery.timeout.ms", "60000"),
+    ]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    let start = Instant::now();
+    let outcomes = produce_all(&h, "t", 500).await;
+    assert!(start.elapsed() >= request_timeout, "the request timed out");
+    check_truthful(&broker, "t", &outcomes);
+    all_delivered(&outcomes);
+    assert!(broker.script.lock().unwrap().connects >= 3, "reconnected");
+    assert!(
+        broker.cluster.lock().unwrap().stats.deduplicated >= 1,
+        "retries were deduplicated"
+    );
+    assert_eq!(broker.log("t", 0).len(), 500);
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn full_buffer_makes_senders_wait_and_drops_nothing() {
+    let broker = FakeBroker::new("t", 2);
+    // About 2 KiB of buffer for ~2 x 120 KiB of records: enqueue must wait many times.
+    let cfg = config(&[
+        ("buffer.memory", "2048"),
+        ("max.request.size", "1024"),
+        ("batch.size", "512"),
+    ]);
+    // Each Produce takes 10 ms, so the senders outrun the broker.
+    broker.script.lock().unwrap().latency = Duration::from_millis(10);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    let value = "x".repeat(100);
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for p in 0..2 {
+        let (h, value) = (h.clone(), value.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut futures = Vec::new();
+            for i in 0..1_000 {
+                let r = Record::new("t", format!("{p}-{i}-{value}")).with_partition(p);
+                futures.push(
+                    h.enqueue(r)
+                        .await
+                        .expect("never refused for lack of memory"),
+                );
+            }
+            // Without backpressure every enqueue would return at once (virtual time 0).
+            assert!(
+                start.elapsed() >= Duration::from_millis(500),
+                "{:?}",
+                start.elapsed()
+            );
+            let mut offsets = Vec::new();
+            for f in futures {
+                offsets.push(f.await.unwrap().offset.unwrap());
+            }
+            offsets
+        }));
+    }
+    for (p, task) in tasks.into_iter().enumerate() {
+        let offsets = task.await.unwrap();
+        assert_eq!(offsets, (0..1_000).collect::<Vec<i64>>());
+        let log = broker.log("t", p as i32);
+        let expected: Vec<String> = (0..1_000).map(|i| format!("{p}-{i}-{value}")).collect();
+        assert_eq!(log, expected, "partition {p}: all records, once, in order");
+    }
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn flush_sends_without_waiting_for_linger() {
+    let broker = FakeBroker::new("t", 1);
+    let cfg = config(&[("linger.ms", "60000"), ("delivery.timeout.ms", "120000")]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    let start = Instant::now();
+    let mut futures = Vec::new();
+    for i in 0..50 {
+        futures.push(h.enqueue(Record::new("t", i.to_string())).await.unwrap());
+    }
+    h.flush().await;
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "flush did not wait for linger"
+    );
+    assert_eq!(
+        broker.log("t", 0).len(),
+        50,
+        "flush resolved after every record"
+    );
+    for f in futures {
+        f.await.unwrap();
+    }
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn close_delivers_everything_buffered() {
+    let broker = FakeBroker::new("t", 1);
+    let cfg = config(&[("linger.ms", "60000"), ("delivery.timeout.ms", "120000")]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    let mut futures = Vec::new();
+    for i in 0..20 {
+        futures.push(h.enqueue(Record::new("t", i.to_string())).await.unwrap());
+    }
+    h.close().await;
+    assert_eq!(broker.log("t", 0).len(), 20);
+    for f in futures {
+        f.await.unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_every_handle_still_delivers() {
+    let broker = FakeBroker::new("t", 1);
+    let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+    let mut futures = Vec::new();
+    for i in 0..20 {
+        futures.push(h.enqueue(Record::new("t", i.to_string())).await.unwrap());
+    }
+    drop(h);
+    for f in futures {
+        f.await.unwrap();
+    }
+    assert_eq!(broker.log("t", 0).len(), 20);
+}
+
+#[tokio::test(start_paused = true)]
+async fn timestamps_and_refusals() {
+    let broker = FakeBroker::new("t", 1);
+    let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+    let d = h
+        .send(Record::new("t", "a").with_timestamp(1234))
+        .await
+        .unwrap();
+    assert_eq!((d.timestamp, d.partition, d.offset), (1234, 0, Some(0)));
+    assert_eq!(&*d.topic, "t");
+    let d = h.send(Record::new("t", "b")).await.unwrap();
+    assert!(
+        d.timestamp > 1_600_000_000_000,
+        "wall clock: {}",
+        d.timestamp
+    );
+    let err = h.send(Record::new("bad topic!", "c")).await.unwrap_err();
+    assert!(
+        matches!(err.kind, ErrorKind::Refused(ref e) if matches!(**e, SendError::InvalidTopic(_))),
+        "{err}"
+    );
+    let big = Record::new("t", vec![0u8; 2 << 20]);
+    let err = h.send(big).await.unwrap_err();
+    assert!(
+        matches!(err.kind, ErrorKind::Refused(ref e) if matches!(**e, SendError::TooLarge(_))),
+        "{err}"
+    );
+    h.close().await;
+}

@@ -1,0 +1,109 @@
+//! `config_from_properties`.
+
+use std::time::Duration;
+
+use kprod_tokio::{config_from_properties, PropertyError};
+
+#[test]
+fn a_full_valid_set_maps_every_property() {
+    let c = config_from_properties(&[
+        ("bootstrap.servers", "a:9092, b:9093"),
+        ("client.id", "app"),
+        ("acks", "all"),
+        ("enable.idempotence", "true"),
+        ("allow.auto.create.topics", "false"),
+        ("linger.ms", "7"),
+        ("batch.size", "32768"),
+        ("buffer.memory", "8388608"),
+        ("max.request.size", "2097152"),
+        ("max.in.flight.requests.per.connection", "3"),
+        ("request.timeout.ms", "10000"),
+        ("delivery.timeout.ms", "60000"),
+        ("retry.backoff.ms", "20"),
+        ("retry.backoff.max.ms", "500"),
+        ("reconnect.backoff.ms", "30"),
+        ("metadata.max.age.ms", "1000"),
+    ])
+    .unwrap();
+    assert_eq!(c.bootstrap_servers, ["a:9092", "b:9093"]);
+    assert_eq!(c.client_id.as_deref(), Some("app"));
+    assert_eq!(c.acks, -1);
+    assert!(c.enable_idempotence && !c.allow_auto_topic_creation);
+    assert_eq!(c.linger, Duration::from_millis(7));
+    assert_eq!(
+        (
+            c.batch_size,
+            c.buffer_memory,
+            c.max_request_size,
+            c.max_in_flight
+        ),
+        (32768, 8 << 20, 2 << 20, 3)
+    );
+    assert_eq!(c.request_timeout, Duration::from_secs(10));
+    assert_eq!(c.delivery_timeout, Duration::from_secs(60));
+    assert_eq!(c.retry_backoff, Duration::from_millis(20));
+    assert_eq!(c.retry_backoff_max, Duration::from_millis(500));
+    assert_eq!(c.reconnect_backoff, Duration::from_millis(30));
+    assert_eq!(c.metadata_max_age, Duration::from_secs(1));
+    let c = config_from_properties(&[("bootstrap.servers", "a:1"), ("acks", "-1")]).unwrap();
+    assert_eq!(c.acks, -1);
+}
+
+#[test]
+fn an_unknown_property_is_named() {
+    let e = config_from_properties(&[("bootstrap.servers", "a:1"), ("compression.typo", "x")])
+        .unwrap_err();
+    assert_eq!(e, PropertyError::Unknown("compression.typo".into()));
+    assert!(e.to_string().contains("compression.typo"), "{e}");
+}
+
+#[test]
+fn unparsable_values_are_named() {
+    for (name, value) in [
+        ("linger.ms", "soon"),
+        ("linger.ms", "-1"),
+        ("batch.size", "1.5"),
+        ("acks", "2"),
+        ("enable.idempotence", "yes"),
+        ("max.in.flight.requests.per.connection", ""),
+    ] {
+        let e = config_from_properties(&[("bootstrap.servers", "a:1"), (name, value)]).unwrap_err();
+        match &e {
+            PropertyError::Invalid { property, .. } => assert_eq!(property, name),
+            other => panic!("{name}={value}: {other:?}"),
+        }
+        assert!(e.to_string().contains(name), "{e}");
+    }
+}
+
+#[test]
+fn parsed_but_invalid_configs_fail_validation() {
+    for (props, setting) in [
+        (vec![], "bootstrap.servers"),
+        (vec![("bootstrap.servers", "a:1"), ("acks", "1")], "acks"),
+        (vec![("bootstrap.servers", "a:1"), ("acks", "0")], "acks"),
+        (
+            vec![
+                ("bootstrap.servers", "a:1"),
+                ("enable.idempotence", "false"),
+            ],
+            "enable.idempotence",
+        ),
+        (
+            vec![
+                ("bootstrap.servers", "a:1"),
+                ("max.in.flight.requests.per.connection", "6"),
+            ],
+            "max.in.flight.requests.per.connection",
+        ),
+        (
+            vec![("bootstrap.servers", "a:1"), ("buffer.memory", "10")],
+            "buffer.memory",
+        ),
+    ] {
+        match config_from_properties(&props) {
+            Err(PropertyError::Config(e)) => assert_eq!(e.setting, setting),
+            other => panic!("{props:?}: {other:?}"),
+        }
+    }
+}
