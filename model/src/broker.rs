@@ -545,7 +545,7 @@ impl Cluster {
                     self.stats.wrapped = true;
                 }
                 if !ok {
-                    if mode == BrokerMode::TansuLike && seq_at_or_below(first, last_seq) {
+                    if mode == BrokerMode::TansuLike && seq_at_or_below(first, last_seq, max_seq) {
                         self.stats.deduplicated += 1;
                         return (ErrorCode::DuplicateSequenceNumber, -1, log_start);
                     }
@@ -598,8 +598,13 @@ impl Cluster {
     }
 }
 
-fn seq_at_or_below(first: i32, last: i32) -> bool {
-    first <= last
+/// Whether `first` is at or behind `last` on the sequence ring: within the half of the ring
+/// behind it. Tansu compares plain integers, which is the same thing for Kafka's modulus;
+/// with the small moduli used to explore the wrap, a plain comparison would take the next
+/// lap's sequences for old ones and acknowledge batches it never wrote.
+fn seq_at_or_below(first: i32, last: i32, max_seq: i32) -> bool {
+    let modulus = i64::from(max_seq) + 1;
+    (i64::from(last) - i64::from(first)).rem_euclid(modulus) < modulus / 2
 }
 
 fn ranges_overlap(a0: i32, a1: i32, b0: i32, b1: i32) -> bool {

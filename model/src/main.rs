@@ -11,7 +11,7 @@ fn usage() -> ! {
         "usage: kprod-model <check|explore|simulate> [--mode lenient|unknown-pid|strict|tansu] \
          [--partitions N] [--records N] [--inflight N] [--nodes N] [--max-seq N] [--max-epoch N] \
          [--disconnects N] [--timeouts N] [--leader-changes N] [--restarts N] [--expiries N] \
-         [--injections N] [--flaps N] [--connect-failures N] [--max-transmits N] \
+         [--injections N] [--flaps N] [--metadata-age MS] [--connect-failures N] [--max-transmits N] \
          [--mutation none|kafkajs|kafka-12152|d10|d12] [--seed N] [--seconds N] [--addr HOST:PORT]"
     );
     std::process::exit(2)
@@ -60,6 +60,7 @@ fn main() {
             "--flaps" => cfg.budget.flaps = num() as u8,
             "--connect-failures" => cfg.budget.connect_failures = num() as u8,
             "--max-transmits" => cfg.max_transmits = num() as u16,
+            "--metadata-age" => cfg.metadata_max_age_ms = num(),
             "--mutation" => {
                 cfg.mutation = match val.as_str() {
                     "none" => Mutation::None,

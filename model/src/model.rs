@@ -130,6 +130,9 @@ pub struct ModelCfg {
     pub mutation: Mutation,
     /// Bound on requests transmitted in a path.
     pub max_transmits: u16,
+    /// `metadata.max.age.ms`. Small values make periodic refreshes (and so metadata flaps)
+    /// part of the explored behaviour; time advancing to such a refresh is not a fault.
+    pub metadata_max_age_ms: u64,
 }
 
 impl Default for ModelCfg {
@@ -147,6 +150,7 @@ impl Default for ModelCfg {
             gap_policy: kprod_core::GapPolicy::ContinueWithGap,
             mutation: Mutation::None,
             max_transmits: 40,
+            metadata_max_age_ms: 86_400_000,
         }
     }
 }
@@ -328,7 +332,7 @@ impl KafkaModel {
             retry_backoff: Duration::from_millis(BACKOFF_MS),
             retry_backoff_max: Duration::from_millis(BACKOFF_MS),
             reconnect_backoff: Duration::from_millis(BACKOFF_MS),
-            metadata_max_age: Duration::from_secs(86_400),
+            metadata_max_age: Duration::from_millis(self.cfg.metadata_max_age_ms),
             max_block: Duration::from_secs(3600),
             allow_auto_topic_creation: false,
             gap_policy: self.cfg.gap_policy,
@@ -492,6 +496,7 @@ impl KafkaModel {
                 let entry = m.per_partition.entry(p).or_insert((epoch, 0, 0));
                 if m.flapped {
                     entry.2 = seq; // restart at 0 from here on, same epoch
+                    m.flapped = false;
                 }
                 (pid, epoch, wrap(i64::from(seq) - i64::from(entry.2)))
             }
@@ -649,12 +654,6 @@ impl KafkaModel {
         let now = self.now(s);
         let mut buf = BytesMut::from(&frame_with_prefix(&frame)[..]);
         s.producer.handle_read(now, conn, &mut buf);
-        if self.cfg.mutation == Mutation::D10ResetOnFlap {
-            // The reset applies to the next batch only once.
-            if s.mutation.flapped {
-                s.mutation.flapped = false;
-            }
-        }
     }
 
     fn observe_response_for_mutation(&self, s: &mut State, frame: &Bytes, ghost: &Ghost) {
@@ -686,9 +685,11 @@ impl KafkaModel {
         }
     }
 
+    /// Time advancing by at most a retry backoff (or to a periodic metadata refresh, when the
+    /// configuration makes those short) is not a fault.
     fn free_tick(&self, s: &State) -> bool {
-        s.wait_until_ms
-            .is_some_and(|t| t <= s.clock_ms + BACKOFF_MS)
+        let free = BACKOFF_MS.max(self.cfg.metadata_max_age_ms.min(BACKOFF_MS * 10));
+        s.wait_until_ms.is_some_and(|t| t <= s.clock_ms + free)
     }
 
     /// Nothing can happen without a fault: no frames on any link, no pending connects, no

@@ -73,9 +73,12 @@ pub struct WireBatch {
     pub count: i32,
 }
 
+/// The batch header of each (topic, partition) in a Produce request.
+type RequestBatches = Vec<(String, i32, BatchHeader)>;
+
 /// Decodes the Produce batches of one request frame (without its size prefix). Returns the
 /// API key and, for Produce, each partition's batch header.
-fn decode_request_batches(frame: Bytes) -> Option<(i16, Vec<(String, i32, BatchHeader)>)> {
+fn decode_request_batches(frame: Bytes) -> Option<(i16, RequestBatches)> {
     let mut r = Reader::new(frame.clone());
     let key = r.i16().ok()?;
     let version = r.i16().ok()?;
