@@ -766,8 +766,9 @@ impl Producer {
     }
 
     /// Moves drained partitions to the producer's current identity (P9). A batch that a
-    /// later one overtook cannot be re-sequenced without reordering the log: it fails,
-    /// definitively not persisted (a drained partition has no ambiguous batch left).
+    /// later one overtook cannot be re-sequenced without reordering the log, and a cut
+    /// partition's spent batches belong to the cut: they fail, definitively not persisted (a
+    /// drained partition has no ambiguous batch left).
     fn rebind_partitions(&mut self) {
         let identity = self.identity;
         if identity.is_none() {
@@ -779,19 +780,25 @@ impl Producer {
                 if p.bound == identity || !p.is_drained() {
                     continue;
                 }
-                while let Some(i) = self.topics[ti].partitions[pi]
-                    .batches
-                    .iter()
-                    .position(|b| b.seq.is_some() && b.overtaken)
-                {
-                    let code = ErrorCode::OutOfOrderSequenceNumber;
-                    self.fail_batch(
-                        ti,
-                        pi,
-                        i,
-                        DeliveryError::Broker(code),
-                        Persistence::NotPersisted,
-                    );
+                // Under a cut (§B.4) every spent batch belongs to the cut series, including one
+                // that came back from the wire with a retriable error after the cut: it fails
+                // rather than being re-sequenced after the gap.
+                loop {
+                    let p = &self.topics[ti].partitions[pi];
+                    let cutting = p.cutting;
+                    let Some(i) = p
+                        .batches
+                        .iter()
+                        .position(|b| b.seq.is_some() && (b.overtaken || cutting))
+                    else {
+                        break;
+                    };
+                    let error = if cutting {
+                        DeliveryError::PartitionCut
+                    } else {
+                        DeliveryError::Broker(ErrorCode::OutOfOrderSequenceNumber)
+                    };
+                    self.fail_batch(ti, pi, i, error, Persistence::NotPersisted);
                 }
                 self.topics[ti].partitions[pi].maybe_rebind(identity);
             }
@@ -1456,7 +1463,7 @@ impl Producer {
             ErrorCode::MessageTooLarge if self.topics[ti].partitions[pi].batches[i].count() > 1 => {
                 self.split_batch(ti, pi, i)
             }
-            c if c.is_fatal() => self.fail_fatal(FatalError::Broker(c)),
+            c if c.is_fatal() => self.fail_fatal_on_refusal(ti, pi, i, FatalError::Broker(c)),
             ErrorCode::CorruptMessage => {
                 let b = &mut self.topics[ti].partitions[pi].batches[i];
                 if b.corrupt_retries < MAX_CORRUPT_RETRIES {
@@ -1535,6 +1542,13 @@ impl Producer {
             self.retry_batch(r, code, false);
             return;
         }
+        if code == ErrorCode::UnknownProducerId {
+            // The broker holds no state for this producer on this partition, so no attempt
+            // of this batch is in its log: an earlier attempt whose answer was lost did not
+            // land (state is only lost after producer.id.expiration.ms of idleness, §A.4).
+            self.topics[ti].partitions[pi].batches[i].maybe_persisted = false;
+        }
+        let p = &self.topics[ti].partitions[pi];
         if explained || p.batches[i].maybe_persisted || p.batches[i].overtaken {
             self.reject_for_rebase(ti, pi, i, code);
             return;
@@ -1542,10 +1556,14 @@ impl Producer {
         // The true head of line was refused. Benign if the broker lost our state because the
         // log start moved past our last acknowledgement (KIP-360); otherwise acknowledged data
         // was lost.
-        let benign = match p.last_acked {
-            None => true,
-            Some((_, offset)) => log_start > offset,
-        };
+        // UNKNOWN_PRODUCER_ID says the broker lost our state (expiry, an old broker after
+        // retention): benign by definition. OUT_OF_ORDER_SEQUENCE_NUMBER is benign only if
+        // the log start moved past our last acknowledgement (KIP-360).
+        let benign = code == ErrorCode::UnknownProducerId
+            || match p.last_acked {
+                None => true,
+                Some((_, offset)) => log_start > offset,
+            };
         if !benign {
             let topic = self.topics[ti].name.clone();
             self.diag(Diagnostic::DataLoss {
@@ -1553,7 +1571,7 @@ impl Producer {
                 partition: pi as i32,
             });
             if self.cfg.data_loss_policy == DataLossPolicy::Fatal {
-                self.fail_fatal(FatalError::DataLoss);
+                self.fail_fatal_on_refusal(ti, pi, i, FatalError::DataLoss);
                 return;
             }
         }
@@ -1667,6 +1685,14 @@ impl Producer {
             p.batches.insert(i + k, piece);
         }
         p.update_inflight_conn();
+    }
+
+    /// Stops the producer because batch `i` drew a refusal: that attempt was definitively not
+    /// written, so the batch is no longer in flight and is reported not persisted (unless an
+    /// earlier attempt was ambiguous).
+    fn fail_fatal_on_refusal(&mut self, ti: usize, pi: usize, i: usize, err: FatalError) {
+        self.topics[ti].partitions[pi].batches[i].state = BatchState::AwaitRebase;
+        self.fail_fatal(err);
     }
 
     /// Stops the producer: every unresolved record fails with a truthful status.

@@ -163,12 +163,6 @@ impl ModelCfg {
             epoch: Instant::now(),
         }
     }
-
-    /// Whether this configuration is in the well-behaved profile of S9 (no producer-state
-    /// loss on the broker).
-    pub fn well_behaved(&self) -> bool {
-        self.budget.expiries == 0 && self.budget.restarts == 0
-    }
 }
 
 /// Ghost information about a request frame, read once when it is transmitted.
@@ -801,7 +795,14 @@ impl Model for KafkaModel {
         if s.budget.restarts > 0 {
             actions.push(Action::Restart);
         }
-        if s.budget.expiries > 0 {
+        // Producer state expires only after `producer.id.expiration.ms` of idleness, which the
+        // broker documentation asks to be at least `delivery.timeout.ms`: so only when no
+        // record is outstanding. (Expiry under an outstanding batch makes its retry look new
+        // to the broker; no client can deduplicate that, spec §A.4.)
+        if s.budget.expiries > 0
+            && Self::all_resolved(s)
+            && s.links.values().all(|l| l.to_broker.is_empty() && l.to_client.is_empty())
+        {
             actions.push(Action::Expire);
         }
         if s.budget.injections > 0 {
@@ -959,20 +960,16 @@ impl Model for KafkaModel {
             Property::always("S5 no sequence reuse", |_, s: &State| !s.seq_reuse),
             Property::always("S7 in-flight bound", |_, s: &State| !s.over_inflight),
             Property::always("S9 no spurious fatal", |m: &KafkaModel, s: &State| {
-                if !m.cfg.well_behaved() {
-                    return true;
-                }
                 let not_persisted = s
                     .outcomes
                     .values()
                     .filter(|o| **o == Outcome::Failed(Persistence::NotPersisted))
                     .count();
-                let allowed = if s.permanent_injected > 0 {
-                    usize::MAX
-                } else {
-                    0
-                };
-                !s.fatal && !s.data_loss && not_persisted <= allowed
+                // Record-level errors the broker was told to give may fail records, and stop
+                // the producer under the fatal gap policy; nothing else may.
+                let given = s.permanent_injected > 0;
+                let fatal_allowed = given && m.cfg.gap_policy == kprod_core::GapPolicy::Fatal;
+                (!s.fatal || fatal_allowed) && !s.data_loss && (given || not_persisted == 0)
             }),
             Property::always("S10 broker sees no client bug", |_, s: &State| {
                 let st = &s.cluster.stats;
@@ -1003,11 +1000,12 @@ impl Model for KafkaModel {
                 |m: &KafkaModel, s: &State| !m.is_quiescent(s) || KafkaModel::all_resolved(s),
             ),
             Property::always("L4 no stuck producer", |m: &KafkaModel, s: &State| {
-                // In the well-behaved profile without permanent errors, a quiescent producer
-                // has delivered everything.
-                !m.cfg.well_behaved()
-                    || s.permanent_injected > 0
+                // Without permanent errors, timeouts or a broker restart (whose shrunken dedup
+                // cache can leave a retried batch only "possibly persisted"), a quiescent
+                // producer has delivered everything.
+                s.permanent_injected > 0
                     || s.budget.timeouts < m.cfg.budget.timeouts
+                    || s.budget.restarts < m.cfg.budget.restarts
                     || !m.is_quiescent(s)
                     || s.outcomes
                         .values()

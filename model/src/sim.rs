@@ -4,6 +4,11 @@
 //! It is quinn's `Pair` idea for Kafka: [`Sim::step`] does one round of work and
 //! [`Sim::run`] drives until every record has resolved, jumping the clock to the producer's
 //! next deadline when nothing else can happen.
+//!
+//! Every request the producer writes is decoded: [`Sim::transmitted`] records each Produce
+//! batch, and the harness panics if a partition is ever in flight on two connections at once
+//! (P7) or has more than `max_in_flight` unanswered batches (P4), as it does when a record
+//! gets a second outcome.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
