@@ -206,9 +206,15 @@ impl Partition {
             return None;
         }
         let inflight = self.inflight();
-        // P5: retries of the bound identity go head-first and alone.
+        // P5: retries of the bound identity go head-first and alone. Once that identity is
+        // spent (`needs_rebase`), only a batch that may be in the log still needs it: one that
+        // every attempt proved unwritten can only draw OUT_OF_ORDER_SEQUENCE_NUMBER behind
+        // the gap (or, as the first batch of an epoch the broker never saw, a new-epoch
+        // batch at a non-zero sequence), so it waits to be re-sequenced at the rebase.
         let first_retry = self.batches.iter().position(|b| {
-            matches!(b.state, BatchState::Retry { .. }) && b.is_sequenced_under(self.bound)
+            matches!(b.state, BatchState::Retry { .. })
+                && b.is_sequenced_under(self.bound)
+                && (b.maybe_persisted || !self.needs_rebase)
         });
         if let Some(i) = first_retry {
             let BatchState::Retry { at } = self.batches[i].state else {
@@ -231,6 +237,18 @@ impl Partition {
         // Until one batch of this identity is acknowledged, send one at a time, so a broker
         // that has no state for us cannot accept a later batch before an earlier one (D7).
         if self.last_acked.is_none() && inflight > 0 {
+            return None;
+        }
+        // A batch that may already be in the log is resolved only when a retry of it is
+        // deduplicated, so it must stay in the broker's five-batch dedup window (A.5): every
+        // batch written after it pushes it out. Nothing new is sequenced behind it, even while
+        // its retry is in flight (P5, P10); the batches already behind it are at most
+        // `max_in_flight - 1`.
+        if self
+            .batches
+            .iter()
+            .any(|b| b.maybe_persisted && b.is_sequenced_under(self.bound))
+        {
             return None;
         }
         let i = self
@@ -296,5 +314,150 @@ mod tests {
         assert_eq!(seq_add(i32::MAX, 1, i32::MAX), 0);
         assert_eq!(seq_add(i32::MAX - 1, 3, i32::MAX), 1);
         assert_eq!(seq_add(6, 3, 7), 1);
+    }
+
+    fn ready_batch(id: u64, now: Instant, records: &[u64]) -> Batch {
+        let mut b = Batch::new(id, now, 1024);
+        for r in records {
+            b.builder
+                .as_mut()
+                .expect("unsequenced")
+                .push(0, None, Some(b"x"), &[]);
+            b.records.push(RecordId(*r));
+        }
+        b.state = BatchState::Ready;
+        b
+    }
+
+    /// Regression: a possibly-written batch whose retry was in flight let new batches be
+    /// sequenced behind it; once five of them were written the broker's dedup cache no
+    /// longer held it, and its next retry drew OUT_OF_ORDER_SEQUENCE_NUMBER.
+    #[test]
+    fn nothing_new_is_sequenced_behind_a_possibly_written_batch() {
+        let id = ProducerIdentity {
+            producer_id: 7,
+            epoch: 0,
+        };
+        let now = Instant::now();
+        let mut p = Partition {
+            bound: Some(id),
+            next_seq: 16,
+            last_acked: Some((20, 5)),
+            ..Default::default()
+        };
+        let mut retried = ready_batch(1, now, &[1]);
+        retried.builder = None;
+        retried.seq = Some((id, 15));
+        retried.state = BatchState::InFlight;
+        retried.maybe_persisted = true;
+        retried.overtaken = true;
+        p.batches.push_back(retried);
+        p.batches.push_back(ready_batch(2, now, &[2]));
+        p.inflight_conn = Some(ConnId(1));
+        let ctx = SendContext {
+            now,
+            identity: Some(id),
+            conn: ConnId(1),
+            max_in_flight: 5,
+            linger: std::time::Duration::ZERO,
+            batch_size: 16 * 1024,
+            flush_upto: None,
+            max_sequence: i32::MAX,
+        };
+        assert_eq!(p.next_to_send(&ctx), None);
+        // Once its retry is deduplicated (here: no longer possibly written), the next goes.
+        p.batches[0].maybe_persisted = false;
+        assert_eq!(p.next_to_send(&ctx), Some(Pick { index: 1 }));
+    }
+
+    /// Regression: once the bound identity is spent, a retry that every attempt proved
+    /// unwritten was still retransmitted under it, behind the gap.
+    #[test]
+    fn only_a_possibly_written_retry_uses_a_spent_identity() {
+        let id = ProducerIdentity {
+            producer_id: 7,
+            epoch: 1,
+        };
+        let now = Instant::now();
+        let mut p = Partition {
+            bound: Some(id),
+            next_seq: 3,
+            last_acked: Some((0, 5)),
+            gap: true,
+            needs_rebase: true,
+            ..Default::default()
+        };
+        let mut refused = ready_batch(1, now, &[1]);
+        refused.builder = None;
+        refused.wire = Some(Bytes::from_static(b"sealed"));
+        refused.seq = Some((id, 2));
+        refused.state = BatchState::Retry { at: now };
+        p.batches.push_back(refused);
+        let ctx = SendContext {
+            now,
+            identity: None, // waiting for a new producer id
+            conn: ConnId(1),
+            max_in_flight: 5,
+            linger: std::time::Duration::ZERO,
+            batch_size: 16 * 1024,
+            flush_upto: None,
+            max_sequence: i32::MAX,
+        };
+        assert_eq!(p.next_to_send(&ctx), None);
+        assert!(p.is_drained(), "it waits for the rebase, not for a resend");
+        // A batch that may be in the log must still be resolved under the old identity.
+        p.batches[0].maybe_persisted = true;
+        assert_eq!(p.next_to_send(&ctx), Some(Pick { index: 0 }));
+    }
+
+    /// The producer cannot reach Kafka's real maximum end to end (2^31 records), so this
+    /// sequences batches directly at `i32::MAX - 1` and reads the sequences off the wire.
+    #[test]
+    fn batches_sequenced_at_i32_max_wrap_to_zero_on_the_wire() {
+        use crate::protocol::record_batch::BatchHeader;
+        let id = ProducerIdentity {
+            producer_id: 7,
+            epoch: 3,
+        };
+        let now = Instant::now();
+        let mut p = Partition {
+            bound: Some(id),
+            next_seq: i32::MAX - 1,
+            last_acked: Some((i32::MAX - 2, 41)),
+            ..Default::default()
+        };
+        p.batches.push_back(ready_batch(1, now, &[1, 2, 3]));
+        p.batches.push_back(ready_batch(2, now, &[4]));
+        let ctx = SendContext {
+            now,
+            identity: Some(id),
+            conn: ConnId(1),
+            max_in_flight: 5,
+            linger: std::time::Duration::ZERO,
+            batch_size: 16 * 1024,
+            flush_upto: None,
+            max_sequence: i32::MAX,
+        };
+        let header = |p: &Partition, i: usize| {
+            BatchHeader::peek(p.batches[i].wire.as_deref().expect("sealed")).expect("header")
+        };
+        let first = p.next_to_send(&ctx).expect("first batch sent");
+        let h = header(&p, first.index);
+        assert_eq!(
+            (
+                h.producer_id,
+                h.producer_epoch,
+                h.base_sequence,
+                h.records_count
+            ),
+            (7, 3, i32::MAX - 1, 3)
+        );
+        // MAX - 1, MAX, 0: the next batch starts at 1.
+        assert_eq!(p.next_seq, 1);
+        let second = p.next_to_send(&ctx).expect("second batch sent");
+        assert_eq!(header(&p, second.index).base_sequence, 1);
+        assert_eq!(p.next_seq, 2);
+        assert_eq!(p.batches[0].seq, Some((id, i32::MAX - 1)));
+        assert_eq!(p.batches[1].seq, Some((id, 1)));
     }
 }

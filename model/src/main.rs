@@ -147,7 +147,11 @@ fn parse_action(s: &str) -> Option<kprod_model::model::Action> {
         None => (s, ""),
     };
     let num = |x: &str| -> Option<u64> {
-        x.trim().trim_start_matches("ConnId(").trim_end_matches(')').parse().ok()
+        x.trim()
+            .trim_start_matches("ConnId(")
+            .trim_end_matches(')')
+            .parse()
+            .ok()
     };
     Some(match name {
         "Send" => A::Send(num(arg)? as i32),
@@ -201,7 +205,11 @@ fn replay(model: &kprod_model::model::KafkaModel, path: &str) {
         let a = parse_action(p).unwrap_or_else(|| panic!("cannot parse action {p:?}"));
         let before = s.clone();
         s = model.next_state(&s, a.clone()).expect("action applies");
-        let new_outcomes: Vec<_> = s.outcomes.iter().filter(|(k, _)| !before.outcomes.contains_key(k)).collect();
+        let new_outcomes: Vec<_> = s
+            .outcomes
+            .iter()
+            .filter(|(k, _)| !before.outcomes.contains_key(k))
+            .collect();
         let frames: Vec<_> = s
             .links
             .iter()
@@ -209,23 +217,39 @@ fn replay(model: &kprod_model::model::KafkaModel, path: &str) {
                 (
                     c.0,
                     l.node,
-                    l.to_broker.iter().map(|f| (f.1.api_key, f.1.batches.clone())).collect::<Vec<_>>(),
+                    l.to_broker
+                        .iter()
+                        .map(|f| (f.1.api_key, f.1.batches.clone()))
+                        .collect::<Vec<_>>(),
                     l.to_client.iter().map(|f| f.1.api_key).collect::<Vec<_>>(),
                 )
             })
             .collect();
-        println!("{a:?}  t={} wait={:?} outcomes+={new_outcomes:?}", s.clock_ms, s.wait_until_ms);
+        println!(
+            "{a:?}  t={} wait={:?} outcomes+={new_outcomes:?}",
+            s.clock_ms, s.wait_until_ms
+        );
         println!("    links {frames:?}");
         for (k, part) in &s.cluster.partitions {
             if part.log.len() != before.cluster.partitions[k].log.len() {
                 let log: Vec<_> = part
                     .log
                     .iter()
-                    .map(|r| (String::from_utf8_lossy(r.value.as_deref().unwrap_or(b"")).into_owned(), r.producer_id, r.epoch, r.sequence))
+                    .map(|r| {
+                        (
+                            String::from_utf8_lossy(r.value.as_deref().unwrap_or(b"")).into_owned(),
+                            r.producer_id,
+                            r.epoch,
+                            r.sequence,
+                        )
+                    })
                     .collect();
                 println!("    log {k:?}: {log:?}");
             }
         }
     }
-    println!("final outcomes {:?}\nids {:?}\nstats {:?}", s.outcomes, s.ids, s.cluster.stats);
+    println!(
+        "final outcomes {:?}\nids {:?}\nstats {:?}",
+        s.outcomes, s.ids, s.cluster.stats
+    );
 }

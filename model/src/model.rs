@@ -587,7 +587,10 @@ impl KafkaModel {
                     let recent = &same[same.len().saturating_sub(modulus as usize - 1)..];
                     for (k, rec) in b.records.iter().enumerate() {
                         let seq = ((i64::from(b.base_sequence) + k as i64) % modulus) as i32;
-                        if recent.iter().any(|x| x.sequence == seq && x.value != rec.value) {
+                        if recent
+                            .iter()
+                            .any(|x| x.sequence == seq && x.value != rec.value)
+                        {
                             s.seq_reuse = true;
                         }
                     }
@@ -801,7 +804,9 @@ impl Model for KafkaModel {
         // to the broker; no client can deduplicate that, spec §A.4.)
         if s.budget.expiries > 0
             && Self::all_resolved(s)
-            && s.links.values().all(|l| l.to_broker.is_empty() && l.to_client.is_empty())
+            && s.links
+                .values()
+                .all(|l| l.to_broker.is_empty() && l.to_client.is_empty())
         {
             actions.push(Action::Expire);
         }

@@ -88,10 +88,18 @@ fn disconnect_and_injected_errors_on_every_broker_mode() {
                 expiries: 1,
                 ..Budget::default()
             },
-            injectable: vec![Inject::NotEnoughReplicas, Inject::TimedOutAfterAppend, Inject::InvalidRecord],
+            injectable: vec![
+                Inject::NotEnoughReplicas,
+                Inject::TimedOutAfterAppend,
+                Inject::InvalidRecord,
+            ],
             ..base(mode)
         };
-        counts.push(check(&format!("{mode:?} disc1 inj1"), cfg, &[ALL_DELIVERED, DEDUP, BUMP_WHILE]));
+        counts.push(check(
+            &format!("{mode:?} disc1 inj1"),
+            cfg,
+            &[ALL_DELIVERED, DEDUP, BUMP_WHILE],
+        ));
     }
     assert_eq!(counts, PINNED_MODES, "unique states changed");
 }
@@ -198,7 +206,11 @@ fn gap_policies_on_a_permanent_error() {
                 disconnects: 1,
                 ..Budget::default()
             },
-            injectable: vec![Inject::InvalidRecord, Inject::MessageTooLarge, Inject::UnknownServerError],
+            injectable: vec![
+                Inject::InvalidRecord,
+                Inject::MessageTooLarge,
+                Inject::UnknownServerError,
+            ],
             ..base(BrokerMode::StrictNeverWritten)
         };
         check(&format!("{policy:?}"), cfg, &[ALL_DELIVERED]);
@@ -215,9 +227,9 @@ const PINNED_MODES: [usize; 4] = [531_618, 432_890, 432_890, 498_796];
 fn expect_caught(name: &str, cfg: ModelCfg, property: &'static str) {
     let model = cfg.into_model();
     let checker = model.checker().threads(2).spawn_bfs().join();
-    let path = checker
-        .discovery(property)
-        .unwrap_or_else(|| panic!("{name}: the checker did not catch the bug ('{property}' holds)"));
+    let path = checker.discovery(property).unwrap_or_else(|| {
+        panic!("{name}: the checker did not catch the bug ('{property}' holds)")
+    });
     println!("{name}: '{property}' violated by:");
     for a in path.into_actions() {
         println!("    {a:?}");
