@@ -57,7 +57,10 @@ impl Message for MetadataRequest {
         let topics = match r.nullable_array_len(true)? {
             None => None,
             Some(n) => {
-                let mut v = Vec::with_capacity(n);
+                // Preallocate no more memory than the bytes that remain (an element is far
+                // larger in memory than its shortest encoding).
+                let mut v =
+                    Vec::with_capacity(n.min(r.remaining() / size_of::<MetadataRequestTopic>()));
                 for _ in 0..n {
                     let (topic_id, name) = if version >= 10 {
                         (r.uuid()?, r.nullable_string(true)?)

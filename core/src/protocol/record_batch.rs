@@ -390,7 +390,8 @@ impl RecordBatch {
         if count as usize > b.remaining() / 7 {
             return Err(DecodeError::Truncated);
         }
-        let mut records = Vec::with_capacity(count as usize);
+        let mut records =
+            Vec::with_capacity((count as usize).min(b.remaining() / size_of::<Record>()));
         for _ in 0..count {
             let len = b.varint()?;
             if len < 0 {
@@ -406,7 +407,8 @@ impl RecordBatch {
             if n < 0 || n as usize > rec.remaining() / 2 {
                 return Err(DecodeError::InvalidLength(n.into()));
             }
-            let mut headers = Vec::with_capacity(n as usize);
+            let mut headers =
+                Vec::with_capacity((n as usize).min(rec.remaining() / size_of::<Header>()));
             for _ in 0..n {
                 let key = varint_blob(&mut rec)?.ok_or(DecodeError::UnexpectedNull)?;
                 let key = String::from_utf8(key.to_vec()).map_err(|_| DecodeError::InvalidUtf8)?;
