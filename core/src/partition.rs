@@ -144,16 +144,23 @@ pub(crate) fn seq_add(base: i32, count: i32, max: i32) -> i32 {
 }
 
 impl Partition {
+    /// The sequenced batches. They always form a prefix of `batches`: sequences are given in
+    /// order to the first unsequenced batch, split pieces replace their batch in place, and a
+    /// rebind clears every sequence at once. So every question about sequenced batches looks
+    /// at this short prefix (at most `max_in_flight` long) and never at the whole queue.
+    pub(crate) fn sequenced(&self) -> impl Iterator<Item = &Batch> {
+        self.batches.iter().take_while(|b| b.seq.is_some())
+    }
+
     pub(crate) fn inflight(&self) -> usize {
-        self.batches
-            .iter()
+        self.sequenced()
             .filter(|b| b.state == BatchState::InFlight)
             .count()
     }
 
     /// Sequenced batches that are not resolved (P4 counts these).
     pub(crate) fn unresolved(&self) -> usize {
-        self.batches.iter().filter(|b| b.seq.is_some()).count()
+        self.sequenced().count()
     }
 
     pub(crate) fn position(&self, batch_id: u64) -> Option<usize> {
@@ -161,8 +168,7 @@ impl Partition {
     }
 
     fn has_ambiguous_retry(&self) -> bool {
-        self.batches
-            .iter()
+        self.sequenced()
             .any(|b| matches!(b.state, BatchState::Retry { .. }) && b.maybe_persisted)
     }
 
@@ -186,8 +192,8 @@ impl Partition {
         self.gap = false;
         self.needs_rebase = false;
         self.cutting = false;
-        for b in &mut self.batches {
-            if b.seq.is_some() {
+        for b in self.batches.iter_mut().take_while(|b| b.seq.is_some()) {
+            {
                 debug_assert!(!b.maybe_persisted || b.state != BatchState::InFlight);
                 b.seq = None;
                 b.overtaken = false;
@@ -211,12 +217,7 @@ impl Partition {
         // every attempt proved unwritten can only draw OUT_OF_ORDER_SEQUENCE_NUMBER behind
         // the gap (or, as the first batch of an epoch the broker never saw, a new-epoch
         // batch at a non-zero sequence), so it waits to be re-sequenced at the rebase.
-        let first_retry = self.batches.iter().position(|b| {
-            matches!(b.state, BatchState::Retry { .. })
-                && b.is_sequenced_under(self.bound)
-                && (b.maybe_persisted || !self.needs_rebase)
-        });
-        if let Some(i) = first_retry {
+        if let Some(i) = self.head_retry() {
             let BatchState::Retry { at } = self.batches[i].state else {
                 return None;
             };
@@ -245,17 +246,14 @@ impl Partition {
         // its retry is in flight (P5, P10); the batches already behind it are at most
         // `max_in_flight - 1`.
         if self
-            .batches
-            .iter()
+            .sequenced()
             .any(|b| b.maybe_persisted && b.is_sequenced_under(self.bound))
         {
             return None;
         }
-        let i = self
-            .batches
-            .iter()
-            .position(|b| matches!(b.state, BatchState::Open | BatchState::Ready))?;
-        let b = &self.batches[i];
+        let i = self.unresolved();
+        let b = self.batches.get(i)?;
+        debug_assert!(matches!(b.state, BatchState::Open | BatchState::Ready));
         if b.records.is_empty() {
             return None;
         }
@@ -282,18 +280,29 @@ impl Partition {
         Some(Pick { index: i })
     }
 
-    /// Every linger and retry-backoff expiry of this partition. All of them, not just the
-    /// earliest: an expiry that has passed may be blocked behind a later one (a retry waits
-    /// for the head retry), and the caller keeps only those still in the future.
-    pub(crate) fn deadlines(
-        &self,
-        linger: std::time::Duration,
-    ) -> impl Iterator<Item = Instant> + '_ {
-        self.batches.iter().filter_map(move |b| match b.state {
-            BatchState::Open => Some(b.created + linger),
+    /// The retry that goes next, if any (P5): the first retry of the bound identity. Once that
+    /// identity is spent, only a batch that may be in the log still needs it.
+    fn head_retry(&self) -> Option<usize> {
+        self.sequenced().position(|b| {
+            matches!(b.state, BatchState::Retry { .. })
+                && b.is_sequenced_under(self.bound)
+                && (b.maybe_persisted || !self.needs_rebase)
+        })
+    }
+
+    /// The linger and retry-backoff expiries that can make this partition send: the head
+    /// retry's backoff (the retries behind it wait for it, P5) and the open batch's linger.
+    pub(crate) fn deadlines(&self, linger: std::time::Duration) -> impl Iterator<Item = Instant> {
+        let retry = self.head_retry().and_then(|i| match self.batches[i].state {
             BatchState::Retry { at } => Some(at),
             _ => None,
-        })
+        });
+        let open = self
+            .batches
+            .back()
+            .filter(|b| b.state == BatchState::Open)
+            .map(|b| b.created + linger);
+        retry.into_iter().chain(open)
     }
 
     pub(crate) fn update_inflight_conn(&mut self) {

@@ -684,10 +684,15 @@ impl Producer {
                 self.resolve_pending(p, error);
             }
             for pi in 0..self.topics[ti].partitions.len() {
+                // Batches are in creation order: stop at the first one not yet expired.
+                // In-flight batches wait for their answer or their request timeout (P8).
                 let mut i = 0;
                 while i < self.topics[ti].partitions[pi].batches.len() {
                     let b = &self.topics[ti].partitions[pi].batches[i];
-                    if b.state == BatchState::InFlight || b.created + timeout > now {
+                    if b.created + timeout > now {
+                        break;
+                    }
+                    if b.state == BatchState::InFlight {
                         i += 1;
                         continue;
                     }
@@ -946,32 +951,44 @@ impl Producer {
             return None;
         }
         let now = self.now;
-        let mut ds: Vec<Instant> = Vec::new();
+        // The earliest deadline still in the future. Deadlines that have passed are either
+        // handled already or blocked behind something that is not a timer.
+        let mut next: Option<Instant> = None;
+        let mut consider = |d: Instant| {
+            if d > now && next.is_none_or(|n| d < n) {
+                next = Some(d);
+            }
+        };
         for c in self.conns.values() {
             if let Some(r) = c.inflight.front() {
-                ds.push(r.deadline);
+                consider(r.deadline);
             }
         }
         let timeout = self.cfg.delivery_timeout;
         for t in &self.topics {
             if let Some(p) = t.pending.front() {
-                ds.push(p.enqueued + timeout);
-                ds.push(p.enqueued + self.cfg.max_block);
+                consider(p.enqueued + timeout);
+                if t.missing.is_some() {
+                    consider(p.enqueued + self.cfg.max_block);
+                }
             }
             for p in &t.partitions {
-                ds.extend(p.deadlines(self.cfg.linger));
-                ds.extend(p.batches.iter().map(|b| b.created + timeout));
+                p.deadlines(self.cfg.linger).for_each(&mut consider);
+                // Batches are in creation order; in-flight ones expire through their request.
+                if let Some(b) = p.batches.iter().find(|b| b.state != BatchState::InFlight) {
+                    consider(b.created + timeout);
+                }
             }
         }
         if let Some(t) = self.metadata.last_refresh {
             if !self.topics.is_empty() {
-                ds.push(t + self.cfg.metadata_max_age);
+                consider(t + self.cfg.metadata_max_age);
             }
         }
-        ds.extend(self.metadata.retry_at);
-        ds.extend(self.pid_retry_at);
-        ds.extend(self.backoff.values().map(|b| b.until));
-        ds.into_iter().filter(|d| *d > now).min()
+        self.metadata.retry_at.into_iter().for_each(&mut consider);
+        self.pid_retry_at.into_iter().for_each(&mut consider);
+        self.backoff.values().for_each(|b| consider(b.until));
+        next
     }
 
     // ----------------------------------------------------------------------------------

@@ -162,6 +162,11 @@ pub trait Message: Sized {
     /// Decodes a body at `version`, consuming exactly the body.
     fn decode(version: i16, r: &mut Reader) -> Result<Self, DecodeError>;
 
+    /// A guess at the encoded size, so that encoding does not have to grow its buffer.
+    fn size_hint(&self) -> usize {
+        128
+    }
+
     /// Whether `version` uses the flexible encoding.
     fn is_flexible(version: i16) -> bool {
         version >= Self::FLEXIBLE_SINCE
@@ -222,7 +227,8 @@ pub fn encode_request<R: Request>(
     client_id: Option<&str>,
 ) -> Bytes {
     debug_assert!(R::VERSIONS.contains(version));
-    let mut buf = BytesMut::with_capacity(128);
+    let client_id_len = client_id.map_or(0, str::len);
+    let mut buf = BytesMut::with_capacity(req.size_hint() + client_id_len + 16);
     buf.put_i32(0);
     RequestHeader {
         api_key: R::API_KEY,
@@ -239,7 +245,7 @@ pub fn encode_request<R: Request>(
 
 /// Encodes a whole response frame: size prefix, response header, body.
 pub fn encode_response<R: Request>(resp: &R::Response, version: i16, correlation_id: i32) -> Bytes {
-    let mut buf = BytesMut::with_capacity(128);
+    let mut buf = BytesMut::with_capacity(resp.size_hint() + 16);
     buf.put_i32(0);
     ResponseHeader { correlation_id }.encode(R::response_header_version(version), &mut buf);
     resp.encode(version, &mut buf);

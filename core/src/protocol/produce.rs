@@ -45,6 +45,17 @@ impl Message for ProduceRequest {
     const VERSIONS: VersionRange = VersionRange::new(9, 12);
     const FLEXIBLE_SINCE: i16 = 9;
 
+    fn size_hint(&self) -> usize {
+        let mut n = 32 + self.transactional_id.as_ref().map_or(0, String::len);
+        for t in &self.topic_data {
+            n += 16 + t.name.len();
+            for p in &t.partition_data {
+                n += 16 + p.records.as_ref().map_or(0, Bytes::len);
+            }
+        }
+        n
+    }
+
     fn encode(&self, _version: i16, buf: &mut BytesMut) {
         buf.put_nullable_string(self.transactional_id.as_deref(), true);
         buf.put_i16(self.acks);

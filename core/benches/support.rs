@@ -1,0 +1,256 @@
+//! Shared by the benches: a producer driven to the ready state by a minimal in-process
+//! responder, and a way to push N records through the encode path.
+
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kprod_core::protocol::api_versions::{ApiVersion, ApiVersionsRequest, ApiVersionsResponse};
+use kprod_core::protocol::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
+use kprod_core::protocol::metadata::{
+    MetadataBroker, MetadataPartition, MetadataRequest, MetadataResponse, MetadataTopic,
+};
+use kprod_core::protocol::produce::{
+    PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse,
+};
+use kprod_core::protocol::{api_key, encode_response, Message, Reader, Request, RequestHeader};
+use kprod_core::{ConnId, Output, Producer, ProducerConfig, Record};
+
+pub const TOPIC: &str = "bench";
+
+/// Answers one request frame (size prefix included) the way a healthy broker would.
+pub fn respond(frame: &[u8], next_offset: &mut i64) -> Bytes {
+    let body = Bytes::copy_from_slice(&frame[4..]);
+    let mut r = Reader::new(body.clone());
+    let key = r.i16().unwrap();
+    let version = r.i16().unwrap();
+    let hv = match key {
+        api_key::API_VERSIONS => ApiVersionsRequest::request_header_version(version),
+        _ => 2,
+    };
+    let mut r = Reader::new(body);
+    let h = RequestHeader::decode(hv, &mut r).unwrap();
+    let rest = Bytes::copy_from_slice(r.peek_rest());
+    let corr = h.correlation_id;
+    match key {
+        api_key::API_VERSIONS => {
+            let k = |api_key, max_version| ApiVersion {
+                api_key,
+                min_version: 0,
+                max_version,
+            };
+            let resp = ApiVersionsResponse {
+                error_code: 0,
+                api_keys: vec![
+                    k(api_key::PRODUCE, 12),
+                    k(api_key::METADATA, 12),
+                    k(api_key::API_VERSIONS, 3),
+                    k(api_key::INIT_PRODUCER_ID, 5),
+                ],
+                throttle_time_ms: 0,
+            };
+            encode_response::<ApiVersionsRequest>(&resp, version, corr)
+        }
+        api_key::INIT_PRODUCER_ID => encode_response::<InitProducerIdRequest>(
+            &InitProducerIdResponse {
+                throttle_time_ms: 0,
+                error_code: 0,
+                producer_id: 7,
+                producer_epoch: 0,
+            },
+            version,
+            corr,
+        ),
+        api_key::METADATA => {
+            let resp = MetadataResponse {
+                throttle_time_ms: 0,
+                brokers: vec![MetadataBroker {
+                    node_id: 1,
+                    host: "bench".into(),
+                    port: 9092,
+                    rack: None,
+                }],
+                cluster_id: None,
+                controller_id: 1,
+                topics: vec![MetadataTopic {
+                    error_code: 0,
+                    name: Some(TOPIC.into()),
+                    topic_id: [0; 16],
+                    is_internal: false,
+                    partitions: vec![MetadataPartition {
+                        error_code: 0,
+                        partition_index: 0,
+                        leader_id: 1,
+                        leader_epoch: 0,
+                        replica_nodes: vec![1],
+                        isr_nodes: vec![1],
+                        offline_replicas: vec![],
+                    }],
+                    topic_authorized_operations: i32::MIN,
+                }],
+                cluster_authorized_operations: i32::MIN,
+            };
+            encode_response::<MetadataRequest>(&resp, version, corr)
+        }
+        api_key::PRODUCE => {
+            let req = ProduceRequest::decode_exact(version, rest).unwrap();
+            let mut responses = Vec::new();
+            for t in &req.topic_data {
+                let mut parts = Vec::new();
+                for p in &t.partition_data {
+                    let records = p.records.as_ref().unwrap();
+                    let count = i32::from_be_bytes(records[57..61].try_into().unwrap());
+                    parts.push(PartitionProduceResponse {
+                        index: p.index,
+                        error_code: 0,
+                        base_offset: *next_offset,
+                        log_append_time_ms: -1,
+                        log_start_offset: 0,
+                        record_errors: vec![],
+                        error_message: None,
+                        current_leader: None,
+                    });
+                    *next_offset += i64::from(count);
+                }
+                responses.push(TopicProduceResponse {
+                    name: t.name.clone(),
+                    partition_responses: parts,
+                });
+            }
+            let resp = ProduceResponse {
+                responses,
+                throttle_time_ms: 0,
+                node_endpoints: vec![],
+            };
+            encode_response::<ProduceRequest>(&resp, version, corr)
+        }
+        _ => panic!("unexpected api {key}"),
+    }
+}
+
+/// A producer with its connection established and a producer id, ready to produce.
+pub struct Rig {
+    pub producer: Producer,
+    pub now: Instant,
+    pub conn: Option<ConnId>,
+    pub next_offset: i64,
+    pub pending: Vec<Bytes>,
+}
+
+impl Rig {
+    pub fn new(batch_size: usize) -> Self {
+        let now = Instant::now();
+        let cfg = ProducerConfig {
+            bootstrap_servers: vec!["bench:9092".into()],
+            batch_size,
+            linger: Duration::from_secs(60),
+            max_request_size: 8 << 20,
+            buffer_memory: 256 << 20,
+            ..ProducerConfig::default()
+        };
+        let mut rig = Self {
+            producer: Producer::new(cfg, now).unwrap(),
+            now,
+            conn: None,
+            next_offset: 0,
+            pending: Vec::new(),
+        };
+        // One record drives the bootstrap: connect, handshake, metadata, producer id.
+        rig.producer
+            .send(now, Record::new(TOPIC, "warm").with_partition(0))
+            .unwrap();
+        for _ in 0..20 {
+            rig.drain_collect();
+            rig.answer_pending();
+        }
+        rig
+    }
+
+    /// Drains outputs, keeping transmitted frames in `pending`; returns bytes transmitted.
+    pub fn drain_collect(&mut self) -> usize {
+        let mut n = 0;
+        loop {
+            match self.producer.poll_output() {
+                Output::Wait { .. } => return n,
+                Output::Connect { conn, .. } => {
+                    self.conn = Some(conn);
+                    self.producer.handle_connected(self.now, conn);
+                }
+                Output::Transmit { bytes, .. } => {
+                    n += bytes.len();
+                    self.pending.push(bytes);
+                }
+                Output::Close { .. } | Output::Event(_) => {}
+            }
+        }
+    }
+
+    /// Answers every pending request and feeds the answers back.
+    pub fn answer_pending(&mut self) {
+        let conn = self.conn.expect("connected");
+        for frame in std::mem::take(&mut self.pending) {
+            let resp = respond(&frame, &mut self.next_offset);
+            let mut buf = BytesMut::from(&resp[..]);
+            self.producer.handle_read(self.now, conn, &mut buf);
+            self.drain_collect();
+        }
+    }
+
+    /// The measured path: hand `records` to the producer, drain every Produce request and
+    /// feed back the acknowledgements, until every record is delivered. Only the producer's
+    /// own calls are timed; building the broker's answers is not. Returns the time spent in
+    /// the producer and the request bytes it produced.
+    pub fn run(&mut self, records: Vec<Record>) -> (Duration, usize) {
+        let conn = self.conn.expect("connected");
+        let mut spent = Duration::ZERO;
+        let t = Instant::now();
+        for r in records {
+            self.producer.send(self.now, r).unwrap();
+        }
+        self.producer.flush(self.now);
+        let mut bytes = self.drain_collect();
+        spent += t.elapsed();
+        while self.producer.pending_records() > 0 {
+            let frames = std::mem::take(&mut self.pending);
+            assert!(!frames.is_empty(), "producer stalled");
+            let answers: Vec<Bytes> = frames
+                .iter()
+                .map(|f| respond(f, &mut self.next_offset))
+                .collect();
+            let t = Instant::now();
+            for a in answers {
+                let mut buf = BytesMut::from(&a[..]);
+                self.producer.handle_read(self.now, conn, &mut buf);
+                bytes += self.drain_collect();
+            }
+            spent += t.elapsed();
+        }
+        (spent, bytes)
+    }
+}
+
+/// `n` records with `value_size`-byte values for partition 0.
+pub fn records(n: usize, value_size: usize) -> Vec<Record> {
+    let value = Bytes::from(vec![0x5a; value_size]);
+    (0..n)
+        .map(|i| Record {
+            topic: TOPIC.to_owned(),
+            partition: Some(0),
+            key: None,
+            value: Some(value.clone()),
+            headers: Vec::new(),
+            timestamp: 1_700_000_000_000 + i as i64,
+        })
+        .collect()
+}
+
+/// The physical floor: take the same owned records, copy every value once into a buffer and
+/// CRC-32C it. Like the producer, it receives the records by value and drops them.
+pub fn floor(records: Vec<Record>, buf: &mut BytesMut) -> u32 {
+    buf.clear();
+    for r in records {
+        if let Some(v) = &r.value {
+            buf.extend_from_slice(v);
+        }
+    }
+    crc32c::crc32c(buf)
+}
