@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use support::{floor, records, Rig};
 
+/// Records handed to the producer between two drains: about four default-size batches.
+const WINDOW: usize = 64;
+
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let (n, rounds) = if full { (20_000, 15) } else { (200, 1) };
@@ -28,15 +31,23 @@ fn main() {
     );
     for value_size in [100usize, 1024] {
         // Kafka's default batch.size.
-        let mut rig = Rig::new(16 * 1024);
+        let mut rig = Rig::new(
+            std::env::var("KPROD_BENCH_BATCH")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(16 * 1024),
+        );
         let mut buf = BytesMut::with_capacity(n * value_size);
         let (mut best_k, mut best_f) = (Duration::MAX, Duration::MAX);
         for _ in 0..rounds {
             let batch = records(n, value_size);
             let same = records(n, value_size);
-            let (spent, sent) = rig.run(batch);
+            let (spent, sent) = rig.run(batch, WINDOW);
             best_k = best_k.min(spent);
             assert!(sent > n * value_size, "requests must carry every value");
+            if std::env::var_os("KPROD_BENCH_ONLY_KPROD").is_some() {
+                continue;
+            }
             let t = Instant::now();
             let crc = floor(same, &mut buf);
             best_f = best_f.min(t.elapsed());

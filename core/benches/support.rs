@@ -133,7 +133,10 @@ pub struct Rig {
     pub now: Instant,
     pub conn: Option<ConnId>,
     pub next_offset: i64,
-    pub pending: Vec<Bytes>,
+    pub chunks: Vec<Bytes>,
+    pub partial: BytesMut,
+    /// Record batches acknowledged so far.
+    pub batches_acked: usize,
 }
 
 impl Rig {
@@ -152,7 +155,9 @@ impl Rig {
             now,
             conn: None,
             next_offset: 0,
-            pending: Vec::new(),
+            chunks: Vec::new(),
+            partial: BytesMut::new(),
+            batches_acked: 0,
         };
         // One record drives the bootstrap: connect, handshake, metadata, producer id.
         rig.producer
@@ -165,7 +170,7 @@ impl Rig {
         rig
     }
 
-    /// Drains outputs, keeping transmitted frames in `pending`; returns bytes transmitted.
+    /// Drains outputs, keeping transmitted chunks; returns bytes transmitted.
     pub fn drain_collect(&mut self) -> usize {
         let mut n = 0;
         loop {
@@ -176,18 +181,37 @@ impl Rig {
                     self.producer.handle_connected(self.now, conn);
                 }
                 Output::Transmit { bytes, .. } => {
+                    // Kept as chunks, as a vectored write would take them; whole frames are
+                    // assembled outside the timed region.
                     n += bytes.len();
-                    self.pending.push(bytes);
+                    self.chunks.push(bytes);
                 }
                 Output::Close { .. } | Output::Event(_) => {}
             }
         }
     }
 
+    /// The whole request frames transmitted so far.
+    fn take_frames(&mut self) -> Vec<Bytes> {
+        for c in std::mem::take(&mut self.chunks) {
+            self.partial.extend_from_slice(&c);
+        }
+        let mut frames = Vec::new();
+        while self.partial.len() >= 4 {
+            let size = i32::from_be_bytes(self.partial[..4].try_into().unwrap());
+            let len = 4 + size as usize;
+            if self.partial.len() < len {
+                break;
+            }
+            frames.push(self.partial.split_to(len).freeze());
+        }
+        frames
+    }
+
     /// Answers every pending request and feeds the answers back.
     pub fn answer_pending(&mut self) {
         let conn = self.conn.expect("connected");
-        for frame in std::mem::take(&mut self.pending) {
+        for frame in self.take_frames() {
             let resp = respond(&frame, &mut self.next_offset);
             let mut buf = BytesMut::from(&resp[..]);
             self.producer.handle_read(self.now, conn, &mut buf);
@@ -195,36 +219,58 @@ impl Rig {
         }
     }
 
-    /// The measured path: hand `records` to the producer, drain every Produce request and
-    /// feed back the acknowledgements, until every record is delivered. Only the producer's
-    /// own calls are timed; building the broker's answers is not. Returns the time spent in
-    /// the producer and the request bytes it produced.
-    pub fn run(&mut self, records: Vec<Record>) -> (Duration, usize) {
+    /// The measured path, in steady state: records are handed to the producer a window at a
+    /// time (as an application keeps a producer fed), each window's Produce requests are
+    /// drained and the acknowledgements fed back, until every record is delivered. Only the
+    /// producer's own calls are timed; assembling frames and building the broker's answers
+    /// is not. Returns the time spent in the producer and the request bytes it produced.
+    pub fn run(&mut self, records: Vec<Record>, window: usize) -> (Duration, usize) {
+        let (spent, bytes, _) = self.run_metered(records, window, || 0);
+        (spent, bytes)
+    }
+
+    /// [`Self::run`], also summing `meter()` deltas over the producer's own calls (the
+    /// allocation bench passes an allocation counter).
+    pub fn run_metered(
+        &mut self,
+        records: Vec<Record>,
+        window: usize,
+        meter: impl Fn() -> usize,
+    ) -> (Duration, usize, usize) {
         let conn = self.conn.expect("connected");
         let mut spent = Duration::ZERO;
-        let t = Instant::now();
-        for r in records {
-            self.producer.send(self.now, r).unwrap();
-        }
-        self.producer.flush(self.now);
-        let mut bytes = self.drain_collect();
-        spent += t.elapsed();
-        while self.producer.pending_records() > 0 {
-            let frames = std::mem::take(&mut self.pending);
-            assert!(!frames.is_empty(), "producer stalled");
+        let mut metered = 0;
+        let mut bytes = 0;
+        let mut records = records.into_iter().peekable();
+        while records.peek().is_some() || self.producer.pending_records() > 0 {
+            let (t, m) = (Instant::now(), meter());
+            for r in records.by_ref().take(window) {
+                self.producer.send(self.now, r).unwrap();
+            }
+            self.producer.flush(self.now);
+            bytes += self.drain_collect();
+            spent += t.elapsed();
+            metered += meter() - m;
+            let frames = self.take_frames();
+            assert!(
+                !frames.is_empty() || records.peek().is_none(),
+                "producer stalled"
+            );
             let answers: Vec<Bytes> = frames
                 .iter()
                 .map(|f| respond(f, &mut self.next_offset))
                 .collect();
-            let t = Instant::now();
-            for a in answers {
-                let mut buf = BytesMut::from(&a[..]);
-                self.producer.handle_read(self.now, conn, &mut buf);
+            self.batches_acked += frames.len();
+            let mut bufs: Vec<BytesMut> = answers.iter().map(|a| BytesMut::from(&a[..])).collect();
+            let (t, m) = (Instant::now(), meter());
+            for buf in &mut bufs {
+                self.producer.handle_read(self.now, conn, buf);
                 bytes += self.drain_collect();
             }
             spent += t.elapsed();
+            metered += meter() - m;
         }
-        (spent, bytes)
+        (spent, bytes, metered)
     }
 }
 

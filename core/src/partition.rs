@@ -60,10 +60,12 @@ pub(crate) struct Batch {
 }
 
 impl Batch {
-    pub(crate) fn new(id: u64, now: Instant, capacity: usize) -> Self {
+    /// A batch with room for `capacity` bytes and about `records` records, so that filling
+    /// it allocates nothing more.
+    pub(crate) fn new(id: u64, now: Instant, capacity: usize, records: usize) -> Self {
         Self {
             id,
-            records: Vec::new(),
+            records: Vec::with_capacity(records),
             builder: Some(RecordBatchBuilder::with_capacity(capacity)),
             wire: None,
             seq: None,
@@ -326,7 +328,7 @@ mod tests {
     }
 
     fn ready_batch(id: u64, now: Instant, records: &[u64]) -> Batch {
-        let mut b = Batch::new(id, now, 1024);
+        let mut b = Batch::new(id, now, 1024, 8);
         for r in records {
             b.builder
                 .as_mut()

@@ -148,7 +148,9 @@ struct MetadataState {
 ///
 ///    Every mutator takes `now`, which must never go backwards.
 /// 2. **Drain**: call [`poll_output`](Self::poll_output) until it returns [`Output::Wait`],
-///    carrying out each output in order: write `Transmit` bytes to their connection, open
+///    carrying out each output in order: write `Transmit` bytes to their connection (one
+///    request may come as several consecutive `Transmit`s, so that record batches are never
+///    copied: write them in order; vectored writes gather them for free), open
 ///    connections for `Connect` (and report the result under the same [`ConnId`]), drop the
 ///    connection on `Close`, and hand `Event`s to the application.
 /// 3. **Wait** for the next input, or until the `Wait` deadline, then call `handle_timeout`.
@@ -481,6 +483,29 @@ impl Producer {
     ) {
         let correlation_id = self.next_correlation_id();
         let bytes = encode_request(req, version, correlation_id, self.cfg.client_id.as_deref());
+        self.track_and_send(conn, correlation_id, kind, std::iter::once(bytes));
+    }
+
+    /// A Produce request goes out as chunks: its record batches are not copied (§E.3).
+    fn transmit_produce(
+        &mut self,
+        conn: ConnId,
+        req: &ProduceRequest,
+        version: i16,
+        kind: RequestKind,
+    ) {
+        let correlation_id = self.next_correlation_id();
+        let chunks = req.encode_chunks(version, correlation_id, self.cfg.client_id.as_deref());
+        self.track_and_send(conn, correlation_id, kind, chunks);
+    }
+
+    fn track_and_send(
+        &mut self,
+        conn: ConnId,
+        correlation_id: i32,
+        kind: RequestKind,
+        chunks: impl IntoIterator<Item = Bytes>,
+    ) {
         let deadline = self.now + self.cfg.request_timeout;
         if let Some(c) = self.conns.get_mut(&conn) {
             c.inflight.push_back(InFlight {
@@ -488,7 +513,9 @@ impl Producer {
                 kind,
                 deadline,
             });
-            self.out.push_back(Output::Transmit { conn, bytes });
+            for bytes in chunks {
+                self.out.push_back(Output::Transmit { conn, bytes });
+            }
         }
     }
 
@@ -811,7 +838,7 @@ impl Producer {
     }
 
     fn send_produce_requests(&mut self) {
-        let ready: Vec<(ConnId, i32)> = self
+        let ready: SmallVec<[(ConnId, i32); 8]> = self
             .node_conns
             .iter()
             .filter(|(_, c)| {
@@ -897,7 +924,7 @@ impl Producer {
             topic_data,
         };
         let version = self.conns[&conn].versions.produce;
-        self.transmit(conn, &req, version, RequestKind::Produce(refs));
+        self.transmit_produce(conn, &req, version, RequestKind::Produce(refs));
         true
     }
 
@@ -1043,7 +1070,10 @@ impl Producer {
                 false
             };
             let cap = (HEADER_LEN + size).max(batch_size.min(self.cfg.max_request_size));
-            p.batches.push_back(Batch::new(*next_batch, now, cap));
+            // Sized from this record, the batch's records rarely outgrow their list.
+            let expected = (cap / size.max(1)).clamp(1, 1024);
+            p.batches
+                .push_back(Batch::new(*next_batch, now, cap, expected));
             *next_batch += 1;
             if had_open && record.key.is_none() && record.partition.is_none() && n > 0 {
                 t.sticky = (t.sticky + 1) % n;

@@ -275,11 +275,13 @@ pub enum Event {
 /// What the driver must do next. Drain with [`crate::Producer::poll_output`] until `Wait`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Output {
-    /// Write these bytes to the connection, in order.
+    /// Write these bytes to the connection, after every byte of earlier `Transmit`s to it.
+    /// A request frame may span several consecutive `Transmit`s (its record batches travel
+    /// as chunks of their own, uncopied); only the concatenation is a stream of frames.
     Transmit {
         /// Connection.
         conn: ConnId,
-        /// One or more whole request frames.
+        /// Part of the connection's byte stream.
         bytes: Bytes,
     },
     /// Open a TCP connection and report it with `handle_connected` or `handle_connect_failed`.

@@ -342,9 +342,14 @@ impl KafkaModel {
 
     /// Carries out every output of the producer until it waits.
     fn drain(&self, s: &mut State) {
+        let mut partial: BTreeMap<ConnId, BytesMut> = BTreeMap::new();
         loop {
             match s.producer.poll_output() {
                 Output::Wait { until } => {
+                    debug_assert!(
+                        partial.values().all(|b| b.is_empty()),
+                        "a request left unfinished"
+                    );
                     s.wait_until_ms =
                         until.map(|t| t.saturating_duration_since(self.epoch).as_millis() as u64);
                     return;
@@ -367,13 +372,18 @@ impl KafkaModel {
                     }
                 }
                 Output::Transmit { conn, bytes } => {
-                    s.transmits = s.transmits.saturating_add(1);
-                    let frame = bytes.slice(4..);
-                    let (frame, ghost) = self.inspect_request(s, frame);
-                    if let Some(l) = s.links.get_mut(&conn) {
-                        l.to_broker.push_back((frame, ghost));
+                    // A request may come in several chunks; it is whole once its size prefix
+                    // is satisfied, and it is always whole by the end of the drain.
+                    let buf = partial.entry(conn).or_default();
+                    buf.extend_from_slice(&bytes);
+                    for frame in crate::broker::split_frames(buf) {
+                        s.transmits = s.transmits.saturating_add(1);
+                        let (frame, ghost) = self.inspect_request(s, frame);
+                        if let Some(l) = s.links.get_mut(&conn) {
+                            l.to_broker.push_back((frame, ghost));
+                        }
+                        self.check_inflight(s);
                     }
-                    self.check_inflight(s);
                 }
                 Output::Close { conn } => {
                     s.links.remove(&conn);

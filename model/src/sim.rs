@@ -37,6 +37,8 @@ pub struct Link {
     /// Requests written on this link whose response the producer has not read yet, oldest
     /// first, each with the partitions it carries (empty for requests other than Produce).
     pub outstanding: VecDeque<Vec<(String, i32)>>,
+    /// The start of a request whose remaining chunks have not been transmitted yet.
+    pub partial: BytesMut,
 }
 
 impl Link {
@@ -44,6 +46,7 @@ impl Link {
         Self {
             node,
             to_broker: BytesMut::new(),
+            partial: BytesMut::new(),
             to_client: VecDeque::new(),
             stalled: false,
             blackhole: false,
@@ -240,8 +243,11 @@ impl Sim {
             return;
         };
         let max_in_flight = self.producer.config().max_in_flight;
-        let mut buf = BytesMut::from(&bytes[..]);
-        for frame in split_frames(&mut buf) {
+        // A request may arrive in several chunks: inspect it once it is whole.
+        let link = self.links.get_mut(&conn).expect("link exists");
+        link.partial.extend_from_slice(bytes);
+        let frames = split_frames(&mut link.partial);
+        for frame in frames {
             let (key, batches) =
                 decode_request_batches(frame).expect("the producer wrote an undecodable request");
             *self.requests.entry(key).or_insert(0) += 1;

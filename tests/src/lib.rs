@@ -4,6 +4,13 @@
 //!   free 127.0.0.1 port, killed on drop. Install it with `scripts/install-tansu.sh`.
 //! - [`WireClient`] and the free functions next to it: a blocking raw Kafka wire client over
 //!   `std::net::TcpStream`, built on kprod-core's codec (`encode_request`, `decode_response`).
+//! - [`reader`]: the independent reader (librdkafka's consumer).
+//! - [`seed`]: the seed scenario and the verdict that compares kprod's reports with the log.
+
+pub mod ledger;
+pub mod proxy;
+pub mod reader;
+pub mod seed;
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -81,13 +88,27 @@ impl Tansu {
     /// If the binary is missing, or the broker exits or is not ready within 15 s (the panic
     /// message carries the tail of its log).
     pub fn start() -> Self {
+        Self::start_inner(None)
+    }
+
+    /// Starts a broker like [`Self::start`], advertising `127.0.0.1:advertised_port` in
+    /// Metadata instead of its own address: put a proxy there (see [`proxy::Proxy`]) and
+    /// every connection a client opens from metadata goes through it.
+    ///
+    /// # Panics
+    /// As [`Self::start`].
+    pub fn start_advertising(advertised_port: u16) -> Self {
+        Self::start_inner(Some(advertised_port))
+    }
+
+    fn start_inner(advertised_port: Option<u16>) -> Self {
         let binary = Self::binary();
         let mut last_failure = String::new();
         for _ in 0..START_ATTEMPTS {
             let port = free_port();
             let dir = temp_dir("tansu");
             let log = dir.join("tansu.log");
-            let child = spawn_broker(&binary, port, &log);
+            let child = spawn_broker(&binary, port, advertised_port.unwrap_or(port), &log);
             let mut tansu = Self {
                 child,
                 binary: binary.clone(),
@@ -201,8 +222,9 @@ enum Startup {
     TimedOut(String),
 }
 
-fn spawn_broker(binary: &Path, port: u16, log: &Path) -> Child {
+fn spawn_broker(binary: &Path, port: u16, advertised_port: u16, log: &Path) -> Child {
     let url = format!("tcp://127.0.0.1:{port}");
+    let advertised = format!("tcp://127.0.0.1:{advertised_port}");
     let out = std::fs::File::create(log)
         .unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
     let err = out
@@ -214,7 +236,7 @@ fn spawn_broker(binary: &Path, port: u16, log: &Path) -> Child {
             "--listener-url",
             &url,
             "--advertised-listener-url",
-            &url,
+            &advertised,
         ])
         .args(["--storage-engine", "memory://tansu/"])
         // Keep the broker hermetic: no exporter from the environment.

@@ -24,13 +24,14 @@ pub struct RequestHeader {
 impl RequestHeader {
     /// Encodes as header `version` (1 or 2).
     pub fn encode(&self, version: i16, buf: &mut BytesMut) {
-        buf.put_i16(self.api_key);
-        buf.put_i16(self.api_version);
-        buf.put_i32(self.correlation_id);
-        buf.put_nullable_string(self.client_id.as_deref(), false);
-        if version >= 2 {
-            buf.put_empty_tags();
-        }
+        encode_request_header(
+            self.api_key,
+            self.api_version,
+            self.correlation_id,
+            self.client_id.as_deref(),
+            version,
+            buf,
+        );
     }
 
     /// Decodes header `version` (1 or 2).
@@ -48,6 +49,25 @@ impl RequestHeader {
             correlation_id,
             client_id,
         })
+    }
+}
+
+/// Encodes a request header from borrowed fields (no [`RequestHeader`] needed, so nothing is
+/// allocated on the way to the wire).
+pub fn encode_request_header(
+    api_key: i16,
+    api_version: i16,
+    correlation_id: i32,
+    client_id: Option<&str>,
+    version: i16,
+    buf: &mut BytesMut,
+) {
+    buf.put_i16(api_key);
+    buf.put_i16(api_version);
+    buf.put_i32(correlation_id);
+    buf.put_nullable_string(client_id, false);
+    if version >= 2 {
+        buf.put_empty_tags();
     }
 }
 

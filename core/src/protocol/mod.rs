@@ -230,13 +230,14 @@ pub fn encode_request<R: Request>(
     let client_id_len = client_id.map_or(0, str::len);
     let mut buf = BytesMut::with_capacity(req.size_hint() + client_id_len + 16);
     buf.put_i32(0);
-    RequestHeader {
-        api_key: R::API_KEY,
-        api_version: version,
+    header::encode_request_header(
+        R::API_KEY,
+        version,
         correlation_id,
-        client_id: client_id.map(str::to_owned),
-    }
-    .encode(R::request_header_version(version), &mut buf);
+        client_id,
+        R::request_header_version(version),
+        &mut buf,
+    );
     req.encode(version, &mut buf);
     let size = (buf.len() - 4) as i32;
     buf[..4].copy_from_slice(&size.to_be_bytes());

@@ -5,6 +5,7 @@
 //! top level of the response. v11 and v12 have the same layout as v10.
 
 use bytes::{BufMut, Bytes, BytesMut};
+use smallvec::SmallVec;
 
 use super::primitives::put_tagged_field;
 use super::{api_key, DecodeError, Message, Reader, Request, VersionRange, Writer};
@@ -106,6 +107,68 @@ impl Message for ProduceRequest {
 
 impl Request for ProduceRequest {
     type Response = ProduceResponse;
+}
+
+impl ProduceRequest {
+    /// Encodes a whole request frame, like [`super::encode_request`], as a list of chunks
+    /// whose concatenation is the frame: the record batches are not copied but appear as
+    /// chunks of their own, between the framing around them. Writing the chunks in order
+    /// (vectored I/O) puts exactly the frame on the wire.
+    pub fn encode_chunks(
+        &self,
+        version: i16,
+        correlation_id: i32,
+        client_id: Option<&str>,
+    ) -> SmallVec<[Bytes; 4]> {
+        debug_assert!(Self::VERSIONS.contains(version));
+        let mut meta = BytesMut::with_capacity(64 + client_id.map_or(0, str::len));
+        meta.put_i32(0);
+        super::header::encode_request_header(
+            Self::API_KEY,
+            version,
+            correlation_id,
+            client_id,
+            Self::request_header_version(version),
+            &mut meta,
+        );
+        meta.put_nullable_string(self.transactional_id.as_deref(), true);
+        meta.put_i16(self.acks);
+        meta.put_i32(self.timeout_ms);
+        meta.put_array_len(Some(self.topic_data.len()), true);
+        // (offset in `meta` after which a batch goes, the batch)
+        let mut splits: SmallVec<[(usize, Bytes); 4]> = SmallVec::new();
+        let mut batch_bytes = 0;
+        for t in &self.topic_data {
+            meta.put_string(&t.name, true);
+            meta.put_array_len(Some(t.partition_data.len()), true);
+            for p in &t.partition_data {
+                meta.put_i32(p.index);
+                match &p.records {
+                    Some(b) => {
+                        meta.put_uvarint(b.len() as u32 + 1);
+                        splits.push((meta.len(), b.clone()));
+                        batch_bytes += b.len();
+                    }
+                    None => meta.put_uvarint(0),
+                }
+                meta.put_empty_tags();
+            }
+            meta.put_empty_tags();
+        }
+        meta.put_empty_tags();
+        let size = (meta.len() + batch_bytes - 4) as i32;
+        meta[..4].copy_from_slice(&size.to_be_bytes());
+        let meta = meta.freeze();
+        let mut chunks = SmallVec::new();
+        let mut from = 0;
+        for (at, batch) in splits {
+            chunks.push(meta.slice(from..at));
+            chunks.push(batch);
+            from = at;
+        }
+        chunks.push(meta.slice(from..));
+        chunks
+    }
 }
 
 /// Produce response.
@@ -307,5 +370,53 @@ impl Message for ProduceResponse {
             throttle_time_ms,
             node_endpoints,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunked_encoding_concatenates_to_the_plain_frame() {
+        let batch = |n: u8| Some(Bytes::from(vec![n; 70 + usize::from(n)]));
+        let req = ProduceRequest {
+            transactional_id: None,
+            acks: -1,
+            timeout_ms: 30_000,
+            topic_data: vec![
+                TopicProduceData {
+                    name: "a".into(),
+                    partition_data: vec![
+                        PartitionProduceData {
+                            index: 0,
+                            records: batch(1),
+                        },
+                        PartitionProduceData {
+                            index: 3,
+                            records: None,
+                        },
+                        PartitionProduceData {
+                            index: 5,
+                            records: batch(2),
+                        },
+                    ],
+                },
+                TopicProduceData {
+                    name: "bb".into(),
+                    partition_data: vec![PartitionProduceData {
+                        index: 1,
+                        records: batch(3),
+                    }],
+                },
+            ],
+        };
+        for v in 9..=12 {
+            let plain = super::super::encode_request(&req, v, 77, Some("kprod"));
+            let chunks = req.encode_chunks(v, 77, Some("kprod"));
+            assert_eq!(chunks.len(), 7, "three batches, four framing chunks");
+            let joined: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+            assert_eq!(joined, plain.to_vec(), "version {v}");
+        }
     }
 }

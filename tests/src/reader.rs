@@ -1,0 +1,85 @@
+//! The independent reader: librdkafka's consumer (through the `rdkafka` crate) reads back what
+//! kprod wrote, without using any kprod code, and the verdict compares it with what kprod
+//! reported.
+//!
+//! It reads every partition from the beginning until librdkafka reports the end of each
+//! partition (`enable.partition.eof`, driven by Fetch's high watermark: Tansu's ListOffsets
+//! answer is not the log end, see shared/design/peers.md).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+
+/// One record as read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadRecord {
+    /// Offset in the partition.
+    pub offset: i64,
+    /// Key.
+    pub key: Option<Vec<u8>>,
+    /// Value.
+    pub value: Option<Vec<u8>>,
+}
+
+/// Reads all of `topic`'s `partitions` from `brokers` until each partition reports its end.
+/// Fails after `timeout`.
+pub fn read_topic(
+    brokers: &str,
+    topic: &str,
+    partitions: i32,
+    timeout: Duration,
+) -> Result<BTreeMap<i32, Vec<ReadRecord>>, String> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", "kprod-verifier")
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "true")
+        .set("auto.offset.reset", "earliest")
+        .set("isolation.level", "read_uncommitted")
+        .create()
+        .map_err(|e| format!("cannot create the rdkafka consumer: {e}"))?;
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .map_err(|e| e.to_string())?;
+    }
+    consumer.assign(&tpl).map_err(|e| e.to_string())?;
+    let mut out: BTreeMap<i32, Vec<ReadRecord>> =
+        (0..partitions).map(|p| (p, Vec::new())).collect();
+    let mut at_end = vec![false; partitions as usize];
+    let deadline = Instant::now() + timeout;
+    while at_end.iter().any(|e| !e) {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "reader timed out after {timeout:?}; partitions at end: {at_end:?}; read {}",
+                out.values().map(Vec::len).sum::<usize>()
+            ));
+        }
+        match consumer.poll(Duration::from_millis(200)) {
+            None => {}
+            Some(Ok(m)) => {
+                let p = m.partition();
+                if let Some(v) = out.get_mut(&p) {
+                    v.push(ReadRecord {
+                        offset: m.offset(),
+                        key: m.key().map(<[u8]>::to_vec),
+                        value: m.payload().map(<[u8]>::to_vec),
+                    });
+                    at_end[p as usize] = false;
+                }
+            }
+            Some(Err(KafkaError::PartitionEOF(p))) => {
+                if let Some(e) = at_end.get_mut(p as usize) {
+                    *e = true;
+                }
+            }
+            Some(Err(e)) => return Err(format!("reader error: {e}")),
+        }
+    }
+    Ok(out)
+}
