@@ -635,8 +635,11 @@ impl<C: Connector> Driver<C> {
         let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
         let io_tx = self.io_tx.clone();
         let writer = tokio::spawn(async move {
-            while let Some(mut bytes) = rx.recv().await {
-                if let Err(e) = wr.write_all_buf(&mut bytes).await {
+            // A request arrives as several chunks (its record batches are not copied by the
+            // core): gather everything queued and hand it to the socket in vectored writes.
+            let mut queued: Vec<Bytes> = Vec::new();
+            while rx.recv_many(&mut queued, 256).await > 0 {
+                if let Err(e) = write_all_vectored(&mut wr, &mut queued).await {
                     debug!(conn = conn.0, error = %e, "write failed");
                     let _ = io_tx.send((conn, ReadResult::Closed)).await;
                     return;
@@ -650,4 +653,39 @@ impl<C: Connector> Driver<C> {
             buf: BytesMut::new(),
         }
     }
+}
+
+/// Writes every chunk, in order, with as few vectored writes as the socket allows; empties
+/// `chunks`.
+async fn write_all_vectored<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    chunks: &mut Vec<Bytes>,
+) -> io::Result<()> {
+    let mut first = 0;
+    while first < chunks.len() {
+        let slices: Vec<io::IoSlice<'_>> = chunks[first..]
+            .iter()
+            .take(64)
+            .map(|c| io::IoSlice::new(c))
+            .collect();
+        let mut n = w.write_vectored(&slices).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        while n > 0 {
+            let c = &mut chunks[first];
+            if n >= c.len() {
+                n -= c.len();
+                first += 1;
+            } else {
+                bytes::Buf::advance(c, n);
+                n = 0;
+            }
+        }
+        while first < chunks.len() && chunks[first].is_empty() {
+            first += 1;
+        }
+    }
+    chunks.clear();
+    Ok(())
 }
