@@ -192,11 +192,13 @@ fn metadata_flaps_keep_sequence_state() {
         },
         ..base(BrokerMode::Lenient)
     };
-    check("flaps", cfg, &[]);
+    let n = check("flaps", cfg, &[ALL_DELIVERED]);
+    assert_eq!(n, 176_306, "unique states changed");
 }
 
 #[test]
 fn gap_policies_on_a_permanent_error() {
+    let mut counts = Vec::new();
     for policy in [GapPolicy::CutPartition, GapPolicy::Fatal] {
         let cfg = ModelCfg {
             records_per_partition: 3,
@@ -213,8 +215,9 @@ fn gap_policies_on_a_permanent_error() {
             ],
             ..base(BrokerMode::StrictNeverWritten)
         };
-        check(&format!("{policy:?}"), cfg, &[ALL_DELIVERED]);
+        counts.push(check(&format!("{policy:?}"), cfg, &[ALL_DELIVERED]));
     }
+    assert_eq!(counts, [4_639, 4_418], "unique states changed");
 }
 
 /// Unique state counts, pinned.
