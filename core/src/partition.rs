@@ -471,4 +471,76 @@ mod tests {
         assert_eq!(p.batches[0].seq, Some((id, i32::MAX - 1)));
         assert_eq!(p.batches[1].seq, Some((id, 1)));
     }
+
+    fn sequenced(
+        id: ProducerIdentity,
+        bid: u64,
+        seq: i32,
+        state: BatchState,
+        now: Instant,
+    ) -> Batch {
+        let mut b = ready_batch(bid, now, &[bid]);
+        b.builder = None;
+        b.wire = Some(Bytes::from_static(b"batch"));
+        b.seq = Some((id, seq));
+        b.state = state;
+        b
+    }
+
+    /// Model counterexample (a stuck partition): the retry behind the head was due before the
+    /// head, and the earliest deadline, already past, hid the head's own deadline.
+    #[test]
+    fn the_head_retrys_backoff_is_the_deadline() {
+        let id = ProducerIdentity {
+            producer_id: 7,
+            epoch: 0,
+        };
+        let now = Instant::now();
+        let later = now + std::time::Duration::from_millis(5);
+        let mut p = Partition {
+            bound: Some(id),
+            next_seq: 2,
+            last_acked: Some((-1, -1)),
+            ..Default::default()
+        };
+        p.batches
+            .push_back(sequenced(id, 1, 0, BatchState::Retry { at: later }, now));
+        p.batches
+            .push_back(sequenced(id, 2, 1, BatchState::Retry { at: now }, now));
+        let ds: Vec<Instant> = p.deadlines(std::time::Duration::ZERO).collect();
+        assert_eq!(ds, vec![later], "the head's backoff, not the one behind it");
+    }
+
+    /// Model counterexample (a retry loop against a stale leader): after NOT_LEADER the
+    /// partition sends nothing until fresh metadata names its leader.
+    #[test]
+    fn a_stale_leader_gets_nothing_until_metadata_arrives() {
+        let id = ProducerIdentity {
+            producer_id: 7,
+            epoch: 0,
+        };
+        let now = Instant::now();
+        let mut p = Partition {
+            bound: Some(id),
+            next_seq: 1,
+            last_acked: Some((-1, -1)),
+            stale_leader: true,
+            ..Default::default()
+        };
+        p.batches
+            .push_back(sequenced(id, 1, 0, BatchState::Retry { at: now }, now));
+        let ctx = SendContext {
+            now,
+            identity: Some(id),
+            conn: ConnId(1),
+            max_in_flight: 5,
+            linger: std::time::Duration::ZERO,
+            batch_size: 1,
+            flush_upto: None,
+            max_sequence: i32::MAX,
+        };
+        assert_eq!(p.next_to_send(&ctx), None);
+        p.stale_leader = false;
+        assert_eq!(p.next_to_send(&ctx), Some(Pick { index: 0 }));
+    }
 }

@@ -294,3 +294,176 @@ fn catches_d12_resequenced_possibly_persisted_batch() {
     };
     expect_caught("D12", cfg, "S1 no duplicates");
 }
+
+// -----------------------------------------------------------------------------------------
+// Regressions: each counterexample the checker found during development, replayed step by
+// step against the current producer. Every safety property must hold on every state of the
+// path (and the path must still apply, or the regression has gone stale).
+
+fn replay_holds(name: &str, cfg: ModelCfg, path: &[&str]) {
+    use kprod_core::ConnId;
+    use kprod_model::model::Action as A;
+    let model = cfg.into_model();
+    let props = model.properties();
+    let mut s = model.init_states().pop().expect("initial state");
+    for (step, raw) in path.iter().enumerate() {
+        let raw = raw.trim();
+        let (head, arg) = raw.split_once('(').unwrap_or((raw, ""));
+        let arg = arg.trim_end_matches(')');
+        let num = |x: &str| -> u64 {
+            x.trim()
+                .trim_start_matches("ConnId(")
+                .trim_end_matches(')')
+                .parse()
+                .expect("number")
+        };
+        let action = match head {
+            "Send" => A::Send(num(arg) as i32),
+            "Process" => A::Process(ConnId(num(arg))),
+            "Deliver" => A::Deliver(ConnId(num(arg))),
+            "Disconnect" => A::Disconnect(ConnId(num(arg))),
+            "LeaderChange" => A::LeaderChange(num(arg) as i32),
+            "Tick" => A::Tick,
+            "Flap" => A::Flap,
+            "Expire" => A::Expire,
+            "Restart" => A::Restart,
+            "Inject" => {
+                let (p, k) = arg.split_once(", ").unwrap_or((arg, ""));
+                let k = match k.trim_end_matches(')') {
+                    "InvalidRecord" => Inject::InvalidRecord,
+                    "TimedOutAfterAppend" => Inject::TimedOutAfterAppend,
+                    "NotEnoughReplicas" => Inject::NotEnoughReplicas,
+                    "MessageTooLarge" => Inject::MessageTooLarge,
+                    other => panic!("{name}: unknown injection {other}"),
+                };
+                A::Inject(num(p) as i32, k)
+            }
+            other => panic!("{name}: unknown action {other}"),
+        };
+        let mut enabled = Vec::new();
+        model.actions(&s, &mut enabled);
+        assert!(
+            enabled.contains(&action),
+            "{name}: step {step} {action:?} no longer applies (enabled: {enabled:?})"
+        );
+        s = model.next_state(&s, action).expect("action applies");
+        for p in props
+            .iter()
+            .filter(|p| p.expectation == Expectation::Always)
+        {
+            assert!(
+                (p.condition)(&model, &s),
+                "{name}: '{}' fails at step {step}",
+                p.name
+            );
+        }
+    }
+}
+
+#[test]
+fn regression_fail_after_an_ambiguous_attempt_reports_possibly_persisted() {
+    // Found as an S4 violation: a batch written by the broker, its answer lost to a
+    // disconnect, then refused on retry, was reported not persisted.
+    let cfg = ModelCfg {
+        partitions: 2,
+        records_per_partition: 2,
+        budget: Budget {
+            disconnects: 1,
+            injections: 1,
+            ..Budget::default()
+        },
+        injectable: vec![
+            Inject::NotEnoughReplicas,
+            Inject::TimedOutAfterAppend,
+            Inject::InvalidRecord,
+        ],
+        ..base(BrokerMode::Lenient)
+    };
+    let path = [
+        "Send(1)",
+        "Process(ConnId(0))",
+        "Deliver(ConnId(0))",
+        "Process(ConnId(0))",
+        "Process(ConnId(0))",
+        "Deliver(ConnId(0))",
+        "Deliver(ConnId(0))",
+        "Process(ConnId(1))",
+        "Deliver(ConnId(1))",
+        "Process(ConnId(1))",
+        "Disconnect(ConnId(1))",
+        "Tick",
+        "Process(ConnId(2))",
+        "Deliver(ConnId(2))",
+        "Inject(1, InvalidRecord)",
+        "Process(ConnId(2))",
+        "Deliver(ConnId(2))",
+    ];
+    replay_holds("ambiguous then refused", cfg, &path);
+}
+
+#[test]
+fn regression_idle_expiry_on_an_old_broker_is_not_data_loss() {
+    // Found as an L4/S9 violation: UNKNOWN_PRODUCER_ID after the broker forgot an idle
+    // producer was treated as data loss.
+    let cfg = ModelCfg {
+        records_per_partition: 3,
+        budget: Budget {
+            expiries: 1,
+            restarts: 1,
+            disconnects: 1,
+            ..Budget::default()
+        },
+        ..base(BrokerMode::UnknownPidError)
+    };
+    let path = [
+        "Send(0)",
+        "Process(ConnId(0))",
+        "Deliver(ConnId(0))",
+        "Process(ConnId(0))",
+        "Process(ConnId(0))",
+        "Deliver(ConnId(0))",
+        "Deliver(ConnId(0))",
+        "Process(ConnId(1))",
+        "Deliver(ConnId(1))",
+        "Process(ConnId(1))",
+        "Deliver(ConnId(1))",
+        "Expire",
+        "Send(0)",
+        "Send(0)",
+        "Process(ConnId(1))",
+        "Deliver(ConnId(1))",
+        "Disconnect(ConnId(1))",
+        "Tick",
+        "Process(ConnId(2))",
+        "Deliver(ConnId(2))",
+        "Process(ConnId(2))",
+        "Deliver(ConnId(2))",
+        "Process(ConnId(2))",
+        "Deliver(ConnId(2))",
+    ];
+    replay_holds("idle expiry", cfg, &path);
+}
+
+#[test]
+fn regression_a_metadata_flap_does_not_fail_records() {
+    // Found as an S9 violation: a topic missing from one metadata answer failed its records.
+    let cfg = ModelCfg {
+        records_per_partition: 3,
+        budget: Budget {
+            flaps: 2,
+            ..Budget::default()
+        },
+        ..base(BrokerMode::Lenient)
+    };
+    let path = [
+        "Send(0)",
+        "Process(ConnId(0))",
+        "Deliver(ConnId(0))",
+        "Process(ConnId(0))",
+        "Deliver(ConnId(0))",
+        "Flap",
+        "Process(ConnId(0))",
+        "Deliver(ConnId(0))",
+    ];
+    replay_holds("flap", cfg, &path);
+}

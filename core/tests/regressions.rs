@@ -1,0 +1,244 @@
+//! Plain core-level regressions for the counterexamples the model checker found: the real
+//! `Producer` driven by hand, with a minimal in-process responder and hand-made error answers.
+
+#[path = "../benches/support.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kprod_core::protocol::metadata::MetadataRequest;
+use kprod_core::protocol::produce::{
+    PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse,
+};
+use kprod_core::protocol::{api_key, decode_response, encode_response, ErrorCode, Message, Reader};
+use kprod_core::{
+    ConnId, DeliveryError, Diagnostic, Event, Output, Persistence, Producer, ProducerConfig, Record,
+};
+use support::{respond, TOPIC};
+
+struct Harness {
+    p: Producer,
+    now: Instant,
+    conn: Option<ConnId>,
+    partial: BytesMut,
+    events: Vec<Event>,
+    next_offset: i64,
+}
+
+impl Harness {
+    fn new(tune: impl FnOnce(&mut ProducerConfig)) -> Self {
+        let now = Instant::now();
+        let mut cfg = ProducerConfig {
+            bootstrap_servers: vec!["bench:9092".into()],
+            linger: Duration::ZERO,
+            ..ProducerConfig::default()
+        };
+        tune(&mut cfg);
+        Self {
+            p: Producer::new(cfg, now).unwrap(),
+            now,
+            conn: None,
+            partial: BytesMut::new(),
+            events: Vec::new(),
+            next_offset: 0,
+        }
+    }
+
+    fn drain(&mut self) {
+        loop {
+            match self.p.poll_output() {
+                Output::Wait { .. } => return,
+                Output::Connect { conn, .. } => {
+                    self.conn = Some(conn);
+                    self.partial.clear();
+                    self.p.handle_connected(self.now, conn);
+                }
+                Output::Transmit { bytes, .. } => self.partial.extend_from_slice(&bytes),
+                Output::Close { .. } => self.conn = None,
+                Output::Event(e) => self.events.push(e),
+            }
+        }
+    }
+
+    /// The next whole request frame written, if any.
+    fn next_frame(&mut self) -> Option<Bytes> {
+        if self.partial.len() < 4 {
+            return None;
+        }
+        let len = 4 + i32::from_be_bytes(self.partial[..4].try_into().unwrap()) as usize;
+        (self.partial.len() >= len).then(|| self.partial.split_to(len).freeze())
+    }
+
+    fn feed(&mut self, answer: Bytes) {
+        let conn = self.conn.expect("connected");
+        let mut buf = BytesMut::from(&answer[..]);
+        self.p.handle_read(self.now, conn, &mut buf);
+        self.drain();
+    }
+
+    /// Answers every request healthily until nothing is left to answer.
+    fn answer_all(&mut self) {
+        self.drain();
+        while let Some(f) = self.next_frame() {
+            let a = respond(&f, &mut self.next_offset);
+            self.feed(a);
+        }
+    }
+
+    fn failures(&self) -> Vec<(DeliveryError, Persistence)> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Failed {
+                    error, persisted, ..
+                } => Some((error.clone(), *persisted)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn api_of(frame: &[u8]) -> (i16, i16, i32) {
+    let mut r = Reader::new(Bytes::copy_from_slice(&frame[4..]));
+    (r.i16().unwrap(), r.i16().unwrap(), r.i32().unwrap())
+}
+
+/// A Produce answer with `code` for every partition of the request `frame`.
+fn produce_error(frame: &Bytes, code: ErrorCode) -> Bytes {
+    let (key, version, corr) = api_of(frame);
+    assert_eq!(key, api_key::PRODUCE);
+    let mut r = Reader::new(frame.slice(4..));
+    kprod_core::protocol::RequestHeader::decode(2, &mut r).unwrap();
+    let req = ProduceRequest::decode_exact(version, Bytes::copy_from_slice(r.peek_rest())).unwrap();
+    let resp = ProduceResponse {
+        responses: req
+            .topic_data
+            .iter()
+            .map(|t| TopicProduceResponse {
+                name: t.name.clone(),
+                partition_responses: t
+                    .partition_data
+                    .iter()
+                    .map(|p| PartitionProduceResponse {
+                        index: p.index,
+                        error_code: code.as_i16(),
+                        base_offset: -1,
+                        log_append_time_ms: -1,
+                        log_start_offset: 0,
+                        record_errors: vec![],
+                        error_message: None,
+                        current_leader: None,
+                    })
+                    .collect(),
+            })
+            .collect(),
+        throttle_time_ms: 0,
+        node_endpoints: vec![],
+    };
+    encode_response::<ProduceRequest>(&resp, version, corr)
+}
+
+fn record(v: &str) -> Record {
+    Record::new(TOPIC, v.to_owned()).with_partition(0)
+}
+
+/// Model counterexample (S4): a batch written by the broker whose answer was lost to a
+/// disconnect, then refused on its retry, was reported not persisted.
+#[test]
+fn a_refusal_after_an_unanswered_attempt_is_possibly_persisted() {
+    let mut h = Harness::new(|_| {});
+    h.p.send(h.now, record("a")).unwrap();
+    h.answer_all();
+    assert_eq!(h.p.pending_records(), 0);
+    h.p.send(h.now, record("b")).unwrap();
+    h.drain();
+    let first = h.next_frame().expect("produce request");
+    assert_eq!(api_of(&first).0, api_key::PRODUCE);
+    // The broker appends the batch; the answer is lost.
+    let _written = respond(&first, &mut h.next_offset);
+    let conn = h.conn.unwrap();
+    h.p.handle_disconnected(h.now, conn);
+    h.now += Duration::from_secs(1);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    // Reconnect: answer the handshake, then refuse the retry.
+    loop {
+        let f = h.next_frame().expect("a request after the reconnect");
+        if api_of(&f).0 == api_key::PRODUCE {
+            h.feed(produce_error(&f, ErrorCode::InvalidRecord));
+            break;
+        }
+        let a = respond(&f, &mut h.next_offset);
+        h.feed(a);
+    }
+    assert_eq!(
+        h.failures(),
+        vec![(
+            DeliveryError::Broker(ErrorCode::InvalidRecord),
+            Persistence::PossiblyPersisted
+        )]
+    );
+}
+
+/// Model counterexample (S9): a topic missing from one metadata answer failed its records.
+#[test]
+fn a_topic_missing_from_one_metadata_answer_fails_nothing() {
+    let mut h = Harness::new(|c| c.allow_auto_topic_creation = false);
+    h.p.send(h.now, record("a")).unwrap();
+    h.drain();
+    let mut flapped = false;
+    while let Some(f) = h.next_frame() {
+        let (key, version, corr) = api_of(&f);
+        let mut a = respond(&f, &mut h.next_offset);
+        if key == api_key::METADATA && !flapped {
+            flapped = true;
+            let (_, mut m) = decode_response::<MetadataRequest>(version, a.slice(4..)).unwrap();
+            m.topics[0].error_code = ErrorCode::UnknownTopicOrPartition.as_i16();
+            m.topics[0].partitions.clear();
+            a = encode_response::<MetadataRequest>(&m, version, corr);
+        }
+        h.feed(a);
+        if flapped && h.next_frame_pending() {
+            continue;
+        }
+        // The producer retries metadata after its backoff.
+        h.now += Duration::from_millis(200);
+        h.p.handle_timeout(h.now);
+        h.drain();
+    }
+    assert!(flapped);
+    assert!(h.failures().is_empty(), "{:?}", h.failures());
+    assert_eq!(h.p.pending_records(), 0, "delivered after the flap");
+}
+
+impl Harness {
+    fn next_frame_pending(&self) -> bool {
+        self.partial.len() >= 4
+    }
+}
+
+/// Model counterexample (L4, S9): UNKNOWN_PRODUCER_ID after the broker forgot an idle
+/// producer was reported as data loss. It is benign: a new epoch, and the batch goes again.
+#[test]
+fn unknown_producer_id_after_idle_expiry_is_benign() {
+    let mut h = Harness::new(|_| {});
+    h.p.send(h.now, record("a")).unwrap();
+    h.answer_all();
+    h.p.send(h.now, record("b")).unwrap();
+    h.drain();
+    let f = h.next_frame().expect("produce");
+    h.feed(produce_error(&f, ErrorCode::UnknownProducerId));
+    h.answer_all();
+    assert!(h.failures().is_empty(), "{:?}", h.failures());
+    assert_eq!(h.p.pending_records(), 0);
+    assert!(!h
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::Diagnostic(Diagnostic::DataLoss { .. }))));
+    assert!(h
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::Diagnostic(Diagnostic::EpochBumped(_)))));
+}
