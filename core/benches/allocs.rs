@@ -7,7 +7,7 @@
 //! Run with `cargo bench -p kprod-core --bench allocs`; under `cargo test` it runs one small
 //! round as a smoke test.
 
-#[path = "support.rs"]
+#[path = "support/mod.rs"]
 mod support;
 
 use std::alloc::System;

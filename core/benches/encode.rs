@@ -8,7 +8,7 @@
 //! printed. Run with `cargo bench -p kprod-core --bench encode`; under `cargo test` it runs
 //! one small round as a smoke test.
 
-#[path = "support.rs"]
+#[path = "support/mod.rs"]
 mod support;
 
 use std::time::{Duration, Instant};

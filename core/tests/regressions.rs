@@ -1,7 +1,7 @@
 //! Plain core-level regressions for the counterexamples the model checker found: the real
 //! `Producer` driven by hand, with a minimal in-process responder and hand-made error answers.
 
-#[path = "../benches/support.rs"]
+#[path = "../benches/support/mod.rs"]
 #[allow(dead_code)]
 mod support;
 
