@@ -1,0 +1,1300 @@
+//! End-to-end throughput and CPU benchmark: kprod-tokio against librdkafka (the `rdkafka`
+//! crate), both idempotent, against one local Tansu broker in a separate process.
+//!
+//! ```text
+//! cargo run --release -p kprod-tests --bin bench-e2e -- [--messages N] [--rounds R]
+//!     [--partitions P] [--size BYTES] [--linger-ms MS] [--batch-size BYTES]
+//!     [--clients kprod,rdkafka,rdkafka-future] [--only CLIENT] [--keyless] [--wire-stats]
+//!     [--rdkafka-queue-kbytes KIB]
+//! ```
+//!
+//! Every round, each client sends the same N messages of `--size` bytes (a distinct 8-byte
+//! counter followed by filler) to a fresh topic of its own, and waits for every
+//! acknowledgement. The order of the clients alternates from round to round. Each run first
+//! creates its producer and sends one warm-up record (connection, metadata and producer id
+//! are therefore not timed), then measures:
+//!
+//! - wall time from the first send until the last acknowledgement, giving messages/s;
+//! - this process's CPU time (user + system, every thread: tokio's workers, librdkafka's
+//!   threads and the sending thread), from `utime` and `stime` in `/proc/self/stat`;
+//! - for context, the broker process's CPU time over the same interval (not counted in the
+//!   client's figure), and the CPU the rest of the machine used meanwhile (`/proc/stat`
+//!   minus both: other processes, which make the run's figures less trustworthy).
+//!
+//! Clients:
+//! - `kprod`: `ProducerHandle::enqueue` in a task on a 2-worker multi-thread tokio runtime;
+//!   the `DeliveryFuture`s are kept in send order, the completed ones at the front are taken
+//!   after every send, the rest awaited at the end. Idempotence, acks and max in-flight are
+//!   kprod's defaults (true, all, 5); `linger.ms` and `batch.size` as given.
+//! - `rdkafka`: a `ThreadedProducer` whose delivery callback counts the results in atomics;
+//!   the crate's polling thread serves the callbacks, and the sending thread (the main
+//!   thread; the tokio runtime exists but idles) only sends: on `QueueFull` it parks until
+//!   1024 more acknowledgements arrived, and at the end parks until the last one. No
+//!   per-message future or channel: the cheapest way the crate offers (see `run_rdkafka` for
+//!   why not a `BaseProducer` polled by the sender).
+//! - `rdkafka-future`: a `FutureProducer` driven like kprod (one future per message, in a
+//!   task on the same runtime). Not run unless asked for.
+//!
+//! librdkafka gets `enable.idempotence=true`, `acks=all`, `compression.type=none`,
+//! `max.in.flight.requests.per.connection=5`, the same `linger.ms` and `batch.size`,
+//! `batch.num.messages=1000000` (so that `batch.size` binds) and a 32 MiB queue (kprod's
+//! default `buffer.memory`; `--rdkafka-queue-kbytes` changes it). By default message i goes
+//! to partition i mod P on both clients; with `--keyless` each client's own partitioner for
+//! keyless records picks.
+//!
+//! With `--wire-stats` the broker advertises the port of a counting proxy inside this process,
+//! so that every connection goes through it, and the report adds, per run, the Produce
+//! requests, record batches, records per batch and bytes per batch the client sent. The
+//! proxy's threads then count as the client's CPU, and the extra hop slows both clients:
+//! that mode shows whether the two clients batch alike, not what they cost.
+//!
+//! Exit status: 0 when every message of every run was acknowledged, 1 when a run failed
+//! (a delivery error, a timeout), 2 for a usage or setup error.
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::future::Future;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::pin::Pin;
+use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kprod_core::protocol::{DecodeError, Reader};
+use kprod_core::Record;
+use kprod_tests::{Tansu, TANSU_VERSION};
+use kprod_tokio::{config_from_properties, ProducerHandle};
+use rdkafka::client::ClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::error::KafkaError;
+use rdkafka::message::DeliveryResult;
+use rdkafka::producer::{
+    BaseRecord, FutureProducer, FutureRecord, Producer as _, ProducerContext, ThreadedProducer,
+};
+use rdkafka::types::RDKafkaErrorCode;
+
+const USAGE: &str = "\
+usage: bench-e2e [--messages N] [--rounds R] [--partitions P] [--size BYTES]
+                 [--linger-ms MS] [--batch-size BYTES] [--clients LIST] [--only CLIENT]
+                 [--keyless] [--wire-stats] [--rdkafka-queue-kbytes KIB]
+
+  --messages    messages per run (default 200000)
+  --rounds      rounds; every round runs each client once (default 5)
+  --partitions  partitions of each topic (default 4)
+  --size        message value size in bytes, at least 8 (default 100)
+  --linger-ms   linger.ms for both clients (default 5)
+  --batch-size  batch.size for both clients (default 16384)
+  --clients     comma-separated: kprod, rdkafka, rdkafka-future (default kprod,rdkafka)
+  --only        one client only (for profiling), same as --clients CLIENT
+  --keyless     let each client's partitioner choose (default: message i to partition i mod P)
+  --rdkafka-queue-kbytes
+                librdkafka's queue.buffering.max.kbytes (default 32768, kprod's
+                default buffer.memory of 32 MiB)
+  --wire-stats  route the clients through an in-process counting proxy and report Produce
+                requests, batches and records per batch; its threads' CPU then counts as
+                the client's, so use this mode to compare batching, not CPU";
+
+/// The longest a single run may take before it counts as failed.
+const RUN_TIMEOUT: Duration = Duration::from_secs(300);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Client {
+    Kprod,
+    Rdkafka,
+    RdkafkaFuture,
+}
+
+impl Client {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Kprod => "kprod",
+            Self::Rdkafka => "rdkafka",
+            Self::RdkafkaFuture => "rdkafka-future",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        match s.trim() {
+            "kprod" => Some(Self::Kprod),
+            "rdkafka" => Some(Self::Rdkafka),
+            "rdkafka-future" => Some(Self::RdkafkaFuture),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Args {
+    messages: u64,
+    rounds: u32,
+    partitions: u32,
+    size: usize,
+    linger_ms: u64,
+    batch_size: u32,
+    clients: Vec<Client>,
+    keyless: bool,
+    wire_stats: bool,
+    rdkafka_queue_kbytes: u32,
+}
+
+impl Args {
+    fn parse() -> Result<Self, String> {
+        let mut a = Self {
+            messages: 200_000,
+            rounds: 5,
+            partitions: 4,
+            size: 100,
+            linger_ms: 5,
+            batch_size: 16_384,
+            clients: vec![Client::Kprod, Client::Rdkafka],
+            keyless: false,
+            wire_stats: false,
+            // kprod's default `buffer.memory` (32 MiB).
+            rdkafka_queue_kbytes: 32 * 1024,
+        };
+        let mut it = std::env::args().skip(1);
+        while let Some(flag) = it.next() {
+            if flag == "-h" || flag == "--help" {
+                return Err(String::new());
+            }
+            if flag == "--keyless" {
+                a.keyless = true;
+                continue;
+            }
+            if flag == "--wire-stats" {
+                a.wire_stats = true;
+                continue;
+            }
+            let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+            let bad = |what: &str| format!("invalid value {value:?} for {flag}: expected {what}");
+            match flag.as_str() {
+                "--messages" => {
+                    a.messages = value.parse().map_err(|_| bad("a positive integer"))?;
+                }
+                "--rounds" => a.rounds = value.parse().map_err(|_| bad("a positive integer"))?,
+                "--partitions" => {
+                    a.partitions = value.parse().map_err(|_| bad("a positive integer"))?;
+                }
+                "--size" => a.size = value.parse().map_err(|_| bad("an integer >= 8"))?,
+                "--linger-ms" => a.linger_ms = value.parse().map_err(|_| bad("milliseconds"))?,
+                "--batch-size" => a.batch_size = value.parse().map_err(|_| bad("bytes"))?,
+                "--rdkafka-queue-kbytes" => {
+                    a.rdkafka_queue_kbytes = value.parse().map_err(|_| bad("KiB"))?;
+                }
+                "--clients" | "--only" => {
+                    let list = value
+                        .split(',')
+                        .map(|s| {
+                            Client::parse(s).ok_or_else(|| bad("kprod, rdkafka or rdkafka-future"))
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    if flag == "--only" && list.len() != 1 {
+                        return Err(bad("one client"));
+                    }
+                    a.clients = list;
+                }
+                _ => return Err(format!("unknown option {flag}")),
+            }
+        }
+        if a.messages == 0 || a.rounds == 0 || a.partitions == 0 || a.clients.is_empty() {
+            return Err(
+                "--messages, --rounds, --partitions and --clients must not be zero or empty".into(),
+            );
+        }
+        if a.size < 8 {
+            return Err("--size must be at least 8".into());
+        }
+        Ok(a)
+    }
+
+    fn partition(&self, i: u64) -> Option<i32> {
+        (!self.keyless).then(|| (i % u64::from(self.partitions)) as i32)
+    }
+}
+
+/// Fills `buf` with message `i`: its number, then filler.
+fn fill(buf: &mut [u8], i: u64) {
+    buf[..8].copy_from_slice(&i.to_be_bytes());
+}
+
+fn payload(size: usize) -> Vec<u8> {
+    (0..size).map(|j| b'a' + (j % 26) as u8).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU accounting from /proc
+// ---------------------------------------------------------------------------------------------
+
+/// `utime + stime` of a process, in clock ticks, from `/proc/<pid>/stat` (fields 14 and 15).
+/// For a process (thread group) this covers every thread, live or exited.
+fn cpu_ticks(stat_path: &str) -> Result<u64, String> {
+    let text = std::fs::read_to_string(stat_path).map_err(|e| format!("{stat_path}: {e}"))?;
+    let fields = stat_fields(&text).ok_or_else(|| format!("{stat_path}: unexpected format"))?;
+    // fields[0] is field 3 (state): field k is fields[k - 3].
+    let num = |k: usize| -> Result<u64, String> {
+        fields
+            .get(k - 3)
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(|| format!("{stat_path}: field {k} missing"))
+    };
+    Ok(num(14)? + num(15)?)
+}
+
+/// The fields after the `(comm)` of a stat line (the name may hold spaces and parentheses).
+fn stat_fields(text: &str) -> Option<Vec<&str>> {
+    let close = text.rfind(')')?;
+    Some(text[close + 1..].split_whitespace().collect())
+}
+
+/// Clock ticks per second, from `getconf CLK_TCK` (100 if that fails, with a warning).
+fn clock_ticks_per_second() -> u64 {
+    let out = Command::new("getconf").arg("CLK_TCK").output();
+    match out
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .filter(|&t| t > 0)
+    {
+        Some(t) => t,
+        None => {
+            eprintln!("warning: `getconf CLK_TCK` failed; assuming 100 ticks per second");
+            100
+        }
+    }
+}
+
+/// Busy clock ticks of the whole machine (every CPU): the `cpu` line of `/proc/stat`, all
+/// but idle and iowait (guest time is already in user).
+fn machine_busy_ticks() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = text.lines().next()?.strip_prefix("cpu ")?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal ...
+    Some(v.iter().take(8).sum::<u64>() - v.get(3)? - v.get(4)?)
+}
+
+/// The broker's pid: our child process named `tansu`.
+fn find_broker_pid() -> Option<u32> {
+    let me = std::process::id().to_string();
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let comm = text
+            .find('(')
+            .zip(text.rfind(')'))
+            .map(|(a, b)| &text[a + 1..b]);
+        let ppid = stat_fields(&text).and_then(|f| f.get(1).copied());
+        if comm == Some("tansu") && ppid == Some(me.as_str()) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    at: Instant,
+    cpu: u64,
+    broker_cpu: Option<u64>,
+    machine_busy: Option<u64>,
+    wire: Option<WireStats>,
+}
+
+#[derive(Debug, Clone)]
+struct Meter {
+    ticks_per_second: u64,
+    broker_stat: Option<String>,
+    wire: Option<Arc<WireCounters>>,
+}
+
+impl Meter {
+    /// The start of a timed window: the clock is read last, so reading /proc is outside it.
+    fn start(&self) -> Sample {
+        let (cpu, broker_cpu, machine_busy, wire) = self.counters();
+        Sample {
+            at: Instant::now(),
+            cpu,
+            broker_cpu,
+            machine_busy,
+            wire,
+        }
+    }
+
+    /// The end of a timed window: the clock is read first.
+    fn end(&self) -> Sample {
+        let at = Instant::now();
+        let (cpu, broker_cpu, machine_busy, wire) = self.counters();
+        Sample {
+            at,
+            cpu,
+            broker_cpu,
+            machine_busy,
+            wire,
+        }
+    }
+
+    fn counters(&self) -> (u64, Option<u64>, Option<u64>, Option<WireStats>) {
+        let cpu = cpu_ticks("/proc/self/stat").unwrap_or_else(|e| panic!("{e}"));
+        let broker_cpu = self.broker_stat.as_deref().and_then(|p| cpu_ticks(p).ok());
+        (
+            cpu,
+            broker_cpu,
+            machine_busy_ticks(),
+            self.wire.as_deref().map(WireCounters::snapshot),
+        )
+    }
+
+    fn ticks(&self, t: u64) -> Duration {
+        Duration::from_secs_f64(t as f64 / self.ticks_per_second as f64)
+    }
+
+    fn measure(&self, start: Sample, end: Sample) -> Measured {
+        let cpu = end.cpu - start.cpu;
+        let broker_cpu = start.broker_cpu.zip(end.broker_cpu).map(|(a, b)| b - a);
+        Measured {
+            wall: end.at - start.at,
+            cpu: self.ticks(cpu),
+            broker_cpu: broker_cpu.map(|b| self.ticks(b)),
+            other_cpu: start
+                .machine_busy
+                .zip(end.machine_busy)
+                .map(|(a, b)| self.ticks((b - a).saturating_sub(cpu + broker_cpu.unwrap_or(0)))),
+            wire: start.wire.zip(end.wire).map(|(a, b)| b.minus(a)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Measured {
+    wall: Duration,
+    cpu: Duration,
+    broker_cpu: Option<Duration>,
+    /// CPU time the rest of the machine used meanwhile (other processes, interrupts).
+    other_cpu: Option<Duration>,
+    wire: Option<WireStats>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wire statistics (--wire-stats): a counting TCP proxy between the clients and the broker
+// ---------------------------------------------------------------------------------------------
+
+/// What the clients sent through the proxy, summed over connections.
+#[derive(Debug, Default)]
+struct WireCounters {
+    bytes: AtomicU64,
+    requests: AtomicU64,
+    produce_requests: AtomicU64,
+    batches: AtomicU64,
+    records: AtomicU64,
+    batch_bytes: AtomicU64,
+    unparsed: AtomicU64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct WireStats {
+    bytes: u64,
+    requests: u64,
+    produce_requests: u64,
+    batches: u64,
+    records: u64,
+    batch_bytes: u64,
+    unparsed: u64,
+}
+
+impl WireCounters {
+    fn snapshot(&self) -> WireStats {
+        let l = |a: &AtomicU64| a.load(Ordering::SeqCst);
+        WireStats {
+            bytes: l(&self.bytes),
+            requests: l(&self.requests),
+            produce_requests: l(&self.produce_requests),
+            batches: l(&self.batches),
+            records: l(&self.records),
+            batch_bytes: l(&self.batch_bytes),
+            unparsed: l(&self.unparsed),
+        }
+    }
+
+    /// Counts one request frame (without its size prefix).
+    fn count(&self, frame: &[u8]) {
+        self.bytes
+            .fetch_add(frame.len() as u64 + 4, Ordering::Relaxed);
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        if frame.len() < 2 || i16::from_be_bytes([frame[0], frame[1]]) != 0 {
+            return;
+        }
+        self.produce_requests.fetch_add(1, Ordering::Relaxed);
+        match produce_batches(frame) {
+            Ok(batches) => {
+                for (size, records) in batches {
+                    self.batches.fetch_add(1, Ordering::Relaxed);
+                    self.batch_bytes.fetch_add(size, Ordering::Relaxed);
+                    self.records.fetch_add(records, Ordering::Relaxed);
+                }
+            }
+            Err(_) => {
+                self.unparsed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl WireStats {
+    fn minus(self, o: Self) -> Self {
+        Self {
+            bytes: self.bytes - o.bytes,
+            requests: self.requests - o.requests,
+            produce_requests: self.produce_requests - o.produce_requests,
+            batches: self.batches - o.batches,
+            records: self.records - o.records,
+            batch_bytes: self.batch_bytes - o.batch_bytes,
+            unparsed: self.unparsed - o.unparsed,
+        }
+    }
+}
+
+/// The record batches of a Produce request frame (v3 and later, flexible or not): each
+/// batch's size in bytes and its record count.
+fn produce_batches(frame: &[u8]) -> Result<Vec<(u64, u64)>, DecodeError> {
+    let mut r = Reader::new(Bytes::copy_from_slice(frame));
+    let _api_key = r.i16()?;
+    let version = r.i16()?;
+    let _correlation_id = r.i32()?;
+    let _client_id = r.nullable_string(false)?;
+    let flexible = version >= 9;
+    if flexible {
+        r.skip_tagged_fields()?;
+    }
+    if version >= 3 {
+        let _transactional_id = r.nullable_string(flexible)?;
+    }
+    let _acks = r.i16()?;
+    let _timeout = r.i32()?;
+    let mut out = Vec::new();
+    for _ in 0..r.array_len(flexible)? {
+        let _topic = r.string(flexible)?;
+        for _ in 0..r.array_len(flexible)? {
+            let _partition = r.i32()?;
+            if let Some(records) = r.nullable_bytes(flexible)? {
+                let mut rest = &records[..];
+                // A v2 batch: base offset (8), length (4), ..., record count at 57..61.
+                while rest.len() >= 61 {
+                    let len = i32::from_be_bytes([rest[8], rest[9], rest[10], rest[11]]);
+                    let size = 12 + usize::try_from(len).map_err(|_| DecodeError::Truncated)?;
+                    let count = i32::from_be_bytes([rest[57], rest[58], rest[59], rest[60]]);
+                    out.push((size as u64, u64::try_from(count).unwrap_or(0)));
+                    rest = rest.get(size..).ok_or(DecodeError::Truncated)?;
+                }
+            }
+            if flexible {
+                r.skip_tagged_fields()?;
+            }
+        }
+        if flexible {
+            r.skip_tagged_fields()?;
+        }
+    }
+    Ok(out)
+}
+
+/// Forwards every connection accepted on `listener` to `upstream`, counting the requests.
+/// Plain threads, two per connection; they end with their connections.
+fn start_wire_proxy(listener: TcpListener, upstream: SocketAddr, counters: Arc<WireCounters>) {
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let counters = counters.clone();
+            std::thread::spawn(move || {
+                if let Err(e) = proxy_connection(client, upstream, &counters) {
+                    eprintln!("wire proxy: {e}");
+                }
+            });
+        }
+    });
+}
+
+fn proxy_connection(
+    client: TcpStream,
+    upstream: SocketAddr,
+    counters: &WireCounters,
+) -> std::io::Result<()> {
+    let broker = TcpStream::connect(upstream)?;
+    client.set_nodelay(true)?;
+    broker.set_nodelay(true)?;
+    let (mut down_from, mut down_to) = (broker.try_clone()?, client.try_clone()?);
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut down_from, &mut down_to);
+        let _ = down_to.shutdown(Shutdown::Both);
+        let _ = down_from.shutdown(Shutdown::Both);
+    });
+    let (mut from, mut to) = (client, broker);
+    let mut frame = Vec::new();
+    loop {
+        let mut size = [0u8; 4];
+        if from.read_exact(&mut size).is_err() {
+            break;
+        }
+        let n = usize::try_from(i32::from_be_bytes(size)).unwrap_or(0);
+        frame.resize(n, 0);
+        from.read_exact(&mut frame)?;
+        counters.count(&frame);
+        to.write_all(&size)?;
+        to.write_all(&frame)?;
+    }
+    let _ = to.shutdown(Shutdown::Both);
+    Ok(())
+}
+
+/// Acknowledgement counts of a run.
+#[derive(Debug, Default)]
+struct Tally {
+    ok: u64,
+    failed: u64,
+    first_error: Option<String>,
+}
+
+impl Tally {
+    fn record<E: std::fmt::Display>(&mut self, r: Result<(), E>) {
+        match r {
+            Ok(()) => self.ok += 1,
+            Err(e) => {
+                self.failed += 1;
+                if self.first_error.is_none() {
+                    self.first_error = Some(e.to_string());
+                }
+            }
+        }
+    }
+
+    fn check(&self, n: u64) -> Result<(), String> {
+        if self.ok == n && self.failed == 0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} of {n} acknowledged, {} failed; first error: {}",
+                self.ok,
+                self.failed,
+                self.first_error.as_deref().unwrap_or("none")
+            ))
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Futures kept in send order
+// ---------------------------------------------------------------------------------------------
+
+struct NoopWake;
+
+impl Wake for NoopWake {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// Delivery futures in send order. After every send the completed ones at the front are
+/// taken without waiting (polled with a no-op waker; a later `.await` registers the real
+/// one), so memory follows the records in flight, not N.
+struct InOrder<F> {
+    queue: VecDeque<F>,
+    waker: Waker,
+}
+
+impl<F: Future + Unpin> InOrder<F> {
+    fn new() -> Self {
+        Self {
+            queue: VecDeque::new(),
+            waker: Waker::from(Arc::new(NoopWake)),
+        }
+    }
+
+    fn push(&mut self, f: F) {
+        self.queue.push_back(f);
+    }
+
+    /// Takes the completed futures at the front.
+    fn take_ready(&mut self, mut on: impl FnMut(F::Output)) {
+        let mut cx = Context::from_waker(&self.waker);
+        while let Some(front) = self.queue.front_mut() {
+            match Pin::new(front).poll(&mut cx) {
+                Poll::Ready(out) => {
+                    self.queue.pop_front();
+                    on(out);
+                }
+                Poll::Pending => break,
+            }
+        }
+    }
+
+    /// Waits for the oldest future; `None` when there is none.
+    async fn next(&mut self) -> Option<F::Output> {
+        let f = self.queue.pop_front()?;
+        Some(f.await)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// kprod-tokio
+// ---------------------------------------------------------------------------------------------
+
+async fn run_kprod(
+    args: Arc<Args>,
+    bootstrap: String,
+    topic: String,
+    meter: Meter,
+) -> Result<Measured, String> {
+    let linger = args.linger_ms.to_string();
+    let batch = args.batch_size.to_string();
+    let config = config_from_properties(&[
+        ("bootstrap.servers", bootstrap.as_str()),
+        ("client.id", "bench-kprod"),
+        ("linger.ms", linger.as_str()),
+        ("batch.size", batch.as_str()),
+    ])
+    .map_err(|e| format!("kprod config: {e}"))?;
+    let producer = ProducerHandle::connect(config).map_err(|e| format!("kprod: {e}"))?;
+    let mut buf = payload(args.size);
+
+    // Warm-up: connection, metadata, producer id.
+    let mut warm = Record::new(topic.as_str(), Bytes::copy_from_slice(&buf));
+    warm.partition = Some(0);
+    producer
+        .send(warm)
+        .await
+        .map_err(|e| format!("kprod warm-up record: {e}"))?;
+
+    let start = meter.start();
+    let mut tally = Tally::default();
+    let mut pending = InOrder::new();
+    for i in 0..args.messages {
+        fill(&mut buf, i);
+        let mut record = Record::new(topic.as_str(), Bytes::copy_from_slice(&buf));
+        record.partition = args.partition(i);
+        match producer.enqueue(record).await {
+            Ok(f) => pending.push(f),
+            Err(e) => {
+                tally.record(Err(e));
+                break;
+            }
+        }
+        pending.take_ready(|r| tally.record(r.map(drop)));
+    }
+    while let Some(r) = pending.next().await {
+        tally.record(r.map(drop));
+    }
+    let end = meter.end();
+
+    producer.close().await;
+    tally.check(args.messages)?;
+    Ok(meter.measure(start, end))
+}
+
+// ---------------------------------------------------------------------------------------------
+// librdkafka
+// ---------------------------------------------------------------------------------------------
+
+fn rdkafka_config(args: &Args, bootstrap: &str, client_id: &str) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", bootstrap)
+        .set("client.id", client_id)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("max.in.flight.requests.per.connection", "5")
+        .set("linger.ms", args.linger_ms.to_string())
+        .set("batch.size", args.batch_size.to_string())
+        .set("batch.num.messages", "1000000")
+        .set("compression.type", "none")
+        .set(
+            "queue.buffering.max.kbytes",
+            args.rdkafka_queue_kbytes.to_string(),
+        )
+        .set("queue.buffering.max.messages", "10000000");
+    c
+}
+
+/// Counts delivery reports, and wakes the sending thread once `wake_at` reports arrived.
+struct Counting {
+    done: AtomicU64,
+    failed: AtomicU64,
+    first_error: Mutex<Option<String>>,
+    wake_at: AtomicU64,
+    sender: std::thread::Thread,
+}
+
+impl Counting {
+    fn new() -> Self {
+        Self {
+            done: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            first_error: Mutex::new(None),
+            wake_at: AtomicU64::new(u64::MAX),
+            sender: std::thread::current(),
+        }
+    }
+
+    fn done(&self) -> u64 {
+        self.done.load(Ordering::SeqCst)
+    }
+
+    /// Parks the sending thread until `n` reports arrived or `deadline` passed; true if they
+    /// arrived.
+    fn wait_for(&self, n: u64, deadline: Instant) -> bool {
+        self.wake_at.store(n, Ordering::SeqCst);
+        let arrived = loop {
+            if self.done() >= n {
+                break true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break false;
+            }
+            std::thread::park_timeout((deadline - now).min(Duration::from_millis(10)));
+        };
+        self.wake_at.store(u64::MAX, Ordering::SeqCst);
+        arrived
+    }
+
+    /// Takes the counts so far and starts again from zero.
+    fn take(&self) -> Tally {
+        let done = self.done.swap(0, Ordering::SeqCst);
+        let failed = self.failed.swap(0, Ordering::SeqCst);
+        Tally {
+            ok: done - failed,
+            failed,
+            first_error: self
+                .first_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        }
+    }
+}
+
+impl ClientContext for Counting {}
+
+impl ProducerContext for Counting {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, r: &DeliveryResult<'_>, _: ()) {
+        if let Err((e, _)) = r {
+            let mut first = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
+            first.get_or_insert_with(|| e.to_string());
+            self.failed.fetch_add(1, Ordering::SeqCst);
+        }
+        let done = self.done.fetch_add(1, Ordering::SeqCst) + 1;
+        if done >= self.wake_at.load(Ordering::SeqCst) {
+            self.sender.unpark();
+        }
+    }
+}
+
+/// How many acknowledgements the rdkafka sender waits for when librdkafka's queue is full.
+const QUEUE_FULL_WAIT: u64 = 1024;
+
+/// librdkafka through a `ThreadedProducer`: the crate's polling thread serves the delivery
+/// reports (blocking in `rd_kafka_queue_poll`), the calling thread only sends.
+///
+/// Not a `BaseProducer` polled by the sending thread: the crate's `poll(timeout)` keeps
+/// polling until the whole timeout elapsed and rounds the remainder down to whole
+/// milliseconds, so every call busy-spins for up to 1 ms after its first event; polled in a
+/// loop that spin inflated librdkafka's CPU time. The polling thread calls `poll(100 ms)`,
+/// so it spins at most ~1% of the time.
+fn run_rdkafka(
+    args: &Args,
+    bootstrap: &str,
+    topic: &str,
+    meter: &Meter,
+) -> Result<Measured, String> {
+    let producer: ThreadedProducer<Counting> = rdkafka_config(args, bootstrap, "bench-rdkafka")
+        .create_with_context(Counting::new())
+        .map_err(|e| format!("rdkafka: {e}"))?;
+    let ctx = producer.context().clone();
+    let mut buf = payload(args.size);
+    let deadline = Instant::now() + RUN_TIMEOUT;
+
+    // Warm-up: connection, metadata, producer id.
+    producer
+        .send(
+            BaseRecord::<(), [u8]>::to(topic)
+                .payload(&buf[..])
+                .partition(0),
+        )
+        .map_err(|(e, _)| format!("rdkafka warm-up record: {e}"))?;
+    if !ctx.wait_for(1, deadline) {
+        return Err("rdkafka warm-up record: no acknowledgement".into());
+    }
+    ctx.take()
+        .check(1)
+        .map_err(|e| format!("rdkafka warm-up record: {e}"))?;
+
+    let start = meter.start();
+    let mut refused = Tally::default();
+    'send: for i in 0..args.messages {
+        fill(&mut buf, i);
+        let mut record = BaseRecord::<(), [u8]>::to(topic).payload(&buf[..]);
+        record.partition = args.partition(i);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                    record = r;
+                    if Instant::now() > deadline {
+                        refused.record(Err("queue full until the run timed out"));
+                        break 'send;
+                    }
+                    // Park until some acknowledgements freed space (`i` were sent).
+                    let wait = (ctx.done() + QUEUE_FULL_WAIT).min(i);
+                    ctx.wait_for(wait, deadline);
+                }
+                Err((e, _)) => {
+                    refused.record(Err(e));
+                    break 'send;
+                }
+            }
+        }
+    }
+    if refused.failed == 0 {
+        ctx.wait_for(args.messages, deadline);
+    }
+    let end = meter.end();
+
+    let mut tally = ctx.take();
+    tally.failed += refused.failed;
+    tally.first_error = refused.first_error.or(tally.first_error);
+    drop(producer);
+    tally.check(args.messages)?;
+    Ok(meter.measure(start, end))
+}
+
+async fn run_rdkafka_future(
+    args: Arc<Args>,
+    bootstrap: String,
+    topic: String,
+    meter: Meter,
+) -> Result<Measured, String> {
+    let producer: FutureProducer = rdkafka_config(&args, &bootstrap, "bench-rdkafka-future")
+        .create()
+        .map_err(|e| format!("rdkafka: {e}"))?;
+    let mut buf = payload(args.size);
+
+    let warm = FutureRecord::<(), [u8]>::to(&topic)
+        .payload(&buf[..])
+        .partition(0);
+    match producer.send_result(warm) {
+        Ok(f) => match f.await {
+            Ok(Ok(_)) => {}
+            Ok(Err((e, _))) => return Err(format!("rdkafka warm-up record: {e}")),
+            Err(_) => return Err("rdkafka warm-up record: canceled".into()),
+        },
+        Err((e, _)) => return Err(format!("rdkafka warm-up record: {e}")),
+    }
+
+    let start = meter.start();
+    let mut tally = Tally::default();
+    let mut pending = InOrder::new();
+    let settle =
+        |tally: &mut Tally,
+         r: Result<rdkafka::producer::future_producer::OwnedDeliveryResult, _>| {
+            tally.record(match r {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err((e, _))) => Err(e.to_string()),
+                Err(_) => Err("delivery future canceled".to_owned()),
+            });
+        };
+    'send: for i in 0..args.messages {
+        fill(&mut buf, i);
+        let mut record = FutureRecord::<(), [u8]>::to(&topic).payload(&buf[..]);
+        record.partition = args.partition(i);
+        loop {
+            match producer.send_result(record) {
+                Ok(f) => {
+                    pending.push(f);
+                    break;
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                    record = r;
+                    match pending.next().await {
+                        Some(out) => settle(&mut tally, out),
+                        None => tokio::time::sleep(Duration::from_millis(1)).await,
+                    }
+                }
+                Err((e, _)) => {
+                    tally.record(Err(e));
+                    break 'send;
+                }
+            }
+        }
+        pending.take_ready(|r| settle(&mut tally, r));
+    }
+    while let Some(r) = pending.next().await {
+        settle(&mut tally, r);
+    }
+    let end = meter.end();
+
+    drop(producer);
+    tally.check(args.messages)?;
+    Ok(meter.measure(start, end))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Driver and report
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    round: u32,
+    client: Client,
+    m: Measured,
+}
+
+impl Run {
+    fn rate(&self, n: u64) -> f64 {
+        n as f64 / self.m.wall.as_secs_f64()
+    }
+
+    fn cpu_us(&self, n: u64) -> f64 {
+        self.m.cpu.as_secs_f64() * 1e6 / n as f64
+    }
+
+    fn broker_us(&self, n: u64) -> Option<f64> {
+        self.m.broker_cpu.map(|c| c.as_secs_f64() * 1e6 / n as f64)
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// `VmHWM` from /proc/self/status.
+fn peak_rss() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:").map(|v| v.trim().to_owned()))
+        })
+        .unwrap_or_else(|| "?".into())
+}
+
+fn run_one(
+    rt: &tokio::runtime::Runtime,
+    args: &Arc<Args>,
+    client: Client,
+    bootstrap: &str,
+    topic: &str,
+    meter: &Meter,
+) -> Result<Measured, String> {
+    let (args2, b, t, m) = (
+        args.clone(),
+        bootstrap.to_owned(),
+        topic.to_owned(),
+        meter.clone(),
+    );
+    let task = match client {
+        Client::Kprod => rt.spawn(run_kprod(args2, b, t, m)),
+        Client::RdkafkaFuture => rt.spawn(run_rdkafka_future(args2, b, t, m)),
+        Client::Rdkafka => return run_rdkafka(args, bootstrap, topic, meter),
+    };
+    // The watchdog waits on the main thread, outside the task: no timer in the task's polls.
+    rt.block_on(async {
+        tokio::select! {
+            r = task => r.map_err(|e| format!("{} task: {e}", client.name()))?,
+            () = tokio::time::sleep(RUN_TIMEOUT) => {
+                Err(format!("{} run timed out after {RUN_TIMEOUT:?}", client.name()))
+            }
+        }
+    })
+}
+
+fn report(args: &Args, runs: &[Run]) -> String {
+    let n = args.messages;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\n{:>5}  {:<15} {:>9} {:>12} {:>9} {:>12} {:>16} {:>12}",
+        "round", "client", "wall s", "msgs/s", "CPU s", "CPU µs/msg", "broker µs/msg", "other load"
+    );
+    for r in runs {
+        let _ = writeln!(
+            out,
+            "{:>5}  {:<15} {:>9.3} {:>12.0} {:>9.2} {:>12.3} {:>16} {:>12}",
+            r.round,
+            r.client.name(),
+            r.m.wall.as_secs_f64(),
+            r.rate(n),
+            r.m.cpu.as_secs_f64(),
+            r.cpu_us(n),
+            r.broker_us(n).map_or("?".into(), |b| format!("{b:.3}")),
+            r.m.other_cpu.map_or("?".into(), |o| format!(
+                "{:.2} CPUs",
+                o.as_secs_f64() / r.m.wall.as_secs_f64()
+            )),
+        );
+    }
+    if runs.iter().any(|r| r.m.other_cpu.is_some()) {
+        let _ = writeln!(
+            out,
+            "(other load: CPUs the rest of the machine kept busy on average during the run, from /proc/stat)"
+        );
+    }
+
+    if runs.iter().any(|r| r.m.wire.is_some()) {
+        let _ = writeln!(
+            out,
+            "\nwire (client to broker, timed window only):\n{:>5}  {:<15} {:>9} {:>9} {:>10} {:>12} {:>12} {:>11} {:>9}",
+            "round", "client", "requests", "produce", "batches", "records", "recs/batch", "B/batch", "B/record"
+        );
+        for r in runs {
+            let Some(w) = r.m.wire else { continue };
+            let per = |a: u64, b: u64| {
+                if b == 0 {
+                    f64::NAN
+                } else {
+                    a as f64 / b as f64
+                }
+            };
+            let _ = writeln!(
+                out,
+                "{:>5}  {:<15} {:>9} {:>9} {:>10} {:>12} {:>12.1} {:>11.0} {:>9.1}{}",
+                r.round,
+                r.client.name(),
+                w.requests,
+                w.produce_requests,
+                w.batches,
+                w.records,
+                per(w.records, w.batches),
+                per(w.batch_bytes, w.batches),
+                per(w.batch_bytes, w.records),
+                if w.unparsed > 0 {
+                    format!("  ({} Produce requests not parsed)", w.unparsed)
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+
+    let _ = writeln!(out, "\nmedians over {} rounds:", args.rounds);
+    let _ = writeln!(
+        out,
+        "{:<15} {:>12} {:>12} {:>16}",
+        "client", "msgs/s", "CPU µs/msg", "broker µs/msg"
+    );
+    let mut medians = Vec::new();
+    for &c in &args.clients {
+        let mine: Vec<&Run> = runs.iter().filter(|r| r.client == c).collect();
+        let rate = median(mine.iter().map(|r| r.rate(n)).collect());
+        let cpu = median(mine.iter().map(|r| r.cpu_us(n)).collect());
+        let broker: Vec<f64> = mine.iter().filter_map(|r| r.broker_us(n)).collect();
+        let broker = (!broker.is_empty()).then(|| median(broker));
+        let _ = writeln!(
+            out,
+            "{:<15} {:>12.0} {:>12.3} {:>16}",
+            c.name(),
+            rate,
+            cpu,
+            broker.map_or("?".into(), |b| format!("{b:.3}"))
+        );
+        medians.push((c, rate, cpu));
+    }
+
+    let kprod = medians.iter().find(|m| m.0 == Client::Kprod).copied();
+    for &(c, rate, cpu) in medians.iter().filter(|m| m.0 != Client::Kprod) {
+        let Some((_, k_rate, k_cpu)) = kprod else {
+            break;
+        };
+        let _ = writeln!(
+            out,
+            "\nkprod/{name} (medians): throughput {:.2}x, CPU per message {:.2}x",
+            k_rate / rate,
+            k_cpu / cpu,
+            name = c.name()
+        );
+        let _ = writeln!(out, "per-round ratios kprod/{}:", c.name());
+        let mut rate_ratios = Vec::new();
+        let mut cpu_ratios = Vec::new();
+        for round in 1..=args.rounds {
+            let find = |cl| runs.iter().find(|r| r.round == round && r.client == cl);
+            if let (Some(k), Some(o)) = (find(Client::Kprod), find(c)) {
+                let (rr, cr) = (k.rate(n) / o.rate(n), k.cpu_us(n) / o.cpu_us(n));
+                rate_ratios.push(rr);
+                cpu_ratios.push(cr);
+                let _ = writeln!(
+                    out,
+                    "  round {round}: throughput {rr:.2}x, CPU per message {cr:.2}x"
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "  median of per-round ratios: throughput {:.2}x, CPU per message {:.2}x",
+            median(rate_ratios),
+            median(cpu_ratios)
+        );
+    }
+    out
+}
+
+fn main() -> ExitCode {
+    let args = match Args::parse() {
+        Ok(a) => Arc::new(a),
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("bench-e2e: {e}");
+            }
+            eprintln!("{USAGE}");
+            return if e.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(2)
+            };
+        }
+    };
+
+    let ticks_per_second = clock_ticks_per_second();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!(
+        "bench-e2e: {} messages x {} bytes per run, {} rounds, {} partitions ({}), linger.ms={}, batch.size={}",
+        args.messages,
+        args.size,
+        args.rounds,
+        args.partitions,
+        if args.keyless {
+            "each client's keyless partitioner"
+        } else {
+            "message i to partition i mod P"
+        },
+        args.linger_ms,
+        args.batch_size
+    );
+    println!(
+        "clients: {}; tokio multi-thread runtime, 2 workers; CLK_TCK={ticks_per_second}; {cores} CPUs; load average at start {}",
+        args.clients.iter().map(|c| c.name()).collect::<Vec<_>>().join(", "),
+        loadavg()
+    );
+    println!(
+        "librdkafka {}; Tansu {TANSU_VERSION} (in-memory storage, separate process)",
+        rdkafka::util::get_rdkafka_version().1
+    );
+
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("bench-e2e: cannot build the tokio runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+
+    let (tansu, bootstrap, wire) = if args.wire_stats {
+        let listener = match TcpListener::bind("127.0.0.1:0") {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("bench-e2e: cannot bind the wire proxy: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let port = listener.local_addr().map_or(0, |a| a.port());
+        let tansu = Tansu::start_advertising(port);
+        let counters = Arc::new(WireCounters::default());
+        start_wire_proxy(listener, tansu.addr(), counters.clone());
+        println!("--wire-stats: clients go through a counting proxy on 127.0.0.1:{port}; CPU and throughput include it");
+        (tansu, format!("127.0.0.1:{port}"), Some(counters))
+    } else {
+        let tansu = Tansu::start();
+        let bootstrap = tansu.addr().to_string();
+        (tansu, bootstrap, None)
+    };
+    let broker_pid = find_broker_pid();
+    if broker_pid.is_none() {
+        eprintln!("warning: broker process not found; its CPU is not reported");
+    }
+    let meter = Meter {
+        ticks_per_second,
+        broker_stat: broker_pid.map(|p| format!("/proc/{p}/stat")),
+        wire,
+    };
+    println!(
+        "broker at {} (pid {})",
+        tansu.addr(),
+        broker_pid.map_or("?".into(), |p| p.to_string())
+    );
+
+    // Topics up front: one per client per round.
+    let topic = |round: u32, c: Client| format!("bench-{}-r{round}", c.name());
+    for round in 1..=args.rounds {
+        for &c in &args.clients {
+            tansu.create_topic(&topic(round, c), args.partitions);
+        }
+    }
+
+    let mut runs = Vec::new();
+    for round in 1..=args.rounds {
+        // Alternate the order: rotate the client list by the round number.
+        let k = args.clients.len();
+        let order: Vec<Client> = (0..k)
+            .map(|j| args.clients[(j + round as usize - 1) % k])
+            .collect();
+        for c in order {
+            let t = topic(round, c);
+            match run_one(&rt, &args, c, &bootstrap, &t, &meter) {
+                Ok(m) => {
+                    let run = Run {
+                        round,
+                        client: c,
+                        m,
+                    };
+                    println!(
+                        "round {round} {:<15} {:>8.3} s {:>10.0} msgs/s {:>8.3} CPU µs/msg",
+                        c.name(),
+                        m.wall.as_secs_f64(),
+                        run.rate(args.messages),
+                        run.cpu_us(args.messages)
+                    );
+                    runs.push(run);
+                }
+                Err(e) => {
+                    eprintln!("bench-e2e: round {round}, {}: FAILED: {e}", c.name());
+                    print!("{}", report(&args, &runs));
+                    return ExitCode::from(1);
+                }
+            }
+        }
+    }
+
+    print!("{}", report(&args, &runs));
+    println!(
+        "\nload average at end {}; this process's peak RSS {}",
+        loadavg(),
+        peak_rss()
+    );
+    drop(tansu);
+    ExitCode::SUCCESS
+}
