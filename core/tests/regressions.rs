@@ -242,3 +242,39 @@ fn unknown_producer_id_after_idle_expiry_is_benign() {
         .iter()
         .any(|e| matches!(e, Event::Diagnostic(Diagnostic::EpochBumped(_)))));
 }
+
+/// KIP-511: a broker that does not speak our ApiVersions version answers at v0 with
+/// UNSUPPORTED_VERSION and its own range; the producer retries at the highest common version
+/// and goes on to produce.
+#[test]
+fn api_versions_falls_back_to_the_brokers_highest_version() {
+    use kprod_core::protocol::api_versions::{ApiVersion, ApiVersionsRequest, ApiVersionsResponse};
+    let mut h = Harness::new(|_| {});
+    h.p.send(h.now, record("a")).unwrap();
+    h.drain();
+    let f = h.next_frame().expect("ApiVersions");
+    let (key, version, corr) = api_of(&f);
+    assert_eq!((key, version), (api_key::API_VERSIONS, 3));
+    let refusal = ApiVersionsResponse {
+        error_code: ErrorCode::UnsupportedVersion.as_i16(),
+        api_keys: vec![ApiVersion {
+            api_key: api_key::API_VERSIONS,
+            min_version: 0,
+            max_version: 2,
+        }],
+        throttle_time_ms: 0,
+    };
+    h.feed(encode_response::<ApiVersionsRequest>(&refusal, 0, corr));
+    let again = h.next_frame().expect("a second ApiVersions");
+    assert_eq!(api_of(&again).0, api_key::API_VERSIONS);
+    assert_eq!(
+        api_of(&again).1,
+        2,
+        "retried at the broker's highest version"
+    );
+    let a = respond(&again, &mut h.next_offset);
+    h.feed(a);
+    h.answer_all();
+    assert_eq!(h.p.pending_records(), 0, "produced after the fallback");
+    assert!(h.failures().is_empty());
+}
