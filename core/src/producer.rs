@@ -571,6 +571,18 @@ impl Producer {
             }
         }
         let failed = c.state != ConnState::Ready || reason == "connect failed";
+        if let (Target::Node(n), true) = (c.target, failed) {
+            // A leader that cannot be reached may no longer lead: ask who does (the Java
+            // client refreshes metadata on every failed connect).
+            let leads_something = self
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter())
+                .any(|p| p.leader == Some(n) && !p.batches.is_empty());
+            if leads_something {
+                self.metadata.needed = true;
+            }
+        }
         let b = self.backoff.entry(c.target).or_insert(Backoff {
             until: self.now,
             failures: 0,
@@ -1287,8 +1299,20 @@ impl Producer {
         let decoded = decode_response::<ApiVersionsRequest>(version, frame.clone())
             .ok()
             .filter(|(_, r)| r.error_code == 0)
-            .or_else(|| decode_response::<ApiVersionsRequest>(0, frame).ok());
-        let (_, resp): (_, ApiVersionsResponse) = decoded.ok_or("bad ApiVersions response")?;
+            .or_else(|| decode_response::<ApiVersionsRequest>(0, frame.clone()).ok());
+        let Some((_, resp)) = decoded else {
+            // KIP-511 says an unsupported version is answered at v0 with the broker's range;
+            // a broker whose answer cannot be read at all but whose error code (the first
+            // field after the v0 header) says UNSUPPORTED_VERSION gets asked again at v0,
+            // which every broker speaks (librdkafka's mock cluster answers v3 this way).
+            let code = frame.get(4..6).map(|b| i16::from_be_bytes([b[0], b[1]]));
+            if code == Some(ErrorCode::UnsupportedVersion.as_i16()) && version > 0 {
+                self.send_api_versions(conn, 0);
+                return Ok(());
+            }
+            return Err("bad ApiVersions response");
+        };
+        let resp: ApiVersionsResponse = resp;
         let code = ErrorCode::from_i16(resp.error_code);
         if code == ErrorCode::UnsupportedVersion {
             // KIP-511: retry at the highest version both sides support.
@@ -1399,21 +1423,20 @@ impl Producer {
             }
             let topic = &mut self.topics[ti];
             topic.missing = None;
-            let count = t
-                .partitions
-                .iter()
-                .map(|p| p.partition_index + 1)
-                .max()
-                .unwrap_or(0)
-                .max(0) as usize;
+            // A topic's partitions are numbered 0..n and a response lists all n of them: an
+            // index at or beyond the number listed is corrupt and is ignored, so a hostile
+            // index cannot make the producer allocate (or overflow computing) a huge table.
+            let count = t.partitions.len();
             if count > topic.partitions.len() {
                 topic.partitions.resize_with(count, Partition::default);
             }
             for mp in &t.partitions {
                 let Some(p) = usize::try_from(mp.partition_index)
                     .ok()
+                    .filter(|i| *i < count)
                     .and_then(|i| topic.partitions.get_mut(i))
                 else {
+                    incomplete = true;
                     continue;
                 };
                 if mp.leader_epoch >= 0 && mp.leader_epoch < p.leader_epoch {
@@ -1426,6 +1449,11 @@ impl Producer {
                 if p.leader.is_none() {
                     incomplete = true;
                 }
+            }
+            // A partition the response left out (or left leaderless) is retried after the
+            // backoff, not at once.
+            if topic.partitions.iter().any(|p| p.leader.is_none()) {
+                incomplete = true;
             }
             self.route_pending(ti);
         }
@@ -1489,7 +1517,15 @@ impl Producer {
             }
         }
         match code {
-            ErrorCode::None => self.ack_batch(ti, pi, i, Some(pr.base_offset)),
+            ErrorCode::None => {
+                let count = i64::from(self.topics[ti].partitions[pi].batches[i].count());
+                if pr.base_offset < 0 || pr.base_offset.checked_add(count).is_none() {
+                    // A success with an impossible offset is corrupt: its truth is unknown.
+                    self.retry_batch(r, ErrorCode::CorruptMessage, true);
+                } else {
+                    self.ack_batch(ti, pi, i, Some(pr.base_offset));
+                }
+            }
             ErrorCode::DuplicateSequenceNumber => self.ack_batch(ti, pi, i, None),
             ErrorCode::OutOfOrderSequenceNumber | ErrorCode::UnknownProducerId => {
                 self.on_out_of_order(ti, pi, i, code, pr.log_start_offset)

@@ -6,7 +6,12 @@
 //!   `std::net::TcpStream`, built on kprod-core's codec (`encode_request`, `decode_response`).
 //! - [`reader`]: the independent reader (librdkafka's consumer).
 //! - [`seed`]: the seed scenario and the verdict that compares kprod's reports with the log.
+//! - [`proxy`]: a TCP fault proxy (cut, delay, blackhole, truncate, corrupt, refuse) between a
+//!   client and a broker; [`Tansu::start_advertising`] puts it in the broker's metadata.
+//! - [`ledger`]: what a fault scenario sent and what kprod reported, checked against the log.
+//! - [`fuzz`]: the seeded fuzzer of kprod-core's decoders and whole producer.
 
+pub mod fuzz;
 pub mod ledger;
 pub mod proxy;
 pub mod reader;

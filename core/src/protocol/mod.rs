@@ -255,8 +255,8 @@ pub fn encode_response<R: Request>(resp: &R::Response, version: i16, correlation
     buf.freeze()
 }
 
-/// Decodes the body of a response frame (size prefix already removed) whose correlation id
-/// was already matched to `R` at `version`.
+/// Decodes a response frame (size prefix already removed) whose correlation id was already
+/// matched to `R` at `version`. Trailing bytes after the body are ignored.
 pub fn decode_response<R: Request>(
     version: i16,
     frame: Bytes,
@@ -264,8 +264,10 @@ pub fn decode_response<R: Request>(
     R::Response::check_version(version)?;
     let mut r = Reader::new(frame);
     let header = ResponseHeader::decode(R::response_header_version(version), &mut r)?;
+    // Bytes after the body are ignored, as the Java client and librdkafka do: the frame size
+    // already delimits the message, and peers exist that append a byte (librdkafka's mock
+    // cluster ends every Metadata v9+ response with a second tagged-field section).
     let body = R::Response::decode(version, &mut r)?;
-    r.expect_end()?;
     Ok((header, body))
 }
 

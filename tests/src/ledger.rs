@@ -1,0 +1,439 @@
+//! What a fault scenario sent and what kprod reported, checked against the log the independent
+//! reader ([`crate::reader`]) found.
+//!
+//! A [`Ledger`] sends records with explicit partitions and unique values
+//! (`TOPIC/PARTITION/INDEX`, the index counting every record of the ledger in send order), keeps
+//! each record's [`DeliveryFuture`], resolves them all within a bound, and then
+//! [`Ledger::check`] asserts, per partition:
+//!
+//! - every record in the log is one the ledger sent, to that partition;
+//! - no record is in the log twice;
+//! - the log keeps send order;
+//! - a record acknowledged with an offset is at that offset; one acknowledged without an
+//!   offset (Tansu's DUPLICATE_SEQUENCE_NUMBER) is present;
+//! - a record that failed `NotPersisted` is absent (`PossiblyPersisted` allows both).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use kprod_core::{Persistence, Record};
+use kprod_tokio::{Delivery, DeliveryError, DeliveryFuture, ErrorKind, ProducerHandle};
+
+use crate::reader::{read_topic, ReadRecord};
+
+/// One record of a ledger.
+#[derive(Debug)]
+pub struct Entry {
+    /// Partition it was sent to.
+    pub partition: i32,
+    /// Its value.
+    pub value: Vec<u8>,
+    /// Its outcome, once resolved.
+    pub outcome: Option<Result<Delivery, DeliveryError>>,
+}
+
+/// Counts of outcomes and of what the log holds, for scenario-specific assertions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Records sent.
+    pub sent: usize,
+    /// Acknowledged with an offset.
+    pub delivered: usize,
+    /// Acknowledged without an offset (DUPLICATE_SEQUENCE_NUMBER).
+    pub delivered_without_offset: usize,
+    /// Failed, reported not persisted.
+    pub failed_not_persisted: usize,
+    /// Failed, reported possibly persisted.
+    pub failed_possibly_persisted: usize,
+    /// Of the possibly persisted failures, how many are in the log.
+    pub possibly_persisted_present: usize,
+    /// Records of this ledger in the log.
+    pub in_log: usize,
+    /// Records found in a partition after a record sent later (only counted by
+    /// [`Ledger::check_ignoring_order`]; [`Ledger::check`] fails on them).
+    pub out_of_order: usize,
+}
+
+impl Summary {
+    /// Every record was acknowledged.
+    pub fn all_delivered(&self) -> bool {
+        self.delivered + self.delivered_without_offset == self.sent
+    }
+
+    /// Records that failed.
+    pub fn failed(&self) -> usize {
+        self.failed_not_persisted + self.failed_possibly_persisted
+    }
+}
+
+/// Records sent to one topic, their futures and outcomes.
+#[derive(Debug)]
+pub struct Ledger {
+    topic: String,
+    partitions: i32,
+    entries: Vec<Entry>,
+    futures: Vec<(usize, DeliveryFuture)>,
+}
+
+impl Ledger {
+    /// An empty ledger for `topic` with `partitions` partitions.
+    pub fn new(topic: &str, partitions: i32) -> Self {
+        Self {
+            topic: topic.to_owned(),
+            partitions,
+            entries: Vec::new(),
+            futures: Vec::new(),
+        }
+    }
+
+    /// The topic.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The records, in send order.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// The record the next [`Self::enqueue`] to `partition` would send.
+    pub fn next_record(&self, partition: i32) -> Record {
+        let value = format!("{}/{partition}/{:06}", self.topic, self.entries.len());
+        Record::new(self.topic.clone(), value.into_bytes())
+            .with_partition(partition)
+            .with_key(format!("k{}", self.entries.len()).into_bytes())
+    }
+
+    /// Enqueues the next record for `partition` and keeps its future.
+    ///
+    /// # Panics
+    /// If the producer refuses it.
+    pub async fn enqueue(&mut self, producer: &ProducerHandle, partition: i32) -> usize {
+        let record = self.next_record(partition);
+        let value = record.value.clone().expect("value").to_vec();
+        let fut = producer
+            .enqueue(record)
+            .await
+            .unwrap_or_else(|e| panic!("record for partition {partition} refused: {e}"));
+        let i = self.entries.len();
+        self.entries.push(Entry {
+            partition,
+            value,
+            outcome: None,
+        });
+        self.futures.push((i, fut));
+        i
+    }
+
+    /// Enqueues `n` records, round robin over the partitions.
+    pub async fn enqueue_n(&mut self, producer: &ProducerHandle, n: usize) {
+        for k in 0..n {
+            self.enqueue(producer, (k as i32) % self.partitions).await;
+        }
+    }
+
+    /// Awaits every outstanding future, all within `timeout`.
+    ///
+    /// # Panics
+    /// If a record has not resolved by then.
+    pub async fn resolve(&mut self, timeout: Duration) {
+        self.resolve_partitions(timeout, |_| true).await;
+    }
+
+    /// Awaits the outstanding futures of the partitions `which` selects, all within `timeout`.
+    ///
+    /// # Panics
+    /// If one of those records has not resolved by then.
+    pub async fn resolve_partitions(&mut self, timeout: Duration, which: impl Fn(i32) -> bool) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.futures)
+            .into_iter()
+            .partition(|(i, _)| which(self.entries[*i].partition));
+        self.futures = later;
+        for (i, fut) in now {
+            match tokio::time::timeout_at(deadline, fut).await {
+                Ok(outcome) => self.entries[i].outcome = Some(outcome),
+                Err(_) => panic!(
+                    "record {i} ({}) did not resolve within {timeout:?}",
+                    String::from_utf8_lossy(&self.entries[i].value)
+                ),
+            }
+        }
+    }
+
+    /// Counts the outcomes (without the log).
+    pub fn outcomes(&self) -> Summary {
+        self.outcomes_of(|_| true)
+    }
+
+    /// Counts the outcomes of the records of the partitions `which` selects.
+    pub fn outcomes_of(&self, which: impl Fn(i32) -> bool) -> Summary {
+        let entries: Vec<&Entry> = self.entries.iter().filter(|e| which(e.partition)).collect();
+        let mut s = Summary {
+            sent: entries.len(),
+            ..Summary::default()
+        };
+        for e in entries {
+            match &e.outcome {
+                Some(Ok(d)) if d.offset.is_some() => s.delivered += 1,
+                Some(Ok(_)) => s.delivered_without_offset += 1,
+                Some(Err(err)) if err.persisted == Persistence::NotPersisted => {
+                    s.failed_not_persisted += 1;
+                }
+                Some(Err(_)) => s.failed_possibly_persisted += 1,
+                None => {}
+            }
+        }
+        s
+    }
+
+    /// The failures' kinds, for assertions on why records failed.
+    pub fn errors(&self) -> Vec<&ErrorKind> {
+        self.entries
+            .iter()
+            .filter_map(|e| match &e.outcome {
+                Some(Err(err)) => Some(&err.kind),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Reads the topic from `brokers` with the independent reader (on a blocking thread) and
+    /// checks it against the outcomes.
+    ///
+    /// # Panics
+    /// If the read fails or a check fails.
+    pub async fn read_and_check(&self, brokers: &str) -> Summary {
+        let log = read_log(brokers, &self.topic, self.partitions).await;
+        self.check(&log)
+    }
+
+    /// Checks the log against what was sent and reported (see the module docs).
+    ///
+    /// # Panics
+    /// With every problem found, if any; also if a record has no outcome.
+    pub fn check(&self, log: &BTreeMap<i32, Vec<ReadRecord>>) -> Summary {
+        self.check_inner(log, true)
+    }
+
+    /// As [`Self::check`], except that send order is not required, only counted in
+    /// [`Summary::out_of_order`]: for a broker that does not validate sequences, where a
+    /// retried batch lands after the later batches that were pipelined behind it.
+    ///
+    /// # Panics
+    /// With every other problem found.
+    pub fn check_ignoring_order(&self, log: &BTreeMap<i32, Vec<ReadRecord>>) -> Summary {
+        self.check_inner(log, false)
+    }
+
+    fn check_inner(&self, log: &BTreeMap<i32, Vec<ReadRecord>>, order: bool) -> Summary {
+        let mut summary = self.outcomes();
+        let mut problems = Vec::new();
+        let by_value: BTreeMap<&[u8], usize> = self
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.value.as_slice(), i))
+            .collect();
+        // Where each record is: (partition, offset), possibly several times.
+        let mut found: BTreeMap<usize, Vec<(i32, i64)>> = BTreeMap::new();
+        for (&p, records) in log {
+            let mut last: Option<usize> = None;
+            for r in records {
+                let Some(&i) = r.value.as_deref().and_then(|v| by_value.get(v)) else {
+                    problems.push(format!(
+                        "partition {p} offset {}: foreign record {:?}",
+                        r.offset,
+                        r.value.as_deref().map(String::from_utf8_lossy)
+                    ));
+                    continue;
+                };
+                if self.entries[i].partition != p {
+                    problems.push(format!(
+                        "record {i} sent to partition {} found in partition {p}",
+                        self.entries[i].partition
+                    ));
+                }
+                if let Some(l) = last {
+                    if i < l {
+                        summary.out_of_order += 1;
+                        if order {
+                            problems.push(format!(
+                                "partition {p} offset {}: record {i} after record {l}",
+                                r.offset
+                            ));
+                        }
+                    }
+                }
+                last = Some(last.map_or(i, |l| l.max(i)));
+                found.entry(i).or_default().push((p, r.offset));
+            }
+        }
+        for (i, places) in &found {
+            if places.len() > 1 {
+                problems.push(format!("record {i} duplicated at {places:?}"));
+            }
+        }
+        summary.in_log = found.len();
+        for (i, e) in self.entries.iter().enumerate() {
+            let places = found.get(&i).map(Vec::as_slice).unwrap_or(&[]);
+            match &e.outcome {
+                None => problems.push(format!("record {i} has no outcome")),
+                Some(Ok(d)) => {
+                    if d.partition != e.partition {
+                        problems.push(format!(
+                            "record {i} sent to {} reported in partition {}",
+                            e.partition, d.partition
+                        ));
+                    }
+                    match d.offset {
+                        Some(o) if !places.contains(&(e.partition, o)) => problems.push(format!(
+                            "record {i} acknowledged at offset {o} but found at {places:?}"
+                        )),
+                        None if places.is_empty() => {
+                            problems.push(format!("record {i} acknowledged (no offset) but absent"))
+                        }
+                        _ => {}
+                    }
+                }
+                Some(Err(err)) => match err.persisted {
+                    Persistence::NotPersisted if !places.is_empty() => problems.push(format!(
+                        "record {i} failed NotPersisted ({err}) but is in the log at {places:?}"
+                    )),
+                    Persistence::PossiblyPersisted if !places.is_empty() => {
+                        summary.possibly_persisted_present += 1;
+                    }
+                    _ => {}
+                },
+            }
+        }
+        if !problems.is_empty() {
+            let mut msg = format!(
+                "{} problem(s) in topic {} (outcomes {summary:?}):\n",
+                problems.len(),
+                self.topic
+            );
+            for p in problems.iter().take(30) {
+                let _ = writeln!(msg, "  {p}");
+            }
+            panic!("{msg}");
+        }
+        summary
+    }
+}
+
+/// Reads every partition of `topic` from `brokers` on a blocking thread, within 30 s.
+///
+/// # Panics
+/// If the reader fails.
+pub async fn read_log(
+    brokers: &str,
+    topic: &str,
+    partitions: i32,
+) -> BTreeMap<i32, Vec<ReadRecord>> {
+    let (brokers, topic) = (brokers.to_owned(), topic.to_owned());
+    tokio::task::spawn_blocking(move || {
+        read_topic(&brokers, &topic, partitions, Duration::from_secs(30))
+    })
+    .await
+    .expect("reader thread")
+    .unwrap_or_else(|e| panic!("independent reader failed: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::sync::Arc;
+
+    use kprod_core::DeliveryError as CoreError;
+
+    use super::*;
+
+    /// A ledger of four records on partition 0 with these outcomes.
+    fn ledger(outcomes: Vec<Result<Option<i64>, Persistence>>) -> Ledger {
+        let mut l = Ledger::new("t", 1);
+        for (i, o) in outcomes.into_iter().enumerate() {
+            l.entries.push(Entry {
+                partition: 0,
+                value: format!("t/0/{i:06}").into_bytes(),
+                outcome: Some(match o {
+                    Ok(offset) => Ok(Delivery {
+                        topic: Arc::from("t"),
+                        partition: 0,
+                        offset,
+                        timestamp: 0,
+                    }),
+                    Err(persisted) => Err(DeliveryError {
+                        kind: ErrorKind::Failed(CoreError::DeliveryTimeout),
+                        persisted,
+                    }),
+                }),
+            });
+        }
+        l
+    }
+
+    /// A log of partition 0 holding the ledger's records `order`, at offsets from 0.
+    fn log(order: &[usize]) -> BTreeMap<i32, Vec<ReadRecord>> {
+        let records = order
+            .iter()
+            .enumerate()
+            .map(|(o, i)| ReadRecord {
+                offset: o as i64,
+                key: None,
+                value: Some(format!("t/0/{i:06}").into_bytes()),
+            })
+            .collect();
+        BTreeMap::from([(0, records)])
+    }
+
+    fn problem(l: &Ledger, log: &BTreeMap<i32, Vec<ReadRecord>>) -> String {
+        let e = catch_unwind(AssertUnwindSafe(|| l.check(log))).expect_err("a problem");
+        e.downcast_ref::<String>().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn a_truthful_log_passes() {
+        let l = ledger(vec![
+            Ok(Some(0)),
+            Ok(None),
+            Err(Persistence::PossiblyPersisted),
+            Err(Persistence::NotPersisted),
+        ]);
+        let s = l.check(&log(&[0, 1, 2]));
+        assert_eq!(
+            (s.delivered, s.delivered_without_offset, s.in_log),
+            (1, 1, 3)
+        );
+        assert_eq!(s.possibly_persisted_present, 1);
+        assert_eq!(s.failed_not_persisted, 1);
+    }
+
+    #[test]
+    fn each_kind_of_problem_is_found() {
+        let ok = |n: usize| ledger((0..n).map(|i| Ok(Some(i as i64))).collect());
+        assert!(problem(&ok(3), &log(&[0, 1, 1, 2])).contains("duplicated"));
+        assert!(problem(&ok(3), &log(&[0, 2, 1])).contains("after record"));
+        assert!(problem(&ok(3), &log(&[0, 1])).contains("acknowledged at offset 2"));
+        let l = ledger(vec![Ok(None)]);
+        assert!(problem(&l, &log(&[])).contains("absent"));
+        let l = ledger(vec![Ok(Some(0)), Err(Persistence::NotPersisted)]);
+        assert!(problem(&l, &log(&[0, 1])).contains("failed NotPersisted"));
+        let mut foreign = log(&[0]);
+        foreign.get_mut(&0).expect("p0").push(ReadRecord {
+            offset: 1,
+            key: None,
+            value: Some(b"other".to_vec()),
+        });
+        assert!(problem(&ok(1), &foreign).contains("foreign"));
+        let mut unresolved = ok(1);
+        unresolved.entries[0].outcome = None;
+        assert!(problem(&unresolved, &log(&[0])).contains("no outcome"));
+        // Out of order is only counted when order is not checked.
+        let swapped = ledger(vec![Ok(Some(0)), Ok(Some(2)), Ok(Some(1))]);
+        assert!(problem(&swapped, &log(&[0, 2, 1])).contains("after record"));
+        let s = swapped.check_ignoring_order(&log(&[0, 2, 1]));
+        assert_eq!(s.out_of_order, 1);
+    }
+}
