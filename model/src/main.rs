@@ -138,49 +138,6 @@ fn report<C: Checker<kprod_model::model::KafkaModel>>(
     }
 }
 
-fn parse_action(s: &str) -> Option<kprod_model::model::Action> {
-    use kprod_core::ConnId;
-    use kprod_model::model::Action as A;
-    let s = s.trim();
-    let (name, arg) = match s.split_once('(') {
-        Some((n, rest)) => (n, rest.trim_end_matches(')')),
-        None => (s, ""),
-    };
-    let num = |x: &str| -> Option<u64> {
-        x.trim()
-            .trim_start_matches("ConnId(")
-            .trim_end_matches(')')
-            .parse()
-            .ok()
-    };
-    Some(match name {
-        "Send" => A::Send(num(arg)? as i32),
-        "ConnectOk" => A::ConnectOk(ConnId(num(arg)?)),
-        "ConnectFail" => A::ConnectFail(ConnId(num(arg)?)),
-        "Process" => A::Process(ConnId(num(arg)?)),
-        "Deliver" => A::Deliver(ConnId(num(arg)?)),
-        "Disconnect" => A::Disconnect(ConnId(num(arg)?)),
-        "Tick" => A::Tick,
-        "LeaderChange" => A::LeaderChange(num(arg)? as i32),
-        "Restart" => A::Restart,
-        "Expire" => A::Expire,
-        "Flap" => A::Flap,
-        "Inject" => {
-            let (p, k) = arg.split_once(',')?;
-            let k = match k.trim() {
-                "NotEnoughReplicas" => Inject::NotEnoughReplicas,
-                "TimedOutAfterAppend" => Inject::TimedOutAfterAppend,
-                "InvalidRecord" => Inject::InvalidRecord,
-                "MessageTooLarge" => Inject::MessageTooLarge,
-                "UnknownServerError" => Inject::UnknownServerError,
-                _ => return None,
-            };
-            A::Inject(num(p)? as i32, k)
-        }
-        _ => return None,
-    })
-}
-
 /// Replays a counterexample path step by step, printing what changed.
 fn replay(model: &kprod_model::model::KafkaModel, path: &str) {
     let path = path.trim().trim_start_matches('[').trim_end_matches(']');
@@ -202,7 +159,8 @@ fn replay(model: &kprod_model::model::KafkaModel, path: &str) {
     parts.push(cur);
     let mut s = model.init_states().pop().expect("init");
     for p in parts.iter().filter(|p| !p.trim().is_empty()) {
-        let a = parse_action(p).unwrap_or_else(|| panic!("cannot parse action {p:?}"));
+        let a = kprod_model::model::Action::parse(p)
+            .unwrap_or_else(|| panic!("cannot parse action {p:?}"));
         let before = s.clone();
         s = model.next_state(&s, a.clone()).expect("action applies");
         let new_outcomes: Vec<_> = s

@@ -290,6 +290,52 @@ pub enum Action {
     Flap,
 }
 
+impl Action {
+    /// Parses an action as its `Debug` form prints it (`Process(ConnId(2))`,
+    /// `Inject(1, InvalidRecord)`), so that a counterexample path can be replayed.
+    pub fn parse(s: &str) -> Option<Self> {
+        let s = s.trim();
+        let (name, arg) = match s.split_once('(') {
+            Some((n, rest)) => (n, rest.strip_suffix(')').unwrap_or(rest)),
+            None => (s, ""),
+        };
+        let num = |x: &str| -> Option<u64> {
+            x.trim()
+                .trim_start_matches("ConnId(")
+                .trim_end_matches(')')
+                .parse()
+                .ok()
+        };
+        let conn = |x: &str| num(x).map(ConnId);
+        Some(match name {
+            "Send" => Self::Send(num(arg)? as i32),
+            "ConnectOk" => Self::ConnectOk(conn(arg)?),
+            "ConnectFail" => Self::ConnectFail(conn(arg)?),
+            "Process" => Self::Process(conn(arg)?),
+            "Deliver" => Self::Deliver(conn(arg)?),
+            "Disconnect" => Self::Disconnect(conn(arg)?),
+            "Tick" => Self::Tick,
+            "LeaderChange" => Self::LeaderChange(num(arg)? as i32),
+            "Restart" => Self::Restart,
+            "Expire" => Self::Expire,
+            "Flap" => Self::Flap,
+            "Inject" => {
+                let (p, k) = arg.split_once(',')?;
+                let k = match k.trim() {
+                    "NotEnoughReplicas" => Inject::NotEnoughReplicas,
+                    "TimedOutAfterAppend" => Inject::TimedOutAfterAppend,
+                    "InvalidRecord" => Inject::InvalidRecord,
+                    "MessageTooLarge" => Inject::MessageTooLarge,
+                    "UnknownServerError" => Inject::UnknownServerError,
+                    _ => return None,
+                };
+                Self::Inject(num(p)? as i32, k)
+            }
+            _ => return None,
+        })
+    }
+}
+
 /// The model.
 #[derive(Debug, Clone)]
 pub struct KafkaModel {

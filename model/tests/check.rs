@@ -301,45 +301,12 @@ fn catches_d12_resequenced_possibly_persisted_batch() {
 // path (and the path must still apply, or the regression has gone stale).
 
 fn replay_holds(name: &str, cfg: ModelCfg, path: &[&str]) {
-    use kprod_core::ConnId;
     use kprod_model::model::Action as A;
     let model = cfg.into_model();
     let props = model.properties();
     let mut s = model.init_states().pop().expect("initial state");
     for (step, raw) in path.iter().enumerate() {
-        let raw = raw.trim();
-        let (head, arg) = raw.split_once('(').unwrap_or((raw, ""));
-        let arg = arg.trim_end_matches(')');
-        let num = |x: &str| -> u64 {
-            x.trim()
-                .trim_start_matches("ConnId(")
-                .trim_end_matches(')')
-                .parse()
-                .expect("number")
-        };
-        let action = match head {
-            "Send" => A::Send(num(arg) as i32),
-            "Process" => A::Process(ConnId(num(arg))),
-            "Deliver" => A::Deliver(ConnId(num(arg))),
-            "Disconnect" => A::Disconnect(ConnId(num(arg))),
-            "LeaderChange" => A::LeaderChange(num(arg) as i32),
-            "Tick" => A::Tick,
-            "Flap" => A::Flap,
-            "Expire" => A::Expire,
-            "Restart" => A::Restart,
-            "Inject" => {
-                let (p, k) = arg.split_once(", ").unwrap_or((arg, ""));
-                let k = match k.trim_end_matches(')') {
-                    "InvalidRecord" => Inject::InvalidRecord,
-                    "TimedOutAfterAppend" => Inject::TimedOutAfterAppend,
-                    "NotEnoughReplicas" => Inject::NotEnoughReplicas,
-                    "MessageTooLarge" => Inject::MessageTooLarge,
-                    other => panic!("{name}: unknown injection {other}"),
-                };
-                A::Inject(num(p) as i32, k)
-            }
-            other => panic!("{name}: unknown action {other}"),
-        };
+        let action = A::parse(raw).unwrap_or_else(|| panic!("{name}: cannot parse {raw}"));
         let mut enabled = Vec::new();
         model.actions(&s, &mut enabled);
         assert!(
