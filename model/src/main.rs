@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use kprod_model::broker::BrokerMode;
-use kprod_model::model::{Budget, Inject, ModelCfg, Mutation};
+use kprod_model::model::{Inject, ModelCfg, Mutation};
 use stateright::{Checker, Model};
 
 fn usage() -> ! {
@@ -78,7 +78,6 @@ fn main() {
             _ => usage(),
         }
     }
-    let _ = Budget::default();
     println!("configuration: {cfg:?}");
     let model = cfg.into_model();
     let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
