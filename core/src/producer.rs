@@ -735,11 +735,8 @@ impl Producer {
                         i += 1;
                         continue;
                     }
-                    let persisted = if b.maybe_persisted {
-                        Persistence::PossiblyPersisted
-                    } else {
-                        Persistence::NotPersisted
-                    };
+                    // `fail_batch` reports it possibly persisted if an attempt went unanswered.
+                    let persisted = Persistence::NotPersisted;
                     self.fail_batch(ti, pi, i, DeliveryError::DeliveryTimeout, persisted);
                 }
             }
@@ -1792,7 +1789,9 @@ impl Producer {
             for pi in 0..self.topics[ti].partitions.len() {
                 while !self.topics[ti].partitions[pi].batches.is_empty() {
                     let b = &self.topics[ti].partitions[pi].batches[0];
-                    let persisted = if b.maybe_persisted || b.state == BatchState::InFlight {
+                    // An attempt on the wire has no answer yet; `fail_batch` covers the
+                    // earlier unanswered ones.
+                    let persisted = if b.state == BatchState::InFlight {
                         Persistence::PossiblyPersisted
                     } else {
                         Persistence::NotPersisted
