@@ -190,6 +190,14 @@ impl Cluster {
         }
     }
 
+    /// The node listening at `host:port`, if any.
+    pub fn node_at(&self, addr: &str) -> Option<i32> {
+        self.nodes
+            .iter()
+            .find(|(_, (h, p))| format!("{h}:{p}") == addr)
+            .map(|(n, _)| *n)
+    }
+
     /// Creates a topic whose partitions are all led by `leader`.
     pub fn create_topic(&mut self, name: &str, partitions: i32, leader: i32) {
         for p in 0..partitions {

@@ -183,14 +183,6 @@ impl Sim {
         self.drain();
     }
 
-    fn node_of(&self, addr: &str) -> Option<i32> {
-        self.cluster
-            .nodes
-            .iter()
-            .find(|(_, (h, p))| format!("{h}:{p}") == addr)
-            .map(|(n, _)| *n)
-    }
-
     /// Sends a record and drains. Panics if the producer refuses it.
     pub fn send(&mut self, record: Record) -> RecordId {
         let id = self
@@ -218,7 +210,7 @@ impl Sim {
             Output::Wait { .. } => {}
             Output::Connect { conn, addr } => {
                 self.connects += 1;
-                match self.node_of(&addr) {
+                match self.cluster.node_at(&addr) {
                     Some(node) if !self.refuse.contains(&node) => {
                         self.links.insert(conn, Link::new(node));
                         self.producer.handle_connected(self.now, conn);

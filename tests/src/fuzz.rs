@@ -870,14 +870,6 @@ impl Harness {
         self.outcomes.len() == self.sent.len()
     }
 
-    fn node_of(&self, addr: &str) -> Option<i32> {
-        self.cluster
-            .nodes
-            .iter()
-            .find(|(_, (h, p))| format!("{h}:{p}") == addr)
-            .map(|(n, _)| *n)
-    }
-
     /// Finishes the oldest pending connect: established unless its node refuses (or `fail`).
     pub fn finish_connect(&mut self, fail: bool) -> bool {
         if self.connecting.is_empty() {
@@ -888,7 +880,7 @@ impl Harness {
         if self.trace {
             self.log(&format!("connect {conn:?} {addr} fail={fail}"));
         }
-        match self.node_of(&addr) {
+        match self.cluster.node_at(&addr) {
             Some(node) if !fail && !self.refuse.contains(&node) => {
                 self.links.insert(
                     conn,
