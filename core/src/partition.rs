@@ -327,6 +327,20 @@ mod tests {
         assert_eq!(seq_add(6, 3, 7), 1);
     }
 
+    /// A send decision for connection 1 at `now`, as the producer would make it by default.
+    fn ctx(now: Instant, identity: Option<ProducerIdentity>) -> SendContext {
+        SendContext {
+            now,
+            identity,
+            conn: ConnId(1),
+            max_in_flight: 5,
+            linger: std::time::Duration::ZERO,
+            batch_size: 16 * 1024,
+            flush_upto: None,
+            max_sequence: i32::MAX,
+        }
+    }
+
     fn ready_batch(id: u64, now: Instant, records: &[u64]) -> Batch {
         let mut b = Batch::new(id, now, 1024, 8);
         for r in records {
@@ -365,16 +379,7 @@ mod tests {
         p.batches.push_back(retried);
         p.batches.push_back(ready_batch(2, now, &[2]));
         p.inflight_conn = Some(ConnId(1));
-        let ctx = SendContext {
-            now,
-            identity: Some(id),
-            conn: ConnId(1),
-            max_in_flight: 5,
-            linger: std::time::Duration::ZERO,
-            batch_size: 16 * 1024,
-            flush_upto: None,
-            max_sequence: i32::MAX,
-        };
+        let ctx = ctx(now, Some(id));
         assert_eq!(p.next_to_send(&ctx), None);
         // Once its retry is deduplicated (here: no longer possibly written), the next goes.
         p.batches[0].maybe_persisted = false;
@@ -404,16 +409,7 @@ mod tests {
         refused.seq = Some((id, 2));
         refused.state = BatchState::Retry { at: now };
         p.batches.push_back(refused);
-        let ctx = SendContext {
-            now,
-            identity: None, // waiting for a new producer id
-            conn: ConnId(1),
-            max_in_flight: 5,
-            linger: std::time::Duration::ZERO,
-            batch_size: 16 * 1024,
-            flush_upto: None,
-            max_sequence: i32::MAX,
-        };
+        let ctx = ctx(now, None); // waiting for a new producer id
         assert_eq!(p.next_to_send(&ctx), None);
         assert!(p.is_drained(), "it waits for the rebase, not for a resend");
         // A batch that may be in the log must still be resolved under the old identity.
@@ -439,16 +435,7 @@ mod tests {
         };
         p.batches.push_back(ready_batch(1, now, &[1, 2, 3]));
         p.batches.push_back(ready_batch(2, now, &[4]));
-        let ctx = SendContext {
-            now,
-            identity: Some(id),
-            conn: ConnId(1),
-            max_in_flight: 5,
-            linger: std::time::Duration::ZERO,
-            batch_size: 16 * 1024,
-            flush_upto: None,
-            max_sequence: i32::MAX,
-        };
+        let ctx = ctx(now, Some(id));
         let header = |p: &Partition, i: usize| {
             BatchHeader::peek(p.batches[i].wire.as_deref().expect("sealed")).expect("header")
         };
@@ -530,14 +517,8 @@ mod tests {
         p.batches
             .push_back(sequenced(id, 1, 0, BatchState::Retry { at: now }, now));
         let ctx = SendContext {
-            now,
-            identity: Some(id),
-            conn: ConnId(1),
-            max_in_flight: 5,
-            linger: std::time::Duration::ZERO,
             batch_size: 1,
-            flush_upto: None,
-            max_sequence: i32::MAX,
+            ..ctx(now, Some(id))
         };
         assert_eq!(p.next_to_send(&ctx), None);
         p.stale_leader = false;
