@@ -269,23 +269,46 @@ async fn not_enough_replicas_after_append() {
     .await;
 }
 
-/// A mix of every retriable error above, plus the mock closing the connection on a Produce
-/// (`__TRANSPORT`: the mock answers nothing and appends nothing), with five requests in
-/// flight: no duplicate, every offset right, order only counted (see [`injected`]).
+/// A mix of every retriable error above with five requests in flight: no duplicate, every
+/// offset right, order only counted (see [`injected`]).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mixed_errors_and_disconnects() {
+async fn mixed_errors_in_flight_5() {
     use RDKafkaRespErr::*;
     injected(
         "mock-mixed",
         &[
             RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
-            RD_KAFKA_RESP_ERR__TRANSPORT,
             RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT,
             RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS,
-            RD_KAFKA_RESP_ERR__TRANSPORT,
             RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND,
         ],
         5,
+    )
+    .await;
+}
+
+/// The mock closing the connection on a Produce (`__TRANSPORT`: it answers nothing and appends
+/// nothing for that request), mixed with retriable errors, one request in flight: no
+/// duplicate, send order, every offset right.
+///
+/// One in flight, because with requests pipelined behind the refused one the mock may already
+/// have appended them when it closes the connection; their answers are lost, kprod retries the
+/// same bytes, and the mock, which does not deduplicate, appends them again (seen as 8
+/// duplicates in one CI run). That is a response lost after the append, which this suite
+/// leaves to Tansu (see the module docs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transport_errors_in_flight_1() {
+    use RDKafkaRespErr::*;
+    injected(
+        "mock-transport",
+        &[
+            RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+            RD_KAFKA_RESP_ERR__TRANSPORT,
+            RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT,
+            RD_KAFKA_RESP_ERR__TRANSPORT,
+            RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ],
+        1,
     )
     .await;
 }
