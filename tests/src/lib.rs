@@ -9,13 +9,18 @@
 //! - [`proxy`]: a TCP fault proxy (cut, delay, blackhole, truncate, corrupt, refuse) between a
 //!   client and a broker; [`Tansu::start_advertising`] puts it in the broker's metadata.
 //! - [`ledger`]: what a fault scenario sent and what kprod reported, checked against the log.
+//! - [`kafka`]: Apache Kafka (KRaft, 1 or 3 nodes) in child JVMs, with kill/stop/pause/restart
+//!   of one node for leader changes. Install it with `scripts/install-kafka.sh`.
 //! - [`fuzz`]: the seeded fuzzer of kprod-core's decoders and whole producer.
 
 pub mod fuzz;
+pub mod kafka;
 pub mod ledger;
 pub mod proxy;
 pub mod reader;
 pub mod seed;
+
+pub use kafka::{Kafka, KafkaOptions};
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -27,6 +32,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kprod_core::protocol::frame::DEFAULT_MAX_FRAME_SIZE;
+use kprod_core::protocol::produce::{
+    PartitionProduceData, PartitionProduceResponse, ProduceRequest, TopicProduceData,
+};
+use kprod_core::protocol::record_batch::RecordBatchBuilder;
 use kprod_core::protocol::{
     decode_response, encode_request, DecodeError, Request, RequestHeader, ResponseHeader,
 };
@@ -68,16 +77,9 @@ impl Tansu {
     pub fn binary() -> PathBuf {
         let path = match std::env::var_os("KPROD_TANSU") {
             Some(p) => PathBuf::from(p),
-            None => {
-                let cache = match std::env::var_os("KPROD_CACHE") {
-                    Some(c) => PathBuf::from(c),
-                    None => {
-                        let home = std::env::var_os("HOME").unwrap_or_default();
-                        PathBuf::from(home).join(".cache").join("kprod")
-                    }
-                };
-                cache.join(format!("tansu-{TANSU_VERSION}")).join("tansu")
-            }
+            None => cache_dir()
+                .join(format!("tansu-{TANSU_VERSION}"))
+                .join("tansu"),
         };
         assert!(
             path.is_file(),
@@ -251,6 +253,17 @@ fn spawn_broker(binary: &Path, port: u16, advertised_port: u16, log: &Path) -> C
         .stderr(err)
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()))
+}
+
+/// The install cache of `scripts/install-*.sh`: `$KPROD_CACHE`, else `$HOME/.cache/kprod`.
+pub fn cache_dir() -> PathBuf {
+    match std::env::var_os("KPROD_CACHE") {
+        Some(c) => PathBuf::from(c),
+        None => {
+            let home = std::env::var_os("HOME").unwrap_or_default();
+            PathBuf::from(home).join(".cache").join("kprod")
+        }
+    }
 }
 
 /// A port that was free a moment ago: bind port 0, read the port, release it.
@@ -465,5 +478,77 @@ impl WireClient {
     pub fn call<R: Request>(&mut self, req: &R, version: i16) -> Result<R::Response, WireError> {
         let id = self.send(req, version)?;
         self.recv::<R>(version, id)
+    }
+}
+
+/// A record batch of `n` records (key `key`, values `record <sequence>`) under producer
+/// `pid`/`epoch` starting at `base_sequence`, timestamped now.
+pub fn numbered_batch(pid: i64, epoch: i16, base_sequence: i32, n: i32) -> Bytes {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(1_700_000_000_000, |d| d.as_millis() as i64);
+    let mut b = RecordBatchBuilder::with_capacity(256);
+    for i in 0..n {
+        let value = format!("record {}", base_sequence + i);
+        b.push(
+            now + i64::from(i),
+            Some(b"key"),
+            Some(value.as_bytes()),
+            &[],
+        );
+    }
+    b.seal(pid, epoch, base_sequence)
+}
+
+/// A Produce request (acks=all, 10 s timeout) of one batch to `topic`/`partition`.
+pub fn produce_request(topic: &str, partition: i32, records: Bytes) -> ProduceRequest {
+    ProduceRequest {
+        transactional_id: None,
+        acks: -1,
+        timeout_ms: 10_000,
+        topic_data: vec![TopicProduceData {
+            name: topic.into(),
+            partition_data: vec![PartitionProduceData {
+                index: partition,
+                records: Some(records),
+            }],
+        }],
+    }
+}
+
+impl WireClient {
+    /// Sends one already-encoded Produce frame for one partition and returns that
+    /// partition's result (asserting the response names exactly it).
+    pub fn produce_frame(
+        &mut self,
+        topic: &str,
+        frame: &[u8],
+        correlation_id: i32,
+        version: i16,
+        partition: i32,
+    ) -> PartitionProduceResponse {
+        self.send_frame(frame).expect("send Produce");
+        let resp = self
+            .recv::<ProduceRequest>(version, correlation_id)
+            .expect("Produce response");
+        assert_eq!(resp.responses.len(), 1, "{resp:?}");
+        let t = &resp.responses[0];
+        assert_eq!(t.name, topic);
+        assert_eq!(t.partition_responses.len(), 1, "{resp:?}");
+        let p = t.partition_responses[0].clone();
+        assert_eq!(p.index, partition);
+        p
+    }
+
+    /// Produces `records` to `topic`/`partition` and returns the partition's result.
+    pub fn produce(
+        &mut self,
+        topic: &str,
+        version: i16,
+        partition: i32,
+        records: Bytes,
+    ) -> PartitionProduceResponse {
+        let (frame, id) = self.encode(&produce_request(topic, partition, records), version);
+        self.produce_frame(topic, &frame, id, version, partition)
     }
 }

@@ -13,14 +13,14 @@ use bytes::{Bytes, BytesMut};
 use kprod_core::protocol::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
 use kprod_core::protocol::init_producer_id::InitProducerIdRequest;
 use kprod_core::protocol::metadata::{MetadataRequest, MetadataRequestTopic};
-use kprod_core::protocol::produce::{
-    PartitionProduceData, PartitionProduceResponse, ProduceRequest, TopicProduceData,
-};
-use kprod_core::protocol::record_batch::RecordBatchBuilder;
+use kprod_core::protocol::produce::{PartitionProduceResponse, ProduceRequest};
 use kprod_core::protocol::{
     api_key, decode_response, negotiate, ErrorCode, Message, RequestHeader, VersionRange,
 };
-use kprod_tests::{encode_raw_request, Tansu, WireClient, WireError, TANSU_NODE_ID};
+use kprod_tests::{
+    encode_raw_request, numbered_batch as batch, produce_request, Tansu, WireClient, WireError,
+    TANSU_NODE_ID,
+};
 
 const TOPIC: &str = "kprod-wire";
 const PARTITIONS: u32 = 3;
@@ -64,67 +64,6 @@ fn negotiate_versions(c: &mut WireClient) -> Versions {
         "negotiated Produce, Metadata, InitProducerId"
     );
     v
-}
-
-/// A batch of `n` records whose values name their sequence numbers.
-fn batch(pid: i64, epoch: i16, base_sequence: i32, n: i32) -> Bytes {
-    let mut b = RecordBatchBuilder::with_capacity(256);
-    for i in 0..n {
-        let value = format!("record {}", base_sequence + i);
-        b.push(
-            1_700_000_000_000 + i64::from(i),
-            Some(b"key"),
-            Some(value.as_bytes()),
-            &[],
-        );
-    }
-    b.seal(pid, epoch, base_sequence)
-}
-
-fn produce_request(partition: i32, records: Bytes) -> ProduceRequest {
-    ProduceRequest {
-        transactional_id: None,
-        acks: -1,
-        timeout_ms: 10_000,
-        topic_data: vec![TopicProduceData {
-            name: TOPIC.into(),
-            partition_data: vec![PartitionProduceData {
-                index: partition,
-                records: Some(records),
-            }],
-        }],
-    }
-}
-
-/// Sends one already-encoded Produce frame and returns the partition's result.
-fn produce_frame(
-    c: &mut WireClient,
-    frame: &[u8],
-    correlation_id: i32,
-    version: i16,
-    partition: i32,
-) -> PartitionProduceResponse {
-    c.send_frame(frame).expect("send Produce");
-    let resp = c
-        .recv::<ProduceRequest>(version, correlation_id)
-        .expect("Produce response");
-    assert_eq!(resp.responses.len(), 1, "{resp:?}");
-    let t = &resp.responses[0];
-    assert_eq!(t.name, TOPIC);
-    assert_eq!(t.partition_responses.len(), 1, "{resp:?}");
-    let p = t.partition_responses[0].clone();
-    assert_eq!(p.index, partition);
-    p
-}
-
-fn produce(
-    c: &mut WireClient,
-    version: i16,
-    partition: i32,
-    records: Bytes,
-) -> PartitionProduceResponse {
-    let (frame, id) = c.encode(&produce_request(partition, records), version);
-    produce_frame(c, &frame, id, version, partition)
 }
 
 fn code(p: &PartitionProduceResponse) -> ErrorCode {
@@ -185,37 +124,37 @@ fn idempotent_produce_against_tansu() {
     let (id, epoch) = (pid.producer_id, pid.producer_epoch);
 
     // Sequence 0: appended at offset 0.
-    let first = produce_request(0, batch(id, epoch, 0, 3));
+    let first = produce_request(TOPIC, 0, batch(id, epoch, 0, 3));
     let (frame, corr) = c.encode(&first, v.produce);
-    let p = produce_frame(&mut c, &frame, corr, v.produce, 0);
+    let p = c.produce_frame(TOPIC, &frame, corr, v.produce, 0);
     assert_eq!((code(&p), p.base_offset), (ErrorCode::None, 0), "{p:?}");
     let mut appended = 3;
 
     // The very same bytes again (same frame, same correlation id): Tansu answers 46
     // DUPLICATE_SEQUENCE_NUMBER where Kafka answers success with the original offset.
-    let p = produce_frame(&mut c, &frame, corr, v.produce, 0);
+    let p = c.produce_frame(TOPIC, &frame, corr, v.produce, 0);
     assert_eq!(code(&p), ErrorCode::DuplicateSequenceNumber, "{p:?}");
     println!("exact resend: {p:?}");
 
     // A sequence below the expected one that matches no batch: 46 as well.
-    let p = produce(&mut c, v.produce, 0, batch(id, epoch, 1, 1));
+    let p = c.produce(TOPIC, v.produce, 0, batch(id, epoch, 1, 1));
     assert_eq!(code(&p), ErrorCode::DuplicateSequenceNumber, "{p:?}");
     println!("sequence below expected: {p:?}");
 
     // A gap (expected 3, sent 5): 45 OUT_OF_ORDER_SEQUENCE_NUMBER.
-    let p = produce(&mut c, v.produce, 0, batch(id, epoch, appended + 2, 2));
+    let p = c.produce(TOPIC, v.produce, 0, batch(id, epoch, appended + 2, 2));
     assert_eq!(code(&p), ErrorCode::OutOfOrderSequenceNumber, "{p:?}");
     println!("sequence gap: {p:?}");
 
     // The next batch in order lands right after the first: nothing else was appended.
-    let p = produce(&mut c, v.produce, 0, batch(id, epoch, appended, 2));
+    let p = c.produce(TOPIC, v.produce, 0, batch(id, epoch, appended, 2));
     assert_eq!(
         (code(&p), p.base_offset),
         (ErrorCode::None, i64::from(appended)),
         "{p:?}"
     );
     appended += 2;
-    let p = produce(&mut c, v.produce, 0, batch(id, epoch, appended, 1));
+    let p = c.produce(TOPIC, v.produce, 0, batch(id, epoch, appended, 1));
     assert_eq!(
         (code(&p), p.base_offset),
         (ErrorCode::None, i64::from(appended)),

@@ -1,0 +1,714 @@
+//! Apache Kafka in the test suite: a KRaft cluster of 1 or 3 nodes in child JVMs.
+//!
+//! Install Kafka with `scripts/install-kafka.sh` (Maven Central → `~/.cache/kprod/kafka-<v>/libs`);
+//! `KPROD_KAFKA` may point at another install folder. Java 17+ must be on the `PATH`.
+//!
+//! Layout: every node runs `process.roles=broker,controller` (combined mode) and all nodes
+//! form the controller quorum (`controller.quorum.voters`, static), so a 3-node cluster keeps
+//! a controller majority with one node down. Each node listens on two ephemeral 127.0.0.1 ports
+//! (clients, controller) and keeps its log under a temporary directory that is removed on drop
+//! (kept and printed when the test panics). Heaps are 512 MiB per node with the serial GC so
+//! that three nodes and the tests fit a 2-core machine. Broker session timeouts are shortened
+//! (3 s) so that a killed or stopped broker is fenced, and its leaderships moved, within
+//! seconds rather than Kafka's default 9 s.
+//!
+//! Each JVM runs under a tiny `bash` watchdog that holds a pipe from the test process: when the
+//! test process exits for any reason (even `abort`), the pipe closes and the watchdog kills the
+//! JVM, so no broker outlives its test binary.
+//!
+//! Nothing is skipped: a missing Java or install, a node that does not start, a topic that does
+//! not get leaders, each panics with a message saying why and where the logs are.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kprod_core::protocol::metadata::{MetadataRequest, MetadataRequestTopic, MetadataResponse};
+
+use crate::{free_port, temp_dir, WireClient};
+
+/// The Apache Kafka version `scripts/install-kafka.sh` installs.
+pub const KAFKA_VERSION: &str = "4.4.0";
+
+/// How long a node may take to join the cluster.
+const READY_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long a topic may take to get a leader for every partition.
+const TOPIC_TIMEOUT: Duration = Duration::from_secs(60);
+/// Pause between two probes of the cluster's state.
+const PROBE_PAUSE: Duration = Duration::from_millis(50);
+
+/// Options of a cluster.
+#[derive(Debug, Clone)]
+pub struct KafkaOptions {
+    /// Number of nodes (each a broker and a controller).
+    pub brokers: usize,
+    /// Per node, the port to advertise to clients instead of the node's own (to put a fault
+    /// proxy in front of it); `None` advertises the node's own port.
+    pub advertised_ports: Option<Vec<u16>>,
+    /// Extra `server.properties` lines, `key=value`, for every node.
+    pub extra: Vec<(String, String)>,
+}
+
+impl KafkaOptions {
+    /// `brokers` nodes, no proxy, default settings.
+    pub fn new(brokers: usize) -> Self {
+        Self {
+            brokers,
+            advertised_ports: None,
+            extra: Vec::new(),
+        }
+    }
+
+    /// Adds a `server.properties` setting for every node.
+    pub fn set(mut self, key: &str, value: impl ToString) -> Self {
+        self.extra.push((key.to_owned(), value.to_string()));
+        self
+    }
+
+    /// Advertises `ports[i]` for node `i` (see [`Self::advertised_ports`]).
+    pub fn advertise(mut self, ports: Vec<u16>) -> Self {
+        self.advertised_ports = Some(ports);
+        self
+    }
+}
+
+/// One running JVM and its watchdog.
+#[derive(Debug)]
+struct Jvm {
+    watchdog: Child,
+    /// Held open: closing it makes the watchdog kill the JVM.
+    lifeline: Option<ChildStdin>,
+    pid: u32,
+}
+
+impl Jvm {
+    fn kill(mut self) {
+        signal("KILL", self.pid);
+        drop(self.lifeline.take());
+        let _ = self.watchdog.wait();
+    }
+}
+
+/// One node of the cluster.
+#[derive(Debug)]
+struct Node {
+    id: i32,
+    port: u16,
+    controller_port: u16,
+    config: PathBuf,
+    log: PathBuf,
+    jvm: Option<Jvm>,
+}
+
+/// A running Apache Kafka cluster (KRaft).
+#[derive(Debug)]
+pub struct Kafka {
+    install: PathBuf,
+    dir: PathBuf,
+    nodes: Vec<Node>,
+}
+
+impl Kafka {
+    /// The install folder: `$KPROD_KAFKA`, else `${KPROD_CACHE:-$HOME/.cache/kprod}/kafka-4.4.0`.
+    ///
+    /// # Panics
+    /// If it holds no Kafka jars, or `java` cannot run.
+    pub fn install_dir() -> PathBuf {
+        let dir = match std::env::var_os("KPROD_KAFKA") {
+            Some(p) => PathBuf::from(p),
+            None => crate::cache_dir().join(format!("kafka-{KAFKA_VERSION}")),
+        };
+        let jar = dir
+            .join("libs")
+            .join(format!("kafka_2.13-{KAFKA_VERSION}.jar"));
+        assert!(
+            jar.is_file(),
+            "Apache Kafka {KAFKA_VERSION} not installed: {} is missing; run scripts/install-kafka.sh",
+            jar.display()
+        );
+        let java = Command::new("java").arg("-version").output();
+        assert!(
+            matches!(&java, Ok(o) if o.status.success()),
+            "cannot run `java -version` ({java:?}); Apache Kafka needs Java 17+ on the PATH"
+        );
+        dir
+    }
+
+    /// Starts `brokers` nodes (1 or 3 in this suite) with default settings and waits until
+    /// every broker is registered and unfenced.
+    ///
+    /// # Panics
+    /// As [`Self::start_with`].
+    pub fn start(brokers: usize) -> Self {
+        Self::start_with(KafkaOptions::new(brokers))
+    }
+
+    /// Starts a cluster as `opts` says and waits until every broker is in the metadata.
+    ///
+    /// # Panics
+    /// If Kafka is not installed, storage cannot be formatted, or a node does not join within
+    /// 90 s (the message carries the tail of its log).
+    pub fn start_with(opts: KafkaOptions) -> Self {
+        assert!(opts.brokers >= 1, "a cluster needs at least one node");
+        let install = Self::install_dir();
+        let dir = temp_dir("kafka");
+        let ports: Vec<(u16, u16)> = (0..opts.brokers)
+            .map(|_| (free_port(), free_port()))
+            .collect();
+        let voters = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, c))| format!("{}@127.0.0.1:{c}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let log4j = dir.join("log4j2.properties");
+        write_file(&log4j, LOG4J);
+        let replication = opts.brokers.min(3);
+        let mut nodes = Vec::new();
+        for (i, &(port, controller_port)) in ports.iter().enumerate() {
+            let id = i as i32 + 1;
+            let node_dir = dir.join(format!("node-{id}"));
+            std::fs::create_dir_all(&node_dir).expect("create node dir");
+            let advertised = opts.advertised_ports.as_ref().map_or(port, |a| a[i]);
+            let mut props = format!(
+                "process.roles=broker,controller\n\
+                 node.id={id}\n\
+                 controller.quorum.voters={voters}\n\
+                 listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{advertised}\n\
+                 controller.listener.names=CONTROLLER\n\
+                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+                 inter.broker.listener.name=PLAINTEXT\n\
+                 log.dirs={}\n\
+                 num.partitions=1\n\
+                 default.replication.factor={replication}\n\
+                 auto.create.topics.enable=false\n\
+                 offsets.topic.replication.factor={replication}\n\
+                 offsets.topic.num.partitions=3\n\
+                 transaction.state.log.replication.factor={replication}\n\
+                 transaction.state.log.min.isr=1\n\
+                 group.initial.rebalance.delay.ms=0\n\
+                 broker.heartbeat.interval.ms=500\n\
+                 broker.session.timeout.ms=3000\n\
+                 controller.quorum.election.timeout.ms=1000\n\
+                 controller.quorum.fetch.timeout.ms=2000\n\
+                 replica.lag.time.max.ms=5000\n\
+                 replica.socket.timeout.ms=5000\n\
+                 replica.fetch.wait.max.ms=200\n\
+                 controlled.shutdown.enable=true\n\
+                 num.network.threads=2\n\
+                 num.io.threads=2\n\
+                 num.replica.fetchers=1\n\
+                 background.threads=2\n\
+                 log.cleaner.enable=false\n",
+                node_dir.join("data").display()
+            );
+            for (k, v) in &opts.extra {
+                props.push_str(&format!("{k}={v}\n"));
+            }
+            let config = node_dir.join("server.properties");
+            write_file(&config, &props);
+            nodes.push(Node {
+                id,
+                port,
+                controller_port,
+                config,
+                log: node_dir.join("kafka.log"),
+                jvm: None,
+            });
+        }
+        let mut kafka = Self {
+            install,
+            dir,
+            nodes,
+        };
+        let cluster_id = "kprodTestCluster00000A";
+        for i in 0..kafka.nodes.len() {
+            kafka.format(i, cluster_id);
+        }
+        for i in 0..kafka.nodes.len() {
+            kafka.spawn(i);
+        }
+        kafka.wait_brokers(&(0..kafka.nodes.len()).collect::<Vec<_>>());
+        kafka
+    }
+
+    fn classpath(&self) -> String {
+        format!("{}/libs/*", self.install.display())
+    }
+
+    fn format(&self, i: usize, cluster_id: &str) {
+        let node = &self.nodes[i];
+        let out = Command::new("java")
+            .args([
+                "-Xmx256m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-cp",
+            ])
+            .arg(self.classpath())
+            .arg(format!(
+                "-Dlog4j2.configurationFile={}",
+                self.dir.join("log4j2.properties").display()
+            ))
+            .args(["kafka.tools.StorageTool", "format", "-t", cluster_id, "-c"])
+            .arg(&node.config)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run java kafka.tools.StorageTool");
+        assert!(
+            out.status.success(),
+            "formatting node {} failed with {}:\nstdout: {}\nstderr: {}",
+            node.id,
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn spawn(&mut self, i: usize) {
+        let cp = self.classpath();
+        let log4j = self.dir.join("log4j2.properties");
+        let node = &mut self.nodes[i];
+        assert!(node.jvm.is_none(), "node {} is already running", node.id);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&node.log)
+            .unwrap_or_else(|e| panic!("cannot open {}: {e}", node.log.display()));
+        // The watchdog: starts the JVM, prints its pid, then waits for its stdin to close
+        // (the test process ended or dropped it) and kills the JVM.
+        let mut watchdog = Command::new("bash")
+            .arg("-c")
+            .arg(r#""$@" </dev/null & pid=$!; echo "$pid"; cat >/dev/null; kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; exit 0"#)
+            .arg("kafka-watchdog")
+            .args([
+                "java",
+                "-Xms512m",
+                "-Xmx512m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-Djava.awt.headless=true",
+            ])
+            .arg(format!("-Dlog4j2.configurationFile={}", log4j.display()))
+            .arg("-cp")
+            .arg(&cp)
+            .arg("kafka.Kafka")
+            .arg(&node.config)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("spawn bash for the Kafka watchdog");
+        let mut line = String::new();
+        BufReader::new(watchdog.stdout.take().expect("watchdog stdout"))
+            .read_line(&mut line)
+            .expect("read the JVM's pid");
+        let pid: u32 = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("watchdog printed {line:?} instead of a pid"));
+        node.jvm = Some(Jvm {
+            lifeline: watchdog.stdin.take(),
+            watchdog,
+            pid,
+        });
+    }
+
+    /// Waits until every node in `live` is a registered, unfenced broker (listed in Metadata
+    /// as seen from each of them).
+    fn wait_brokers(&mut self, live: &[usize]) {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let want: Vec<i32> = live.iter().map(|&i| self.nodes[i].id).collect();
+        for &i in live {
+            loop {
+                self.assert_running(i);
+                if let Some(meta) = self.metadata_from(i, None) {
+                    let mut have: Vec<i32> = meta.brokers.iter().map(|b| b.node_id).collect();
+                    have.sort_unstable();
+                    if want.iter().all(|w| have.contains(w)) {
+                        break;
+                    }
+                }
+                if Instant::now() > deadline {
+                    panic!(
+                        "Kafka node {} did not see brokers {want:?} within {READY_TIMEOUT:?}; log {}:\n{}",
+                        self.nodes[i].id,
+                        self.nodes[i].log.display(),
+                        self.log_tail(i, 40)
+                    );
+                }
+                std::thread::sleep(PROBE_PAUSE);
+            }
+        }
+    }
+
+    fn assert_running(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        if let Some(jvm) = &mut node.jvm {
+            if let Ok(Some(status)) = jvm.watchdog.try_wait() {
+                let id = node.id;
+                let log = node.log.display().to_string();
+                panic!(
+                    "Kafka node {id} exited ({status}); log {log}:\n{}",
+                    self.log_tail(i, 60)
+                );
+            }
+        }
+    }
+
+    /// Metadata as node `i` answers it (all topics when `topic` is `None`), or `None` if it
+    /// cannot be asked right now.
+    fn metadata_from(&self, i: usize, topic: Option<&str>) -> Option<MetadataResponse> {
+        let mut c = WireClient::connect(self.node_addr(i)).ok()?;
+        c.stream()
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .ok()?;
+        let req = MetadataRequest {
+            topics: topic.map(|t| {
+                vec![MetadataRequestTopic {
+                    topic_id: [0; 16],
+                    name: Some(t.to_owned()),
+                }]
+            }),
+            allow_auto_topic_creation: false,
+            include_cluster_authorized_operations: false,
+            include_topic_authorized_operations: false,
+        };
+        c.call(&req, 12).ok()
+    }
+
+    /// Metadata for `topic` from any running node.
+    pub fn metadata(&self, topic: &str) -> Option<MetadataResponse> {
+        (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].jvm.is_some())
+            .find_map(|i| self.metadata_from(i, Some(topic)))
+    }
+
+    /// `127.0.0.1:p1,127.0.0.1:p2,…` over every node (running or not).
+    pub fn bootstrap(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The client address of node index `i` (0-based; node id `i + 1`).
+    pub fn node_addr(&self, i: usize) -> SocketAddr {
+        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, self.nodes[i].port))
+    }
+
+    /// The client port of every node, in node order.
+    pub fn ports(&self) -> Vec<u16> {
+        self.nodes.iter().map(|n| n.port).collect()
+    }
+
+    /// The node index (0-based) of node id `id`.
+    pub fn index_of(&self, id: i32) -> usize {
+        self.nodes
+            .iter()
+            .position(|n| n.id == id)
+            .unwrap_or_else(|| panic!("no node with id {id}"))
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Never true: a cluster has at least one node.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Creates `topic` with `partitions` partitions, replication factor `replication` and, if
+    /// given, `min.insync.replicas`, then waits until every partition has a leader and a full
+    /// ISR.
+    ///
+    /// # Panics
+    /// If the admin request fails or the partitions do not get leaders within 60 s.
+    pub fn create_topic(
+        &self,
+        topic: &str,
+        partitions: i32,
+        replication: i32,
+        min_insync: Option<i32>,
+    ) {
+        let bootstrap = self.bootstrap();
+        let name = topic.to_owned();
+        // rdkafka's admin client is async; run it on its own thread and runtime so this works
+        // from inside or outside a tokio runtime.
+        let result = std::thread::spawn(move || {
+            create_topic_rdkafka(&bootstrap, &name, partitions, replication, min_insync)
+        })
+        .join()
+        .expect("admin thread panicked");
+        if let Err(e) = result {
+            panic!("creating topic {topic}: {e}");
+        }
+        self.wait_topic(topic, partitions, replication as usize);
+    }
+
+    /// Waits until `topic` has `partitions` partitions, each with a leader and `isr` in-sync
+    /// replicas.
+    pub fn wait_topic(&self, topic: &str, partitions: i32, isr: usize) {
+        let deadline = Instant::now() + TOPIC_TIMEOUT;
+        loop {
+            if let Some(meta) = self.metadata(topic) {
+                if let Some(t) = meta
+                    .topics
+                    .iter()
+                    .find(|t| t.name.as_deref() == Some(topic))
+                {
+                    let ready = t.error_code == 0
+                        && t.partitions.len() == partitions as usize
+                        && t.partitions
+                            .iter()
+                            .all(|p| p.leader_id >= 0 && p.isr_nodes.len() >= isr);
+                    if ready {
+                        return;
+                    }
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "topic {topic} did not get {partitions} led partitions with ISR {isr} within {TOPIC_TIMEOUT:?}: {:?}",
+                self.metadata(topic)
+            );
+            std::thread::sleep(PROBE_PAUSE);
+        }
+    }
+
+    /// Leader node id of every partition of `topic`, as the cluster sees it now.
+    pub fn leaders(&self, topic: &str) -> BTreeMap<i32, i32> {
+        let meta = self
+            .metadata(topic)
+            .unwrap_or_else(|| panic!("no running node answers Metadata for {topic}"));
+        meta.topics
+            .iter()
+            .filter(|t| t.name.as_deref() == Some(topic))
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (p.partition_index, p.leader_id))
+            })
+            .collect()
+    }
+
+    /// Leader node id of one partition.
+    pub fn leader(&self, topic: &str, partition: i32) -> i32 {
+        self.leaders(topic)
+            .get(&partition)
+            .copied()
+            .unwrap_or_else(|| panic!("{topic}/{partition} not in metadata"))
+    }
+
+    /// Waits until `topic`/`partition` is led by a running node other than `not`.
+    pub fn wait_leader_moved(&self, topic: &str, partition: i32, not: i32) -> i32 {
+        let deadline = Instant::now() + TOPIC_TIMEOUT;
+        loop {
+            if let Some(&l) = self.leaders(topic).get(&partition) {
+                if l >= 0 && l != not {
+                    return l;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{topic}/{partition} still led by {not} (or leaderless) after {TOPIC_TIMEOUT:?}"
+            );
+            std::thread::sleep(PROBE_PAUSE);
+        }
+    }
+
+    /// The JVM pid of node id `id`, if it runs.
+    pub fn pid(&self, id: i32) -> Option<u32> {
+        self.nodes[self.index_of(id)].jvm.as_ref().map(|j| j.pid)
+    }
+
+    /// SIGKILLs node `id` (no controlled shutdown: its leaderships move once it is fenced).
+    pub fn kill(&mut self, id: i32) {
+        let i = self.index_of(id);
+        if let Some(jvm) = self.nodes[i].jvm.take() {
+            jvm.kill();
+        }
+    }
+
+    /// Stops node `id` with SIGTERM (a controlled shutdown: leaderships move first) and waits
+    /// for it to exit.
+    ///
+    /// # Panics
+    /// If it does not exit within 60 s.
+    pub fn stop(&mut self, id: i32) {
+        let i = self.index_of(id);
+        let Some(mut jvm) = self.nodes[i].jvm.take() else {
+            return;
+        };
+        signal("TERM", jvm.pid);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while process_alive(jvm.pid) {
+            if Instant::now() > deadline {
+                jvm.kill();
+                panic!("Kafka node {id} did not stop within 60 s of SIGTERM");
+            }
+            std::thread::sleep(PROBE_PAUSE);
+        }
+        drop(jvm.lifeline.take());
+        let _ = jvm.watchdog.wait();
+    }
+
+    /// SIGSTOPs node `id`: it keeps its sockets but answers nothing.
+    pub fn pause(&self, id: i32) {
+        let pid = self
+            .pid(id)
+            .unwrap_or_else(|| panic!("node {id} is not running"));
+        signal("STOP", pid);
+    }
+
+    /// SIGCONTs node `id` after [`Self::pause`].
+    pub fn resume(&self, id: i32) {
+        let pid = self
+            .pid(id)
+            .unwrap_or_else(|| panic!("node {id} is not running"));
+        signal("CONT", pid);
+    }
+
+    /// Starts node `id` again (after [`Self::kill`] or [`Self::stop`]) with its old log and
+    /// waits until it is back in the cluster.
+    pub fn restart(&mut self, id: i32) {
+        let i = self.index_of(id);
+        self.spawn(i);
+        let live: Vec<usize> = (0..self.nodes.len())
+            .filter(|&j| self.nodes[j].jvm.is_some())
+            .collect();
+        self.wait_brokers(&live);
+    }
+
+    /// The last `lines` lines of node index `i`'s log.
+    pub fn log_tail(&self, i: usize, lines: usize) -> String {
+        tail(&self.nodes[i].log, lines)
+    }
+
+    /// The controller port of node index `i` (for tests that need to reach the quorum).
+    pub fn controller_port(&self, i: usize) -> u16 {
+        self.nodes[i].controller_port
+    }
+
+    /// The temporary directory holding every node's configuration, data and log.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for Kafka {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            if let Some(jvm) = node.jvm.take() {
+                signal("CONT", jvm.pid);
+                jvm.kill();
+            }
+        }
+        if std::thread::panicking() {
+            eprintln!("Kafka logs kept under {}", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+fn create_topic_rdkafka(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    replication: i32,
+    min_insync: Option<i32>,
+) -> Result<(), String> {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::config::ClientConfig;
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .create()
+            .map_err(|e| format!("admin client: {e}"))?;
+        let min = min_insync.map(|m| m.to_string());
+        let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication));
+        if let Some(m) = &min {
+            new = new.set("min.insync.replicas", m);
+        }
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        let results = admin
+            .create_topics([&new], &opts)
+            .await
+            .map_err(|e| format!("CreateTopics: {e}"))?;
+        for r in results {
+            r.map_err(|(t, e)| format!("CreateTopics {t}: {e}"))?;
+        }
+        Ok(())
+    })
+}
+
+fn signal(sig: &str, pid: u32) {
+    let _ = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .stderr(Stdio::null())
+        .status();
+}
+
+fn process_alive(pid: u32) -> bool {
+    // A zombie is not alive: read the state from /proc.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+fn write_file(path: &Path, text: &str) {
+    std::fs::File::create(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read(path)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_else(|e| format!("(cannot read {}: {e})", path.display()));
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Is anything listening on 127.0.0.1:`port`?
+pub fn port_open(port: u16) -> bool {
+    TcpStream::connect_timeout(
+        &SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)),
+        Duration::from_millis(200),
+    )
+    .is_ok()
+}
+
+/// Broker logging: warnings and errors only, to stderr (the node's log file).
+const LOG4J: &str = "\
+status = error
+appender.stderr.type = Console
+appender.stderr.name = STDERR
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = STDERR
+logger.kafka.name = kafka.server.KafkaServer
+logger.kafka.level = info
+logger.controller.name = org.apache.kafka.controller
+logger.controller.level = warn
+";
