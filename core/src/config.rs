@@ -83,6 +83,26 @@ pub struct ProducerConfig {
     /// The largest sequence number before wrapping to 0. Kafka's is `i32::MAX`; a smaller
     /// value lets tests and the model explore the wrap. Brokers must use the same value.
     pub max_sequence: i32,
+    /// The brokers' `producer.id.expiration.ms`, or a lower bound of it. A broker forgets a
+    /// producer that wrote nothing to it for this long, and a broker that has forgotten it
+    /// (Kafka 2.5–4.4) accepts any sequence: if the first batch after such an idle period drew
+    /// a retriable error, the broker would accept the second one at a gap and the first could
+    /// never be written (KAFKA-15591 on a partition that already holds records). So a partition
+    /// that idled this long sends one batch at a time until one is acknowledged. `None` means
+    /// `delivery.timeout.ms`, the lower bound the broker documentation asks for. Idleness is
+    /// counted from the creation of the last acknowledged batch, which assumes record
+    /// timestamps are not older than the records (the broker counts from them).
+    pub producer_id_expiration: Option<Duration>,
+    /// The planted bug to run with (model checking only).
+    #[cfg(feature = "mutations")]
+    pub mutation: crate::mutation::Mutation,
+}
+
+impl ProducerConfig {
+    /// How long a partition may idle before the broker may have forgotten this producer.
+    pub fn producer_state_expiry(&self) -> Duration {
+        self.producer_id_expiration.unwrap_or(self.delivery_timeout)
+    }
 }
 
 impl Default for ProducerConfig {
@@ -112,6 +132,9 @@ impl Default for ProducerConfig {
             client_software_version: env!("CARGO_PKG_VERSION").to_owned(),
             max_epoch: i16::MAX,
             max_sequence: i32::MAX,
+            producer_id_expiration: None,
+            #[cfg(feature = "mutations")]
+            mutation: crate::mutation::Mutation::None,
         }
     }
 }

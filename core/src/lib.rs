@@ -40,7 +40,21 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+/// Whether the planted bug `$m` (`mutation::Mutation`) is selected in `$cfg` (a config or a
+/// send context); always `false` without the `mutations` feature.
+macro_rules! mutated {
+    ($cfg:expr, $m:ident) => {{
+        #[cfg(feature = "mutations")]
+        let on = $cfg.mutation == crate::mutation::Mutation::$m;
+        #[cfg(not(feature = "mutations"))]
+        let on = false;
+        on
+    }};
+}
+
 pub mod config;
+#[cfg(feature = "mutations")]
+pub mod mutation;
 mod partition;
 pub mod partitioner;
 mod producer;

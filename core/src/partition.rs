@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::protocol::record_batch::{restamp, RecordBatchBuilder};
+use crate::protocol::record_batch::{restamp, RecordBatch, RecordBatchBuilder};
 use crate::types::{ConnId, ProducerIdentity, RecordId};
 
 /// Where a batch is in its life.
@@ -119,6 +119,13 @@ pub(crate) struct Partition {
     /// The leader refused the partition (NOT_LEADER_OR_FOLLOWER and kin): send nothing until
     /// fresh metadata says who leads it, rather than retrying against a stale leader.
     pub(crate) stale_leader: bool,
+    /// The broker may have forgotten this producer (the partition idled longer than its
+    /// producer-state expiry): batches go one at a time until one is acknowledged, so that a
+    /// broker accepting any sequence cannot take a later batch before an earlier one.
+    pub(crate) probe: bool,
+    /// When the last acknowledged batch was created: the broker's idle clock for this
+    /// producer started no earlier.
+    pub(crate) last_write: Option<Instant>,
 }
 
 /// What [`Partition::next_to_send`] chose.
@@ -137,6 +144,11 @@ pub(crate) struct SendContext {
     pub(crate) batch_size: usize,
     pub(crate) flush_upto: Option<RecordId>,
     pub(crate) max_sequence: i32,
+    /// How long the partition may idle before the broker may have forgotten the producer.
+    pub(crate) idle_expiry: std::time::Duration,
+    /// The planted bug to run with (model checking only).
+    #[cfg(feature = "mutations")]
+    pub(crate) mutation: crate::mutation::Mutation,
 }
 
 /// `base + count` with Kafka's wrap past `max` to 0.
@@ -207,7 +219,9 @@ impl Partition {
 
     /// Chooses the batch to put in a request to `ctx.conn` now, if any, and sequences it.
     pub(crate) fn next_to_send(&mut self, ctx: &SendContext) -> Option<Pick> {
-        if self.inflight_conn.is_some_and(|c| c != ctx.conn) {
+        if self.inflight_conn.is_some_and(|c| c != ctx.conn)
+            && !mutated!(ctx, NoDrainBeforeLeaderChange)
+        {
             return None; // P7: drain the old connection first.
         }
         if self.stale_leader {
@@ -226,6 +240,9 @@ impl Partition {
             if inflight > 0 || at > ctx.now {
                 return None;
             }
+            if mutated!(ctx, RetryReencoded) {
+                self.reencode_reversed(i);
+            }
             self.batches[i].state = BatchState::InFlight;
             self.inflight_conn = Some(ctx.conn);
             return Some(Pick { index: i });
@@ -234,12 +251,29 @@ impl Partition {
         if self.needs_rebase || self.bound != Some(identity) {
             return None;
         }
-        if inflight >= ctx.max_in_flight || self.unresolved() >= ctx.max_in_flight {
+        let bound = if mutated!(ctx, InflightOffByOne) {
+            ctx.max_in_flight + 1
+        } else {
+            ctx.max_in_flight
+        };
+        if inflight >= bound || self.unresolved() >= bound {
             return None;
+        }
+        // A partition that idled longer than the broker keeps producer state may have been
+        // forgotten; a broker that forgot us (2.5–4.4) takes any sequence. The fresh window
+        // starts with a probe: one batch alone until it is acknowledged (KAFKA-15591 after
+        // idle expiry, on a partition that already holds records).
+        if self.unresolved() == 0
+            && !mutated!(ctx, NoIdleProbe)
+            && self
+                .last_write
+                .is_some_and(|t| ctx.now.saturating_duration_since(t) >= ctx.idle_expiry)
+        {
+            self.probe = true;
         }
         // Until one batch of this identity is acknowledged, send one at a time, so a broker
         // that has no state for us cannot accept a later batch before an earlier one (D7).
-        if self.last_acked.is_none() && inflight > 0 {
+        if (self.last_acked.is_none() || self.probe) && inflight > 0 {
             return None;
         }
         // A batch that may already be in the log is resolved only when a retry of it is
@@ -250,6 +284,7 @@ impl Partition {
         if self
             .sequenced()
             .any(|b| b.maybe_persisted && b.is_sequenced_under(self.bound))
+            && !mutated!(ctx, SequenceBehindPossiblyWritten)
         {
             return None;
         }
@@ -277,9 +312,37 @@ impl Partition {
         b.wire = Some(wire);
         b.seq = Some((identity, base));
         b.state = BatchState::InFlight;
-        self.next_seq = seq_add(base, b.count(), ctx.max_sequence);
+        let max_sequence = if mutated!(ctx, EarlyWrap) {
+            ctx.max_sequence - 1
+        } else {
+            ctx.max_sequence
+        };
+        self.next_seq = seq_add(base, b.count(), max_sequence);
         self.inflight_conn = Some(ctx.conn);
         Some(Pick { index: i })
+    }
+
+    /// Planted bug `RetryReencoded`: the retry's records are encoded again, in reverse order.
+    fn reencode_reversed(&mut self, i: usize) {
+        let Some(wire) = self.batches[i].wire.clone() else {
+            return;
+        };
+        let Some(b) = RecordBatch::decode_all(wire)
+            .ok()
+            .and_then(|v| v.into_iter().next())
+        else {
+            return;
+        };
+        let mut builder = RecordBatchBuilder::with_capacity(0);
+        for r in b.records.iter().rev() {
+            builder.push(
+                b.base_timestamp + r.timestamp_delta,
+                r.key.as_deref(),
+                r.value.as_deref(),
+                &r.headers,
+            );
+        }
+        self.batches[i].wire = Some(builder.seal(b.producer_id, b.producer_epoch, b.base_sequence));
     }
 
     /// The retry that goes next, if any (P5): the first retry of the bound identity. Once that
@@ -338,6 +401,9 @@ mod tests {
             batch_size: 16 * 1024,
             flush_upto: None,
             max_sequence: i32::MAX,
+            idle_expiry: std::time::Duration::from_secs(120),
+            #[cfg(feature = "mutations")]
+            mutation: crate::mutation::Mutation::None,
         }
     }
 

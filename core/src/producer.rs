@@ -737,6 +737,9 @@ impl Producer {
                     }
                     // `fail_batch` reports it possibly persisted if an attempt went unanswered.
                     let persisted = Persistence::NotPersisted;
+                    if mutated!(self.cfg, TimeoutForgetsAttempts) {
+                        self.topics[ti].partitions[pi].batches[i].maybe_persisted = false;
+                    }
                     self.fail_batch(ti, pi, i, DeliveryError::DeliveryTimeout, persisted);
                 }
             }
@@ -841,7 +844,14 @@ impl Producer {
                     };
                     self.fail_batch(ti, pi, i, error, Persistence::NotPersisted);
                 }
-                self.topics[ti].partitions[pi].maybe_rebind(identity);
+                let p = &mut self.topics[ti].partitions[pi];
+                let (old, old_seq) = (p.bound, p.next_seq);
+                if p.maybe_rebind(identity)
+                    && mutated!(self.cfg, NewPidKeepsSequence)
+                    && old.is_some_and(|o| identity.is_some_and(|n| n.producer_id != o.producer_id))
+                {
+                    p.next_seq = old_seq;
+                }
             }
         }
     }
@@ -882,6 +892,9 @@ impl Producer {
                 self.flush_upto
             },
             max_sequence: self.cfg.max_sequence,
+            idle_expiry: self.cfg.producer_state_expiry(),
+            #[cfg(feature = "mutations")]
+            mutation: self.cfg.mutation,
         };
         let mut refs: SmallVec<[BatchRef; 4]> = SmallVec::new();
         let mut topic_data: Vec<TopicProduceData> = Vec::new();
@@ -1155,6 +1168,8 @@ impl Producer {
                     crate::partition::seq_add(base, b.count() - 1, self.cfg.max_sequence);
                 let last_offset = base_offset.map_or(-1, |o| o + i64::from(b.count()) - 1);
                 p.last_acked = Some((last_seq, last_offset));
+                p.probe = false;
+                p.last_write = Some(b.created);
             }
             // P11: a later acknowledgement proves nothing about earlier batches, and makes
             // them impossible to re-sequence without reordering.
@@ -1174,6 +1189,18 @@ impl Producer {
                 partition: pi as i32,
                 offset: base_offset.map(|o| o + k as i64),
             });
+        }
+        if mutated!(self.cfg, ImplicitAckOvertaken) {
+            // librdkafka's implicit acknowledgement: the earlier batches count as delivered.
+            let p = &self.topics[ti].partitions[pi];
+            if let Some(k) = p
+                .batches
+                .iter()
+                .take(i)
+                .position(|e| e.overtaken && e.state != BatchState::InFlight)
+            {
+                self.ack_batch(ti, pi, k, None);
+            }
         }
     }
 
@@ -1523,7 +1550,10 @@ impl Producer {
                     self.ack_batch(ti, pi, i, Some(pr.base_offset));
                 }
             }
-            ErrorCode::DuplicateSequenceNumber => self.ack_batch(ti, pi, i, None),
+            ErrorCode::DuplicateSequenceNumber => {
+                let offset = mutated!(self.cfg, DuplicateAtMinusOne).then_some(-1);
+                self.ack_batch(ti, pi, i, offset)
+            }
             ErrorCode::OutOfOrderSequenceNumber | ErrorCode::UnknownProducerId => {
                 self.on_out_of_order(ti, pi, i, code, pr.log_start_offset)
             }
@@ -1544,6 +1574,15 @@ impl Producer {
                 self.split_batch(ti, pi, i)
             }
             c if c.is_fatal() => self.fail_fatal_on_refusal(ti, pi, i, FatalError::Broker(c)),
+            c @ (ErrorCode::NotEnoughReplicasAfterAppend | ErrorCode::UnknownServerError)
+                if mutated!(self.cfg, AfterAppendNotPersisted) =>
+            {
+                if c.is_retriable() {
+                    self.retry_batch(r, c, false)
+                } else {
+                    self.fail_permanently(ti, pi, i, c)
+                }
+            }
             ErrorCode::CorruptMessage => {
                 let b = &mut self.topics[ti].partitions[pi].batches[i];
                 if b.corrupt_retries < MAX_CORRUPT_RETRIES {
@@ -1633,6 +1672,15 @@ impl Producer {
             self.reject_for_rebase(ti, pi, i, code);
             return;
         }
+        if mutated!(self.cfg, HeadRejectionRetried) {
+            let r = BatchRef {
+                topic: ti,
+                partition: pi,
+                batch: p.batches[i].id,
+            };
+            self.retry_batch(r, code, false);
+            return;
+        }
         // The true head of line was refused. Benign if the broker lost our state because the
         // log start moved past our last acknowledgement (KIP-360); otherwise acknowledged data
         // was lost.
@@ -1668,7 +1716,12 @@ impl Producer {
             DeliveryError::Broker(code),
             Persistence::NotPersisted,
         );
-        match self.cfg.gap_policy {
+        let policy = if mutated!(self.cfg, GapPolicyIgnored) {
+            GapPolicy::ContinueWithGap
+        } else {
+            self.cfg.gap_policy
+        };
+        match policy {
             GapPolicy::ContinueWithGap => {}
             GapPolicy::Fatal => self.fail_fatal(FatalError::Gap(code)),
             GapPolicy::CutPartition => {

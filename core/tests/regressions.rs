@@ -278,3 +278,77 @@ fn api_versions_falls_back_to_the_brokers_highest_version() {
     assert_eq!(h.p.pending_records(), 0, "produced after the fallback");
     assert!(h.failures().is_empty());
 }
+
+impl Harness {
+    /// Every whole request written so far, split off the connection's buffer.
+    fn frames(&mut self) -> Vec<Bytes> {
+        std::iter::from_fn(|| self.next_frame()).collect()
+    }
+}
+
+/// Model counterexample (S9, KAFKA-15591 after idle expiry): after the partition idled longer
+/// than the broker keeps producer state, the producer pipelined two batches; the first drew
+/// NOT_ENOUGH_REPLICAS, a broker that had forgotten the producer (2.5–4.4) accepted the second
+/// at its gap, and the first could then only fail, not persisted, with no permanent error.
+/// After such an idle period the first batch goes alone until it is acknowledged.
+#[test]
+fn after_idling_past_the_state_expiry_the_first_batch_goes_alone() {
+    let expiry = Duration::from_secs(60);
+    let mut h = Harness::new(|c| c.producer_id_expiration = Some(expiry));
+    h.p.send(h.now, record("a")).unwrap();
+    h.answer_all();
+    assert_eq!(h.p.pending_records(), 0);
+
+    // Busy partition (idle below the expiry): two batches are pipelined.
+    h.now += expiry / 2;
+    h.p.send(h.now, record("b")).unwrap();
+    h.drain();
+    h.p.send(h.now, record("c")).unwrap();
+    h.drain();
+    let frames = h.frames();
+    let produce = |fs: &[Bytes]| {
+        fs.iter()
+            .filter(|f| api_of(f).0 == api_key::PRODUCE)
+            .count()
+    };
+    assert_eq!(
+        produce(&frames),
+        2,
+        "pipelined while the broker surely knows us"
+    );
+    for f in frames {
+        let a = respond(&f, &mut h.next_offset);
+        h.feed(a);
+    }
+    h.answer_all();
+    assert_eq!(h.p.pending_records(), 0);
+
+    // Idle past the expiry: the broker may have forgotten the producer.
+    h.now += expiry + Duration::from_secs(1);
+    h.p.handle_timeout(h.now);
+    h.p.send(h.now, record("d")).unwrap();
+    h.drain();
+    h.p.send(h.now, record("e")).unwrap();
+    h.drain();
+    let frames = h.frames();
+    assert_eq!(produce(&frames), 1, "one probe batch, nothing behind it");
+    let probe = frames
+        .into_iter()
+        .find(|f| api_of(f).0 == api_key::PRODUCE)
+        .unwrap();
+    // The probe draws a retriable error: still nothing else goes before it is written.
+    h.feed(produce_error(&probe, ErrorCode::NotEnoughReplicas));
+    h.now += Duration::from_secs(1);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    let frames = h.frames();
+    assert_eq!(produce(&frames), 1, "the probe's retry goes alone");
+    for f in frames {
+        let a = respond(&f, &mut h.next_offset);
+        h.feed(a);
+    }
+    // Acknowledged: the window is open again and the rest follows.
+    h.answer_all();
+    assert!(h.failures().is_empty(), "{:?}", h.failures());
+    assert_eq!(h.p.pending_records(), 0);
+}

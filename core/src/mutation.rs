@@ -1,0 +1,43 @@
+//! Planted bugs for the model checker's non-vacuity tests (cargo feature `mutations`, off by
+//! default, never a default feature).
+//!
+//! Each variant re-introduces one realistic bug class inside a core decision; the model suite
+//! (`model/tests/check.rs`) selects it through [`crate::ProducerConfig::mutation`] and must
+//! catch it with a named property. [`Mutation::None`] is the real producer.
+
+/// A planted bug, selected at run time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Mutation {
+    /// The real producer.
+    #[default]
+    None,
+    /// KAFKA-15591 after idle expiry: no one-batch probe after the partition idled longer than
+    /// the broker's producer-state expiry, so a retriable error on the first batch lets the
+    /// broker accept the second at a gap.
+    NoIdleProbe,
+    /// A transmitted batch that reaches its delivery timeout is reported not persisted.
+    TimeoutForgetsAttempts,
+    /// P7 dropped: batches go to a new leader while the old connection still has some.
+    NoDrainBeforeLeaderChange,
+    /// P11 dropped (librdkafka's implicit ack): a later acknowledgement acknowledges the
+    /// overtaken earlier batches too.
+    ImplicitAckOvertaken,
+    /// P2 dropped: a retry is re-encoded, its records in reverse order.
+    RetryReencoded,
+    /// A head-of-line OUT_OF_ORDER / UNKNOWN_PRODUCER_ID is retried as it is, forever.
+    HeadRejectionRetried,
+    /// A partition moving to a new producer id keeps counting its old sequences.
+    NewPidKeepsSequence,
+    /// The gap policies `CutPartition` and `Fatal` behave like `ContinueWithGap`.
+    GapPolicyIgnored,
+    /// UNKNOWN_SERVER_ERROR and NOT_ENOUGH_REPLICAS_AFTER_APPEND taken as not persisted.
+    AfterAppendNotPersisted,
+    /// New batches are sequenced behind a batch that may already be in the log.
+    SequenceBehindPossiblyWritten,
+    /// The per-partition in-flight bound is off by one.
+    InflightOffByOne,
+    /// DUPLICATE_SEQUENCE_NUMBER acknowledged at offset -1 instead of without an offset.
+    DuplicateAtMinusOne,
+    /// Sequences wrap one early (at `max_sequence` instead of past it).
+    EarlyWrap,
+}
