@@ -13,6 +13,7 @@
 //!   of one node for leader changes. Install it with `scripts/install-kafka.sh`.
 //! - [`fuzz`]: the seeded fuzzer of kprod-core's decoders and whole producer.
 
+pub mod e2e;
 pub mod fuzz;
 pub mod kafka;
 pub mod ledger;

@@ -1,0 +1,175 @@
+//! kprod end to end against Apache Kafka 4.4.0 (KRaft), on one node and on three nodes with
+//! replication factor 3, checked by the independent reader (librdkafka's consumer).
+//!
+//! The same scenarios as `tansu_e2e.rs`; on Kafka one more check holds: every acknowledgement
+//! carries its offset (Kafka answers an in-window duplicate with the original offset, where
+//! Tansu answers 46 without one).
+//!
+//! Needs `scripts/install-kafka.sh` and Java 17+; each test starts its own cluster.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use kprod_core::partitioner::partition_for_key;
+use kprod_tests::e2e::{assert_complete, close, connect, print_seed_figures, runtime};
+use kprod_tests::reader::{read_topic, ReadRecord};
+use kprod_tests::seed::{fresh_run_id, run_keyed, run_seed, SeedPlan, Source, Verdict};
+use kprod_tests::Kafka;
+
+/// How long every record may take to resolve once its stream has enqueued everything.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(180);
+/// How long the reader may take.
+const READ_TIMEOUT: Duration = Duration::from_secs(180);
+
+fn read(kafka: &Kafka, topic: &str, partitions: i32) -> BTreeMap<i32, Vec<ReadRecord>> {
+    read_topic(&kafka.bootstrap(), topic, partitions, READ_TIMEOUT).unwrap_or_else(|e| {
+        panic!(
+            "the independent reader failed: {e}\nnode 1 log:\n{}",
+            kafka.log_tail(0, 20)
+        )
+    })
+}
+
+/// The seed scenario (ticker every 1 ms, three overlapping bursts of 10,000, 3 partitions)
+/// on `kafka`, topic replicated `replication` times.
+fn seed_scenario(kafka: &Kafka, replication: i32, max_in_flight: u32) {
+    const PARTITIONS: i32 = 3;
+    let topic = format!("kprod-seed-rf{replication}-inflight-{max_in_flight}");
+    let started = Instant::now();
+    kafka.create_topic(&topic, PARTITIONS, replication, Some(replication.min(2)));
+    let plan = SeedPlan {
+        source: Source {
+            topic: topic.clone(),
+            partitions: PARTITIONS,
+            run: fresh_run_id(),
+            record_size: 100,
+        },
+        ticks: 2_000,
+        period: Duration::from_millis(1),
+        bursts: 3,
+        burst_size: 10_000,
+        resolve_timeout: RESOLVE_TIMEOUT,
+    };
+    let brokers = kafka.bootstrap();
+    let report = runtime().block_on(async {
+        let producer = connect(&brokers, max_in_flight);
+        let report = run_seed(&producer, &plan).await;
+        close(producer).await;
+        report
+    });
+    let log = read(kafka, &topic, PARTITIONS);
+    let v = Verdict::compute(plan.source.run, PARTITIONS, &report.sent, &log);
+    println!(
+        "seed scenario on {} Kafka node(s), replication {replication}, \
+         max.in.flight.requests.per.connection={max_in_flight}:",
+        kafka.len()
+    );
+    print_seed_figures(&report);
+    println!("{v}");
+    println!("elapsed: {:.2?}", started.elapsed());
+
+    assert_eq!(
+        report.sent.len() as u64,
+        plan.ticks + u64::from(plan.bursts) * plan.burst_size
+    );
+    for (i, b) in report.bursts.iter().enumerate() {
+        assert!(
+            b.ticks_at_start < plan.ticks && b.ticks_during > 0,
+            "burst {i} did not overlap the ticker: {b:?}"
+        );
+    }
+    assert_complete(&v);
+    assert_eq!(
+        v.acknowledged_without_offset, 0,
+        "on Apache Kafka every acknowledgement carries its offset\n{v}"
+    );
+}
+
+/// 100,000 keyed records over 6 partitions from 4 concurrent tasks (250 keys each).
+fn keyed_scenario(kafka: &Kafka, replication: i32) {
+    const PARTITIONS: i32 = 6;
+    const STREAMS: u32 = 4;
+    const PER_STREAM: u64 = 25_000;
+    const KEYS_PER_STREAM: u64 = 250;
+    let topic = format!("kprod-keyed-rf{replication}");
+    kafka.create_topic(&topic, PARTITIONS, replication, Some(replication.min(2)));
+    let source = Source {
+        topic: topic.clone(),
+        partitions: PARTITIONS,
+        run: fresh_run_id(),
+        record_size: 100,
+    };
+    let brokers = kafka.bootstrap();
+    let (sent, produce_time) = runtime().block_on(async {
+        let producer = connect(&brokers, 5);
+        let t0 = Instant::now();
+        let sent = run_keyed(
+            &producer,
+            &source,
+            STREAMS,
+            PER_STREAM,
+            KEYS_PER_STREAM,
+            RESOLVE_TIMEOUT,
+        )
+        .await;
+        let produce_time = t0.elapsed();
+        close(producer).await;
+        (sent, produce_time)
+    });
+    let log = read(kafka, &topic, PARTITIONS);
+    let v = Verdict::compute(source.run, PARTITIONS, &sent, &log);
+    println!(
+        "{} keyed records on {} Kafka node(s), replication {replication}, resolved in \
+         {produce_time:.2?}: {:.0} records/s",
+        sent.len(),
+        kafka.len(),
+        sent.len() as f64 / produce_time.as_secs_f64()
+    );
+    println!("{v}");
+    assert_eq!(sent.len() as u64, u64::from(STREAMS) * PER_STREAM);
+    assert_complete(&v);
+    assert_eq!(v.acknowledged_without_offset, 0, "{v}");
+    for (&p, records) in &log {
+        for r in records {
+            let key = r.key.as_deref().expect("every record has a key");
+            assert_eq!(partition_for_key(key, PARTITIONS), p, "key {key:?}");
+        }
+    }
+    for p in 0..PARTITIONS {
+        assert!(
+            v.partitions.get(&p).is_some_and(|q| q.read > 0),
+            "partition {p} is empty\n{v}"
+        );
+    }
+}
+
+/// One node: the seed scenario at 5 and at 1 request in flight.
+#[test]
+fn seed_scenario_on_one_kafka_node() {
+    let kafka = Kafka::start(1);
+    seed_scenario(&kafka, 1, 5);
+    seed_scenario(&kafka, 1, 1);
+}
+
+/// Three nodes, replication factor 3, `min.insync.replicas=2`: the seed scenario at 5 and at
+/// 1 request in flight, the partitions' leaders spread over the nodes.
+#[test]
+fn seed_scenario_on_three_kafka_nodes() {
+    let kafka = Kafka::start(3);
+    seed_scenario(&kafka, 3, 5);
+    seed_scenario(&kafka, 3, 1);
+}
+
+/// One node: 100,000 keyed records over 6 partitions.
+#[test]
+fn hundred_thousand_keyed_records_on_one_kafka_node() {
+    let kafka = Kafka::start(1);
+    keyed_scenario(&kafka, 1);
+}
+
+/// Three nodes, replication factor 3: 100,000 keyed records over 6 partitions.
+#[test]
+fn hundred_thousand_keyed_records_on_three_kafka_nodes() {
+    let kafka = Kafka::start(3);
+    keyed_scenario(&kafka, 3);
+}
