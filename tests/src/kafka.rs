@@ -46,7 +46,10 @@ pub struct KafkaOptions {
     /// Number of nodes (each a broker and a controller).
     pub brokers: usize,
     /// Per node, the port to advertise to clients instead of the node's own (to put a fault
-    /// proxy in front of it); `None` advertises the node's own port.
+    /// proxy in front of it); `None` advertises the node's own port. With it, each node gets
+    /// a second listener, `CLIENT`, on its own port ([`Kafka::client_addr`]) advertised as the
+    /// given port, while brokers replicate over the `PLAINTEXT` listener (advertised as is),
+    /// so faults hit the client's connections only; [`Kafka::bootstrap`] stays unproxied.
     pub advertised_ports: Option<Vec<u16>>,
     /// Extra `server.properties` lines, `key=value`, for every node.
     pub extra: Vec<(String, String)>,
@@ -97,6 +100,8 @@ impl Jvm {
 struct Node {
     id: i32,
     port: u16,
+    /// The `CLIENT` listener's own port, when a proxy is advertised.
+    client_port: Option<u16>,
     controller_port: u16,
     config: PathBuf,
     log: PathBuf,
@@ -158,6 +163,9 @@ impl Kafka {
         let ports: Vec<(u16, u16)> = (0..opts.brokers)
             .map(|_| (free_port(), free_port()))
             .collect();
+        let client_ports: Vec<Option<u16>> = (0..opts.brokers)
+            .map(|_| opts.advertised_ports.as_ref().map(|_| free_port()))
+            .collect();
         let voters = ports
             .iter()
             .enumerate()
@@ -214,6 +222,7 @@ impl Kafka {
             nodes.push(Node {
                 id,
                 port,
+                client_port: client_ports[i],
                 controller_port,
                 config,
                 log: node_dir.join("kafka.log"),
@@ -400,6 +409,13 @@ impl Kafka {
     /// The client address of node index `i` (0-based; node id `i + 1`).
     pub fn node_addr(&self, i: usize) -> SocketAddr {
         SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, self.nodes[i].port))
+    }
+
+    /// Where a fault proxy in front of node index `i` forwards to: the `CLIENT` listener's own
+    /// address when [`KafkaOptions::advertise`] was used, else the node's address.
+    pub fn client_addr(&self, i: usize) -> SocketAddr {
+        let port = self.nodes[i].client_port.unwrap_or(self.nodes[i].port);
+        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port))
     }
 
     /// The client port of every node, in node order.

@@ -9,7 +9,7 @@
 use std::io::ErrorKind;
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use kprod_core::protocol::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
 use kprod_core::protocol::init_producer_id::InitProducerIdRequest;
 use kprod_core::protocol::metadata::{MetadataRequest, MetadataRequestTopic};
