@@ -12,6 +12,10 @@
 //! - a record acknowledged with an offset is at that offset; one acknowledged without an
 //!   offset (Tansu's DUPLICATE_SEQUENCE_NUMBER) is present;
 //! - a record that failed `NotPersisted` is absent (`PossiblyPersisted` allows both).
+//!
+//! The checks themselves ([`audit`]) take client-neutral outcomes ([`Reported`]), so the same
+//! code judges kprod's ledger and the Java reference producer's (`crate::javaref`); an
+//! [`Audit`] counts what it found and gives one [`Row`] of a comparison table.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -67,6 +71,347 @@ impl Summary {
     }
 }
 
+/// The value of a ledger's record `index` sent to `partition`: `TOPIC/PARTITION/INDEX`, the
+/// index on at least 6 digits.
+pub fn ledger_value(topic: &str, partition: i32, index: usize) -> String {
+    format!("{topic}/{partition}/{index:06}")
+}
+
+/// A record's outcome as a client reported it, whichever client it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reported {
+    /// Acknowledged in `partition` at `offset` (`None`: acknowledged without an offset).
+    Delivered {
+        /// The partition the client reported.
+        partition: i32,
+        /// The offset the client reported.
+        offset: Option<i64>,
+    },
+    /// Failed.
+    Failed {
+        /// The error as the client described it.
+        error: String,
+        /// What the failure says about the log: `NotPersisted` promises the record is absent.
+        /// A client that makes no such promise (the Java producer) reports
+        /// `PossiblyPersisted`.
+        persisted: Persistence,
+        /// Refused at send time, never accepted (kprod's `enqueue`, Java's `send` throwing).
+        refused: bool,
+    },
+}
+
+impl Reported {
+    /// kprod-tokio's outcome, client-neutral.
+    pub fn from_kprod(outcome: &Result<Delivery, DeliveryError>) -> Self {
+        match outcome {
+            Ok(d) => Self::from_delivery(d),
+            Err(e) => Self::from_error(e),
+        }
+    }
+
+    /// A kprod-tokio delivery, client-neutral.
+    pub fn from_delivery(d: &Delivery) -> Self {
+        Self::Delivered {
+            partition: d.partition,
+            offset: d.offset,
+        }
+    }
+
+    /// A kprod-tokio failure, client-neutral.
+    pub fn from_error(e: &DeliveryError) -> Self {
+        Self::Failed {
+            error: e.to_string(),
+            persisted: e.persisted,
+            refused: matches!(e.kind, ErrorKind::Refused(_)),
+        }
+    }
+}
+
+/// One record as [`audit`] checks it.
+#[derive(Debug, Clone)]
+pub struct Checked<'a> {
+    /// The partition it was sent to.
+    pub partition: i32,
+    /// Its value, unique among the records checked together.
+    pub value: &'a [u8],
+    /// Its outcome; `None` if it never resolved.
+    pub outcome: Option<Reported>,
+}
+
+/// One client's line in a comparison table: what it reported and what the log shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Row {
+    /// The client's name.
+    pub client: String,
+    /// Records sent.
+    pub sent: usize,
+    /// Reported delivered.
+    pub acknowledged: usize,
+    /// Reported failed (refused included).
+    pub failed: usize,
+    /// No outcome within the bound.
+    pub unresolved: usize,
+    /// Extra copies in the log.
+    pub duplicates: usize,
+    /// Records found behind a record sent after them (per stream; per key too in the seed
+    /// verdict).
+    pub out_of_order: usize,
+    /// Acknowledged records absent from the log.
+    pub missing: usize,
+    /// Acknowledged at an offset that does not hold the record (a missing one counts too).
+    pub wrong_offsets: usize,
+    /// Any other violation: foreign or corrupt records, wrong partitions, a record that
+    /// failed as not persisted found in the log.
+    pub other: usize,
+}
+
+impl Row {
+    /// The table's header, aligned with [`Row`]'s `Display`.
+    pub fn header() -> String {
+        format!(
+            "{:<10} {:>8} {:>8} {:>6} {:>10} {:>10} {:>12} {:>7} {:>13} {:>5}",
+            "client",
+            "sent",
+            "acked",
+            "failed",
+            "unresolved",
+            "duplicates",
+            "out of order",
+            "missing",
+            "wrong offsets",
+            "other"
+        )
+    }
+
+    /// No duplicate, reorder, missing acknowledged record, wrong offset, other violation or
+    /// unresolved record (failures reported as such are allowed).
+    pub fn is_clean(&self) -> bool {
+        self.unresolved == 0
+            && self.duplicates == 0
+            && self.out_of_order == 0
+            && self.missing == 0
+            && self.wrong_offsets == 0
+            && self.other == 0
+    }
+
+    /// The header and one line per row.
+    pub fn table(rows: &[Row]) -> String {
+        let mut t = Self::header();
+        for r in rows {
+            let _ = write!(t, "\n{r}");
+        }
+        t
+    }
+}
+
+impl std::fmt::Display for Row {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:<10} {:>8} {:>8} {:>6} {:>10} {:>10} {:>12} {:>7} {:>13} {:>5}",
+            self.client,
+            self.sent,
+            self.acknowledged,
+            self.failed,
+            self.unresolved,
+            self.duplicates,
+            self.out_of_order,
+            self.missing,
+            self.wrong_offsets,
+            self.other
+        )
+    }
+}
+
+/// What [`audit`] found.
+#[derive(Debug, Clone, Default)]
+pub struct Audit {
+    /// Outcome counts and what the log holds.
+    pub summary: Summary,
+    /// Records without an outcome.
+    pub unresolved: usize,
+    /// Extra copies in the log.
+    pub duplicates: usize,
+    /// Acknowledged records absent from the log.
+    pub missing_acknowledged: usize,
+    /// Acknowledged at an offset that does not hold the record.
+    pub wrong_offsets: usize,
+    /// Foreign records, wrong partitions, not-persisted failures in the log.
+    pub other: usize,
+    /// Every problem but order, described.
+    pub problems: Vec<String>,
+    /// Send-order violations, described (counted in `summary.out_of_order`).
+    pub order_problems: Vec<String>,
+}
+
+impl Audit {
+    /// No problem at all (`order`: send-order violations count as problems).
+    pub fn is_clean(&self, order: bool) -> bool {
+        self.problems.is_empty() && (!order || self.order_problems.is_empty())
+    }
+
+    /// This audit as a comparison-table row for `client`.
+    pub fn row(&self, client: &str) -> Row {
+        let s = &self.summary;
+        Row {
+            client: client.to_owned(),
+            sent: s.sent,
+            acknowledged: s.delivered + s.delivered_without_offset,
+            failed: s.failed(),
+            unresolved: self.unresolved,
+            duplicates: self.duplicates,
+            out_of_order: s.out_of_order,
+            missing: self.missing_acknowledged,
+            wrong_offsets: self.wrong_offsets,
+            other: self.other,
+        }
+    }
+
+    /// Panics with every problem found (send-order ones too if `order`), if any.
+    pub fn assert_clean(&self, topic: &str, order: bool) {
+        if self.is_clean(order) {
+            return;
+        }
+        let mut all: Vec<&String> = self.problems.iter().collect();
+        if order {
+            all.extend(&self.order_problems);
+        }
+        let mut msg = format!(
+            "{} problem(s) in topic {topic} (outcomes {:?}):\n",
+            all.len(),
+            self.summary
+        );
+        for p in all.iter().take(30) {
+            let _ = writeln!(msg, "  {p}");
+        }
+        panic!("{msg}");
+    }
+}
+
+impl Summary {
+    /// Counts one more record with this outcome.
+    fn count(&mut self, outcome: Option<&Reported>) {
+        self.sent += 1;
+        match outcome {
+            Some(Reported::Delivered {
+                offset: Some(_), ..
+            }) => self.delivered += 1,
+            Some(Reported::Delivered { offset: None, .. }) => self.delivered_without_offset += 1,
+            Some(Reported::Failed {
+                persisted: Persistence::NotPersisted,
+                ..
+            }) => self.failed_not_persisted += 1,
+            Some(Reported::Failed { .. }) => self.failed_possibly_persisted += 1,
+            None => {}
+        }
+    }
+}
+
+/// Checks the log of `topic` against the records sent to it and their outcomes (see the
+/// module docs), whichever client sent them. Counts every problem instead of panicking.
+pub fn audit(topic: &str, records: &[Checked<'_>], log: &BTreeMap<i32, Vec<ReadRecord>>) -> Audit {
+    let mut a = Audit::default();
+    for r in records {
+        a.summary.count(r.outcome.as_ref());
+    }
+    let by_value: BTreeMap<&[u8], usize> = records
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.value, i))
+        .collect();
+    // Where each record is: (partition, offset), possibly several times.
+    let mut found: BTreeMap<usize, Vec<(i32, i64)>> = BTreeMap::new();
+    for (&p, read) in log {
+        let mut last: Option<usize> = None;
+        for r in read {
+            let Some(&i) = r.value.as_deref().and_then(|v| by_value.get(v)) else {
+                a.other += 1;
+                a.problems.push(format!(
+                    "partition {p} offset {}: foreign record {:?} (topic {topic})",
+                    r.offset,
+                    r.value.as_deref().map(String::from_utf8_lossy)
+                ));
+                continue;
+            };
+            if records[i].partition != p {
+                a.other += 1;
+                a.problems.push(format!(
+                    "record {i} sent to partition {} found in partition {p}",
+                    records[i].partition
+                ));
+            }
+            if let Some(l) = last {
+                if i < l {
+                    a.summary.out_of_order += 1;
+                    a.order_problems.push(format!(
+                        "partition {p} offset {}: record {i} after record {l}",
+                        r.offset
+                    ));
+                }
+            }
+            last = Some(last.map_or(i, |l| l.max(i)));
+            found.entry(i).or_default().push((p, r.offset));
+        }
+    }
+    for (i, places) in &found {
+        if places.len() > 1 {
+            a.duplicates += places.len() - 1;
+            a.problems
+                .push(format!("record {i} duplicated at {places:?}"));
+        }
+    }
+    a.summary.in_log = found.len();
+    for (i, e) in records.iter().enumerate() {
+        let places = found.get(&i).map(Vec::as_slice).unwrap_or(&[]);
+        match &e.outcome {
+            None => {
+                a.unresolved += 1;
+                a.problems.push(format!("record {i} has no outcome"));
+            }
+            Some(Reported::Delivered { partition, offset }) => {
+                if *partition != e.partition {
+                    a.other += 1;
+                    a.problems.push(format!(
+                        "record {i} sent to {} reported in partition {partition}",
+                        e.partition
+                    ));
+                }
+                if places.is_empty() {
+                    a.missing_acknowledged += 1;
+                }
+                match offset {
+                    Some(o) if !places.contains(&(e.partition, *o)) => {
+                        a.wrong_offsets += 1;
+                        a.problems.push(format!(
+                            "record {i} acknowledged at offset {o} but found at {places:?}"
+                        ));
+                    }
+                    None if places.is_empty() => {
+                        a.problems
+                            .push(format!("record {i} acknowledged (no offset) but absent"));
+                    }
+                    _ => {}
+                }
+            }
+            Some(Reported::Failed {
+                error, persisted, ..
+            }) => match persisted {
+                Persistence::NotPersisted if !places.is_empty() => {
+                    a.other += 1;
+                    a.problems.push(format!(
+                        "record {i} failed NotPersisted ({error}) but is in the log at {places:?}"
+                    ));
+                }
+                Persistence::PossiblyPersisted if !places.is_empty() => {
+                    a.summary.possibly_persisted_present += 1;
+                }
+                _ => {}
+            },
+        }
+    }
+    a
+}
+
 /// Records sent to one topic, their futures and outcomes.
 #[derive(Debug)]
 pub struct Ledger {
@@ -99,7 +444,7 @@ impl Ledger {
 
     /// The record the next [`Self::enqueue`] to `partition` would send.
     pub fn next_record(&self, partition: i32) -> Record {
-        let value = format!("{}/{partition}/{:06}", self.topic, self.entries.len());
+        let value = ledger_value(&self.topic, partition, self.entries.len());
         Record::new(self.topic.clone(), value.into_bytes())
             .with_partition(partition)
             .with_key(format!("k{}", self.entries.len()).into_bytes())
@@ -169,21 +514,9 @@ impl Ledger {
 
     /// Counts the outcomes of the records of the partitions `which` selects.
     pub fn outcomes_of(&self, which: impl Fn(i32) -> bool) -> Summary {
-        let entries: Vec<&Entry> = self.entries.iter().filter(|e| which(e.partition)).collect();
-        let mut s = Summary {
-            sent: entries.len(),
-            ..Summary::default()
-        };
-        for e in entries {
-            match &e.outcome {
-                Some(Ok(d)) if d.offset.is_some() => s.delivered += 1,
-                Some(Ok(_)) => s.delivered_without_offset += 1,
-                Some(Err(err)) if err.persisted == Persistence::NotPersisted => {
-                    s.failed_not_persisted += 1;
-                }
-                Some(Err(_)) => s.failed_possibly_persisted += 1,
-                None => {}
-            }
+        let mut s = Summary::default();
+        for e in self.entries.iter().filter(|e| which(e.partition)) {
+            s.count(e.outcome.as_ref().map(Reported::from_kprod).as_ref());
         }
         s
     }
@@ -228,98 +561,24 @@ impl Ledger {
     }
 
     fn check_inner(&self, log: &BTreeMap<i32, Vec<ReadRecord>>, order: bool) -> Summary {
-        let mut summary = self.outcomes();
-        let mut problems = Vec::new();
-        let by_value: BTreeMap<&[u8], usize> = self
+        let a = self.audit(log);
+        a.assert_clean(&self.topic, order);
+        a.summary
+    }
+
+    /// Checks the log against what was sent and reported, counting every problem instead of
+    /// panicking (for a comparison table: [`Audit::row`]).
+    pub fn audit(&self, log: &BTreeMap<i32, Vec<ReadRecord>>) -> Audit {
+        let records: Vec<Checked<'_>> = self
             .entries
             .iter()
-            .enumerate()
-            .map(|(i, e)| (e.value.as_slice(), i))
+            .map(|e| Checked {
+                partition: e.partition,
+                value: &e.value,
+                outcome: e.outcome.as_ref().map(Reported::from_kprod),
+            })
             .collect();
-        // Where each record is: (partition, offset), possibly several times.
-        let mut found: BTreeMap<usize, Vec<(i32, i64)>> = BTreeMap::new();
-        for (&p, records) in log {
-            let mut last: Option<usize> = None;
-            for r in records {
-                let Some(&i) = r.value.as_deref().and_then(|v| by_value.get(v)) else {
-                    problems.push(format!(
-                        "partition {p} offset {}: foreign record {:?}",
-                        r.offset,
-                        r.value.as_deref().map(String::from_utf8_lossy)
-                    ));
-                    continue;
-                };
-                if self.entries[i].partition != p {
-                    problems.push(format!(
-                        "record {i} sent to partition {} found in partition {p}",
-                        self.entries[i].partition
-                    ));
-                }
-                if let Some(l) = last {
-                    if i < l {
-                        summary.out_of_order += 1;
-                        if order {
-                            problems.push(format!(
-                                "partition {p} offset {}: record {i} after record {l}",
-                                r.offset
-                            ));
-                        }
-                    }
-                }
-                last = Some(last.map_or(i, |l| l.max(i)));
-                found.entry(i).or_default().push((p, r.offset));
-            }
-        }
-        for (i, places) in &found {
-            if places.len() > 1 {
-                problems.push(format!("record {i} duplicated at {places:?}"));
-            }
-        }
-        summary.in_log = found.len();
-        for (i, e) in self.entries.iter().enumerate() {
-            let places = found.get(&i).map(Vec::as_slice).unwrap_or(&[]);
-            match &e.outcome {
-                None => problems.push(format!("record {i} has no outcome")),
-                Some(Ok(d)) => {
-                    if d.partition != e.partition {
-                        problems.push(format!(
-                            "record {i} sent to {} reported in partition {}",
-                            e.partition, d.partition
-                        ));
-                    }
-                    match d.offset {
-                        Some(o) if !places.contains(&(e.partition, o)) => problems.push(format!(
-                            "record {i} acknowledged at offset {o} but found at {places:?}"
-                        )),
-                        None if places.is_empty() => {
-                            problems.push(format!("record {i} acknowledged (no offset) but absent"))
-                        }
-                        _ => {}
-                    }
-                }
-                Some(Err(err)) => match err.persisted {
-                    Persistence::NotPersisted if !places.is_empty() => problems.push(format!(
-                        "record {i} failed NotPersisted ({err}) but is in the log at {places:?}"
-                    )),
-                    Persistence::PossiblyPersisted if !places.is_empty() => {
-                        summary.possibly_persisted_present += 1;
-                    }
-                    _ => {}
-                },
-            }
-        }
-        if !problems.is_empty() {
-            let mut msg = format!(
-                "{} problem(s) in topic {} (outcomes {summary:?}):\n",
-                problems.len(),
-                self.topic
-            );
-            for p in problems.iter().take(30) {
-                let _ = writeln!(msg, "  {p}");
-            }
-            panic!("{msg}");
-        }
-        summary
+        audit(&self.topic, &records, log)
     }
 }
 

@@ -11,10 +11,13 @@
 //! - [`ledger`]: what a fault scenario sent and what kprod reported, checked against the log.
 //! - [`kafka`]: Apache Kafka (KRaft, 1 or 3 nodes) in child JVMs, with kill/stop/pause/restart
 //!   of one node for leader changes. Install it with `scripts/install-kafka.sh`.
+//! - [`javaref`]: the Java reference producer (Apache Kafka's kafka-clients) run on the ledger
+//!   and seed scenarios and judged by the same checks. Build it with `scripts/install-java-ref.sh`.
 //! - [`fuzz`]: the seeded fuzzer of kprod-core's decoders and whole producer.
 
 pub mod e2e;
 pub mod fuzz;
+pub mod javaref;
 pub mod kafka;
 pub mod ledger;
 pub mod proxy;

@@ -19,9 +19,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use kprod_core::partitioner::partition_for_key;
 use kprod_core::{Persistence, Record};
-use kprod_tokio::{Delivery, DeliveryError, DeliveryFuture, ErrorKind, ProducerHandle};
+use kprod_tokio::{Delivery, DeliveryError, DeliveryFuture, ProducerHandle};
 use tokio::sync::watch;
 
+use crate::ledger::{Reported, Row};
 use crate::reader::ReadRecord;
 
 /// The first word of every value this module writes.
@@ -120,6 +121,21 @@ pub enum Outcome {
     Failed(DeliveryError),
     /// Its future did not resolve in time.
     Unresolved,
+    /// Reported by another client (the Java reference producer, `crate::javaref`), in the
+    /// client-neutral form the verdict works on.
+    Reported(Reported),
+}
+
+impl Outcome {
+    /// The outcome in client-neutral form; `None` if unresolved.
+    pub fn reported(&self) -> Option<Reported> {
+        match self {
+            Self::Delivered(d) => Some(Reported::from_delivery(d)),
+            Self::Failed(e) => Some(Reported::from_error(e)),
+            Self::Unresolved => None,
+            Self::Reported(r) => Some(r.clone()),
+        }
+    }
 }
 
 /// One record sent, as the application saw it.
@@ -621,15 +637,15 @@ impl Verdict {
             if !present {
                 v.missing += 1;
             }
-            match &s.outcome {
-                Outcome::Delivered(d) => {
+            match s.outcome.reported() {
+                Some(Reported::Delivered { partition, offset }) => {
                     v.acknowledged += 1;
                     v.partitions.entry(s.partition).or_default().acknowledged += 1;
-                    if d.partition != s.partition {
+                    if partition != s.partition {
                         v.acknowledged_wrong_partition += 1;
                         v.example(format!(
-                            "{} acknowledged on partition {}, sent to {}",
-                            s.tag, d.partition, s.partition
+                            "{} acknowledged on partition {partition}, sent to {}",
+                            s.tag, s.partition
                         ));
                     }
                     if !present {
@@ -639,20 +655,19 @@ impl Verdict {
                             .or_default()
                             .missing_acknowledged += 1;
                         v.example(format!(
-                            "{} acknowledged at partition {} offset {:?} but not in the log",
-                            s.tag, d.partition, d.offset
+                            "{} acknowledged at partition {partition} offset {offset:?} but not in the log",
+                            s.tag
                         ));
                     }
-                    match d.offset {
+                    match offset {
                         None => v.acknowledged_without_offset += 1,
                         Some(o) => {
-                            let found = at.get(&(d.partition, o));
+                            let found = at.get(&(partition, o));
                             if found != Some(&s.tag) {
                                 v.offset_mismatch += 1;
                                 v.example(format!(
-                                    "{} acknowledged at partition {} offset {o}, which holds {}",
+                                    "{} acknowledged at partition {partition} offset {o}, which holds {}",
                                     s.tag,
-                                    d.partition,
                                     found.map_or_else(
                                         || "nothing of this run".to_owned(),
                                         Tag::to_string
@@ -662,11 +677,14 @@ impl Verdict {
                         }
                     }
                 }
-                Outcome::Failed(e) => {
-                    let refused = matches!(e.kind, ErrorKind::Refused(_));
+                Some(Reported::Failed {
+                    error,
+                    persisted,
+                    refused,
+                }) => {
                     if refused {
                         v.refused += 1;
-                    } else if e.persisted == Persistence::NotPersisted {
+                    } else if persisted == Persistence::NotPersisted {
                         v.failed_not_persisted += 1;
                     } else {
                         v.failed_possibly_persisted += 1;
@@ -674,18 +692,18 @@ impl Verdict {
                             v.failed_possibly_persisted_present += 1;
                         }
                     }
-                    if present && (refused || e.persisted == Persistence::NotPersisted) {
+                    if present && (refused || persisted == Persistence::NotPersisted) {
                         v.present_but_not_persisted += 1;
                         v.example(format!(
-                            "{} failed as not persisted ({e}) but is in the log",
+                            "{} failed as not persisted ({error}) but is in the log",
                             s.tag
                         ));
                     }
                     if v.refused + v.failed_not_persisted + v.failed_possibly_persisted <= 3 {
-                        v.example(format!("{} failed: {e}", s.tag));
+                        v.example(format!("{} failed: {error}", s.tag));
                     }
                 }
-                Outcome::Unresolved => {
+                None => {
                     v.unresolved += 1;
                     v.example(format!("{}: its future never resolved", s.tag));
                 }
@@ -697,6 +715,27 @@ impl Verdict {
     fn example(&mut self, what: String) {
         if self.examples.len() < EXAMPLES {
             self.examples.push(what);
+        }
+    }
+
+    /// This verdict as a comparison-table row for `client`.
+    pub fn row(&self, client: &str) -> Row {
+        Row {
+            client: client.to_owned(),
+            sent: self.sent,
+            acknowledged: self.acknowledged,
+            failed: self.failed(),
+            unresolved: self.unresolved,
+            duplicates: self.duplicates,
+            out_of_order: self.out_of_order + self.out_of_order_per_key,
+            missing: self.missing_acknowledged,
+            wrong_offsets: self.offset_mismatch,
+            other: self.corrupt
+                + self.unexpected
+                + self.wrong_partition
+                + self.key_partition_mismatch
+                + self.acknowledged_wrong_partition
+                + self.present_but_not_persisted,
         }
     }
 
@@ -811,6 +850,8 @@ impl fmt::Display for Verdict {
 
 #[cfg(test)]
 mod tests {
+    use kprod_tokio::ErrorKind;
+
     use super::*;
 
     #[test]
