@@ -180,15 +180,24 @@ impl Kafka {
             let id = i as i32 + 1;
             let node_dir = dir.join(format!("node-{id}"));
             std::fs::create_dir_all(&node_dir).expect("create node dir");
-            let advertised = opts.advertised_ports.as_ref().map_or(port, |a| a[i]);
+            // With a proxy in front, clients use the CLIENT listener (advertised as the proxy)
+            // and brokers keep replicating over PLAINTEXT (advertised as is).
+            let (client_listener, client_advertised) =
+                match (client_ports[i], &opts.advertised_ports) {
+                    (Some(own), Some(adv)) => (
+                        format!(",CLIENT://127.0.0.1:{own}"),
+                        format!(",CLIENT://127.0.0.1:{}", adv[i]),
+                    ),
+                    _ => (String::new(), String::new()),
+                };
             let mut props = format!(
                 "process.roles=broker,controller\n\
                  node.id={id}\n\
                  controller.quorum.voters={voters}\n\
-                 listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}\n\
-                 advertised.listeners=PLAINTEXT://127.0.0.1:{advertised}\n\
+                 listeners=PLAINTEXT://127.0.0.1:{port}{client_listener},CONTROLLER://127.0.0.1:{controller_port}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}{client_advertised}\n\
                  controller.listener.names=CONTROLLER\n\
-                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
                  inter.broker.listener.name=PLAINTEXT\n\
                  log.dirs={}\n\
                  num.partitions=1\n\
@@ -535,6 +544,28 @@ impl Kafka {
             assert!(
                 Instant::now() < deadline,
                 "{topic}/{partition} still led by {not} (or leaderless) after {TOPIC_TIMEOUT:?}"
+            );
+            std::thread::sleep(PROBE_PAUSE);
+        }
+    }
+
+    /// Waits until `topic`/`partition`'s ISR has fewer than `n` replicas (a replica fell out).
+    pub fn wait_isr_below(&self, topic: &str, partition: i32, n: usize) {
+        let deadline = Instant::now() + TOPIC_TIMEOUT;
+        loop {
+            let isr = self.metadata(topic).and_then(|m| {
+                m.topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter())
+                    .find(|p| p.partition_index == partition)
+                    .map(|p| p.isr_nodes.len())
+            });
+            if isr.is_some_and(|l| l < n) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{topic}/{partition}'s ISR still has {isr:?} replicas after {TOPIC_TIMEOUT:?}"
             );
             std::thread::sleep(PROBE_PAUSE);
         }

@@ -10,7 +10,12 @@
 //!     [--replication N]
 //! ```
 //!
-//! Without `--brokers` it starts a local Tansu broker (`scripts/install-tansu.sh`, or
+//! With `--kafka` it starts a local 3-node Apache Kafka cluster (`scripts/install-kafka.sh`,
+//! KRaft, topic replicated 3 times with `min.insync.replicas=2`) and, halfway through the
+//! ticker's run, SIGKILLs the leader of partition 0 and restarts it once the leadership has
+//! moved.
+//!
+//! Without `--brokers` or `--kafka` it starts a local Tansu broker (`scripts/install-tansu.sh`, or
 //! `KPROD_TANSU=/path/to/tansu`) with in-memory storage and creates the topic with the Tansu CLI.
 //! With `--brokers` it creates the topic with a CreateTopics request (librdkafka's admin
 //! client); the principal must be allowed to create topics. To use a topic that already exists,
@@ -24,9 +29,10 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use kprod_tests::kafka::KAFKA_VERSION;
 use kprod_tests::reader::read_topic;
 use kprod_tests::seed::{fresh_run_id, run_seed, SeedPlan, Source, Verdict, TICKER_STREAM};
-use kprod_tests::{Tansu, TANSU_VERSION};
+use kprod_tests::{Kafka, Tansu, TANSU_VERSION};
 use kprod_tokio::{config_from_properties, ProducerHandle};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -97,9 +103,10 @@ mod log_counter {
 }
 
 const USAGE: &str = "\
-usage: seed-demo [--brokers host:port] [--records N] [--burst N] [--bursts N]
+usage: seed-demo [--kafka | --brokers host:port] [--records N] [--burst N] [--bursts N]
                  [--partitions N] [--record-size BYTES] [--topic NAME] [--replication N]
 
+  --kafka        start a local 3-node Apache Kafka and kill a leader halfway
   --brokers      use this Kafka-compatible cluster instead of starting a local Tansu
   --records      records the ticker sends, one every 1 ms (default 5000)
   --burst        records per burst, all enqueued before any is awaited (default 50000)
@@ -118,6 +125,7 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Debug)]
 struct Args {
+    kafka: bool,
     brokers: Option<String>,
     records: u64,
     burst: u64,
@@ -135,6 +143,7 @@ fn num<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, String> {
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
+        kafka: false,
         brokers: None,
         records: 5_000,
         burst: 50_000,
@@ -148,6 +157,10 @@ fn parse_args() -> Result<Args, String> {
     while let Some(flag) = it.next() {
         if flag == "-h" || flag == "--help" {
             return Err(String::new());
+        }
+        if flag == "--kafka" {
+            a.kafka = true;
+            continue;
         }
         let (name, inline) = match flag.split_once('=') {
             Some((n, v)) => (n.to_owned(), Some(v.to_owned())),
@@ -180,6 +193,9 @@ fn parse_args() -> Result<Args, String> {
             "--replication" => a.replication = num(&name, &value)?,
             _ => return Err(format!("unknown option {name}")),
         }
+    }
+    if a.kafka && a.brokers.is_some() {
+        return Err("--kafka and --brokers exclude each other".into());
     }
     if a.partitions < 1 {
         return Err("--partitions must be at least 1".into());
@@ -279,7 +295,26 @@ fn run(args: &Args) -> Result<bool, String> {
 
     println!("kprod seed demo: an idempotent producer under the KafkaJS seed load");
     // Keep the broker alive until the verdict is in.
+    let mut kafka = None;
     let (_tansu, brokers, partitions) = match &args.brokers {
+        None if args.kafka => {
+            let t0 = Instant::now();
+            let k = Kafka::start(3);
+            println!(
+                "started Apache Kafka {KAFKA_VERSION} (3 KRaft nodes, {}) at {} in {:.0?}",
+                Kafka::install_dir().display(),
+                k.bootstrap(),
+                t0.elapsed()
+            );
+            k.create_topic(&topic, args.partitions, 3, Some(2));
+            println!(
+                "created topic {topic} with {} partitions, replication 3, min.insync.replicas=2",
+                args.partitions
+            );
+            let brokers = k.bootstrap();
+            kafka = Some(k);
+            (None, brokers, args.partitions)
+        }
         None => {
             let t0 = Instant::now();
             let tansu = Tansu::start();
@@ -358,6 +393,26 @@ fn run(args: &Args) -> Result<bool, String> {
     let config =
         config_from_properties(&properties).map_err(|e| format!("producer properties: {e}"))?;
 
+    // With --kafka: halfway through the ticker's run, kill the leader of partition 0, wait
+    // for the leadership to move, and restart it, while the load goes on.
+    let fault = kafka.take().map(|mut k| {
+        let topic = topic.clone();
+        let halfway = Duration::from_millis(plan.ticks / 2);
+        std::thread::spawn(move || {
+            std::thread::sleep(halfway);
+            let leader = k.leader(&topic, 0);
+            let t0 = Instant::now();
+            k.kill(leader);
+            let moved_to = k.wait_leader_moved(&topic, 0, leader);
+            let moved = t0.elapsed();
+            k.restart(leader);
+            let line = format!(
+                "fault: SIGKILLed node {leader} (leader of partition 0) after {halfway:.0?};                  leadership moved to node {moved_to} after {moved:.2?}; node {leader} back                  after {:.2?}",
+                t0.elapsed()
+            );
+            (k, line)
+        })
+    });
     let report = rt.block_on(async {
         let producer = ProducerHandle::connect(config).map_err(|e| format!("config: {e}"))?;
         let report = run_seed(&producer, &plan).await;
@@ -367,6 +422,16 @@ fn run(args: &Args) -> Result<bool, String> {
         Ok::<_, String>(report)
     })?;
     drop(rt);
+    let _kafka = match fault {
+        Some(handle) => {
+            let (k, line) = handle
+                .join()
+                .map_err(|_| "the leader-kill thread panicked".to_owned())?;
+            println!("{line}");
+            Some(k)
+        }
+        None => None,
+    };
 
     let ticker_sent = report
         .sent
