@@ -13,9 +13,11 @@
 //!   of one node for leader changes. Install it with `scripts/install-kafka.sh`.
 //! - [`javaref`]: the Java reference producer (Apache Kafka's kafka-clients) run on the ledger
 //!   and seed scenarios and judged by the same checks. Build it with `scripts/install-java-ref.sh`.
+//! - [`faults`]: the fault-proxy scenarios, run on Tansu and on a 3-node Kafka cluster.
 //! - [`fuzz`]: the seeded fuzzer of kprod-core's decoders and whole producer.
 
 pub mod e2e;
+pub mod faults;
 pub mod fuzz;
 pub mod javaref;
 pub mod kafka;
