@@ -167,8 +167,9 @@ pub struct Finished {
     pub stdout: Vec<String>,
     /// All of stderr.
     pub stderr: String,
-    /// The outcome file the run was given (`ledger` and `seed`).
-    pub out: PathBuf,
+    /// The outcome file (`ledger` and `seed`) as read when the program exited, or why it
+    /// could not be read. (The run's directory is removed when the [`JavaRun`] is dropped.)
+    pub out: Result<String, String>,
 }
 
 impl Finished {
@@ -194,20 +195,12 @@ impl Finished {
             "{}",
             self.describe("the Java reference producer failed")
         );
-        let text = std::fs::read_to_string(&self.out).unwrap_or_else(|e| {
-            panic!(
-                "{}",
-                self.describe(&format!("cannot read {}: {e}", self.out.display()))
-            )
-        });
-        parse_outcomes(&text).unwrap_or_else(|e| {
-            panic!(
-                "{}",
-                self.describe(&format!(
-                    "malformed outcome file {}: {e}",
-                    self.out.display()
-                ))
-            )
+        let text = self
+            .out
+            .as_ref()
+            .unwrap_or_else(|e| panic!("{}", self.describe(e)));
+        parse_outcomes(text).unwrap_or_else(|e| {
+            panic!("{}", self.describe(&format!("malformed outcome file: {e}")))
         })
     }
 }
@@ -379,7 +372,11 @@ impl JavaRun {
             status,
             stdout: std::mem::take(&mut self.stdout),
             stderr,
-            out: self.dir.join(OUT_FILE),
+            out: {
+                let path = self.dir.join(OUT_FILE);
+                std::fs::read_to_string(&path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))
+            },
         }
     }
 }
@@ -1044,7 +1041,7 @@ mod tests {
                 status: success(),
                 stdout: Vec::new(),
                 stderr: String::new(),
-                out: PathBuf::new(),
+                out: Ok(String::new()),
             },
         };
         // Record 3 failed possibly persisted and is in the log: allowed.
