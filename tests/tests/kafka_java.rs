@@ -30,11 +30,15 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long a marker may take to appear.
 const MARKER_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// One test at a time.
+/// One test at a time; fails at once, before a broker starts, if the Java reference
+/// producer is not built for the current sources.
 fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    let guard = LOCK
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    javaref::install_dir();
+    guard
 }
 
 fn read(kafka: &Kafka, topic: &str, partitions: i32) -> BTreeMap<i32, Vec<ReadRecord>> {
