@@ -463,6 +463,38 @@ async fn waves_until(l: &mut Ledger, p: &ProducerHandle, n: usize, done: impl Fn
     );
 }
 
+/// Puts `rules` on the proxy in front of the leader of partition 0, sends waves of `wave`
+/// records (max.in.flight 1 if `in_flight_1`) until `planned` Produce faults that `hit`
+/// selects have happened, closes the producer, and asserts that exactly those happened and
+/// that every record is acknowledged and in the log once.
+async fn produce_faults_on_leader(
+    env: &Env,
+    in_flight_1: bool,
+    rules: Vec<Rule>,
+    wave: usize,
+    planned: usize,
+    hit: fn(&Fault) -> bool,
+) -> Summary {
+    let t = Target::LeaderOf(0);
+    for r in rules {
+        env.add_rule(t, r);
+    }
+    let mut cfg = env.config();
+    if in_flight_1 {
+        cfg.max_in_flight = 1;
+    }
+    let p = producer(cfg);
+    let mut l = env.ledger();
+    let hits = || env.faults(t, api_key::PRODUCE, hit);
+    waves_until(&mut l, &p, wave, || hits() >= planned).await;
+    p.close().await;
+    assert_eq!(hits(), planned);
+    let s = env.check(&l).await;
+    assert!(s.all_delivered(), "{s:?}");
+    assert_eq!(s.in_log, s.sent);
+    s
+}
+
 // ---------------------------------------------------------------------------------------------
 // The scenarios
 // ---------------------------------------------------------------------------------------------
@@ -501,96 +533,41 @@ impl Scenario {
     }
 }
 
-macro_rules! scenario {
-    ($konst:ident, $name:ident, $topic:literal, $partitions:literal) => {
-        #[doc = concat!("The scenario [`", stringify!($name), "`].")]
-        pub const $konst: Scenario = Scenario {
-            name: stringify!($name),
-            topic: $topic,
-            partitions: $partitions,
-            run: |env| Box::pin($name(env)),
-        };
+macro_rules! scenarios {
+    ($($konst:ident = $name:ident($topic:literal, $partitions:literal)),* $(,)?) => {
+        $(
+            #[doc = concat!("The scenario [`", stringify!($name), "`].")]
+            pub const $konst: Scenario = Scenario {
+                name: stringify!($name),
+                topic: $topic,
+                partitions: $partitions,
+                run: |env| Box::pin($name(env)),
+            };
+        )*
+        /// Every scenario, in the order of `faults_tansu.rs`.
+        pub const ALL: &[Scenario] = &[$($konst),*];
     };
 }
 
-scenario!(
-    CUT_IN_FLIGHT_1,
-    cut_after_processed_produce_in_flight_1,
-    "cut-inflight-1",
-    3
-);
-scenario!(
-    CUT_IN_FLIGHT_5,
-    cut_after_processed_produce_in_flight_5,
-    "cut-inflight-5",
-    4
-);
-scenario!(REPEATED_CUTS, repeated_cuts, "repeated-cuts", 3);
-scenario!(DELAY_BELOW, delay_below_request_timeout, "delay-below", 2);
-scenario!(
-    DELAY_BEYOND,
-    delay_beyond_request_timeout,
-    "delay-beyond",
-    2
-);
-scenario!(BLACKHOLE, blackhole_forces_request_timeout, "blackhole", 2);
-scenario!(
-    DELIVERY_TIMEOUT,
-    delivery_timeout_while_blackholed,
-    "delivery-timeout",
-    1
-);
-scenario!(TRUNCATED, truncated_produce_response, "truncated", 2);
-scenario!(SHORT_FRAME, short_frame_produce_response, "short-frame", 2);
-scenario!(
-    FLIP_PRODUCE,
-    bit_flip_in_produce_response,
-    "flip-produce",
-    2
-);
-scenario!(
-    FLIP_METADATA,
-    bit_flip_in_metadata_response,
-    "flip-metadata",
-    2
-);
-scenario!(GARBAGE_SIZE, garbage_size_prefix, "garbage-size", 2);
-scenario!(
-    REFUSED_AT_START,
-    refused_at_start_then_recovery,
-    "refused-start",
-    2
-);
-scenario!(REFUSED_DURING_RUN, refused_during_run, "refused-run", 3);
-scenario!(CUT_HANDSHAKE, cut_during_handshake, "cut-handshake", 2);
-scenario!(
-    CLOSE_BLACKHOLED,
-    close_while_blackholed,
-    "close-blackhole",
-    2
-);
-scenario!(CLOSE_DURING_CUTS, close_during_cuts, "close-cuts", 3);
-
-/// Every scenario, in the order of `faults_tansu.rs`.
-pub const ALL: [Scenario; 17] = [
-    CUT_IN_FLIGHT_1,
-    CUT_IN_FLIGHT_5,
-    REPEATED_CUTS,
-    DELAY_BELOW,
-    DELAY_BEYOND,
-    BLACKHOLE,
-    DELIVERY_TIMEOUT,
-    TRUNCATED,
-    SHORT_FRAME,
-    FLIP_PRODUCE,
-    FLIP_METADATA,
-    GARBAGE_SIZE,
-    REFUSED_AT_START,
-    REFUSED_DURING_RUN,
-    CUT_HANDSHAKE,
-    CLOSE_BLACKHOLED,
-    CLOSE_DURING_CUTS,
-];
+scenarios! {
+    CUT_IN_FLIGHT_1 = cut_after_processed_produce_in_flight_1("cut-inflight-1", 3),
+    CUT_IN_FLIGHT_5 = cut_after_processed_produce_in_flight_5("cut-inflight-5", 4),
+    REPEATED_CUTS = repeated_cuts("repeated-cuts", 3),
+    DELAY_BELOW = delay_below_request_timeout("delay-below", 2),
+    DELAY_BEYOND = delay_beyond_request_timeout("delay-beyond", 2),
+    BLACKHOLE = blackhole_forces_request_timeout("blackhole", 2),
+    DELIVERY_TIMEOUT = delivery_timeout_while_blackholed("delivery-timeout", 1),
+    TRUNCATED = truncated_produce_response("truncated", 2),
+    SHORT_FRAME = short_frame_produce_response("short-frame", 2),
+    FLIP_PRODUCE = bit_flip_in_produce_response("flip-produce", 2),
+    FLIP_METADATA = bit_flip_in_metadata_response("flip-metadata", 2),
+    GARBAGE_SIZE = garbage_size_prefix("garbage-size", 2),
+    REFUSED_AT_START = refused_at_start_then_recovery("refused-start", 2),
+    REFUSED_DURING_RUN = refused_during_run("refused-run", 3),
+    CUT_HANDSHAKE = cut_during_handshake("cut-handshake", 2),
+    CLOSE_BLACKHOLED = close_while_blackholed("close-blackhole", 2),
+    CLOSE_DURING_CUTS = close_during_cuts("close-cuts", 3),
+}
 
 // Responses of processed requests lost ---------------------------------------------------------
 
@@ -598,27 +575,12 @@ pub const ALL: [Scenario; 17] = [
 /// the batch. Each retry resends the same bytes and is answered as a duplicate (46 without
 /// an offset on Tansu, NONE with the original offset on Kafka): present once, in order.
 pub async fn cut_after_processed_produce_in_flight_1(env: Env) -> Summary {
-    let t = Target::LeaderOf(0);
-    env.add_rule(
-        t,
-        Rule::on(api_key::PRODUCE, Fault::Cut)
-            .skip(2)
-            .times(3)
-            .every(3),
-    );
-    let p = producer(ProducerConfig {
-        max_in_flight: 1,
-        ..env.config()
-    });
-    let mut l = env.ledger();
-    let cuts = || env.faults(t, api_key::PRODUCE, |f| *f == Fault::Cut);
-    waves_until(&mut l, &p, 30, || cuts() >= 3).await;
-    p.close().await;
-    assert_eq!(cuts(), 3);
-    let s = env.check(&l).await;
-    assert!(s.all_delivered(), "{s:?}");
+    let cut = Rule::on(api_key::PRODUCE, Fault::Cut)
+        .skip(2)
+        .times(3)
+        .every(3);
+    let s = produce_faults_on_leader(&env, true, vec![cut], 30, 3, |f| *f == Fault::Cut).await;
     env.assert_retries_answered(&s);
-    assert_eq!(s.in_log, s.sent);
     s
 }
 
@@ -643,27 +605,15 @@ pub async fn cut_after_processed_produce_in_flight_5(env: Env) -> Summary {
 /// Every other Produce response of one leader is lost, eight times, with five requests in
 /// flight.
 pub async fn repeated_cuts(env: Env) -> Summary {
-    let t = Target::LeaderOf(0);
-    env.add_rule(
-        t,
-        Rule::on(api_key::PRODUCE, Fault::Cut)
-            .skip(1)
-            .every(1)
-            .times(8),
-    );
-    let p = producer(env.config());
-    let mut l = env.ledger();
-    let cuts = || env.faults(t, api_key::PRODUCE, |f| *f == Fault::Cut);
-    waves_until(&mut l, &p, 120, || cuts() >= 8).await;
-    p.close().await;
-    assert_eq!(cuts(), 8);
+    let cut = Rule::on(api_key::PRODUCE, Fault::Cut)
+        .skip(1)
+        .every(1)
+        .times(8);
+    let s = produce_faults_on_leader(&env, false, vec![cut], 120, 8, |f| *f == Fault::Cut).await;
     assert!(
-        env.stats(t).accepted >= 9,
+        env.stats(Target::LeaderOf(0)).accepted >= 9,
         "a new connection after each cut"
     );
-    let s = env.check(&l).await;
-    assert!(s.all_delivered(), "{s:?}");
-    assert_eq!(s.in_log, s.sent);
     s
 }
 
@@ -814,17 +764,14 @@ pub async fn delivery_timeout_while_blackholed(env: Env) -> Summary {
 /// Produce responses of one leader cut in the middle of a frame (10 bytes, then 2 bytes:
 /// inside the size prefix), then the connection closes.
 pub async fn truncated_produce_response(env: Env) -> Summary {
-    let t = Target::LeaderOf(0);
-    env.add_rule(t, Rule::on(api_key::PRODUCE, Fault::Truncate(10)).skip(1));
-    env.add_rule(t, Rule::on(api_key::PRODUCE, Fault::Truncate(2)).skip(2));
-    let p = producer(env.config());
-    let mut l = env.ledger();
-    let hits = || env.faults(t, api_key::PRODUCE, |f| matches!(f, Fault::Truncate(_)));
-    waves_until(&mut l, &p, 40, || hits() >= 2).await;
-    p.close().await;
-    assert_eq!(hits(), 2);
-    let s = env.check(&l).await;
-    assert!(s.all_delivered(), "{s:?}");
+    let rules = vec![
+        Rule::on(api_key::PRODUCE, Fault::Truncate(10)).skip(1),
+        Rule::on(api_key::PRODUCE, Fault::Truncate(2)).skip(2),
+    ];
+    let s = produce_faults_on_leader(&env, false, rules, 40, 2, |f| {
+        matches!(f, Fault::Truncate(_))
+    })
+    .await;
     env.assert_retries_answered(&s);
     s
 }
@@ -832,22 +779,14 @@ pub async fn truncated_produce_response(env: Env) -> Summary {
 /// Well-framed but truncated Produce responses of one leader (the size prefix matches the
 /// shortened body): the decode fails, kprod closes the connection and retries.
 pub async fn short_frame_produce_response(env: Env) -> Summary {
-    let t = Target::LeaderOf(0);
-    env.add_rule(
-        t,
-        Rule::on(api_key::PRODUCE, Fault::ShortFrame(3))
-            .skip(1)
-            .times(2)
-            .every(2),
-    );
-    let p = producer(env.config());
-    let mut l = env.ledger();
-    let hits = || env.faults(t, api_key::PRODUCE, |f| matches!(f, Fault::ShortFrame(_)));
-    waves_until(&mut l, &p, 40, || hits() >= 2).await;
-    p.close().await;
-    assert_eq!(hits(), 2);
-    let s = env.check(&l).await;
-    assert!(s.all_delivered(), "{s:?}");
+    let short = Rule::on(api_key::PRODUCE, Fault::ShortFrame(3))
+        .skip(1)
+        .times(2)
+        .every(2);
+    let s = produce_faults_on_leader(&env, false, vec![short], 40, 2, |f| {
+        matches!(f, Fault::ShortFrame(_))
+    })
+    .await;
     env.assert_retries_answered(&s);
     s
 }
@@ -856,41 +795,19 @@ pub async fn short_frame_produce_response(env: Env) -> Summary {
 /// correlation id, one in the topic array's length (1 topic becomes 65). Each is refused,
 /// the connection closed, the batches retried.
 pub async fn bit_flip_in_produce_response(env: Env) -> Summary {
-    let t = Target::LeaderOf(0);
-    env.add_rule(
-        t,
-        Rule::on(
-            api_key::PRODUCE,
-            Fault::Flip {
-                offset: CORRELATION_ID + 3,
-                mask: 0x01,
-            },
-        )
-        .skip(1),
-    );
-    env.add_rule(
-        t,
-        Rule::on(
-            api_key::PRODUCE,
-            Fault::Flip {
-                offset: PRODUCE_TOPICS_LEN,
-                mask: 0x40,
-            },
-        )
-        .skip(2),
-    );
-    let p = producer(env.config());
-    let mut l = env.ledger();
-    let hits = || env.faults(t, api_key::PRODUCE, |f| matches!(f, Fault::Flip { .. }));
-    waves_until(&mut l, &p, 40, || hits() >= 2).await;
-    p.close().await;
-    assert_eq!(hits(), 2);
+    let flip = |offset, mask| Fault::Flip { offset, mask };
+    let rules = vec![
+        Rule::on(api_key::PRODUCE, flip(CORRELATION_ID + 3, 0x01)).skip(1),
+        Rule::on(api_key::PRODUCE, flip(PRODUCE_TOPICS_LEN, 0x40)).skip(2),
+    ];
+    let s = produce_faults_on_leader(&env, false, rules, 40, 2, |f| {
+        matches!(f, Fault::Flip { .. })
+    })
+    .await;
     assert!(
         env.stats(Target::All).accepted >= env.baseline_connections() + 2,
         "both corrupt responses closed the connection"
     );
-    let s = env.check(&l).await;
-    assert!(s.all_delivered(), "{s:?}");
     env.assert_retries_answered(&s);
     s
 }
@@ -943,18 +860,12 @@ pub async fn bit_flip_in_metadata_response(env: Env) -> Summary {
 /// negative, and large but allowed (kprod then waits for bytes that never come, until
 /// request.timeout).
 pub async fn garbage_size_prefix(env: Env) -> Summary {
-    let t = Target::LeaderOf(0);
-    for (skip, size) in [(1, i32::MAX), (2, -7), (3, 1_000_000)] {
-        env.add_rule(t, Rule::on(api_key::PRODUCE, Fault::Size(size)).skip(skip));
-    }
-    let p = producer(env.config());
-    let mut l = env.ledger();
-    let hits = || env.faults(t, api_key::PRODUCE, |f| matches!(f, Fault::Size(_)));
-    waves_until(&mut l, &p, 40, || hits() >= 3).await;
-    p.close().await;
-    assert_eq!(hits(), 3);
-    let s = env.check(&l).await;
-    assert!(s.all_delivered(), "{s:?}");
+    let rules = [(1, i32::MAX), (2, -7), (3, 1_000_000)]
+        .into_iter()
+        .map(|(skip, size)| Rule::on(api_key::PRODUCE, Fault::Size(size)).skip(skip))
+        .collect();
+    let s =
+        produce_faults_on_leader(&env, false, rules, 40, 3, |f| matches!(f, Fault::Size(_))).await;
     env.assert_retries_answered(&s);
     s
 }

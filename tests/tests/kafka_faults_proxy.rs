@@ -82,7 +82,7 @@ fn fault_scenarios_on_three_kafka_nodes() {
         .ok()
         .map(|v| v.split(',').map(|s| s.trim().to_owned()).collect());
     let scenarios: Vec<_> = faults::ALL
-        .into_iter()
+        .iter()
         .filter(|s| only.as_ref().is_none_or(|o| o.iter().any(|n| n == s.name)))
         .collect();
     assert!(
