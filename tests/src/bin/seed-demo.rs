@@ -407,7 +407,9 @@ fn run(args: &Args) -> Result<bool, String> {
             let moved = t0.elapsed();
             k.restart(leader);
             let line = format!(
-                "fault: SIGKILLed node {leader} (leader of partition 0) after {halfway:.0?};                  leadership moved to node {moved_to} after {moved:.2?}; node {leader} back                  after {:.2?}",
+                "fault: SIGKILLed node {leader} (leader of partition 0) after {halfway:.0?}; \
+                 leadership moved to node {moved_to} after {moved:.2?}; node {leader} back \
+                 after {:.2?}",
                 t0.elapsed()
             );
             (k, line)
