@@ -394,10 +394,18 @@ impl ProxiedKafka {
                 .create_topic(topic, partitions, replication, Some(replication.min(2)));
             self.kafka.leaders(topic)
         });
-        let leaders = leaders
+        let leaders: BTreeMap<i32, usize> = leaders
             .into_iter()
             .map(|(p, node)| (p, self.kafka.index_of(node)))
             .collect();
+        let mut led: Vec<usize> = leaders.values().copied().collect();
+        led.sort_unstable();
+        led.dedup();
+        assert_eq!(
+            led.len(),
+            self.kafka.len(),
+            "{topic}: every node leads a partition ({leaders:?})"
+        );
         Env::new(
             self.proxies.clone(),
             leaders,
