@@ -6,6 +6,10 @@
 //! Tansu answers 46 without one).
 //!
 //! Needs `scripts/install-kafka.sh` and Java 17+; each test starts its own cluster.
+//!
+//! Size knob: `KPROD_KAFKA_SCALE=N` multiplies every record count by N (default 1, the CI
+//! size), e.g. `KPROD_KAFKA_SCALE=10` for 20,000 ticks + 3 × 100,000 and 1,000,000 keyed
+//! records.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -20,6 +24,18 @@ use kprod_tests::Kafka;
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long the reader may take.
 const READ_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// `KPROD_KAFKA_SCALE`, default 1.
+fn scale() -> u64 {
+    match std::env::var("KPROD_KAFKA_SCALE") {
+        Ok(v) => v
+            .parse()
+            .ok()
+            .filter(|&n| n >= 1)
+            .unwrap_or_else(|| panic!("KPROD_KAFKA_SCALE={v:?} is not a positive integer")),
+        Err(_) => 1,
+    }
+}
 
 fn read(kafka: &Kafka, topic: &str, partitions: i32) -> BTreeMap<i32, Vec<ReadRecord>> {
     read_topic(&kafka.bootstrap(), topic, partitions, READ_TIMEOUT).unwrap_or_else(|e| {
@@ -44,10 +60,10 @@ fn seed_scenario(kafka: &Kafka, replication: i32, max_in_flight: u32) {
             run: fresh_run_id(),
             record_size: 100,
         },
-        ticks: 2_000,
+        ticks: 2_000 * scale(),
         period: Duration::from_millis(1),
         bursts: 3,
-        burst_size: 10_000,
+        burst_size: 10_000 * scale(),
         resolve_timeout: RESOLVE_TIMEOUT,
     };
     let brokers = kafka.bootstrap();
@@ -89,7 +105,7 @@ fn seed_scenario(kafka: &Kafka, replication: i32, max_in_flight: u32) {
 fn keyed_scenario(kafka: &Kafka, replication: i32) {
     const PARTITIONS: i32 = 6;
     const STREAMS: u32 = 4;
-    const PER_STREAM: u64 = 25_000;
+    let per_stream: u64 = 25_000 * scale();
     const KEYS_PER_STREAM: u64 = 250;
     let topic = format!("kprod-keyed-rf{replication}");
     kafka.create_topic(&topic, PARTITIONS, replication, Some(replication.min(2)));
@@ -107,7 +123,7 @@ fn keyed_scenario(kafka: &Kafka, replication: i32) {
             &producer,
             &source,
             STREAMS,
-            PER_STREAM,
+            per_stream,
             KEYS_PER_STREAM,
             RESOLVE_TIMEOUT,
         )
@@ -126,7 +142,7 @@ fn keyed_scenario(kafka: &Kafka, replication: i32) {
         sent.len() as f64 / produce_time.as_secs_f64()
     );
     println!("{v}");
-    assert_eq!(sent.len() as u64, u64::from(STREAMS) * PER_STREAM);
+    assert_eq!(sent.len() as u64, u64::from(STREAMS) * per_stream);
     assert_complete(&v);
     assert_eq!(v.acknowledged_without_offset, 0, "{v}");
     for (&p, records) in &log {
