@@ -16,10 +16,33 @@
 //! producer.close().await;
 //! # Ok(()) }
 //! ```
+//!
+//! # Secured clusters
+//!
+//! [`ProducerHandle::from_properties`] takes `security.protocol=SSL` and the `ssl.*`
+//! properties ([`ClientConfig::from_properties`]) and connects through [`TlsConnector`]
+//! (rustls, feature `tls`, on by default). TLS lives entirely in the connector: the core
+//! sees the same byte streams, connects and disconnects as over TCP.
+//!
+//! A certificate rejected by either side (the broker's chain does not lead to a trusted CA,
+//! has expired, is not valid for the host; the broker refuses the client certificate or its
+//! absence) is a configuration error that retrying cannot fix. Reporting it to the core as an
+//! ordinary failed connect would make the core reconnect until `delivery.timeout.ms` and then
+//! fail records with a bare timeout. Instead the connector classifies it
+//! ([`Connector::fatal_reason`]) and the adapter fails the producer: every pending record
+//! resolves at once with [`ErrorKind::Connection`] (which names the broker address, the
+//! reason and the property to check), every later record is refused with it, flush and close
+//! return, and the core is never driven again, so nothing reconnects. Persistence stays
+//! truthful: `NotPersisted` when no connection ever delivered a byte to the core (no request
+//! was answered, so no record was sent), otherwise `PossiblyPersisted`, since the adapter
+//! does not know which records the core had sent. Anything else (refused, reset, a handshake
+//! cut short) stays an ordinary connection failure that the core retries.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod properties;
+#[cfg(feature = "tls")]
+mod tls;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
@@ -40,7 +63,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinError, JoinSet};
 use tracing::{debug, error, info};
 
-pub use properties::{config_from_properties, PropertyError};
+pub use properties::{config_from_properties, ClientConfig, PropertyError, Security, TlsOptions};
+#[cfg(feature = "tls")]
+pub use tls::TlsConnector;
 
 /// How many application commands may wait for the driver before callers wait too.
 const COMMAND_QUEUE: usize = 1024;
@@ -55,6 +80,15 @@ pub trait Connector: Send + Sync + 'static {
     type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
     /// Opens a stream to `addr` (`host:port`).
     fn connect(&self, addr: &str) -> impl Future<Output = io::Result<Self::Stream>> + Send;
+
+    /// Why `error`, returned by [`Self::connect`] or by reading or writing a stream it opened,
+    /// is a configuration error that no retry can fix (a certificate rejected by either side),
+    /// or `None` (the default) for an ordinary failure that the core retries. On `Some` the
+    /// producer fails as a whole with [`ErrorKind::Connection`]; see the crate documentation.
+    fn fatal_reason(&self, error: &io::Error) -> Option<String> {
+        let _ = error;
+        None
+    }
 }
 
 /// The default connector: TCP with `TCP_NODELAY`.
@@ -83,6 +117,28 @@ pub struct Delivery {
     pub timestamp: i64,
 }
 
+/// A connection error that no retry can fix ([`Connector::fatal_reason`]), which failed the
+/// producer: every record pending then, and every record sent afterwards, fails with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionError {
+    /// The broker address (`host:port`) the connection went to.
+    pub addr: Arc<str>,
+    /// Why, naming the setting to check.
+    pub reason: Arc<str>,
+}
+
+impl std::fmt::Display for ConnectionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "connection to {} failed: {}; retrying cannot fix this, so the producer has failed",
+            self.addr, self.reason
+        )
+    }
+}
+
+impl std::error::Error for ConnectionError {}
+
 /// Why a record was not delivered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -92,6 +148,9 @@ pub enum ErrorKind {
     Refused(Box<SendError>),
     /// The record was accepted and then failed.
     Failed(kprod_core::DeliveryError),
+    /// The producer failed on a connection error that no retry can fix (a certificate
+    /// rejected by either side): see [`ConnectionError`].
+    Connection(ConnectionError),
     /// The driver task vanished (runtime shut down or a panic) before the record resolved.
     DriverStopped,
 }
@@ -110,6 +169,7 @@ impl std::fmt::Display for DeliveryError {
         match &self.kind {
             ErrorKind::Refused(e) => write!(f, "record refused: {e}"),
             ErrorKind::Failed(e) => write!(f, "delivery failed ({:?}): {e}", self.persisted),
+            ErrorKind::Connection(e) => write!(f, "delivery failed ({:?}): {e}", self.persisted),
             ErrorKind::DriverStopped => write!(f, "the producer's driver task stopped"),
         }
     }
@@ -117,7 +177,7 @@ impl std::fmt::Display for DeliveryError {
 
 impl std::error::Error for DeliveryError {}
 
-type Outcome = Result<(Arc<str>, i32, Option<i64>), (kprod_core::DeliveryError, Persistence)>;
+type Outcome = Result<(Arc<str>, i32, Option<i64>), DeliveryError>;
 
 /// The outcome of an accepted record. Dropping it does not cancel the record.
 #[derive(Debug)]
@@ -137,10 +197,7 @@ impl Future for DeliveryFuture {
                 offset,
                 timestamp,
             }),
-            Ok(Err((e, persisted))) => Err(DeliveryError {
-                kind: ErrorKind::Failed(e),
-                persisted,
-            }),
+            Ok(Err(e)) => Err(e),
             Err(_) => Err(DeliveryError {
                 kind: ErrorKind::DriverStopped,
                 persisted: Persistence::PossiblyPersisted,
@@ -152,7 +209,7 @@ impl Future for DeliveryFuture {
 enum Command {
     Send {
         record: Record,
-        accepted: oneshot::Sender<Result<(), SendError>>,
+        accepted: oneshot::Sender<Result<(), DeliveryError>>,
         done: oneshot::Sender<Outcome>,
     },
     Flush(oneshot::Sender<()>),
@@ -170,6 +227,38 @@ impl ProducerHandle {
     /// Starts a producer that connects over TCP, on the current tokio runtime.
     pub fn connect(config: ProducerConfig) -> Result<Self, ConfigError> {
         Self::with_connector(config, TcpConnector)
+    }
+
+    /// Starts a producer from Kafka properties ([`ClientConfig::from_properties`]): plain TCP
+    /// or, with `security.protocol=SSL`, TLS through [`TlsConnector`] (whose files are read
+    /// now), on the current tokio runtime.
+    ///
+    /// # Errors
+    /// A property that does not parse or validate, or a certificate or key file that cannot
+    /// be used, each naming the property.
+    pub fn from_properties(props: &[(&str, &str)]) -> Result<Self, PropertyError> {
+        Self::from_config(ClientConfig::from_properties(props)?)
+    }
+
+    /// Starts a producer as `config` says (see [`Self::from_properties`]).
+    ///
+    /// # Errors
+    /// As [`Self::from_properties`].
+    pub fn from_config(config: ClientConfig) -> Result<Self, PropertyError> {
+        match config.security {
+            Security::Plaintext => Self::connect(config.producer).map_err(PropertyError::Config),
+            #[cfg(feature = "tls")]
+            Security::Ssl(tls) => {
+                let connector = TlsConnector::new(&tls)?;
+                Self::with_connector(config.producer, connector).map_err(PropertyError::Config)
+            }
+            #[cfg(not(feature = "tls"))]
+            Security::Ssl(_) => Err(PropertyError::Unsupported {
+                property: "security.protocol".to_owned(),
+                value: "SSL".to_owned(),
+                reason: "kprod-tokio was built without its `tls` feature",
+            }),
+        }
     }
 
     /// Starts a producer that opens connections with `connector`, on the current runtime.
@@ -195,6 +284,8 @@ impl ProducerHandle {
             closers: Vec::new(),
             close_requested: false,
             deadline: None,
+            failed: None,
+            received_any: false,
         };
         tokio::spawn(driver.run(commands, io_rx));
         Ok(Self { tx })
@@ -221,7 +312,7 @@ impl ProducerHandle {
         }
         match accepted_rx.await {
             Ok(Ok(())) => Ok(DeliveryFuture { rx, timestamp }),
-            Ok(Err(e)) => Err(refused(e)),
+            Ok(Err(e)) => Err(e),
             Err(_) => Err(DeliveryError {
                 kind: ErrorKind::DriverStopped,
                 persisted: Persistence::PossiblyPersisted,
@@ -252,6 +343,13 @@ impl ProducerHandle {
     }
 }
 
+fn connection_failed(e: &ConnectionError, persisted: Persistence) -> DeliveryError {
+    DeliveryError {
+        kind: ErrorKind::Connection(e.clone()),
+        persisted,
+    }
+}
+
 fn refused(e: SendError) -> DeliveryError {
     DeliveryError {
         kind: ErrorKind::Refused(Box::new(e)),
@@ -273,22 +371,36 @@ fn now() -> Instant {
 enum ReadResult {
     Data(BytesMut),
     Closed,
+    /// Reading or writing failed with this error (the connection is gone).
+    Failed(io::Error),
 }
 
 enum Conn {
-    Connecting(AbortHandle),
+    Connecting {
+        task: AbortHandle,
+        addr: Arc<str>,
+    },
     Open {
         tx: mpsc::UnboundedSender<Bytes>,
         reader: AbortHandle,
         writer: AbortHandle,
         buf: BytesMut,
+        addr: Arc<str>,
     },
+}
+
+impl Conn {
+    fn addr(&self) -> &Arc<str> {
+        match self {
+            Self::Connecting { addr, .. } | Self::Open { addr, .. } => addr,
+        }
+    }
 }
 
 impl Drop for Conn {
     fn drop(&mut self) {
         match self {
-            Self::Connecting(task) => task.abort(),
+            Self::Connecting { task, .. } => task.abort(),
             Self::Open { reader, writer, .. } => {
                 reader.abort();
                 writer.abort();
@@ -315,6 +427,13 @@ struct Driver<C: Connector> {
     closers: Vec<oneshot::Sender<()>>,
     close_requested: bool,
     deadline: Option<Instant>,
+    /// Set once a connection error that no retry can fix failed the producer; the core is
+    /// not driven any more.
+    failed: Option<ConnectionError>,
+    /// Whether any connection ever handed the core a byte. Until then no request can have
+    /// been answered, and the core sends records only after a broker answered on the
+    /// connection, so no record can be in a log.
+    received_any: bool,
 }
 
 impl<C: Connector> Driver<C> {
@@ -327,8 +446,10 @@ impl<C: Connector> Driver<C> {
         tokio::pin!(sleep);
         let mut commands_open = true;
         loop {
-            self.drain();
-            self.pump_deferred();
+            if self.failed.is_none() {
+                self.drain();
+                self.pump_deferred();
+            }
             self.resolve_flushes();
             if self.finished() {
                 break;
@@ -361,7 +482,10 @@ impl<C: Connector> Driver<C> {
                 Command::Send {
                     record, accepted, ..
                 } => {
-                    let _ = accepted.send(Err(SendError::Closed(record)));
+                    let _ = accepted.send(Err(match &self.failed {
+                        Some(e) => connection_failed(e, Persistence::NotPersisted),
+                        None => refused(SendError::Closed(record)),
+                    }));
                 }
                 Command::Flush(tx) | Command::Close(Some(tx)) => {
                     let _ = tx.send(());
@@ -374,9 +498,43 @@ impl<C: Connector> Driver<C> {
 
     fn finished(&self) -> bool {
         self.close_requested
-            && self.deferred.is_empty()
-            && self.pending.is_empty()
-            && (self.producer.is_closed() || self.producer.fatal_error().is_some())
+            && (self.failed.is_some()
+                || (self.deferred.is_empty()
+                    && self.pending.is_empty()
+                    && (self.producer.is_closed() || self.producer.fatal_error().is_some())))
+    }
+
+    /// Fails the producer on a connection error that no retry can fix: every pending and
+    /// deferred record fails with it, flushes and closes resolve, every connection closes,
+    /// and from now on records are refused with it. The core is left as it is and never
+    /// driven again, so it cannot reconnect.
+    ///
+    /// Persistence: if no connection ever handed the core a byte, no request was answered,
+    /// and the core sends a record only on a connection a broker has answered on, so no
+    /// record can be in a log (`NotPersisted`). Otherwise the adapter cannot tell which
+    /// records the core had sent (it does not look inside frames), so every pending record
+    /// is reported `PossiblyPersisted`, which is truthful.
+    fn fail(&mut self, addr: Arc<str>, reason: String) {
+        let err = ConnectionError {
+            addr,
+            reason: reason.into(),
+        };
+        error!(error = %err, "producer failed");
+        let persisted = if self.received_any {
+            Persistence::PossiblyPersisted
+        } else {
+            Persistence::NotPersisted
+        };
+        for (_, tx) in std::mem::take(&mut self.pending) {
+            let _ = tx.send(Err(connection_failed(&err, persisted)));
+        }
+        self.failed = Some(err);
+        self.conns.clear();
+        self.connecting.abort_all();
+        self.deadline = None;
+        for cmd in std::mem::take(&mut self.deferred) {
+            self.command(cmd);
+        }
     }
 
     /// Carries out outputs until the core waits.
@@ -391,15 +549,16 @@ impl<C: Connector> Driver<C> {
                 Output::Connect { conn, addr } => {
                     let connector = self.connector.clone();
                     let timeout = self.connect_timeout;
+                    let target = addr.clone();
                     let task = self.connecting.spawn(async move {
-                        let r = match tokio::time::timeout(timeout, connector.connect(&addr)).await
-                        {
-                            Ok(r) => r,
-                            Err(_) => Err(io::ErrorKind::TimedOut.into()),
-                        };
+                        let r =
+                            match tokio::time::timeout(timeout, connector.connect(&target)).await {
+                                Ok(r) => r,
+                                Err(_) => Err(io::ErrorKind::TimedOut.into()),
+                            };
                         (conn, r)
                     });
-                    self.conns.insert(conn, Conn::Connecting(task));
+                    self.conns.insert(conn, Conn::Connecting { task, addr });
                 }
                 Output::Close { conn } => {
                     self.conns.remove(&conn);
@@ -431,7 +590,10 @@ impl<C: Connector> Driver<C> {
                 persisted,
             } => {
                 if let Some(tx) = self.pending.remove(&id) {
-                    let _ = tx.send(Err((error, persisted)));
+                    let _ = tx.send(Err(DeliveryError {
+                        kind: ErrorKind::Failed(error),
+                        persisted,
+                    }));
                 }
             }
             Event::Fatal(e) => error!(error = %e, "producer failed"),
@@ -469,7 +631,20 @@ impl<C: Connector> Driver<C> {
 
     /// Applies an application command, or queues it behind a record waiting for memory.
     fn command(&mut self, cmd: Command) {
-        if !self.deferred.is_empty() {
+        if let Some(err) = &self.failed {
+            match cmd {
+                Command::Send { accepted, .. } => {
+                    let _ = accepted.send(Err(connection_failed(err, Persistence::NotPersisted)));
+                }
+                Command::Flush(tx) => {
+                    let _ = tx.send(());
+                }
+                Command::Close(tx) => {
+                    self.close_requested = true;
+                    self.closers.extend(tx);
+                }
+            }
+        } else if !self.deferred.is_empty() {
             self.deferred.push_back(cmd);
         } else if let Some(cmd) = self.apply(cmd) {
             self.deferred.push_back(cmd);
@@ -502,7 +677,7 @@ impl<C: Connector> Driver<C> {
                         });
                     }
                     Err(e) => {
-                        let _ = accepted.send(Err(e));
+                        let _ = accepted.send(Err(refused(e)));
                     }
                 }
             }
@@ -557,6 +732,7 @@ impl<C: Connector> Driver<C> {
         match r {
             ReadResult::Data(chunk) => {
                 if let Some(Conn::Open { buf, .. }) = self.conns.get_mut(&conn) {
+                    self.received_any = true;
                     if buf.is_empty() {
                         *buf = chunk;
                     } else {
@@ -571,6 +747,18 @@ impl<C: Connector> Driver<C> {
                     self.producer.handle_disconnected(now(), conn);
                 }
             }
+            ReadResult::Failed(e) => {
+                if let Some(c @ Conn::Open { .. }) = self.conns.get(&conn) {
+                    if let Some(reason) = self.connector.fatal_reason(&e) {
+                        let addr = c.addr().clone();
+                        self.fail(addr, reason);
+                        return;
+                    }
+                    info!(conn = conn.0, error = %e, "connection failed");
+                    self.conns.remove(&conn);
+                    self.producer.handle_disconnected(now(), conn);
+                }
+            }
         }
     }
 
@@ -581,23 +769,28 @@ impl<C: Connector> Driver<C> {
             Err(e) => {
                 // The connector panicked: report it as a failed connect.
                 let found = self.conns.iter().find_map(|(c, s)| match s {
-                    Conn::Connecting(t) if t.id() == e.id() => Some(*c),
+                    Conn::Connecting { task, .. } if task.id() == e.id() => Some(*c),
                     _ => None,
                 });
                 let Some(conn) = found else { return };
                 (conn, Err(io::Error::other(e.to_string())))
             }
         };
-        if !matches!(self.conns.get(&conn), Some(Conn::Connecting(_))) {
-            return; // closed while connecting
-        }
+        let addr = match self.conns.get(&conn) {
+            Some(c @ Conn::Connecting { .. }) => c.addr().clone(),
+            _ => return, // closed while connecting
+        };
         match result {
             Ok(stream) => {
-                let open = self.spawn_io(conn, stream);
+                let open = self.spawn_io(conn, stream, addr);
                 self.conns.insert(conn, open);
                 self.producer.handle_connected(now(), conn);
             }
             Err(e) => {
+                if let Some(reason) = self.connector.fatal_reason(&e) {
+                    self.fail(addr, reason);
+                    return;
+                }
                 info!(conn = conn.0, error = %e, "connect failed");
                 self.conns.remove(&conn);
                 self.producer.handle_connect_failed(now(), conn);
@@ -606,7 +799,7 @@ impl<C: Connector> Driver<C> {
     }
 
     /// Starts the reader and writer of a connection; they only move bytes.
-    fn spawn_io(&self, conn: ConnId, stream: C::Stream) -> Conn {
+    fn spawn_io(&self, conn: ConnId, stream: C::Stream, addr: Arc<str>) -> Conn {
         let (mut rd, mut wr) = tokio::io::split(stream);
         let io_tx = self.io_tx.clone();
         let reader = tokio::spawn(async move {
@@ -626,7 +819,8 @@ impl<C: Connector> Driver<C> {
                     }
                     Err(e) => {
                         debug!(conn = conn.0, error = %e, "read failed");
-                        break;
+                        let _ = io_tx.send((conn, ReadResult::Failed(e))).await;
+                        return;
                     }
                 }
             }
@@ -641,7 +835,7 @@ impl<C: Connector> Driver<C> {
             while rx.recv_many(&mut queued, 256).await > 0 {
                 if let Err(e) = write_all_vectored(&mut wr, &mut queued).await {
                     debug!(conn = conn.0, error = %e, "write failed");
-                    let _ = io_tx.send((conn, ReadResult::Closed)).await;
+                    let _ = io_tx.send((conn, ReadResult::Failed(e))).await;
                     return;
                 }
             }
@@ -651,6 +845,7 @@ impl<C: Connector> Driver<C> {
             reader: reader.abort_handle(),
             writer: writer.abort_handle(),
             buf: BytesMut::new(),
+            addr,
         }
     }
 }

@@ -1,5 +1,6 @@
-//! `ProducerConfig` from Java-client property names.
+//! `ProducerConfig` and the connection's security settings from Java-client property names.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use kprod_core::{ConfigError, ProducerConfig};
@@ -21,6 +22,24 @@ pub enum PropertyError {
     },
     /// The values parsed but the configuration does not validate.
     Config(ConfigError),
+    /// The property is understood but the value asks for something kprod does not do yet.
+    Unsupported {
+        /// Property name.
+        property: String,
+        /// The value given.
+        value: String,
+        /// Why, and what is supported instead.
+        reason: &'static str,
+    },
+    /// A file named by a property (a certificate, a key) cannot be used.
+    File {
+        /// Property name.
+        property: String,
+        /// The path given.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl std::fmt::Display for PropertyError {
@@ -36,6 +55,16 @@ impl std::fmt::Display for PropertyError {
                 "invalid value {value:?} for {property}: expected {expected}"
             ),
             Self::Config(e) => e.fmt(f),
+            Self::Unsupported {
+                property,
+                value,
+                reason,
+            } => write!(f, "{property}={value} is not supported: {reason}"),
+            Self::File {
+                property,
+                path,
+                reason,
+            } => write!(f, "{property}={}: {reason}", path.display()),
         }
     }
 }
@@ -67,6 +96,192 @@ fn boolean(name: &str, v: &str) -> Result<bool, PropertyError> {
     }
 }
 
+/// How the producer's connections to brokers are secured: `security.protocol` and the `ssl.*`
+/// properties. The core never sees any of it; it only picks the [`crate::Connector`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Security {
+    /// `security.protocol=PLAINTEXT` (the default): plain TCP.
+    #[default]
+    Plaintext,
+    /// `security.protocol=SSL`: TLS, as [`TlsOptions`] says.
+    Ssl(TlsOptions),
+}
+
+/// TLS settings from the `ssl.*` properties. Holds file paths only, never key material, so
+/// its `Debug` output is safe to log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// `ssl.ca.location`: a PEM file of the CA certificates that may sign brokers'
+    /// certificates. `None`: the operating system's trust store.
+    pub ca_location: Option<PathBuf>,
+    /// `ssl.certificate.location`: the client's PEM certificate chain, for mutual TLS.
+    pub certificate_location: Option<PathBuf>,
+    /// `ssl.key.location`: the client certificate's unencrypted PEM private key (PKCS#8,
+    /// PKCS#1 or SEC1).
+    pub key_location: Option<PathBuf>,
+    /// `ssl.endpoint.identification.algorithm`: `https` (the default, `true`) checks that the
+    /// broker's certificate is valid for the host name (or IP address) connected to; an empty
+    /// value (or `none`, `false`) skips that check, while the chain is still verified against
+    /// the trusted CAs, validity dates included.
+    pub verify_hostname: bool,
+}
+
+impl Default for TlsOptions {
+    fn default() -> Self {
+        Self {
+            ca_location: None,
+            certificate_location: None,
+            key_location: None,
+            verify_hostname: true,
+        }
+    }
+}
+
+/// Everything a producer needs from its properties: the core's configuration and how to reach
+/// brokers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// The core's configuration.
+    pub producer: ProducerConfig,
+    /// How connections are secured.
+    pub security: Security,
+}
+
+impl ClientConfig {
+    /// Builds the configuration from Kafka producer properties (later entries win): every
+    /// property [`config_from_properties`] takes, plus `security.protocol` (`PLAINTEXT`, the
+    /// default, or `SSL`; `SASL_PLAINTEXT` and `SASL_SSL` are refused as not supported yet),
+    /// `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location` and
+    /// `ssl.endpoint.identification.algorithm` (`https`, the default, or empty). As in the
+    /// Java client, `ssl.*` properties are ignored under `PLAINTEXT`. Files are read when the
+    /// producer starts ([`crate::ProducerHandle::from_config`]), not here.
+    pub fn from_properties(props: &[(&str, &str)]) -> Result<Self, PropertyError> {
+        let mut c = ProducerConfig::default();
+        let mut protocol = "PLAINTEXT".to_owned();
+        let mut tls = TlsOptions::default();
+        for &(name, value) in props {
+            let (name, v) = (name.trim(), value.trim());
+            if !producer_property(&mut c, name, v)? {
+                security_property(&mut protocol, &mut tls, name, v)?;
+            }
+        }
+        c.validate().map_err(PropertyError::Config)?;
+        let security =
+            match protocol.as_str() {
+                "PLAINTEXT" => Security::Plaintext,
+                _ => {
+                    match (&tls.certificate_location, &tls.key_location) {
+                        (Some(_), None) => return Err(invalid(
+                            "ssl.key.location",
+                            "",
+                            "the PEM private key of the certificate in ssl.certificate.location",
+                        )),
+                        (None, Some(_)) => {
+                            return Err(invalid(
+                                "ssl.certificate.location",
+                                "",
+                                "the PEM certificate of the private key in ssl.key.location",
+                            ))
+                        }
+                        _ => {}
+                    }
+                    Security::Ssl(tls)
+                }
+            };
+        Ok(Self {
+            producer: c,
+            security,
+        })
+    }
+}
+
+fn path(v: &str) -> Option<PathBuf> {
+    (!v.is_empty()).then(|| PathBuf::from(v))
+}
+
+/// Applies a security property; errors on an unknown name.
+fn security_property(
+    protocol: &mut String,
+    tls: &mut TlsOptions,
+    name: &str,
+    v: &str,
+) -> Result<(), PropertyError> {
+    match name {
+        "security.protocol" => {
+            let upper = v.to_ascii_uppercase();
+            match upper.as_str() {
+                "PLAINTEXT" | "SSL" => *protocol = upper,
+                "SASL_PLAINTEXT" | "SASL_SSL" => {
+                    return Err(PropertyError::Unsupported {
+                        property: name.to_owned(),
+                        value: v.to_owned(),
+                        reason: "SASL authentication is not supported yet; \
+                                 security.protocol may be PLAINTEXT or SSL",
+                    })
+                }
+                _ => return Err(invalid(name, v, "PLAINTEXT or SSL")),
+            }
+        }
+        "ssl.ca.location" => tls.ca_location = path(v),
+        "ssl.certificate.location" => tls.certificate_location = path(v),
+        "ssl.key.location" => tls.key_location = path(v),
+        "ssl.endpoint.identification.algorithm" => {
+            tls.verify_hostname = match v.to_ascii_lowercase().as_str() {
+                "https" => true,
+                "" | "none" | "false" => false,
+                _ => {
+                    return Err(invalid(
+                        name,
+                        v,
+                        "https (verify the broker's host name) or an empty string (do not)",
+                    ))
+                }
+            };
+        }
+        _ => return Err(PropertyError::Unknown(name.to_owned())),
+    }
+    Ok(())
+}
+
+/// Applies a producer property; `false` if the name is not one.
+fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool, PropertyError> {
+    match name {
+        "bootstrap.servers" => {
+            c.bootstrap_servers = v
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect();
+        }
+        "client.id" => c.client_id = (!v.is_empty()).then(|| v.to_owned()),
+        "acks" => {
+            c.acks = match v.to_ascii_lowercase().as_str() {
+                "all" | "-1" => -1,
+                "1" => 1,
+                "0" => 0,
+                _ => return Err(invalid(name, v, "all, -1, 1 or 0")),
+            };
+        }
+        "enable.idempotence" => c.enable_idempotence = boolean(name, v)?,
+        "allow.auto.create.topics" => c.allow_auto_topic_creation = boolean(name, v)?,
+        "linger.ms" => c.linger = millis(name, v)?,
+        "request.timeout.ms" => c.request_timeout = millis(name, v)?,
+        "delivery.timeout.ms" => c.delivery_timeout = millis(name, v)?,
+        "retry.backoff.ms" => c.retry_backoff = millis(name, v)?,
+        "retry.backoff.max.ms" => c.retry_backoff_max = millis(name, v)?,
+        "reconnect.backoff.ms" => c.reconnect_backoff = millis(name, v)?,
+        "metadata.max.age.ms" => c.metadata_max_age = millis(name, v)?,
+        "batch.size" => c.batch_size = number(name, v)?,
+        "buffer.memory" => c.buffer_memory = number(name, v)?,
+        "max.request.size" => c.max_request_size = number(name, v)?,
+        "max.in.flight.requests.per.connection" => c.max_in_flight = number(name, v)?,
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
 /// Builds a [`ProducerConfig`] from Kafka producer properties (later entries win), starting
 /// from the defaults, then runs [`ProducerConfig::validate`].
 ///
@@ -75,44 +290,21 @@ fn boolean(name: &str, v: &str) -> Result<bool, PropertyError> {
 /// `request.timeout.ms`, `delivery.timeout.ms`, `retry.backoff.ms`, `retry.backoff.max.ms`,
 /// `reconnect.backoff.ms`, `metadata.max.age.ms`, `batch.size`, `buffer.memory`,
 /// `max.request.size` and `max.in.flight.requests.per.connection`.
+///
+/// The security properties are understood too, but a producer built from this configuration
+/// alone connects over plain TCP ([`crate::ProducerHandle::connect`]), so any
+/// `security.protocol` other than `PLAINTEXT` is refused here rather than ignored: use
+/// [`ClientConfig::from_properties`] or [`crate::ProducerHandle::from_properties`].
 pub fn config_from_properties(props: &[(&str, &str)]) -> Result<ProducerConfig, PropertyError> {
-    let mut c = ProducerConfig::default();
-    for &(name, value) in props {
-        let (name, v) = (name.trim(), value.trim());
-        match name {
-            "bootstrap.servers" => {
-                c.bootstrap_servers = v
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_owned)
-                    .collect();
-            }
-            "client.id" => c.client_id = (!v.is_empty()).then(|| v.to_owned()),
-            "acks" => {
-                c.acks = match v.to_ascii_lowercase().as_str() {
-                    "all" | "-1" => -1,
-                    "1" => 1,
-                    "0" => 0,
-                    _ => return Err(invalid(name, v, "all, -1, 1 or 0")),
-                };
-            }
-            "enable.idempotence" => c.enable_idempotence = boolean(name, v)?,
-            "allow.auto.create.topics" => c.allow_auto_topic_creation = boolean(name, v)?,
-            "linger.ms" => c.linger = millis(name, v)?,
-            "request.timeout.ms" => c.request_timeout = millis(name, v)?,
-            "delivery.timeout.ms" => c.delivery_timeout = millis(name, v)?,
-            "retry.backoff.ms" => c.retry_backoff = millis(name, v)?,
-            "retry.backoff.max.ms" => c.retry_backoff_max = millis(name, v)?,
-            "reconnect.backoff.ms" => c.reconnect_backoff = millis(name, v)?,
-            "metadata.max.age.ms" => c.metadata_max_age = millis(name, v)?,
-            "batch.size" => c.batch_size = number(name, v)?,
-            "buffer.memory" => c.buffer_memory = number(name, v)?,
-            "max.request.size" => c.max_request_size = number(name, v)?,
-            "max.in.flight.requests.per.connection" => c.max_in_flight = number(name, v)?,
-            _ => return Err(PropertyError::Unknown(name.to_owned())),
-        }
+    let c = ClientConfig::from_properties(props)?;
+    match c.security {
+        Security::Plaintext => Ok(c.producer),
+        Security::Ssl(_) => Err(PropertyError::Unsupported {
+            property: "security.protocol".to_owned(),
+            value: "SSL".to_owned(),
+            reason: "config_from_properties builds the producer configuration only and its \
+                     producer connects over plain TCP; use ProducerHandle::from_properties \
+                     (or ClientConfig::from_properties) for SSL",
+        }),
     }
-    c.validate().map_err(PropertyError::Config)?;
-    Ok(c)
 }

@@ -53,6 +53,65 @@ pub struct KafkaOptions {
     pub advertised_ports: Option<Vec<u16>>,
     /// Extra `server.properties` lines, `key=value`, for every node.
     pub extra: Vec<(String, String)>,
+    /// Extra TLS listeners for clients on every node ([`Self::ssl`]).
+    pub ssl: Vec<SslListener>,
+}
+
+/// A TLS listener for clients, with PEM certificates given inline (`ssl.keystore.type=PEM`,
+/// `ssl.truststore.type=PEM`). Each node gets it on its own ephemeral 127.0.0.1 port,
+/// advertised as is ([`Kafka::ssl_bootstrap`]); brokers keep replicating over PLAINTEXT.
+#[derive(Clone)]
+pub struct SslListener {
+    /// Listener name, upper case (`SSL`, `MTLS`, …); must not be `PLAINTEXT`, `CLIENT` or
+    /// `CONTROLLER`.
+    pub name: String,
+    /// The certificate chain every node presents, PEM, leaf first.
+    pub certificate_chain: String,
+    /// The leaf's private key, unencrypted PKCS#8 PEM.
+    pub private_key: String,
+    /// `Some(PEM CA certificates)`: clients must present a certificate signed by one of them
+    /// (`ssl.client.auth=required`); `None`: no client certificate is asked for.
+    pub client_ca: Option<String>,
+}
+
+impl std::fmt::Debug for SslListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SslListener")
+            .field("name", &self.name)
+            .field("client_auth", &self.client_ca.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SslListener {
+    /// The `server.properties` lines of this listener (values escaped for Java properties).
+    fn properties(&self) -> String {
+        let prefix = format!("listener.name.{}.", self.name.to_ascii_lowercase());
+        let mut lines = vec![
+            ("ssl.keystore.type", "PEM".to_owned()),
+            (
+                "ssl.keystore.certificate.chain",
+                self.certificate_chain.clone(),
+            ),
+            ("ssl.keystore.key", self.private_key.clone()),
+        ];
+        if let Some(ca) = &self.client_ca {
+            lines.push(("ssl.client.auth", "required".to_owned()));
+            lines.push(("ssl.truststore.type", "PEM".to_owned()));
+            lines.push(("ssl.truststore.certificates", ca.clone()));
+        }
+        lines
+            .into_iter()
+            .map(|(k, v)| format!("{prefix}{k}={}\n", java_escape(&v)))
+            .collect()
+    }
+}
+
+/// A value for a Java properties file on one line: backslashes and line breaks escaped.
+fn java_escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('\r', "")
+        .replace('\n', "\\n")
 }
 
 impl KafkaOptions {
@@ -62,7 +121,14 @@ impl KafkaOptions {
             brokers,
             advertised_ports: None,
             extra: Vec::new(),
+            ssl: Vec::new(),
         }
+    }
+
+    /// Adds a TLS listener for clients on every node (see [`SslListener`]).
+    pub fn ssl(mut self, listener: SslListener) -> Self {
+        self.ssl.push(listener);
+        self
     }
 
     /// Adds a `server.properties` setting for every node.
@@ -102,6 +168,8 @@ struct Node {
     port: u16,
     /// The `CLIENT` listener's own port, when a proxy is advertised.
     client_port: Option<u16>,
+    /// The port of each of [`KafkaOptions::ssl`]'s listeners, by name.
+    ssl_ports: Vec<(String, u16)>,
     controller_port: u16,
     config: PathBuf,
     log: PathBuf,
@@ -190,14 +258,27 @@ impl Kafka {
                     ),
                     _ => (String::new(), String::new()),
                 };
+            let ssl_ports: Vec<(String, u16)> = opts
+                .ssl
+                .iter()
+                .map(|l| (l.name.clone(), free_port()))
+                .collect();
+            let ssl_listeners: String = ssl_ports
+                .iter()
+                .map(|(name, p)| format!(",{name}://127.0.0.1:{p}"))
+                .collect();
+            let ssl_protocols: String = ssl_ports
+                .iter()
+                .map(|(name, _)| format!(",{name}:SSL"))
+                .collect();
             let mut props = format!(
                 "process.roles=broker,controller\n\
                  node.id={id}\n\
                  controller.quorum.voters={voters}\n\
-                 listeners=PLAINTEXT://127.0.0.1:{port}{client_listener},CONTROLLER://127.0.0.1:{controller_port}\n\
-                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}{client_advertised}\n\
+                 listeners=PLAINTEXT://127.0.0.1:{port}{client_listener}{ssl_listeners},CONTROLLER://127.0.0.1:{controller_port}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}{client_advertised}{ssl_listeners}\n\
                  controller.listener.names=CONTROLLER\n\
-                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:PLAINTEXT,CONTROLLER:PLAINTEXT{ssl_protocols}\n\
                  inter.broker.listener.name=PLAINTEXT\n\
                  log.dirs={}\n\
                  num.partitions=1\n\
@@ -223,6 +304,9 @@ impl Kafka {
                  log.cleaner.enable=false\n",
                 node_dir.join("data").display()
             );
+            for l in &opts.ssl {
+                props.push_str(&l.properties());
+            }
             for (k, v) in &opts.extra {
                 props.push_str(&format!("{k}={v}\n"));
             }
@@ -232,6 +316,7 @@ impl Kafka {
                 id,
                 port,
                 client_port: client_ports[i],
+                ssl_ports,
                 controller_port,
                 config,
                 log: node_dir.join("kafka.log"),
@@ -413,6 +498,30 @@ impl Kafka {
             .map(|n| format!("127.0.0.1:{}", n.port))
             .collect::<Vec<_>>()
             .join(",")
+    }
+
+    /// `127.0.0.1:p1,…` over every node's TLS listener `name` ([`KafkaOptions::ssl`]).
+    ///
+    /// # Panics
+    /// If there is no such listener.
+    pub fn ssl_bootstrap(&self, name: &str) -> String {
+        (0..self.nodes.len())
+            .map(|i| format!("127.0.0.1:{}", self.ssl_port(i, name)))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The port of node index `i`'s TLS listener `name`.
+    ///
+    /// # Panics
+    /// If there is no such listener.
+    pub fn ssl_port(&self, i: usize, name: &str) -> u16 {
+        self.nodes[i]
+            .ssl_ports
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|&(_, p)| p)
+            .unwrap_or_else(|| panic!("node {} has no TLS listener {name}", self.nodes[i].id))
     }
 
     /// The client address of node index `i` (0-based; node id `i + 1`).
