@@ -2,7 +2,7 @@
 //! version) run in the same harness as kprod, so that its results can be judged by the same
 //! code and printed next to kprod's and librdkafka's.
 //!
-//! The program lives in `tests/java` (built by `scripts/install-java-ref.sh`); it has three
+//! The program lives in `tests/java` (built by `scripts/install-java-ref.sh`); it has four
 //! commands:
 //!
 //! - `ledger`: the fault-scenario ledger of [`crate::ledger`] (values `TOPIC/PARTITION/INDEX`,
@@ -10,7 +10,9 @@
 //!   pausing at given counts until told to go on, so a test can inject a fault at a known
 //!   point ([`JavaRun::wait_sent`], [`JavaRun::wait_paused`], [`JavaRun::resume`]);
 //! - `seed`: the seed scenario of [`crate::seed`] (same streams, ticker, bursts, values);
-//! - `throughput`: the e2e bench's measurement (records/s, process CPU, latency).
+//! - `throughput`: the e2e bench's measurement (records/s, process CPU, latency);
+//! - `bench`: the Java producer as a client of `bench-e2e`, one long-lived JVM running one
+//!   measured run per request on stdin ([`JavaBench`]).
 //!
 //! `ledger` and `seed` write one line per record, `ID<TAB>PARTITION<TAB>STATUS<TAB>OFFSET<TAB>ERROR`
 //! ([`parse_outcomes`]). The outcomes become client-neutral [`Reported`] values and go
@@ -340,6 +342,23 @@ impl JavaRun {
     /// `k` records and sends nothing more until [`Self::resume`].
     pub fn wait_paused(&mut self, k: u64, timeout: Duration) {
         self.wait_for(timeout, |line| marker(line, "PAUSED").filter(|&n| n == k));
+    }
+
+    /// The JVM's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Writes `line` and a newline to the program's stdin.
+    ///
+    /// # Panics
+    /// If its stdin is closed or the write fails.
+    pub fn send_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .and_then(|()| stdin.flush())
+            .unwrap_or_else(|e| panic!("{}: cannot write to stdin: {e}", self.command));
     }
 
     /// Lets a paused program go on.
@@ -931,6 +950,144 @@ pub fn run_throughput(
     rounds
 }
 
+// ---------------------------------------------------------------------------------------------
+// bench (a client of bench-e2e)
+// ---------------------------------------------------------------------------------------------
+
+/// How the Java `bench` command sends: the bench's record shape and producer settings.
+#[derive(Debug, Clone)]
+pub struct BenchPlan {
+    /// Value size in bytes (at least 8).
+    pub size: usize,
+    /// Record i goes to partition i mod `partitions`...
+    pub partitions: i32,
+    /// ...unless `keyless`: then the producer's own partitioner picks.
+    pub keyless: bool,
+    /// Producer settings.
+    pub producer: Flags,
+}
+
+/// One run's figures, as the JVM measured them over its timed window (from the first send to
+/// the last acknowledgement).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchRun {
+    /// Records sent.
+    pub records: u64,
+    /// Of those, failed.
+    pub failed: u64,
+    /// Of those, not acknowledged when the run's timeout passed.
+    pub unacknowledged: u64,
+    /// Wall time of the window.
+    pub seconds: f64,
+    /// The JVM's CPU time over the window (`getProcessCpuTime`: every thread).
+    pub cpu_seconds: f64,
+    /// JIT compilation time over the window, ms (-1 when the JVM does not say).
+    pub jit_ms: i64,
+    /// GC time over the window, ms.
+    pub gc_ms: i64,
+    /// Collections over the window.
+    pub gc_count: u64,
+    /// The first failure's description (`none`), spaces as `_`.
+    pub first_error: String,
+}
+
+impl BenchRun {
+    /// Parses a `BENCH ...` line.
+    pub fn parse(line: &str) -> Result<Self, String> {
+        if !line.starts_with("BENCH ") {
+            return Err(format!("not a BENCH line: {line:?}"));
+        }
+        Ok(Self {
+            records: field(line, "records")?,
+            failed: field(line, "failed")?,
+            unacknowledged: field(line, "unacknowledged")?,
+            seconds: field(line, "seconds")?,
+            cpu_seconds: field(line, "cpu_seconds")?,
+            jit_ms: field(line, "jit_ms")?,
+            gc_ms: field(line, "gc_ms")?,
+            gc_count: field(line, "gc_count")?,
+            first_error: field(line, "first_error")?,
+        })
+    }
+
+    /// `Err` unless every record was acknowledged.
+    pub fn check(&self) -> Result<(), String> {
+        if self.failed == 0 && self.unacknowledged == 0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} of {} failed, {} unacknowledged; first error: {}",
+                self.failed, self.records, self.unacknowledged, self.first_error
+            ))
+        }
+    }
+}
+
+/// The Java producer as a client of `bench-e2e`: one JVM, started once (its start-up is never
+/// timed), that runs one measured run per [`Self::begin`] / [`Self::end`] pair, each with a new
+/// producer after one warm-up record, so that its JIT stays warm across runs while the other
+/// clients take their turns.
+#[derive(Debug)]
+pub struct JavaBench {
+    run: JavaRun,
+}
+
+impl JavaBench {
+    /// Starts the JVM and waits until it is ready for runs.
+    ///
+    /// # Panics
+    /// If the program is not built, cannot start, or is not ready within 60 s.
+    pub fn start(bootstrap: &str, plan: &BenchPlan) -> Self {
+        let mut args: Vec<String> = [
+            ("bootstrap", bootstrap.to_owned()),
+            ("size", plan.size.to_string()),
+            ("partitions", plan.partitions.to_string()),
+            (
+                "keyless",
+                if plan.keyless { "yes" } else { "no" }.to_owned(),
+            ),
+        ]
+        .into_iter()
+        .flat_map(|(k, v)| [format!("--{k}"), v])
+        .collect();
+        args.extend(plan.producer.args());
+        let mut run = JavaRun::spawn("bench", &args);
+        run.wait_for(Duration::from_secs(60), |l| (l == "READY").then_some(()));
+        Self { run }
+    }
+
+    /// The JVM's process id.
+    pub fn pid(&self) -> u32 {
+        self.run.pid()
+    }
+
+    /// Starts a run of `records` records to `topic` and returns once the JVM is about to
+    /// start its timed window (after the producer's creation and warm-up record).
+    ///
+    /// # Panics
+    /// If the JVM exits or the window does not start within `timeout`.
+    pub fn begin(&mut self, topic: &str, records: u64, timeout: Duration) {
+        self.run.send_line(&format!("RUN {topic} {records}"));
+        self.run
+            .wait_for(timeout, |l| (l == "MEASURING").then_some(()));
+    }
+
+    /// Waits for the figures of the run [`Self::begin`] started.
+    ///
+    /// # Panics
+    /// If the JVM exits or prints no `BENCH` line within `timeout`.
+    pub fn end(&mut self, timeout: Duration) -> Result<BenchRun, String> {
+        self.run.wait_for(timeout, |l| {
+            l.starts_with("BENCH ").then(|| BenchRun::parse(l))
+        })
+    }
+
+    /// Closes the JVM's stdin and waits for it to exit.
+    pub fn finish(self, timeout: Duration) -> Finished {
+        self.run.finish(timeout)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1000,6 +1157,12 @@ mod tests {
         assert_eq!((t.round, t.records, t.failed), (2, 10, 0));
         assert!((t.cpu_us_per_record - 25.0).abs() < 1e-9);
         assert!(Throughput::parse("THROUGHPUT round=1").is_err());
+        let line = "BENCH records=10 failed=1 unacknowledged=0 seconds=0.5 cpu_seconds=0.25 \
+                    jit_ms=12 gc_ms=3 gc_count=2 first_error=x:_y";
+        let b = BenchRun::parse(line).expect("parses");
+        assert_eq!((b.records, b.failed, b.jit_ms, b.gc_count), (10, 1, 12, 2));
+        assert!(b.check().is_err());
+        assert!(BenchRun::parse("BENCH records=1").is_err());
     }
 
     fn read(offset: i64, value: Vec<u8>) -> ReadRecord {

@@ -1,11 +1,13 @@
 //! End-to-end throughput and CPU benchmark: kprod-tokio against librdkafka (the `rdkafka`
-//! crate), both idempotent, against one local Tansu broker in a separate process.
+//! crate) and the Java producer (Apache Kafka's kafka-clients), all idempotent, against one
+//! local Tansu broker or an Apache Kafka cluster (1 or 3 nodes), in separate processes.
 //!
 //! ```text
-//! cargo run --release -p kprod-tests --bin bench-e2e -- [--messages N] [--rounds R]
+//! cargo run --release -p kprod-tests --bin bench-e2e -- [--broker tansu|kafka]
+//!     [--kafka-nodes 1|3] [--messages N] [--rounds R] [--warmup-rounds W]
 //!     [--partitions P] [--size BYTES] [--linger-ms MS] [--batch-size BYTES]
-//!     [--clients kprod,rdkafka,rdkafka-future] [--only CLIENT] [--keyless] [--wire-stats]
-//!     [--rdkafka-queue-kbytes KIB]
+//!     [--clients kprod,rdkafka,java,rdkafka-future] [--only CLIENT] [--keyless]
+//!     [--wire-stats] [--rdkafka-queue-kbytes KIB]
 //! ```
 //!
 //! Every round, each client sends the same N messages of `--size` bytes (a distinct 8-byte
@@ -15,11 +17,23 @@
 //! are therefore not timed), then measures:
 //!
 //! - wall time from the first send until the last acknowledgement, giving messages/s;
-//! - this process's CPU time (user + system, every thread: tokio's workers, librdkafka's
-//!   threads and the sending thread), from `utime` and `stime` in `/proc/self/stat`;
-//! - for context, the broker process's CPU time over the same interval (not counted in the
-//!   client's figure), and the CPU the rest of the machine used meanwhile (`/proc/stat`
-//!   minus both: other processes, which make the run's figures less trustworthy).
+//! - the client's CPU time (user + system, every thread): for the Rust clients this
+//!   process's, from `utime` and `stime` in `/proc/self/stat` (tokio's workers, librdkafka's
+//!   threads and the sending thread); for the Java producer the JVM's, measured by the JVM
+//!   itself over its own window (see below);
+//! - for context, the broker's CPU time over the same interval (every node's process; not
+//!   counted in the client's figure), and the CPU the rest of the machine used meanwhile
+//!   (`/proc/stat` minus both: other processes, which make the run's figures less
+//!   trustworthy).
+//!
+//! Before the measured rounds, `--warmup-rounds` rounds (default 1 when the Java producer
+//! runs or the broker is Kafka, both JIT-compiled; 0 otherwise) run every client the same way
+//! without counting: the JVMs' JIT warms up, and the first measured client does not pay for a
+//! cold broker.
+//!
+//! Topics: on Tansu, P partitions; on Kafka, P partitions with replication factor
+//! `--kafka-nodes` (1 or 3; `min.insync.replicas` the broker's default, 1; with acks=all the
+//! leader still waits for the whole ISR).
 //!
 //! Clients:
 //! - `kprod`: `ProducerHandle::enqueue` in a task on a 2-worker multi-thread tokio runtime;
@@ -34,19 +48,36 @@
 //!   why not a `BaseProducer` polled by the sender).
 //! - `rdkafka-future`: a `FutureProducer` driven like kprod (one future per message, in a
 //!   task on the same runtime). Not run unless asked for.
+//! - `java`: kafka-clients (the broker's version, 4.4.0) in the `bench` command of the Java
+//!   reference program (`tests/java`, built by `scripts/install-java-ref.sh`): one JVM
+//!   (`-Xmx1g -XX:+UseSerialGC`), started before the warm-up rounds and kept for the whole
+//!   bench, so neither its start-up nor its JIT's first compilations are timed. Per run it
+//!   creates a new `KafkaProducer`, sends the warm-up record, prints `MEASURING`, sends from
+//!   its main thread with one shared counting `Callback` (no per-record object of ours, like
+//!   the rdkafka client) and prints wall time and CPU over its own window: from the first
+//!   send to the last acknowledgement, `getProcessCpuTime` (on Linux in clock ticks, like
+//!   `/proc`; every thread of the JVM: sender,
+//!   the producer's I/O thread, JIT compiler, GC) before and after. The bench also reads the
+//!   JVM's `/proc/<pid>/stat` ticks between the `MEASURING` and result lines, as a cross-check
+//!   (it can only be a little larger: a few ms of bookkeeping around the window), and the
+//!   JIT and GC milliseconds of the window are reported.
 //!
 //! librdkafka gets `enable.idempotence=true`, `acks=all`, `compression.type=none`,
 //! `max.in.flight.requests.per.connection=5`, the same `linger.ms` and `batch.size`,
 //! `batch.num.messages=1000000` (so that `batch.size` binds) and a 32 MiB queue (kprod's
-//! default `buffer.memory`; `--rdkafka-queue-kbytes` changes it). By default message i goes
-//! to partition i mod P on both clients; with `--keyless` each client's own partitioner for
-//! keyless records picks.
+//! default `buffer.memory`; `--rdkafka-queue-kbytes` changes it). The Java producer gets
+//! idempotence, `acks=all`, `compression.type=none`, `max.in.flight.requests.per.connection=5`
+//! and the same `linger.ms` and `batch.size`; its `buffer.memory` is its default, 32 MiB (on
+//! Tansu also `metadata.cluster.check.enable=false`, see [`java_plan`]). By
+//! default message i goes to partition i mod P on every client; with `--keyless` each
+//! client's own partitioner for keyless records picks.
 //!
 //! With `--wire-stats` the broker advertises the port of a counting proxy inside this process,
 //! so that every connection goes through it, and the report adds, per run, the Produce
 //! requests, record batches, records per batch and bytes per batch the client sent. The
 //! proxy's threads then count as the client's CPU, and the extra hop slows both clients:
-//! that mode shows whether the two clients batch alike, not what they cost.
+//! that mode shows whether the clients batch alike, not what they cost. On Kafka, each node
+//! gets a proxy (and a `CLIENT` listener advertising it).
 //!
 //! Exit status: 0 when every message of every run was acknowledged, 1 when a run failed
 //! (a delivery error, a timeout), 2 for a usage or setup error.
@@ -66,7 +97,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use kprod_core::protocol::{DecodeError, Reader};
 use kprod_core::Record;
-use kprod_tests::{Tansu, TANSU_VERSION};
+use kprod_tests::javaref::{self, BenchPlan, JavaBench};
+use kprod_tests::kafka::KAFKA_VERSION;
+use kprod_tests::{Kafka, KafkaOptions, Tansu, TANSU_VERSION};
 use kprod_tokio::{config_from_properties, ProducerHandle};
 use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
@@ -78,17 +111,24 @@ use rdkafka::producer::{
 use rdkafka::types::RDKafkaErrorCode;
 
 const USAGE: &str = "\
-usage: bench-e2e [--messages N] [--rounds R] [--partitions P] [--size BYTES]
-                 [--linger-ms MS] [--batch-size BYTES] [--clients LIST] [--only CLIENT]
-                 [--keyless] [--wire-stats] [--rdkafka-queue-kbytes KIB]
+usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--rounds R]
+                 [--warmup-rounds W] [--partitions P] [--size BYTES] [--linger-ms MS]
+                 [--batch-size BYTES] [--clients LIST] [--only CLIENT] [--keyless]
+                 [--wire-stats] [--rdkafka-queue-kbytes KIB]
 
+  --broker      tansu (one Tansu, in-memory) or kafka (Apache Kafka 4.4.0, KRaft)
+                (default tansu)
+  --kafka-nodes Kafka nodes, 1 or 3; topics get this replication factor (default 1)
   --messages    messages per run (default 200000)
   --rounds      rounds; every round runs each client once (default 5)
+  --warmup-rounds
+                unmeasured rounds first (default 1 with java or kafka, else 0)
   --partitions  partitions of each topic (default 4)
   --size        message value size in bytes, at least 8 (default 100)
-  --linger-ms   linger.ms for both clients (default 5)
-  --batch-size  batch.size for both clients (default 16384)
-  --clients     comma-separated: kprod, rdkafka, rdkafka-future (default kprod,rdkafka)
+  --linger-ms   linger.ms for every client (default 5)
+  --batch-size  batch.size for every client (default 16384)
+  --clients     comma-separated: kprod, rdkafka, java, rdkafka-future
+                (default kprod,rdkafka)
   --only        one client only (for profiling), same as --clients CLIENT
   --keyless     let each client's partitioner choose (default: message i to partition i mod P)
   --rdkafka-queue-kbytes
@@ -106,6 +146,7 @@ enum Client {
     Kprod,
     Rdkafka,
     RdkafkaFuture,
+    Java,
 }
 
 impl Client {
@@ -114,6 +155,7 @@ impl Client {
             Self::Kprod => "kprod",
             Self::Rdkafka => "rdkafka",
             Self::RdkafkaFuture => "rdkafka-future",
+            Self::Java => "java",
         }
     }
 
@@ -122,15 +164,25 @@ impl Client {
             "kprod" => Some(Self::Kprod),
             "rdkafka" => Some(Self::Rdkafka),
             "rdkafka-future" => Some(Self::RdkafkaFuture),
+            "java" => Some(Self::Java),
             _ => None,
         }
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BrokerKind {
+    Tansu,
+    Kafka,
+}
+
 #[derive(Debug, Clone)]
 struct Args {
+    broker: BrokerKind,
+    kafka_nodes: usize,
     messages: u64,
     rounds: u32,
+    warmup_rounds: u32,
     partitions: u32,
     size: usize,
     linger_ms: u64,
@@ -144,8 +196,11 @@ struct Args {
 impl Args {
     fn parse() -> Result<Self, String> {
         let mut a = Self {
+            broker: BrokerKind::Tansu,
+            kafka_nodes: 1,
             messages: 200_000,
             rounds: 5,
+            warmup_rounds: 0,
             partitions: 4,
             size: 100,
             linger_ms: 5,
@@ -156,6 +211,7 @@ impl Args {
             // kprod's default `buffer.memory` (32 MiB).
             rdkafka_queue_kbytes: 32 * 1024,
         };
+        let mut warmup_rounds = None;
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
             if flag == "-h" || flag == "--help" {
@@ -172,6 +228,23 @@ impl Args {
             let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
             let bad = |what: &str| format!("invalid value {value:?} for {flag}: expected {what}");
             match flag.as_str() {
+                "--broker" => {
+                    a.broker = match value.as_str() {
+                        "tansu" => BrokerKind::Tansu,
+                        "kafka" => BrokerKind::Kafka,
+                        _ => return Err(bad("tansu or kafka")),
+                    };
+                }
+                "--kafka-nodes" => {
+                    a.kafka_nodes = match value.as_str() {
+                        "1" => 1,
+                        "3" => 3,
+                        _ => return Err(bad("1 or 3")),
+                    };
+                }
+                "--warmup-rounds" => {
+                    warmup_rounds = Some(value.parse().map_err(|_| bad("an integer"))?);
+                }
                 "--messages" => {
                     a.messages = value.parse().map_err(|_| bad("a positive integer"))?;
                 }
@@ -189,7 +262,8 @@ impl Args {
                     let list = value
                         .split(',')
                         .map(|s| {
-                            Client::parse(s).ok_or_else(|| bad("kprod, rdkafka or rdkafka-future"))
+                            Client::parse(s)
+                                .ok_or_else(|| bad("kprod, rdkafka, java or rdkafka-future"))
                         })
                         .collect::<Result<Vec<_>, _>>()?;
                     if flag == "--only" && list.len() != 1 {
@@ -208,6 +282,17 @@ impl Args {
         if a.size < 8 {
             return Err("--size must be at least 8".into());
         }
+        for (i, c) in a.clients.iter().enumerate() {
+            if a.clients[..i].contains(c) {
+                return Err(format!("client {} given twice", c.name()));
+            }
+        }
+        if a.kafka_nodes != 1 && a.broker != BrokerKind::Kafka {
+            return Err("--kafka-nodes needs --broker kafka".into());
+        }
+        // The JVMs (the Java producer, Kafka) need their JIT warmed up.
+        let jit = a.broker == BrokerKind::Kafka || a.clients.contains(&Client::Java);
+        a.warmup_rounds = warmup_rounds.unwrap_or(u32::from(jit));
         Ok(a)
     }
 
@@ -281,7 +366,7 @@ fn machine_busy_ticks() -> Option<u64> {
     Some(v.iter().take(8).sum::<u64>() - v.get(3)? - v.get(4)?)
 }
 
-/// The broker's pid: our child process named `tansu`.
+/// Tansu's pid: our child process named `tansu`.
 fn find_broker_pid() -> Option<u32> {
     let me = std::process::id().to_string();
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
@@ -316,7 +401,10 @@ struct Sample {
 #[derive(Debug, Clone)]
 struct Meter {
     ticks_per_second: u64,
-    broker_stat: Option<String>,
+    /// The client's `/proc/<pid>/stat`: this process's, or the Java producer's JVM's.
+    client_stat: String,
+    /// Every broker process's stat file (none: the broker's CPU is not reported).
+    broker_stats: Vec<String>,
     wire: Option<Arc<WireCounters>>,
 }
 
@@ -347,8 +435,15 @@ impl Meter {
     }
 
     fn counters(&self) -> (u64, Option<u64>, Option<u64>, Option<WireStats>) {
-        let cpu = cpu_ticks("/proc/self/stat").unwrap_or_else(|e| panic!("{e}"));
-        let broker_cpu = self.broker_stat.as_deref().and_then(|p| cpu_ticks(p).ok());
+        let cpu = cpu_ticks(&self.client_stat).unwrap_or_else(|e| panic!("{e}"));
+        let broker_cpu = (!self.broker_stats.is_empty())
+            .then(|| {
+                self.broker_stats
+                    .iter()
+                    .map(|p| cpu_ticks(p).ok())
+                    .sum::<Option<u64>>()
+            })
+            .flatten();
         (
             cpu,
             broker_cpu,
@@ -373,6 +468,7 @@ impl Meter {
                 .zip(end.machine_busy)
                 .map(|(a, b)| self.ticks((b - a).saturating_sub(cpu + broker_cpu.unwrap_or(0)))),
             wire: start.wire.zip(end.wire).map(|(a, b)| b.minus(a)),
+            java: None,
         }
     }
 }
@@ -385,6 +481,20 @@ struct Measured {
     /// CPU time the rest of the machine used meanwhile (other processes, interrupts).
     other_cpu: Option<Duration>,
     wire: Option<WireStats>,
+    /// The Java producer's extra figures.
+    java: Option<JavaExtra>,
+}
+
+/// What else the JVM's run tells.
+#[derive(Debug, Clone, Copy)]
+struct JavaExtra {
+    /// The JVM's CPU from its `/proc/<pid>/stat` between the bench reading `MEASURING` and the
+    /// result line (the cross-check of its own `getProcessCpuTime` figure).
+    proc_cpu: Duration,
+    /// JIT compilation and GC time in the window, ms.
+    jit_ms: i64,
+    gc_ms: i64,
+    gc_count: u64,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -947,6 +1057,196 @@ async fn run_rdkafka_future(
 }
 
 // ---------------------------------------------------------------------------------------------
+// The Java producer
+// ---------------------------------------------------------------------------------------------
+
+/// How long the JVM may take to create a producer and get its warm-up record acknowledged.
+const JAVA_BEGIN_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The JVM's flags (those of [`javaref::JavaRun::spawn`]), for the report.
+const JAVA_FLAGS: &str = "-Xmx1g -XX:+UseSerialGC";
+
+/// The producer settings the Java producer gets: the bench's. On Tansu, also
+/// `metadata.cluster.check.enable=false`: otherwise kafka-clients 4.4 sends ApiVersions v5 with
+/// the cluster id and node id it learned, which Tansu 0.6.0 (ApiVersions up to v4) cannot
+/// decode; it drops the connection, and the producer never reaches the partition leader.
+fn java_plan(args: &Args) -> BenchPlan {
+    let mut extra = Vec::new();
+    if args.broker == BrokerKind::Tansu {
+        extra.push((
+            "metadata.cluster.check.enable".to_owned(),
+            "false".to_owned(),
+        ));
+    }
+    BenchPlan {
+        size: args.size,
+        partitions: args.partitions as i32,
+        keyless: args.keyless,
+        producer: javaref::Flags {
+            max_in_flight: Some(5),
+            linger_ms: Some(args.linger_ms),
+            batch_size: Some(u64::from(args.batch_size)),
+            extra,
+            ..javaref::Flags::default()
+        },
+    }
+}
+
+/// One run of the Java producer in its long-lived JVM. Wall time and CPU are the JVM's own
+/// figures over its window; the broker's and the machine's CPU are read here, from the
+/// `MEASURING` line to the result line, as is the JVM's `/proc` CPU (the cross-check).
+fn run_java(
+    java: &mut JavaBench,
+    args: &Args,
+    topic: &str,
+    meter: &Meter,
+) -> Result<Measured, String> {
+    let meter = Meter {
+        client_stat: format!("/proc/{}/stat", java.pid()),
+        ..meter.clone()
+    };
+    // The harness panics when the JVM dies or says nothing in time: a failed run here.
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        java.begin(topic, args.messages, JAVA_BEGIN_TIMEOUT);
+        let start = meter.start();
+        let r = java.end(RUN_TIMEOUT + Duration::from_secs(30));
+        let end = meter.end();
+        r.map(|r| (r, start, end))
+    }));
+    let (r, start, end) = match outcome {
+        Ok(r) => r.map_err(|e| format!("java: {e}"))?,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default();
+            return Err(format!("java: {msg}"));
+        }
+    };
+    r.check().map_err(|e| format!("java: {e}"))?;
+    if r.records != args.messages {
+        return Err(format!(
+            "java: sent {} records, not {}",
+            r.records, args.messages
+        ));
+    }
+    let mut m = meter.measure(start, end);
+    let proc_cpu = m.cpu;
+    m.wall = Duration::from_secs_f64(r.seconds);
+    m.cpu = Duration::from_secs_f64(r.cpu_seconds);
+    m.java = Some(JavaExtra {
+        proc_cpu,
+        jit_ms: r.jit_ms,
+        gc_ms: r.gc_ms,
+        gc_count: r.gc_count,
+    });
+    Ok(m)
+}
+
+/// `java -version`'s first line.
+fn java_version() -> String {
+    Command::new("java")
+        .arg("-version")
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .next()
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| "java: version unknown".into())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Brokers
+// ---------------------------------------------------------------------------------------------
+
+enum Broker {
+    Tansu(Tansu),
+    Kafka(Kafka),
+}
+
+impl Broker {
+    /// Starts the broker(s); with `wire`, behind a counting proxy per node. Returns the
+    /// bootstrap address the clients get.
+    fn start(args: &Args, wire: Option<&Arc<WireCounters>>) -> Result<(Self, String), String> {
+        let bind = || {
+            TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot bind the wire proxy: {e}"))
+        };
+        let port = |l: &TcpListener| l.local_addr().map_or(0, |a| a.port());
+        match (args.broker, wire) {
+            (BrokerKind::Tansu, None) => {
+                let tansu = Tansu::start();
+                let bootstrap = tansu.addr().to_string();
+                Ok((Self::Tansu(tansu), bootstrap))
+            }
+            (BrokerKind::Tansu, Some(counters)) => {
+                let listener = bind()?;
+                let p = port(&listener);
+                let tansu = Tansu::start_advertising(p);
+                start_wire_proxy(listener, tansu.addr(), counters.clone());
+                Ok((Self::Tansu(tansu), format!("127.0.0.1:{p}")))
+            }
+            (BrokerKind::Kafka, None) => {
+                let kafka = Kafka::start(args.kafka_nodes);
+                let bootstrap = kafka.bootstrap();
+                Ok((Self::Kafka(kafka), bootstrap))
+            }
+            (BrokerKind::Kafka, Some(counters)) => {
+                let listeners = (0..args.kafka_nodes)
+                    .map(|_| bind())
+                    .collect::<Result<Vec<_>, _>>()?;
+                let ports: Vec<u16> = listeners.iter().map(port).collect();
+                let kafka =
+                    Kafka::start_with(KafkaOptions::new(args.kafka_nodes).advertise(ports.clone()));
+                for (i, l) in listeners.into_iter().enumerate() {
+                    start_wire_proxy(l, kafka.client_addr(i), counters.clone());
+                }
+                let bootstrap = ports
+                    .iter()
+                    .map(|p| format!("127.0.0.1:{p}"))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                Ok((Self::Kafka(kafka), bootstrap))
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Self::Tansu(t) => format!(
+                "Tansu {TANSU_VERSION} (in-memory storage, separate process) at {}",
+                t.addr()
+            ),
+            Self::Kafka(k) => format!(
+                "Apache Kafka {KAFKA_VERSION} (KRaft, {} node{} each broker and controller, \
+                 JVM -Xmx512m -XX:+UseSerialGC, log on disk) at {}",
+                k.len(),
+                if k.len() == 1 { "," } else { "s," },
+                k.bootstrap()
+            ),
+        }
+    }
+
+    /// The broker processes' pids (Tansu: found among our children).
+    fn pids(&self) -> Vec<u32> {
+        match self {
+            Self::Tansu(_) => find_broker_pid().into_iter().collect(),
+            Self::Kafka(k) => (1..=k.len() as i32).filter_map(|id| k.pid(id)).collect(),
+        }
+    }
+
+    fn create_topic(&self, name: &str, partitions: u32) {
+        match self {
+            Self::Tansu(t) => t.create_topic(name, partitions),
+            Self::Kafka(k) => k.create_topic(name, partitions as i32, k.len() as i32, None),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Driver and report
 // ---------------------------------------------------------------------------------------------
 
@@ -1007,6 +1307,7 @@ fn run_one(
     bootstrap: &str,
     topic: &str,
     meter: &Meter,
+    java: Option<&mut JavaBench>,
 ) -> Result<Measured, String> {
     let (args2, b, t, m) = (
         args.clone(),
@@ -1018,6 +1319,10 @@ fn run_one(
         Client::Kprod => rt.spawn(run_kprod(args2, b, t, m)),
         Client::RdkafkaFuture => rt.spawn(run_rdkafka_future(args2, b, t, m)),
         Client::Rdkafka => return run_rdkafka(args, bootstrap, topic, meter),
+        Client::Java => {
+            let java = java.ok_or("java: the JVM is not running")?;
+            return run_java(java, args, topic, meter);
+        }
     };
     // The watchdog waits on the main thread, outside the task: no timer in the task's polls.
     rt.block_on(async {
@@ -1098,65 +1403,174 @@ fn report(args: &Args, runs: &[Run]) -> String {
         }
     }
 
-    let _ = writeln!(out, "\nmedians over {} rounds:", args.rounds);
+    let java_runs: Vec<&Run> = runs.iter().filter(|r| r.m.java.is_some()).collect();
+    if !java_runs.is_empty() {
+        let _ = writeln!(
+            out,
+            "\njava, inside its window: CPU from getProcessCpuTime (the figure used) and from the \
+             JVM's /proc stat (bench side, window a few ms wider); JIT and GC\n{:>5}  {:>11} {:>11} {:>8} {:>8} {:>4}",
+            "round", "JVM CPU s", "/proc CPU s", "JIT ms", "GC ms", "GCs"
+        );
+        for r in java_runs {
+            let Some(j) = r.m.java else { continue };
+            let _ = writeln!(
+                out,
+                "{:>5}  {:>11.2} {:>11.2} {:>8} {:>8} {:>4}",
+                r.round,
+                r.m.cpu.as_secs_f64(),
+                j.proc_cpu.as_secs_f64(),
+                j.jit_ms,
+                j.gc_ms,
+                j.gc_count
+            );
+        }
+    }
+
     let _ = writeln!(
         out,
-        "{:<15} {:>12} {:>12} {:>16}",
-        "client", "msgs/s", "CPU µs/msg", "broker µs/msg"
+        "\nsummary over {} rounds: median (min – max)\n{:<15} {:>34}   {:>27}   {:>13}",
+        args.rounds, "client", "messages/s", "client CPU µs/message", "broker µs/msg"
     );
-    let mut medians = Vec::new();
     for &c in &args.clients {
         let mine: Vec<&Run> = runs.iter().filter(|r| r.client == c).collect();
-        let rate = median(mine.iter().map(|r| r.rate(n)).collect());
-        let cpu = median(mine.iter().map(|r| r.cpu_us(n)).collect());
+        if mine.is_empty() {
+            continue;
+        }
+        let rate = Spread::of(mine.iter().map(|r| r.rate(n)).collect());
+        let cpu = Spread::of(mine.iter().map(|r| r.cpu_us(n)).collect());
         let broker: Vec<f64> = mine.iter().filter_map(|r| r.broker_us(n)).collect();
         let broker = (!broker.is_empty()).then(|| median(broker));
         let _ = writeln!(
             out,
-            "{:<15} {:>12.0} {:>12.3} {:>16}",
+            "{:<15} {:>34}   {:>27}   {:>13}",
             c.name(),
-            rate,
-            cpu,
+            format!(
+                "{} ({} – {})",
+                thousands(rate.median),
+                thousands(rate.min),
+                thousands(rate.max)
+            ),
+            format!("{:.3} ({:.3} – {:.3})", cpu.median, cpu.min, cpu.max),
             broker.map_or("?".into(), |b| format!("{b:.3}"))
         );
-        medians.push((c, rate, cpu));
     }
 
-    let kprod = medians.iter().find(|m| m.0 == Client::Kprod).copied();
-    for &(c, rate, cpu) in medians.iter().filter(|m| m.0 != Client::Kprod) {
-        let Some((_, k_rate, k_cpu)) = kprod else {
-            break;
-        };
-        let _ = writeln!(
-            out,
-            "\nkprod/{name} (medians): throughput {:.2}x, CPU per message {:.2}x",
-            k_rate / rate,
-            k_cpu / cpu,
-            name = c.name()
-        );
-        let _ = writeln!(out, "per-round ratios kprod/{}:", c.name());
-        let mut rate_ratios = Vec::new();
-        let mut cpu_ratios = Vec::new();
+    // Ratios of the runs of one round: the clients ran minutes apart at most, on the same
+    // machine state; the spread over rounds is their noise.
+    let pairs = [
+        (Client::Kprod, Client::Rdkafka),
+        (Client::Kprod, Client::Java),
+        (Client::Java, Client::Rdkafka),
+        (Client::Kprod, Client::RdkafkaFuture),
+    ];
+    let mut ratios = Vec::new();
+    for (a, b) in pairs {
+        let mut rate = Vec::new();
+        let mut cpu = Vec::new();
+        let mut lines = String::new();
         for round in 1..=args.rounds {
             let find = |cl| runs.iter().find(|r| r.round == round && r.client == cl);
-            if let (Some(k), Some(o)) = (find(Client::Kprod), find(c)) {
-                let (rr, cr) = (k.rate(n) / o.rate(n), k.cpu_us(n) / o.cpu_us(n));
-                rate_ratios.push(rr);
-                cpu_ratios.push(cr);
-                let _ = writeln!(
-                    out,
-                    "  round {round}: throughput {rr:.2}x, CPU per message {cr:.2}x"
-                );
+            if let (Some(x), Some(y)) = (find(a), find(b)) {
+                let (rr, cr) = (x.rate(n) / y.rate(n), x.cpu_us(n) / y.cpu_us(n));
+                rate.push(rr);
+                cpu.push(cr);
+                let _ = write!(lines, "  r{round}: {rr:.2}x/{cr:.2}x");
             }
         }
+        if !rate.is_empty() {
+            ratios.push((a, b, Spread::of(rate), Spread::of(cpu), lines));
+        }
+    }
+    if !ratios.is_empty() {
         let _ = writeln!(
             out,
-            "  median of per-round ratios: throughput {:.2}x, CPU per message {:.2}x",
-            median(rate_ratios),
-            median(cpu_ratios)
+            "\nratios per round: median (min – max) over {} rounds\n{:<24} {:>26}   {:>26}",
+            args.rounds, "", "throughput", "CPU per message"
         );
+        for (a, b, rate, cpu, _) in &ratios {
+            let _ = writeln!(
+                out,
+                "{:<24} {:>26}   {:>26}",
+                format!("{}/{}", a.name(), b.name()),
+                format!("{:.2}x ({:.2} – {:.2})", rate.median, rate.min, rate.max),
+                format!("{:.2}x ({:.2} – {:.2})", cpu.median, cpu.min, cpu.max),
+            );
+        }
+        let _ = writeln!(out, "per round (throughput/CPU per message):");
+        for (a, b, _, _, lines) in &ratios {
+            let _ = writeln!(out, "  {}/{}:{lines}", a.name(), b.name());
+        }
     }
     out
+}
+
+/// Median, minimum and maximum.
+#[derive(Debug, Clone, Copy)]
+struct Spread {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Spread {
+    fn of(v: Vec<f64>) -> Self {
+        let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Self {
+            median: median(v),
+            min,
+            max,
+        }
+    }
+}
+
+/// `1234567.8` as `1,234,568`.
+fn thousands(x: f64) -> String {
+    if !x.is_finite() {
+        return format!("{x}");
+    }
+    let digits = format!("{:.0}", x.abs());
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    if x < 0.0 && digits != "0" {
+        out.insert(0, '-');
+    }
+    out
+}
+
+/// Runs every client once, in `order`, each to its own topic; prints a line per run. `round`
+/// 0 is a warm-up round (`label` says which).
+#[allow(clippy::too_many_arguments)]
+fn run_round(
+    rt: &tokio::runtime::Runtime,
+    args: &Arc<Args>,
+    order: &[Client],
+    label: &str,
+    topic: impl Fn(Client) -> String,
+    bootstrap: &str,
+    meter: &Meter,
+    java: &mut Option<JavaBench>,
+) -> Result<Vec<(Client, Measured)>, String> {
+    let mut out = Vec::new();
+    for &c in order {
+        let m = run_one(rt, args, c, bootstrap, &topic(c), meter, java.as_mut())
+            .map_err(|e| format!("{label}, {}: FAILED: {e}", c.name()))?;
+        let n = args.messages as f64;
+        println!(
+            "{label} {:<15} {:>8.3} s {:>10.0} msgs/s {:>8.3} CPU µs/msg",
+            c.name(),
+            m.wall.as_secs_f64(),
+            n / m.wall.as_secs_f64(),
+            m.cpu.as_secs_f64() * 1e6 / n
+        );
+        out.push((c, m));
+    }
+    Ok(out)
 }
 
 fn main() -> ExitCode {
@@ -1178,10 +1592,12 @@ fn main() -> ExitCode {
     let ticks_per_second = clock_ticks_per_second();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(
-        "bench-e2e: {} messages x {} bytes per run, {} rounds, {} partitions ({}), linger.ms={}, batch.size={}",
+        "bench-e2e: {} messages x {} bytes per run, {} rounds after {} warm-up round{}, {} partitions ({}), linger.ms={}, batch.size={}",
         args.messages,
         args.size,
         args.rounds,
+        args.warmup_rounds,
+        if args.warmup_rounds == 1 { "" } else { "s" },
         args.partitions,
         if args.keyless {
             "each client's keyless partitioner"
@@ -1197,8 +1613,16 @@ fn main() -> ExitCode {
         loadavg()
     );
     println!(
-        "librdkafka {}; Tansu {TANSU_VERSION} (in-memory storage, separate process)",
-        rdkafka::util::get_rdkafka_version().1
+        "librdkafka {}{}",
+        rdkafka::util::get_rdkafka_version().1,
+        if args.clients.contains(&Client::Java) {
+            format!(
+                "; Java producer kafka-clients {KAFKA_VERSION} in one JVM ({JAVA_FLAGS}; {})",
+                java_version()
+            )
+        } else {
+            String::new()
+        }
     );
 
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -1213,78 +1637,87 @@ fn main() -> ExitCode {
         }
     };
 
-    let (tansu, bootstrap, wire) = if args.wire_stats {
-        let listener = match TcpListener::bind("127.0.0.1:0") {
-            Ok(l) => l,
-            Err(e) => {
-                eprintln!("bench-e2e: cannot bind the wire proxy: {e}");
-                return ExitCode::from(2);
-            }
-        };
-        let port = listener.local_addr().map_or(0, |a| a.port());
-        let tansu = Tansu::start_advertising(port);
-        let counters = Arc::new(WireCounters::default());
-        start_wire_proxy(listener, tansu.addr(), counters.clone());
-        println!("--wire-stats: clients go through a counting proxy on 127.0.0.1:{port}; CPU and throughput include it");
-        (tansu, format!("127.0.0.1:{port}"), Some(counters))
-    } else {
-        let tansu = Tansu::start();
-        let bootstrap = tansu.addr().to_string();
-        (tansu, bootstrap, None)
+    let wire = args.wire_stats.then(|| Arc::new(WireCounters::default()));
+    let (broker, bootstrap) = match Broker::start(&args, wire.as_ref()) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("bench-e2e: {e}");
+            return ExitCode::from(2);
+        }
     };
-    let broker_pid = find_broker_pid();
-    if broker_pid.is_none() {
+    if wire.is_some() {
+        println!("--wire-stats: clients go through a counting proxy at {bootstrap}; CPU and throughput include it");
+    }
+    let broker_pids = broker.pids();
+    if broker_pids.is_empty() {
         eprintln!("warning: broker process not found; its CPU is not reported");
     }
     let meter = Meter {
         ticks_per_second,
-        broker_stat: broker_pid.map(|p| format!("/proc/{p}/stat")),
+        client_stat: "/proc/self/stat".into(),
+        broker_stats: broker_pids
+            .iter()
+            .map(|p| format!("/proc/{p}/stat"))
+            .collect(),
         wire,
     };
     println!(
-        "broker at {} (pid {})",
-        tansu.addr(),
-        broker_pid.map_or("?".into(), |p| p.to_string())
+        "broker: {} (pid {})",
+        broker.describe(),
+        broker_pids
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
     );
 
-    // Topics up front: one per client per round.
-    let topic = |round: u32, c: Client| format!("bench-{}-r{round}", c.name());
-    for round in 1..=args.rounds {
+    // Topics up front: one per client per round (round 0 and below: warm-up rounds).
+    let topic = |round: i64, c: Client| {
+        if round > 0 {
+            format!("bench-{}-r{round}", c.name())
+        } else {
+            format!("bench-{}-w{}", c.name(), 1 - round)
+        }
+    };
+    let first = 1 - i64::from(args.warmup_rounds);
+    for round in first..=i64::from(args.rounds) {
         for &c in &args.clients {
-            tansu.create_topic(&topic(round, c), args.partitions);
+            broker.create_topic(&topic(round, c), args.partitions);
         }
     }
 
+    let mut java = args.clients.contains(&Client::Java).then(|| {
+        let j = JavaBench::start(&bootstrap, &java_plan(&args));
+        println!("java: JVM pid {} ready", j.pid());
+        j
+    });
+
     let mut runs = Vec::new();
-    for round in 1..=args.rounds {
+    for round in first..=i64::from(args.rounds) {
         // Alternate the order: rotate the client list by the round number.
-        let k = args.clients.len();
+        let k = args.clients.len() as i64;
         let order: Vec<Client> = (0..k)
-            .map(|j| args.clients[(j + round as usize - 1) % k])
+            .map(|j| args.clients[(j + round - first).rem_euclid(k) as usize])
             .collect();
-        for c in order {
-            let t = topic(round, c);
-            match run_one(&rt, &args, c, &bootstrap, &t, &meter) {
-                Ok(m) => {
-                    let run = Run {
-                        round,
-                        client: c,
-                        m,
-                    };
-                    println!(
-                        "round {round} {:<15} {:>8.3} s {:>10.0} msgs/s {:>8.3} CPU µs/msg",
-                        c.name(),
-                        m.wall.as_secs_f64(),
-                        run.rate(args.messages),
-                        run.cpu_us(args.messages)
-                    );
-                    runs.push(run);
-                }
-                Err(e) => {
-                    eprintln!("bench-e2e: round {round}, {}: FAILED: {e}", c.name());
-                    print!("{}", report(&args, &runs));
-                    return ExitCode::from(1);
-                }
+        let label = if round > 0 {
+            format!("round {round}")
+        } else {
+            format!("warm-up {}", round - first + 1)
+        };
+        let t = |c| topic(round, c);
+        match run_round(&rt, &args, &order, &label, t, &bootstrap, &meter, &mut java) {
+            Ok(done) if round > 0 => {
+                runs.extend(done.into_iter().map(|(client, m)| Run {
+                    round: round as u32,
+                    client,
+                    m,
+                }));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("bench-e2e: {e}");
+                print!("{}", report(&args, &runs));
+                return ExitCode::from(1);
             }
         }
     }
@@ -1295,6 +1728,15 @@ fn main() -> ExitCode {
         loadavg(),
         peak_rss()
     );
-    drop(tansu);
+    if let Some(j) = java {
+        let f = j.finish(Duration::from_secs(60));
+        if !f.status.success() {
+            eprintln!(
+                "warning: the Java producer's JVM exited with {}: {}",
+                f.status, f.stderr
+            );
+        }
+    }
+    drop(broker);
     ExitCode::SUCCESS
 }

@@ -11,6 +11,7 @@ public final class Main {
     private static final String USAGE = ""
             + "usage: java -jar java-ref.jar COMMAND [--flag value ...]\n\n"
             + "commands:\n\n" + Ledger.USAGE + "\n" + Seed.USAGE + "\n" + Throughput.USAGE
+            + "\n" + Bench.USAGE
             + "\nproducer flags (every command; idempotent, acks=all, no compression):\n"
             + ProducerSettings.FLAGS;
 
@@ -59,6 +60,8 @@ public final class Main {
                 return Seed.run(args);
             case "throughput":
                 return Throughput.run(args);
+            case "bench":
+                return Bench.run(args);
             default:
                 throw new Args.UsageException("unknown command '" + command + "'");
         }
