@@ -39,7 +39,23 @@ struct Script {
     produce: VecDeque<Action>,
     /// Delay before answering every Produce request (modelled latency).
     latency: Duration,
+    /// Every connect attempt fails with [`Misconfigured`] (a configuration error).
+    fatal_connects: bool,
+    /// Set `fatal_connects` once an `AppendThenDrop` dropped a connection.
+    fatal_after_drop: bool,
 }
+
+/// A connect error the fake connector classifies as fatal (as a rejected certificate is).
+#[derive(Debug)]
+struct Misconfigured;
+
+impl std::fmt::Display for Misconfigured {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the broker's certificate is not trusted")
+    }
+}
+
+impl std::error::Error for Misconfigured {}
 
 #[derive(Clone)]
 struct FakeBroker {
@@ -88,7 +104,11 @@ impl FakeBroker {
                     tokio::time::sleep(latency).await;
                     match action.unwrap_or(Action::Answer) {
                         Action::Answer => {}
-                        Action::AppendThenDrop => return,
+                        Action::AppendThenDrop => {
+                            let mut s = self.script.lock().unwrap();
+                            s.fatal_connects |= s.fatal_after_drop;
+                            return;
+                        }
                         Action::Delay(d) => tokio::time::sleep(d).await,
                     }
                 }
@@ -115,6 +135,9 @@ impl Connector for FakeBroker {
         }
         {
             let mut s = self.script.lock().unwrap();
+            if s.fatal_connects {
+                return Err(io::Error::other(Misconfigured));
+            }
             if s.fail_connects > 0 {
                 s.fail_connects -= 1;
                 return Err(io::ErrorKind::ConnectionRefused.into());
@@ -132,6 +155,11 @@ impl Connector for FakeBroker {
         let (client, server) = tokio::io::duplex(64 * 1024);
         tokio::spawn(self.clone().serve(server, node));
         Ok(client)
+    }
+
+    fn fatal_reason(&self, error: &io::Error) -> Option<String> {
+        let e = error.get_ref()?.downcast_ref::<Misconfigured>()?;
+        Some(e.to_string())
     }
 }
 
@@ -180,7 +208,10 @@ fn check_truthful(broker: &FakeBroker, topic: &str, outcomes: &[Result<Delivery,
                 in_log.insert(i.to_string());
             }
             Err(e) => {
-                assert!(matches!(e.kind, ErrorKind::Failed(_)), "{e}");
+                assert!(
+                    matches!(e.kind, ErrorKind::Failed(_) | ErrorKind::Connection(_)),
+                    "{e}"
+                );
                 if e.persisted == Persistence::NotPersisted {
                     let all: Vec<String> = logs.values().flatten().cloned().collect();
                     assert!(!all.contains(&i.to_string()), "record {i} is in the log");
@@ -434,5 +465,92 @@ async fn timestamps_and_refusals() {
         matches!(err.kind, ErrorKind::Refused(ref e) if matches!(**e, SendError::TooLarge(_))),
         "{err}"
     );
+    h.close().await;
+}
+
+/// The outcome of every record, without panicking on a failure to enqueue.
+async fn enqueue_all(
+    h: &ProducerHandle,
+    topic: &str,
+    n: usize,
+) -> Vec<Result<Delivery, DeliveryError>> {
+    let mut futures = Vec::with_capacity(n);
+    for i in 0..n {
+        futures.push(h.enqueue(Record::new(topic, i.to_string())).await);
+    }
+    let mut out = Vec::with_capacity(n);
+    for f in futures {
+        out.push(match f {
+            Ok(f) => f.await,
+            Err(e) => Err(e),
+        });
+    }
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fatal_connect_error_fails_every_record_at_once_and_is_not_retried() {
+    let broker = FakeBroker::new("t", 1);
+    broker.script.lock().unwrap().fatal_connects = true;
+    let cfg = config(&[("delivery.timeout.ms", "120000")]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    let start = Instant::now();
+    let outcomes = enqueue_all(&h, "t", 50).await;
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "failed at once, not at the delivery timeout: {:?}",
+        start.elapsed()
+    );
+    let first = outcomes[0].clone().unwrap_err();
+    let ErrorKind::Connection(conn) = &first.kind else {
+        panic!("{first:?}")
+    };
+    assert_eq!(&*conn.addr, "b1:9092");
+    assert!(conn.reason.contains("not trusted"), "{first}");
+    assert!(
+        first.to_string().contains("retrying cannot fix this"),
+        "{first}"
+    );
+    for o in &outcomes {
+        assert_eq!(o.as_ref().unwrap_err(), &first);
+    }
+    assert_eq!(
+        first.persisted,
+        Persistence::NotPersisted,
+        "nothing was sent"
+    );
+    assert_eq!(broker.script.lock().unwrap().connects, 1, "not retried");
+    let later = h.send(Record::new("t", "later")).await.unwrap_err();
+    assert_eq!(later, first, "later records fail with the same error");
+    h.flush().await;
+    h.close().await;
+    assert_eq!(broker.log("t", 0).len(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fatal_error_after_records_were_sent_reports_them_possibly_persisted() {
+    let broker = FakeBroker::new("t", 1);
+    {
+        let mut s = broker.script.lock().unwrap();
+        s.produce = VecDeque::from([Action::AppendThenDrop]);
+        s.fatal_after_drop = true;
+    }
+    let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+    let outcomes = enqueue_all(&h, "t", 200).await;
+    check_truthful(&broker, "t", &outcomes);
+    let in_log = broker.log("t", 0);
+    assert!(!in_log.is_empty(), "the first batch was appended");
+    for (i, o) in outcomes.iter().enumerate() {
+        let e = o.as_ref().unwrap_err();
+        assert!(
+            matches!(e.kind, ErrorKind::Connection(_)),
+            "record {i}: {e}"
+        );
+        assert_eq!(
+            e.persisted,
+            Persistence::PossiblyPersisted,
+            "record {i}: records were sent, so any may be in the log"
+        );
+    }
     h.close().await;
 }

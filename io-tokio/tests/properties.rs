@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use kprod_tokio::{config_from_properties, PropertyError};
+use std::path::PathBuf;
+
+use kprod_tokio::{config_from_properties, ClientConfig, PropertyError, Security, TlsOptions};
 
 #[test]
 fn a_full_valid_set_maps_every_property() {
@@ -106,4 +108,123 @@ fn parsed_but_invalid_configs_fail_validation() {
             other => panic!("{props:?}: {other:?}"),
         }
     }
+}
+
+#[test]
+fn security_defaults_to_plaintext_and_ssl_settings_map() {
+    let c = ClientConfig::from_properties(&[("bootstrap.servers", "a:1")]).unwrap();
+    assert_eq!(c.security, Security::Plaintext);
+    // As in the Java client, ssl.* settings are ignored under PLAINTEXT.
+    let c = ClientConfig::from_properties(&[
+        ("bootstrap.servers", "a:1"),
+        ("security.protocol", "plaintext"),
+        ("ssl.ca.location", "/ca.pem"),
+    ])
+    .unwrap();
+    assert_eq!(c.security, Security::Plaintext);
+    let c = ClientConfig::from_properties(&[
+        ("bootstrap.servers", "a:1"),
+        ("security.protocol", "SSL"),
+        ("ssl.ca.location", "/etc/kafka/ca.pem"),
+        ("ssl.certificate.location", "/etc/kafka/client.pem"),
+        ("ssl.key.location", "/etc/kafka/client.key"),
+        ("linger.ms", "3"),
+    ])
+    .unwrap();
+    assert_eq!(c.producer.linger, Duration::from_millis(3));
+    assert_eq!(
+        c.security,
+        Security::Ssl(TlsOptions {
+            ca_location: Some(PathBuf::from("/etc/kafka/ca.pem")),
+            certificate_location: Some(PathBuf::from("/etc/kafka/client.pem")),
+            key_location: Some(PathBuf::from("/etc/kafka/client.key")),
+            verify_hostname: true,
+        })
+    );
+    for (value, verify) in [
+        ("https", true),
+        ("HTTPS", true),
+        ("", false),
+        ("none", false),
+    ] {
+        let c = ClientConfig::from_properties(&[
+            ("bootstrap.servers", "a:1"),
+            ("security.protocol", "ssl"),
+            ("ssl.endpoint.identification.algorithm", value),
+        ])
+        .unwrap();
+        let Security::Ssl(tls) = c.security else {
+            panic!("SSL expected")
+        };
+        assert_eq!(tls.verify_hostname, verify, "{value:?}");
+        assert_eq!(tls.ca_location, None, "system roots by default");
+    }
+}
+
+#[test]
+fn security_errors_name_the_property() {
+    for protocol in ["SASL_SSL", "SASL_PLAINTEXT"] {
+        let e = ClientConfig::from_properties(&[
+            ("bootstrap.servers", "a:1"),
+            ("security.protocol", protocol),
+        ])
+        .unwrap_err();
+        assert!(
+            matches!(e, PropertyError::Unsupported { ref property, .. } if property == "security.protocol")
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("security.protocol") && text.contains("not supported yet"),
+            "{text}"
+        );
+    }
+    let e = ClientConfig::from_properties(&[
+        ("bootstrap.servers", "a:1"),
+        ("security.protocol", "TLS"),
+    ])
+    .unwrap_err();
+    assert!(e.to_string().contains("security.protocol"), "{e}");
+    let e = ClientConfig::from_properties(&[
+        ("bootstrap.servers", "a:1"),
+        ("ssl.endpoint.identification.algorithm", "ldap"),
+    ])
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("ssl.endpoint.identification.algorithm"),
+        "{e}"
+    );
+    let e = ClientConfig::from_properties(&[
+        ("bootstrap.servers", "a:1"),
+        ("security.protocol", "SSL"),
+        ("ssl.certificate.location", "/c.pem"),
+    ])
+    .unwrap_err();
+    assert!(e.to_string().contains("ssl.key.location"), "{e}");
+    let e =
+        ClientConfig::from_properties(&[("bootstrap.servers", "a:1"), ("ssl.key.password", "x")])
+            .unwrap_err();
+    assert_eq!(e, PropertyError::Unknown("ssl.key.password".into()));
+    // config_from_properties' producer would connect over plain TCP: SSL is refused, not
+    // silently dropped.
+    let e = config_from_properties(&[("bootstrap.servers", "a:1"), ("security.protocol", "SSL")])
+        .unwrap_err();
+    assert!(e.to_string().contains("from_properties"), "{e}");
+}
+
+#[cfg(feature = "tls")]
+#[tokio::test]
+async fn tls_files_that_cannot_be_read_are_named() {
+    let e = kprod_tokio::ProducerHandle::from_properties(&[
+        ("bootstrap.servers", "a:1"),
+        ("security.protocol", "SSL"),
+        ("ssl.ca.location", "/nonexistent/kprod-ca.pem"),
+    ])
+    .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.starts_with("ssl.ca.location=/nonexistent/kprod-ca.pem")
+            && text.contains("cannot read"),
+        "{text}"
+    );
 }
