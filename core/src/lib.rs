@@ -63,6 +63,7 @@ mod types;
 
 pub use config::{ConfigError, DataLossPolicy, GapPolicy, ProducerConfig};
 pub use producer::{is_valid_topic_name, Producer};
+pub use protocol::compression::{Compression, CompressionType};
 pub use protocol::record_batch::Header;
 pub use types::{
     ConnId, DeliveryError, Diagnostic, Event, FatalError, Output, Persistence, ProducerIdentity,

@@ -11,6 +11,7 @@
 //! - KIP-482 (tagged fields), KIP-511 (ApiVersions v3), KIP-951 (leader hints in Produce v10)
 
 pub mod api_versions;
+pub mod compression;
 pub mod error_code;
 pub mod frame;
 pub mod header;
