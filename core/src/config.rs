@@ -1,6 +1,9 @@
 //! Producer configuration, validated up front with clear errors.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
+
+use crate::protocol::compression::Compression;
 
 /// What to do when a batch fails permanently and leaves a gap in a partition's stream
 /// (idempotence-spec §B.4).
@@ -93,6 +96,13 @@ pub struct ProducerConfig {
     /// counted from the creation of the last acknowledged batch, which assumes record
     /// timestamps are not older than the records (the broker counts from them).
     pub producer_id_expiration: Option<Duration>,
+    /// `compression.type` (and its level: `compression.level`, or Kafka's
+    /// `compression.<codec>.level`): the codec each batch's records are compressed with when
+    /// the batch is sealed. A codec needs its kprod-core feature (`gzip`, `snappy`, `lz4`,
+    /// `zstd`; all on in kprod-tokio's default features).
+    pub compression: Compression,
+    /// Per-topic overrides of `compression`.
+    pub topic_compression: BTreeMap<String, Compression>,
     /// The planted bug to run with (model checking only).
     #[cfg(feature = "mutations")]
     pub mutation: crate::mutation::Mutation,
@@ -102,6 +112,14 @@ impl ProducerConfig {
     /// How long a partition may idle before the broker may have forgotten this producer.
     pub fn producer_state_expiry(&self) -> Duration {
         self.producer_id_expiration.unwrap_or(self.delivery_timeout)
+    }
+
+    /// The compression of `topic`'s batches: its override, else `compression`.
+    pub fn compression_for(&self, topic: &str) -> Compression {
+        self.topic_compression
+            .get(topic)
+            .copied()
+            .unwrap_or(self.compression)
     }
 }
 
@@ -133,6 +151,8 @@ impl Default for ProducerConfig {
             max_epoch: i16::MAX,
             max_sequence: i32::MAX,
             producer_id_expiration: None,
+            compression: Compression::NONE,
+            topic_compression: BTreeMap::new(),
             #[cfg(feature = "mutations")]
             mutation: crate::mutation::Mutation::None,
         }
@@ -240,6 +260,13 @@ impl ProducerConfig {
         }
         if self.max_sequence < 1 {
             return Err(err("max.sequence", "must be at least 1"));
+        }
+        self.compression
+            .check()
+            .map_err(|reason| err("compression.type", reason))?;
+        for (topic, c) in &self.topic_compression {
+            c.check()
+                .map_err(|reason| err("compression.type", format!("topic {topic:?}: {reason}")))?;
         }
         if let Some(id) = &self.client_id {
             if id.len() > i16::MAX as usize {

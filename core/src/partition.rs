@@ -83,11 +83,12 @@ impl Batch {
         self.records.len() as i32
     }
 
-    /// Encoded size of the batch as it would go on the wire now.
+    /// Encoded size of the batch as it would go on the wire now (while it is open, with
+    /// compression, Kafka's estimate of its compressed size).
     pub(crate) fn wire_len(&self) -> usize {
         match (&self.wire, &self.builder) {
             (Some(w), _) => w.len(),
-            (None, Some(b)) => b.size(),
+            (None, Some(b)) => b.estimated_size(),
             (None, None) => 0,
         }
     }

@@ -11,6 +11,7 @@ use crate::config::{DataLossPolicy, GapPolicy, ProducerConfig};
 use crate::partition::{Batch, BatchState, Partition, SendContext};
 use crate::partitioner::partition_for_key;
 use crate::protocol::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
+use crate::protocol::compression::{Compression, RatioEstimate};
 use crate::protocol::init_producer_id::InitProducerIdRequest;
 use crate::protocol::metadata::{MetadataRequest, MetadataRequestTopic};
 use crate::protocol::produce::{
@@ -121,6 +122,9 @@ struct Topic {
     sticky: i32,
     /// Metadata says the topic does not exist: the code, while it keeps saying so.
     missing: Option<ErrorCode>,
+    /// The compression of this topic's batches, and Kafka's estimate of its ratio.
+    compression: Compression,
+    ratio: RatioEstimate,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -329,6 +333,8 @@ impl Producer {
                     pending: VecDeque::new(),
                     sticky: 0,
                     missing: None,
+                    compression: self.cfg.compression_for(&record.topic),
+                    ratio: RatioEstimate::default(),
                 });
                 self.topic_index.insert(name, self.topics.len() - 1);
                 self.metadata.needed = true;
@@ -913,11 +919,22 @@ impl Producer {
                         continue;
                     }
                 }
+                // The first unsealed batch, if it is sealed (and compressed) now, tells the
+                // topic's compression ratio estimate how well it compressed.
+                let unsealed = p
+                    .batches
+                    .iter()
+                    .find_map(|b| b.builder.as_ref().map(|bb| (b.id, bb.records_len())));
                 let Some(pick) = p.next_to_send(&ctx) else {
                     continue;
                 };
                 let b = &p.batches[pick.index];
                 let wire = b.wire.clone().expect("a picked batch is sequenced");
+                if !t.compression.is_none() {
+                    if let Some((_, raw)) = unsealed.filter(|u| u.0 == b.id) {
+                        t.ratio.observe(wire.len() - HEADER_LEN, raw);
+                    }
+                }
                 total += wire.len() + PARTITION_OVERHEAD + t.name.len();
                 refs.push(BatchRef {
                     topic: ti,
@@ -1077,8 +1094,10 @@ impl Producer {
         let fits = p.batches.back().is_some_and(|b| {
             b.state == BatchState::Open
                 && b.builder.as_ref().is_some_and(|bb| {
-                    bb.size() + bb.size_of(record.timestamp, key, value, &record.headers)
-                        <= batch_size
+                    bb.has_room_for(
+                        bb.size_of(record.timestamp, key, value, &record.headers),
+                        batch_size,
+                    )
                 })
         });
         if !fits {
@@ -1094,8 +1113,11 @@ impl Producer {
             let cap = (HEADER_LEN + size).max(batch_size.min(self.cfg.max_request_size));
             // Sized from this record, the batch's records rarely outgrow their list.
             let expected = (cap / size.max(1)).clamp(1, 1024);
-            p.batches
-                .push_back(Batch::new(*next_batch, now, cap, expected));
+            let mut batch = Batch::new(*next_batch, now, cap, expected);
+            if let Some(bb) = batch.builder.as_mut() {
+                bb.set_compression(t.compression, t.ratio);
+            }
+            p.batches.push_back(batch);
             *next_batch += 1;
             if had_open && record.key.is_none() && record.partition.is_none() && n > 0 {
                 t.sticky = (t.sticky + 1) % n;
@@ -1106,7 +1128,7 @@ impl Producer {
         builder.push(record.timestamp, key, value, &record.headers);
         b.records.push(id);
         b.size += size;
-        if builder.size() >= batch_size {
+        if builder.is_full(batch_size) {
             b.state = BatchState::Ready;
         }
     }
@@ -1751,9 +1773,12 @@ impl Producer {
     }
 
     /// MESSAGE_TOO_LARGE for a batch of several records: the batch was rejected whole, so its
-    /// sequence range is reused by two halves with contiguous sequences (KAFKA-8325).
+    /// sequence range is reused by two halves with contiguous sequences (KAFKA-8325). The
+    /// records are re-derived from the sent bytes (decompressed if need be; the uncompressed
+    /// records are not kept after the seal) and each half is compressed again.
     fn split_batch(&mut self, ti: usize, pi: usize, i: usize) {
         let max_seq = self.cfg.max_sequence;
+        let (compression, ratio) = (self.topics[ti].compression, self.topics[ti].ratio);
         let p = &mut self.topics[ti].partitions[pi];
         let b = &p.batches[i];
         if b.maybe_persisted {
@@ -1778,6 +1803,7 @@ impl Producer {
             .enumerate()
         {
             let mut builder = RecordBatchBuilder::with_capacity(0);
+            builder.set_compression(compression, ratio);
             for r in chunk.iter() {
                 builder.push(
                     batch.base_timestamp + r.timestamp_delta,

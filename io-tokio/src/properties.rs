@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kprod_core::{ConfigError, ProducerConfig};
+use kprod_core::{CompressionType, ConfigError, ProducerConfig};
 
 /// Why a property list could not become a [`ProducerConfig`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,12 +160,14 @@ impl ClientConfig {
         let mut c = ProducerConfig::default();
         let mut protocol = "PLAINTEXT".to_owned();
         let mut tls = TlsOptions::default();
+        let mut levels = CodecLevels::default();
         for &(name, value) in props {
             let (name, v) = (name.trim(), value.trim());
-            if !producer_property(&mut c, name, v)? {
+            if !producer_property(&mut c, name, v)? && !levels.property(name, v)? {
                 security_property(&mut protocol, &mut tls, name, v)?;
             }
         }
+        levels.apply(&mut c);
         c.validate().map_err(PropertyError::Config)?;
         let security =
             match protocol.as_str() {
@@ -277,9 +279,50 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
         "buffer.memory" => c.buffer_memory = number(name, v)?,
         "max.request.size" => c.max_request_size = number(name, v)?,
         "max.in.flight.requests.per.connection" => c.max_in_flight = number(name, v)?,
+        // `compression.codec` is librdkafka's alias.
+        "compression.type" | "compression.codec" => {
+            c.compression.codec = CompressionType::from_name(v)
+                .ok_or_else(|| invalid(name, v, "none, gzip, snappy, lz4 or zstd"))?;
+        }
         _ => return Ok(false),
     }
     Ok(true)
+}
+
+/// The compression levels: librdkafka's `compression.level` and the Java client's
+/// per-codec `compression.gzip.level`, `compression.lz4.level` and `compression.zstd.level`
+/// (KIP-390), resolved once every property is read, so their order does not matter.
+#[derive(Default)]
+struct CodecLevels {
+    any: Option<i32>,
+    per_codec: [Option<i32>; 5],
+}
+
+impl CodecLevels {
+    /// Takes a level property; `Ok(false)` if `name` is not one.
+    fn property(&mut self, name: &str, v: &str) -> Result<bool, PropertyError> {
+        let slot = match name {
+            "compression.level" => &mut self.any,
+            "compression.gzip.level" => &mut self.per_codec[1],
+            "compression.lz4.level" => &mut self.per_codec[3],
+            "compression.zstd.level" => &mut self.per_codec[4],
+            _ => return Ok(false),
+        };
+        let level: i32 = v.parse().map_err(|_| invalid(name, v, "an integer"))?;
+        // -1 is the codec's default in both clients' conventions.
+        *slot = (level != -1).then_some(level);
+        Ok(true)
+    }
+
+    /// Sets the level of the chosen codec: its own property wins over `compression.level`. A
+    /// codec without levels (snappy, none) ignores `compression.level`, as librdkafka does.
+    fn apply(&self, c: &mut ProducerConfig) {
+        let codec = c.compression.codec;
+        if codec.level_range().is_some() {
+            let own = self.per_codec[codec.id() as usize];
+            c.compression.level = own.or(self.any);
+        }
+    }
 }
 
 /// Builds a [`ProducerConfig`] from Kafka producer properties (later entries win), starting
@@ -289,7 +332,10 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
 /// (`all`, `-1`, `1`, `0`), `enable.idempotence`, `allow.auto.create.topics`, `linger.ms`,
 /// `request.timeout.ms`, `delivery.timeout.ms`, `retry.backoff.ms`, `retry.backoff.max.ms`,
 /// `reconnect.backoff.ms`, `metadata.max.age.ms`, `batch.size`, `buffer.memory`,
-/// `max.request.size` and `max.in.flight.requests.per.connection`.
+/// `max.request.size`, `max.in.flight.requests.per.connection`, `compression.type` (`none`,
+/// `gzip`, `snappy`, `lz4`, `zstd`; librdkafka's alias `compression.codec`) and its level
+/// (`compression.level`, or the Java client's `compression.gzip.level`,
+/// `compression.lz4.level`, `compression.zstd.level`; `-1` is the codec's default).
 ///
 /// The security properties are understood too, but a producer built from this configuration
 /// alone connects over plain TCP ([`crate::ProducerHandle::connect`]), so any
@@ -306,5 +352,72 @@ pub fn config_from_properties(props: &[(&str, &str)]) -> Result<ProducerConfig, 
                      producer connects over plain TCP; use ProducerHandle::from_properties \
                      (or ClientConfig::from_properties) for SSL",
         }),
+    }
+}
+
+#[cfg(test)]
+mod compression_tests {
+    use kprod_core::{Compression, CompressionType};
+
+    use super::*;
+
+    fn compression(props: &[(&str, &str)]) -> Result<Compression, PropertyError> {
+        let mut all = vec![("bootstrap.servers", "127.0.0.1:9092")];
+        all.extend_from_slice(props);
+        config_from_properties(&all).map(|c| c.compression)
+    }
+
+    #[test]
+    fn compression_type_and_levels_use_kafkas_names() {
+        use CompressionType::*;
+        assert_eq!(compression(&[]).unwrap(), Compression::NONE);
+        assert_eq!(
+            compression(&[("compression.type", "ZSTD")]).unwrap(),
+            Compression::new(Zstd)
+        );
+        assert_eq!(
+            compression(&[("compression.level", "7"), ("compression.codec", "gzip")]).unwrap(),
+            Compression::with_level(Gzip, 7),
+            "librdkafka's names, in any order"
+        );
+        assert_eq!(
+            compression(&[
+                ("compression.type", "zstd"),
+                ("compression.level", "5"),
+                ("compression.zstd.level", "-2"),
+                ("compression.gzip.level", "9"),
+            ])
+            .unwrap(),
+            Compression::with_level(Zstd, -2),
+            "the codec's own level wins; other codecs' levels are ignored"
+        );
+        assert_eq!(
+            compression(&[("compression.type", "snappy"), ("compression.level", "5")]).unwrap(),
+            Compression::new(Snappy),
+            "snappy has no levels"
+        );
+        assert_eq!(
+            compression(&[
+                ("compression.type", "gzip"),
+                ("compression.gzip.level", "-1")
+            ])
+            .unwrap(),
+            Compression::new(Gzip)
+        );
+        assert!(matches!(
+            compression(&[("compression.type", "brotli")]),
+            Err(PropertyError::Invalid { .. })
+        ));
+        assert!(matches!(
+            compression(&[("compression.level", "high")]),
+            Err(PropertyError::Invalid { .. })
+        ));
+        match compression(&[
+            ("compression.type", "gzip"),
+            ("compression.gzip.level", "10"),
+        ]) {
+            Err(PropertyError::Config(e)) => assert_eq!(e.setting, "compression.type"),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -44,6 +44,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use kprod_core::protocol::api_versions::{ApiVersion, ApiVersionsRequest, ApiVersionsResponse};
+use kprod_core::protocol::compression::{decompress, RatioEstimate};
 use kprod_core::protocol::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
 use kprod_core::protocol::metadata::{
     MetadataBroker, MetadataPartition, MetadataRequest, MetadataResponse, MetadataTopic,
@@ -58,8 +59,8 @@ use kprod_core::protocol::{
     RequestHeader, ResponseHeader,
 };
 use kprod_core::{
-    ConnId, DataLossPolicy, Event, GapPolicy, Output, Persistence, Producer, ProducerConfig,
-    Record, RecordId,
+    Compression, CompressionType, ConnId, DataLossPolicy, Event, GapPolicy, Output, Persistence,
+    Producer, ProducerConfig, Record, RecordId,
 };
 use kprod_model::broker::{split_frames, BrokerMode, Cluster, Injection};
 
@@ -382,6 +383,12 @@ fn gen_produce(rng: &mut Rng, version: i16, req: Option<&ProduceRequest>) -> Pro
 
 fn gen_batch(rng: &mut Rng) -> Bytes {
     let mut b = RecordBatchBuilder::with_capacity(256);
+    // Every codec (compiled in here through kprod-tokio's default features): valid compressed
+    // batches, and their mutations for the decompressors.
+    b.set_compression(
+        Compression::new(rng.pick(&CompressionType::ALL)),
+        RatioEstimate::default(),
+    );
     for _ in 0..rng.range(1, 5) {
         let (kn, vn) = (rng.range(0, 8), rng.range(0, 40));
         let key = rng.chance(500).then(|| rng.bytes(kn));
@@ -563,6 +570,15 @@ pub fn fuzz_decoders(rng: &mut Rng, n: u64) -> DecoderStats {
 fn decode_one(rng: &mut Rng, kind: u64, version: i16, input: &Bytes) -> bool {
     if kind == 4 {
         let _ = BatchHeader::peek(input);
+        // A mutated batch rarely keeps its CRC, so the decompressors also get the records
+        // section (and the whole input) directly, each bounded to 1 MiB of output.
+        let codec = rng.pick(&CompressionType::ALL);
+        let records = input.get(61..).unwrap_or_default();
+        for part in [records, &input[..]] {
+            if let Ok(out) = decompress(codec, part, 1 << 20) {
+                assert!(out.len() <= 1 << 20, "{codec}: past the limit");
+            }
+        }
         return RecordBatch::decode_all(input.clone()).is_ok();
     }
     // The frame decoder, fed in random chunks.
@@ -1383,6 +1399,10 @@ fn random_config(rng: &mut Rng) -> ProducerConfig {
         ]),
         data_loss_policy: rng.pick(&[DataLossPolicy::SignalAndContinue, DataLossPolicy::Fatal]),
         max_epoch: rng.pick(&[i16::MAX, 2, 5]),
+        // Drawn from a side stream so that the other draws of a seed stay what they were.
+        compression: Compression::new(
+            Rng::new(rng.clone().next_u64() ^ 0xc0de).pick(&CompressionType::ALL),
+        ),
         ..Default::default()
     }
 }
