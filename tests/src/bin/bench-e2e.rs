@@ -576,8 +576,8 @@ impl WireStats {
     }
 }
 
-/// The record batches of a Produce request frame (v3 and later, flexible or not): each
-/// batch's size in bytes and its record count.
+/// The record batches of a Produce request frame (v3 and later, flexible or not; v13 names
+/// topics by id): each batch's size in bytes and its record count.
 fn produce_batches(frame: &[u8]) -> Result<Vec<(u64, u64)>, DecodeError> {
     let mut r = Reader::new(Bytes::copy_from_slice(frame));
     let _api_key = r.i16()?;
@@ -595,7 +595,11 @@ fn produce_batches(frame: &[u8]) -> Result<Vec<(u64, u64)>, DecodeError> {
     let _timeout = r.i32()?;
     let mut out = Vec::new();
     for _ in 0..r.array_len(flexible)? {
-        let _topic = r.string(flexible)?;
+        if version >= 13 {
+            let _topic_id = r.uuid()?;
+        } else {
+            let _topic = r.string(flexible)?;
+        }
         for _ in 0..r.array_len(flexible)? {
             let _partition = r.i32()?;
             if let Some(records) = r.nullable_bytes(flexible)? {
