@@ -8,11 +8,25 @@
 //   java -cp "$KPROD_KAFKA/libs/*" tests/java-codec/KafkaCodec.java read < batches
 //       reads lines of hex batches and prints every record: codec, producer id, epoch, base
 //       sequence, offset delta, timestamp, key, value and headers (hex, "-" for null)
+//   java -cp "$KPROD_KAFKA/libs/*" tests/java-codec/KafkaCodec.java consume BOOTSTRAP TOPIC PARTITIONS
+//       Kafka's own KafkaConsumer reads every partition from the beginning to its end offset
+//       and prints "partition offset timestamp key value headers..." per record (hex, "-" for
+//       null), then "end <count>"
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
 import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 import org.apache.kafka.common.compress.Compression;
 import org.apache.kafka.common.header.Header;
@@ -94,7 +108,56 @@ public class KafkaCodec {
             }
             return;
         }
-        System.err.println("usage: KafkaCodec write | read");
+        if (args.length == 4 && args[0].equals("consume")) {
+            consume(args[1], args[2], Integer.parseInt(args[3]));
+            return;
+        }
+        System.err.println("usage: KafkaCodec write | read | consume BOOTSTRAP TOPIC PARTITIONS");
         System.exit(2);
+    }
+
+    static String hexBytes(byte[] b) {
+        return b == null ? "-" : HEX.formatHex(b);
+    }
+
+    static void consume(String bootstrap, String topic, int partitions) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("enable.auto.commit", "false");
+        p.put("check.crcs", "true");
+        p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        long count = 0;
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            for (int i = 0; i < partitions; i++) tps.add(new TopicPartition(topic, i));
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            Map<TopicPartition, Long> end = c.endOffsets(tps, Duration.ofSeconds(30));
+            long deadline = System.currentTimeMillis() + 120_000;
+            while (true) {
+                boolean done = true;
+                for (TopicPartition tp : tps) {
+                    if (c.position(tp, Duration.ofSeconds(30)) < end.get(tp)) done = false;
+                }
+                if (done) break;
+                if (System.currentTimeMillis() > deadline) {
+                    System.err.println("timed out before the end offsets " + end);
+                    System.exit(1);
+                }
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
+                    StringBuilder sb = new StringBuilder();
+                    sb.append(r.partition()).append(' ').append(r.offset()).append(' ')
+                      .append(r.timestamp()).append(' ').append(hexBytes(r.key())).append(' ')
+                      .append(hexBytes(r.value()));
+                    for (Header h : r.headers()) {
+                        sb.append(' ').append(h.key()).append('=').append(hexBytes(h.value()));
+                    }
+                    System.out.println(sb);
+                    count++;
+                }
+            }
+        }
+        System.out.println("end " + count);
     }
 }
