@@ -103,6 +103,10 @@ pub struct ProducerConfig {
     pub compression: Compression,
     /// Per-topic overrides of `compression`.
     pub topic_compression: BTreeMap<String, Compression>,
+    /// SASL authentication of every connection (`security.protocol=SASL_PLAINTEXT|SASL_SSL`,
+    /// `sasl.mechanism`, `sasl.username`, `sasl.password`), or `None`. Its `Debug` output
+    /// never shows the password.
+    pub sasl: Option<crate::sasl::SaslConfig>,
     /// The planted bug to run with (model checking only).
     #[cfg(feature = "mutations")]
     pub mutation: crate::mutation::Mutation,
@@ -153,6 +157,7 @@ impl Default for ProducerConfig {
             producer_id_expiration: None,
             compression: Compression::NONE,
             topic_compression: BTreeMap::new(),
+            sasl: None,
             #[cfg(feature = "mutations")]
             mutation: crate::mutation::Mutation::None,
         }
@@ -267,6 +272,9 @@ impl ProducerConfig {
         for (topic, c) in &self.topic_compression {
             c.check()
                 .map_err(|reason| err("compression.type", format!("topic {topic:?}: {reason}")))?;
+        }
+        if let Some(sasl) = &self.sasl {
+            sasl.validate()?;
         }
         if let Some(id) = &self.client_id {
             if id.len() > i16::MAX as usize {

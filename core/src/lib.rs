@@ -59,12 +59,14 @@ mod partition;
 pub mod partitioner;
 mod producer;
 pub mod protocol;
+pub mod sasl;
 mod types;
 
 pub use config::{ConfigError, DataLossPolicy, GapPolicy, ProducerConfig};
 pub use producer::{is_valid_topic_name, Producer};
 pub use protocol::compression::{Compression, CompressionType};
 pub use protocol::record_batch::Header;
+pub use sasl::{SaslConfig, SaslInput, SaslMechanism, SaslNeed, Secret};
 pub use types::{
     ConnId, DeliveryError, Diagnostic, Event, FatalError, Output, Persistence, ProducerIdentity,
     Record, RecordId, SendError,

@@ -36,6 +36,9 @@ const PARTITION_OVERHEAD: usize = 16;
 /// How often CORRUPT_MESSAGE is retried before it counts as a permanent failure.
 const MAX_CORRUPT_RETRIES: u8 = 3;
 
+#[path = "producer_auth.rs"]
+mod auth;
+
 /// Which broker a connection goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Target {
@@ -47,6 +50,10 @@ enum Target {
 enum ConnState {
     Connecting,
     Negotiating,
+    /// SASL: after ApiVersions, before anything else (`producer_auth.rs`).
+    Authenticating,
+    /// SASL re-authentication (KIP-368): no new request is written meanwhile.
+    Reauthenticating,
     Ready,
 }
 
@@ -71,6 +78,8 @@ enum RequestKind {
     Metadata,
     InitProducerId,
     Produce(SmallVec<[BatchRef; 4]>),
+    SaslHandshake,
+    SaslAuthenticate,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -88,6 +97,7 @@ struct Conn {
     versions: Versions,
     inflight: VecDeque<InFlight>,
     decoder: FrameDecoder,
+    sasl: Option<auth::SaslConn>,
 }
 
 impl Conn {
@@ -548,6 +558,7 @@ impl Producer {
                 versions: Versions::default(),
                 inflight: VecDeque::new(),
                 decoder: FrameDecoder::new(self.cfg.max_frame_size),
+                sasl: None,
             },
         );
         if let Target::Node(n) = target {
@@ -576,7 +587,8 @@ impl Producer {
                 self.node_conns.remove(&n);
             }
         }
-        let failed = c.state != ConnState::Ready || reason == "connect failed";
+        let failed = !matches!(c.state, ConnState::Ready | ConnState::Reauthenticating)
+            || reason == "connect failed";
         if let (Target::Node(n), true) = (c.target, failed) {
             // A leader that cannot be reached may no longer lead: ask who does (the Java
             // client refreshes metadata on every failed connect).
@@ -609,7 +621,9 @@ impl Producer {
         }
         for req in c.inflight {
             match req.kind {
-                RequestKind::ApiVersions(_) => {}
+                RequestKind::ApiVersions(_)
+                | RequestKind::SaslHandshake
+                | RequestKind::SaslAuthenticate => {}
                 RequestKind::Metadata => {
                     self.metadata.in_flight = false;
                     self.metadata.needed = true;
@@ -685,6 +699,7 @@ impl Producer {
             return;
         }
         self.expire_requests();
+        self.sasl_timers();
         self.expire_deliveries();
         if self.fatal.is_some() {
             return;
@@ -1029,6 +1044,9 @@ impl Producer {
             if let Some(r) = c.inflight.front() {
                 consider(r.deadline);
             }
+            if let Some(d) = c.sasl.as_ref().and_then(auth::SaslConn::next_deadline) {
+                consider(d);
+            }
         }
         let timeout = self.cfg.delivery_timeout;
         for t in &self.topics {
@@ -1298,6 +1316,8 @@ impl Producer {
         let versions = c.versions;
         match req.kind {
             RequestKind::ApiVersions(v) => self.on_api_versions(conn, v, frame),
+            RequestKind::SaslHandshake => self.on_sasl_handshake(conn, frame),
+            RequestKind::SaslAuthenticate => self.on_sasl_authenticate(conn, frame),
             RequestKind::Metadata => {
                 self.metadata.in_flight = false;
                 let r = decode_response::<MetadataRequest>(versions.metadata, frame);
@@ -1396,6 +1416,9 @@ impl Producer {
             Ok(v) => {
                 let c = self.conns.get_mut(&conn).ok_or("unknown connection")?;
                 c.versions = v;
+                if self.cfg.sasl.is_some() {
+                    return self.start_sasl(conn, &resp);
+                }
                 c.state = ConnState::Ready;
                 let addr = c.addr.clone();
                 let target = c.target;

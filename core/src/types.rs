@@ -187,6 +187,14 @@ pub enum FatalError {
     Gap(ErrorCode),
     /// Acknowledged data was lost and the data-loss policy is fatal.
     DataLoss,
+    /// SASL authentication failed (bad credentials, a mechanism the broker does not enable,
+    /// a token the driver could not supply): no retry can fix it.
+    Authentication {
+        /// The mechanism (`sasl.mechanism`).
+        mechanism: &'static str,
+        /// Why, in the broker's words where it gave any. Never holds a secret.
+        reason: String,
+    },
 }
 
 impl std::fmt::Display for FatalError {
@@ -196,6 +204,11 @@ impl std::fmt::Display for FatalError {
             Self::UnsupportedVersions(api) => write!(f, "no supported version of {api}"),
             Self::Gap(c) => write!(f, "a batch failed with {c} under the fatal gap policy"),
             Self::DataLoss => write!(f, "the broker lost acknowledged records"),
+            Self::Authentication { mechanism, reason } => write!(
+                f,
+                "SASL {mechanism} authentication failed: {reason} \
+                 (check sasl.mechanism, sasl.username and sasl.password)"
+            ),
         }
     }
 }
@@ -212,6 +225,19 @@ pub enum Diagnostic {
         conn: ConnId,
         /// Address.
         addr: Arc<str>,
+    },
+    /// A connection authenticated with SASL (after ApiVersions, before any other request),
+    /// or re-authenticated (KIP-368).
+    Authenticated {
+        /// Connection.
+        conn: ConnId,
+        /// The mechanism.
+        mechanism: &'static str,
+        /// Whether this was a re-authentication of an authenticated connection.
+        reauthentication: bool,
+        /// The session lifetime the broker announced (0: none); the producer re-authenticates
+        /// before it ends.
+        session_lifetime_ms: i64,
     },
     /// A connection was lost or closed.
     Disconnected {
@@ -298,6 +324,15 @@ pub enum Output {
     },
     /// An event for the application.
     Event(Event),
+    /// The SASL exchange on `conn` needs something only the driver has: a SCRAM nonce or an
+    /// OAUTHBEARER token. Answer with [`crate::Producer::handle_sasl_input`] (during the drain
+    /// is fine). Only emitted when [`crate::ProducerConfig::sasl`] is set.
+    SaslInput {
+        /// Connection.
+        conn: ConnId,
+        /// What is needed.
+        need: crate::sasl::SaslNeed,
+    },
     /// Nothing more to do until new input, or until `until` passes: then call
     /// `handle_timeout`. Ends the drain.
     Wait {

@@ -58,6 +58,7 @@ impl Harness {
                 Output::Transmit { bytes, .. } => self.partial.extend_from_slice(&bytes),
                 Output::Close { .. } => self.conn = None,
                 Output::Event(e) => self.events.push(e),
+                Output::SaslInput { .. } => unreachable!("no SASL here"),
             }
         }
     }

@@ -37,10 +37,26 @@
 //! was answered, so no record was sent), otherwise `PossiblyPersisted`, since the adapter
 //! does not know which records the core had sent. Anything else (refused, reset, a handshake
 //! cut short) stays an ordinary connection failure that the core retries.
+//!
+//! # SASL
+//!
+//! `security.protocol=SASL_PLAINTEXT` or `SASL_SSL` with `sasl.mechanism` (`PLAIN`,
+//! `SCRAM-SHA-256`, `SCRAM-SHA-512`, `OAUTHBEARER`), `sasl.username` and `sasl.password`
+//! (feature `scram`, on by default, for SCRAM). The exchange runs in the core, on every
+//! connection after ApiVersions and before any other request, and again before the session
+//! lifetime the broker announces ends (KIP-368). The adapter only answers the core's
+//! [`Output::SaslInput`]: a SCRAM nonce from the operating system's random generator, or an
+//! OAUTHBEARER token from the application's [`TokenProvider`]
+//! ([`ProducerHandle::from_properties_with_token_provider`]). Bad credentials (or a refused
+//! mechanism) fail the producer at once: every pending record fails with
+//! `FatalError::Authentication`, `NotPersisted` (nothing is written on a connection before it
+//! is authenticated), and nothing reconnects. The password never shows in `Debug` output or
+//! in log events.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod properties;
+mod sasl;
 #[cfg(feature = "tls")]
 mod tls;
 
@@ -64,6 +80,7 @@ use tokio::task::{AbortHandle, JoinError, JoinSet};
 use tracing::{debug, error, info};
 
 pub use properties::{config_from_properties, ClientConfig, PropertyError, Security, TlsOptions};
+pub use sasl::TokenProvider;
 #[cfg(feature = "tls")]
 pub use tls::TlsConnector;
 
@@ -245,12 +262,59 @@ impl ProducerHandle {
     /// # Errors
     /// As [`Self::from_properties`].
     pub fn from_config(config: ClientConfig) -> Result<Self, PropertyError> {
+        Self::from_config_inner(config, None)
+    }
+
+    /// [`Self::from_properties`] for `sasl.mechanism=OAUTHBEARER`: tokens come from
+    /// `provider`, asked each time a connection authenticates or re-authenticates.
+    ///
+    /// # Errors
+    /// As [`Self::from_properties`].
+    pub fn from_properties_with_token_provider(
+        props: &[(&str, &str)],
+        provider: impl TokenProvider,
+    ) -> Result<Self, PropertyError> {
+        Self::from_config_with_token_provider(ClientConfig::from_properties(props)?, provider)
+    }
+
+    /// [`Self::from_config`] with an OAUTHBEARER token provider.
+    ///
+    /// # Errors
+    /// As [`Self::from_properties`].
+    pub fn from_config_with_token_provider(
+        config: ClientConfig,
+        provider: impl TokenProvider,
+    ) -> Result<Self, PropertyError> {
+        Self::from_config_inner(config, Some(Arc::new(provider)))
+    }
+
+    fn from_config_inner(
+        config: ClientConfig,
+        provider: Option<Arc<dyn TokenProvider>>,
+    ) -> Result<Self, PropertyError> {
+        let oauth = config
+            .producer
+            .sasl
+            .as_ref()
+            .is_some_and(|s| s.mechanism == kprod_core::SaslMechanism::OAuthBearer);
+        if oauth && provider.is_none() {
+            return Err(PropertyError::Unsupported {
+                property: "sasl.mechanism".to_owned(),
+                value: "OAUTHBEARER".to_owned(),
+                reason: "OAUTHBEARER tokens come from the application's token provider: use \
+                         ProducerHandle::from_properties_with_token_provider",
+            });
+        }
         match config.security {
-            Security::Plaintext => Self::connect(config.producer).map_err(PropertyError::Config),
+            Security::Plaintext => {
+                Self::with_connector_and_token_provider(config.producer, TcpConnector, provider)
+                    .map_err(PropertyError::Config)
+            }
             #[cfg(feature = "tls")]
             Security::Ssl(tls) => {
                 let connector = TlsConnector::new(&tls)?;
-                Self::with_connector(config.producer, connector).map_err(PropertyError::Config)
+                Self::with_connector_and_token_provider(config.producer, connector, provider)
+                    .map_err(PropertyError::Config)
             }
             #[cfg(not(feature = "tls"))]
             Security::Ssl(_) => Err(PropertyError::Unsupported {
@@ -265,6 +329,16 @@ impl ProducerHandle {
     pub fn with_connector<C: Connector>(
         config: ProducerConfig,
         connector: C,
+    ) -> Result<Self, ConfigError> {
+        Self::with_connector_and_token_provider(config, connector, None)
+    }
+
+    /// [`Self::with_connector`] with the OAUTHBEARER token provider (`None`: a producer
+    /// configured for OAUTHBEARER fails at its first connection, saying it has none).
+    pub fn with_connector_and_token_provider<C: Connector>(
+        config: ProducerConfig,
+        connector: C,
+        token_provider: Option<Arc<dyn TokenProvider>>,
     ) -> Result<Self, ConfigError> {
         let connect_timeout = config.request_timeout;
         let producer = Producer::new(config, now())?;
@@ -286,6 +360,7 @@ impl ProducerHandle {
             deadline: None,
             failed: None,
             received_any: false,
+            token_provider,
         };
         tokio::spawn(driver.run(commands, io_rx));
         Ok(Self { tx })
@@ -434,6 +509,8 @@ struct Driver<C: Connector> {
     /// been answered, and the core sends records only after a broker answered on the
     /// connection, so no record can be in a log.
     received_any: bool,
+    /// Where OAUTHBEARER tokens come from.
+    token_provider: Option<Arc<dyn TokenProvider>>,
 }
 
 impl<C: Connector> Driver<C> {
@@ -564,6 +641,10 @@ impl<C: Connector> Driver<C> {
                     self.conns.remove(&conn);
                 }
                 Output::Event(event) => self.event(event),
+                Output::SaslInput { conn, need } => {
+                    let input = sasl::answer(need, self.token_provider.as_ref());
+                    self.producer.handle_sasl_input(now(), conn, input);
+                }
                 Output::Wait { until } => {
                     self.deadline = until;
                     return;
@@ -601,6 +682,19 @@ impl<C: Connector> Driver<C> {
                 Diagnostic::Connected { conn, addr } => info!(conn = conn.0, %addr, "connected"),
                 Diagnostic::Disconnected { conn, reason } => {
                     info!(conn = conn.0, reason, "disconnected");
+                }
+                Diagnostic::Authenticated {
+                    conn,
+                    mechanism,
+                    reauthentication,
+                    session_lifetime_ms,
+                } => {
+                    let what = if reauthentication {
+                        "re-authenticated"
+                    } else {
+                        "authenticated"
+                    };
+                    info!(conn = conn.0, mechanism, session_lifetime_ms, "{what}");
                 }
                 Diagnostic::Retry {
                     topic,

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::sasl::SaslProps;
+
 use kprod_core::{CompressionType, ConfigError, ProducerConfig};
 
 /// Why a property list could not become a [`ProducerConfig`].
@@ -151,27 +153,34 @@ pub struct ClientConfig {
 impl ClientConfig {
     /// Builds the configuration from Kafka producer properties (later entries win): every
     /// property [`config_from_properties`] takes, plus `security.protocol` (`PLAINTEXT`, the
-    /// default, or `SSL`; `SASL_PLAINTEXT` and `SASL_SSL` are refused as not supported yet),
-    /// `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location` and
+    /// default, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`), `sasl.mechanism` (`PLAIN`,
+    /// `SCRAM-SHA-256`, `SCRAM-SHA-512`, `OAUTHBEARER`; librdkafka's `sasl.mechanisms` too),
+    /// `sasl.username` and `sasl.password` (PLAIN and SCRAM; OAUTHBEARER takes its tokens from
+    /// a [`crate::TokenProvider`]), `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location` and
     /// `ssl.endpoint.identification.algorithm` (`https`, the default, or empty). As in the
-    /// Java client, `ssl.*` properties are ignored under `PLAINTEXT`. Files are read when the
+    /// Java client, `ssl.*` properties are ignored under `PLAINTEXT` and `SASL_PLAINTEXT`, and
+    /// `sasl.*` properties under `PLAINTEXT` and `SSL`. SASL goes into
+    /// [`ProducerConfig::sasl`] (the core authenticates each connection); `SASL_SSL` also
+    /// sets [`Security::Ssl`], `SASL_PLAINTEXT` [`Security::Plaintext`]. Files are read when the
     /// producer starts ([`crate::ProducerHandle::from_config`]), not here.
     pub fn from_properties(props: &[(&str, &str)]) -> Result<Self, PropertyError> {
         let mut c = ProducerConfig::default();
         let mut protocol = "PLAINTEXT".to_owned();
         let mut tls = TlsOptions::default();
+        let mut sasl = SaslProps::default();
         let mut levels = CodecLevels::default();
         for &(name, value) in props {
             let (name, v) = (name.trim(), value.trim());
             if !producer_property(&mut c, name, v)? && !levels.property(name, v)? {
-                security_property(&mut protocol, &mut tls, name, v)?;
+                security_property(&mut protocol, &mut tls, &mut sasl, name, v)?;
             }
         }
         levels.apply(&mut c);
+        c.sasl = sasl.build(&protocol)?;
         c.validate().map_err(PropertyError::Config)?;
         let security =
             match protocol.as_str() {
-                "PLAINTEXT" => Security::Plaintext,
+                "PLAINTEXT" | "SASL_PLAINTEXT" => Security::Plaintext,
                 _ => {
                     match (&tls.certificate_location, &tls.key_location) {
                         (Some(_), None) => return Err(invalid(
@@ -206,6 +215,7 @@ fn path(v: &str) -> Option<PathBuf> {
 fn security_property(
     protocol: &mut String,
     tls: &mut TlsOptions,
+    sasl: &mut SaslProps,
     name: &str,
     v: &str,
 ) -> Result<(), PropertyError> {
@@ -213,16 +223,14 @@ fn security_property(
         "security.protocol" => {
             let upper = v.to_ascii_uppercase();
             match upper.as_str() {
-                "PLAINTEXT" | "SSL" => *protocol = upper,
-                "SASL_PLAINTEXT" | "SASL_SSL" => {
-                    return Err(PropertyError::Unsupported {
-                        property: name.to_owned(),
-                        value: v.to_owned(),
-                        reason: "SASL authentication is not supported yet; \
-                                 security.protocol may be PLAINTEXT or SSL",
-                    })
+                "PLAINTEXT" | "SSL" | "SASL_PLAINTEXT" | "SASL_SSL" => *protocol = upper,
+                _ => {
+                    return Err(invalid(
+                        name,
+                        v,
+                        "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+                    ))
                 }
-                _ => return Err(invalid(name, v, "PLAINTEXT or SSL")),
             }
         }
         "ssl.ca.location" => tls.ca_location = path(v),
@@ -241,6 +249,7 @@ fn security_property(
                 }
             };
         }
+        _ if sasl.property(name, v) => {}
         _ => return Err(PropertyError::Unknown(name.to_owned())),
     }
     Ok(())
@@ -339,7 +348,8 @@ impl CodecLevels {
 ///
 /// The security properties are understood too, but a producer built from this configuration
 /// alone connects over plain TCP ([`crate::ProducerHandle::connect`]), so any
-/// `security.protocol` other than `PLAINTEXT` is refused here rather than ignored: use
+/// `security.protocol` other than `PLAINTEXT` or `SASL_PLAINTEXT` (SASL runs in the core) is
+/// refused here rather than ignored: use
 /// [`ClientConfig::from_properties`] or [`crate::ProducerHandle::from_properties`].
 pub fn config_from_properties(props: &[(&str, &str)]) -> Result<ProducerConfig, PropertyError> {
     let c = ClientConfig::from_properties(props)?;

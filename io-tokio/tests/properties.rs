@@ -170,12 +170,8 @@ fn security_errors_name_the_property() {
         ])
         .unwrap_err();
         assert!(
-            matches!(e, PropertyError::Unsupported { ref property, .. } if property == "security.protocol")
-        );
-        let text = e.to_string();
-        assert!(
-            text.contains("security.protocol") && text.contains("not supported yet"),
-            "{text}"
+            matches!(e, PropertyError::Invalid { ref property, .. } if property == "sasl.mechanism"),
+            "{e:?}"
         );
     }
     let e = ClientConfig::from_properties(&[
@@ -227,4 +223,112 @@ async fn tls_files_that_cannot_be_read_are_named() {
             && text.contains("cannot read"),
         "{text}"
     );
+}
+
+/// `security.protocol=SASL_*` with `sasl.mechanism`, `sasl.username` and `sasl.password`: the
+/// core gets the SASL settings, the connector the transport; the password never shows in
+/// `Debug`; errors name the property.
+#[test]
+fn sasl_properties() {
+    use kprod_core::{SaslConfig, SaslMechanism};
+    let c = ClientConfig::from_properties(&[
+        ("bootstrap.servers", "a:1"),
+        ("security.protocol", "sasl_ssl"),
+        ("sasl.mechanism", "SCRAM-SHA-256"),
+        ("sasl.username", "alice"),
+        ("sasl.password", "p4ssw0rd-do-not-print"),
+        ("ssl.ca.location", "/ca.pem"),
+    ])
+    .unwrap();
+    assert_eq!(
+        c.producer.sasl,
+        Some(SaslConfig::new(
+            SaslMechanism::ScramSha256,
+            "alice",
+            "p4ssw0rd-do-not-print"
+        ))
+    );
+    assert!(matches!(c.security, Security::Ssl(ref t) if t.ca_location.is_some()));
+    let debug = format!("{c:?}");
+    assert!(!debug.contains("p4ssw0rd-do-not-print"), "{debug}");
+    assert!(
+        debug.contains("ScramSha256") && debug.contains("alice"),
+        "{debug}"
+    );
+
+    // SASL_PLAINTEXT: plain TCP, so config_from_properties takes it too; librdkafka's name.
+    let p = config_from_properties(&[
+        ("bootstrap.servers", "a:1"),
+        ("security.protocol", "SASL_PLAINTEXT"),
+        ("sasl.mechanisms", "plain"),
+        ("sasl.username", "bob"),
+        ("sasl.password", "pw"),
+    ])
+    .unwrap();
+    assert_eq!(
+        p.sasl,
+        Some(SaslConfig::new(SaslMechanism::Plain, "bob", "pw"))
+    );
+    // sasl.* is ignored without SASL, as in the Java client.
+    let p = config_from_properties(&[
+        ("bootstrap.servers", "a:1"),
+        ("sasl.mechanism", "PLAIN"),
+        ("sasl.username", "bob"),
+    ])
+    .unwrap();
+    assert_eq!(p.sasl, None);
+    let c = ClientConfig::from_properties(&[
+        ("bootstrap.servers", "a:1"),
+        ("security.protocol", "SASL_PLAINTEXT"),
+        ("sasl.mechanism", "OAUTHBEARER"),
+    ])
+    .unwrap();
+    assert_eq!(c.producer.sasl, Some(SaslConfig::oauthbearer()));
+
+    for (props, property, expect) in [
+        (
+            vec![("sasl.mechanism", "GSSAPI")],
+            "sasl.mechanism",
+            "Kerberos",
+        ),
+        (vec![("sasl.mechanism", "NTLM")], "sasl.mechanism", "PLAIN"),
+        (
+            vec![("sasl.mechanism", "PLAIN"), ("sasl.password", "x")],
+            "sasl.username",
+            "user name",
+        ),
+        (
+            vec![("sasl.mechanism", "SCRAM-SHA-512"), ("sasl.username", "u")],
+            "sasl.password",
+            "password",
+        ),
+    ] {
+        let mut all = vec![
+            ("bootstrap.servers", "a:1"),
+            ("security.protocol", "SASL_PLAINTEXT"),
+        ];
+        all.extend(props);
+        let e = ClientConfig::from_properties(&all).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains(property) && text.contains(expect),
+            "{all:?}: {text}"
+        );
+    }
+}
+
+/// OAUTHBEARER needs a token provider: refused up front without one.
+#[tokio::test]
+async fn oauthbearer_without_a_token_provider_is_refused() {
+    let props = [
+        ("bootstrap.servers", "127.0.0.1:1"),
+        ("security.protocol", "SASL_PLAINTEXT"),
+        ("sasl.mechanism", "OAUTHBEARER"),
+    ];
+    let e = kprod_tokio::ProducerHandle::from_properties(&props).unwrap_err();
+    assert!(e.to_string().contains("token provider"), "{e}");
+    let p = kprod_tokio::ProducerHandle::from_properties_with_token_provider(&props, || {
+        Ok::<_, String>("h.p.".to_owned())
+    });
+    assert!(p.is_ok());
 }

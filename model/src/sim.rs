@@ -224,6 +224,7 @@ impl Sim {
                 self.closed.push(conn);
             }
             Output::Event(e) => self.record_event(e),
+            Output::SaslInput { .. } => unreachable!("the simulation configures no SASL"),
         }
     }
 

@@ -828,6 +828,7 @@ impl Harness {
                     self.connecting.retain(|(c, _)| *c != conn);
                 }
                 Output::Event(e) => self.record_event(e),
+                Output::SaslInput { .. } => unreachable!("the fuzzer configures no SASL"),
             }
         }
         panic!("the producer's outputs did not end after 1,000,000 polls");

@@ -186,7 +186,7 @@ impl Rig {
                     n += bytes.len();
                     self.chunks.push(bytes);
                 }
-                Output::Close { .. } | Output::Event(_) => {}
+                Output::Close { .. } | Output::Event(_) | Output::SaslInput { .. } => {}
             }
         }
     }

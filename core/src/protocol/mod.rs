@@ -20,6 +20,7 @@ pub mod metadata;
 pub mod primitives;
 pub mod produce;
 pub mod record_batch;
+pub mod sasl;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -102,10 +103,14 @@ pub mod api_key {
     pub const PRODUCE: i16 = 0;
     /// Metadata.
     pub const METADATA: i16 = 3;
+    /// SaslHandshake.
+    pub const SASL_HANDSHAKE: i16 = 17;
     /// ApiVersions.
     pub const API_VERSIONS: i16 = 18;
     /// InitProducerId.
     pub const INIT_PRODUCER_ID: i16 = 22;
+    /// SaslAuthenticate.
+    pub const SASL_AUTHENTICATE: i16 = 36;
 }
 
 /// An inclusive range of API versions.

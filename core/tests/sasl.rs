@@ -1,0 +1,393 @@
+//! SASL on the real `Producer`, driven by hand against a minimal in-process responder: the
+//! exchange comes after ApiVersions and before anything else, bad credentials fail every
+//! record once (not persisted, no reconnect), re-authentication (KIP-368) happens before the
+//! session ends without disturbing a Produce in flight, and no secret shows in `Debug`.
+
+#[path = "../benches/support/mod.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kprod_core::protocol::api_versions::{ApiVersion, ApiVersionsRequest, ApiVersionsResponse};
+use kprod_core::protocol::sasl::{
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+};
+use kprod_core::protocol::{api_key, encode_response, Message, Reader, Request, RequestHeader};
+use kprod_core::{
+    ConnId, DeliveryError, Diagnostic, Event, FatalError, Output, Persistence, Producer,
+    ProducerConfig, Record, SaslConfig, SaslInput, SaslMechanism, SaslNeed, Secret,
+};
+use support::{respond, TOPIC};
+
+const PASSWORD: &str = "alice-secret-pw";
+
+struct Broker {
+    /// The PLAIN message the broker accepts.
+    accept: Vec<u8>,
+    mechanisms: Vec<String>,
+    lifetime_ms: i64,
+}
+
+struct Harness {
+    p: Producer,
+    now: Instant,
+    connects: usize,
+    partial: BTreeMap<ConnId, BytesMut>,
+    events: Vec<Event>,
+    /// Api keys of the requests written, in order.
+    written: Vec<i16>,
+    next_offset: i64,
+    broker: Broker,
+}
+
+fn config(sasl: SaslConfig) -> ProducerConfig {
+    ProducerConfig {
+        bootstrap_servers: vec!["bench:9092".into()],
+        linger: Duration::ZERO,
+        sasl: Some(sasl),
+        ..ProducerConfig::default()
+    }
+}
+
+impl Harness {
+    fn new(sasl: SaslConfig, broker: Broker) -> Self {
+        let now = Instant::now();
+        Self {
+            p: Producer::new(config(sasl), now).unwrap(),
+            now,
+            connects: 0,
+            partial: BTreeMap::new(),
+            events: Vec::new(),
+            written: Vec::new(),
+            next_offset: 0,
+            broker,
+        }
+    }
+
+    fn drain(&mut self) {
+        loop {
+            match self.p.poll_output() {
+                Output::Wait { .. } => return,
+                Output::Connect { conn, .. } => {
+                    self.connects += 1;
+                    self.partial.insert(conn, BytesMut::new());
+                    self.p.handle_connected(self.now, conn);
+                }
+                Output::Transmit { conn, bytes } => {
+                    self.partial
+                        .get_mut(&conn)
+                        .unwrap()
+                        .extend_from_slice(&bytes);
+                }
+                Output::Close { conn } => {
+                    self.partial.remove(&conn);
+                }
+                Output::Event(e) => self.events.push(e),
+                Output::SaslInput { conn, need } => {
+                    assert_eq!(need, SaslNeed::Token);
+                    self.p
+                        .handle_sasl_input(self.now, conn, SaslInput::Token(Secret::new("t.")));
+                }
+            }
+        }
+    }
+
+    /// The first whole request written on any connection.
+    fn next_frame(&mut self) -> Option<(ConnId, Bytes)> {
+        for (conn, partial) in &mut self.partial {
+            if partial.len() < 4 {
+                continue;
+            }
+            let len = 4 + i32::from_be_bytes(partial[..4].try_into().unwrap()) as usize;
+            if partial.len() >= len {
+                let f = partial.split_to(len).freeze();
+                self.written.push(api_of(&f));
+                return Some((*conn, f));
+            }
+        }
+        None
+    }
+
+    fn feed(&mut self, conn: ConnId, answer: Bytes) {
+        if !self.partial.contains_key(&conn) {
+            return;
+        }
+        let mut buf = BytesMut::from(&answer[..]);
+        self.p.handle_read(self.now, conn, &mut buf);
+        self.drain();
+    }
+
+    fn answer(&mut self, f: &Bytes) -> Bytes {
+        let mut r = Reader::new(f.slice(4..));
+        let key = r.i16().unwrap();
+        let version = r.i16().unwrap();
+        let hv = match key {
+            api_key::API_VERSIONS => ApiVersionsRequest::request_header_version(version),
+            api_key::SASL_HANDSHAKE => SaslHandshakeRequest::request_header_version(version),
+            api_key::SASL_AUTHENTICATE => SaslAuthenticateRequest::request_header_version(version),
+            _ => return respond(f, &mut self.next_offset),
+        };
+        let mut r = Reader::new(f.slice(4..));
+        let corr = RequestHeader::decode(hv, &mut r).unwrap().correlation_id;
+        let body = Bytes::copy_from_slice(r.peek_rest());
+        match key {
+            api_key::API_VERSIONS => {
+                let k = |api_key, max_version| ApiVersion {
+                    api_key,
+                    min_version: 0,
+                    max_version,
+                };
+                let resp = ApiVersionsResponse {
+                    error_code: 0,
+                    api_keys: vec![
+                        k(api_key::PRODUCE, 12),
+                        k(api_key::METADATA, 12),
+                        k(api_key::API_VERSIONS, 3),
+                        k(api_key::INIT_PRODUCER_ID, 5),
+                        k(api_key::SASL_HANDSHAKE, 1),
+                        k(api_key::SASL_AUTHENTICATE, 2),
+                    ],
+                    throttle_time_ms: 0,
+                };
+                encode_response::<ApiVersionsRequest>(&resp, version, corr)
+            }
+            api_key::SASL_HANDSHAKE => {
+                let req = SaslHandshakeRequest::decode_exact(version, body).unwrap();
+                let ok = self.broker.mechanisms.contains(&req.mechanism);
+                let resp = SaslHandshakeResponse {
+                    error_code: if ok { 0 } else { 33 },
+                    mechanisms: self.broker.mechanisms.clone(),
+                };
+                encode_response::<SaslHandshakeRequest>(&resp, version, corr)
+            }
+            _ => {
+                let req = SaslAuthenticateRequest::decode_exact(version, body).unwrap();
+                let ok = req.auth_bytes[..] == self.broker.accept[..]
+                    || req.auth_bytes.starts_with(b"n,,\x01auth=Bearer ");
+                let resp = SaslAuthenticateResponse {
+                    error_code: if ok { 0 } else { 58 },
+                    error_message: (!ok)
+                        .then(|| "Authentication failed: Invalid username or password".to_owned()),
+                    auth_bytes: Bytes::new(),
+                    session_lifetime_ms: if ok { self.broker.lifetime_ms } else { 0 },
+                };
+                encode_response::<SaslAuthenticateRequest>(&resp, version, corr)
+            }
+        }
+    }
+
+    /// Answers every request until nothing is left to answer.
+    fn answer_all(&mut self) {
+        self.drain();
+        while let Some((conn, f)) = self.next_frame() {
+            let a = self.answer(&f);
+            self.feed(conn, a);
+        }
+    }
+
+    fn failures(&self) -> Vec<(DeliveryError, Persistence)> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Failed {
+                    error, persisted, ..
+                } => Some((error.clone(), *persisted)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn delivered(&self) -> usize {
+        self.events
+            .iter()
+            .filter(|e| matches!(e, Event::Delivered { .. }))
+            .count()
+    }
+
+    fn authentications(&self) -> Vec<(bool, i64)> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Diagnostic(Diagnostic::Authenticated {
+                    reauthentication,
+                    session_lifetime_ms,
+                    ..
+                }) => Some((*reauthentication, *session_lifetime_ms)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn plain_broker(lifetime_ms: i64) -> Broker {
+    Broker {
+        accept: format!("\0alice\0{PASSWORD}").into_bytes(),
+        mechanisms: vec!["PLAIN".into(), "OAUTHBEARER".into()],
+        lifetime_ms,
+    }
+}
+
+fn record(v: &str) -> Record {
+    Record::new(TOPIC, v.to_owned()).with_partition(0)
+}
+
+#[test]
+fn sasl_comes_right_after_api_versions_and_before_anything_else() {
+    let cfg = SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD);
+    let mut h = Harness::new(cfg, plain_broker(0));
+    for i in 0..3 {
+        h.p.send(h.now, record(&format!("r{i}"))).unwrap();
+    }
+    h.answer_all();
+    assert_eq!(h.delivered(), 3, "{:?}", h.events);
+    // This harness answers each request at once, so each connection's requests are
+    // consecutive: ApiVersions, SaslHandshake, SaslAuthenticate, and only then the rest.
+    assert_eq!(h.written[0], api_key::API_VERSIONS, "{:?}", h.written);
+    for (i, k) in h.written.iter().enumerate() {
+        if *k == api_key::API_VERSIONS {
+            assert_eq!(
+                &h.written[i + 1..i + 3],
+                &[api_key::SASL_HANDSHAKE, api_key::SASL_AUTHENTICATE],
+                "{:?}",
+                h.written
+            );
+        }
+    }
+    assert_eq!(h.connects, 2, "bootstrap, then the leader");
+    assert_eq!(h.authentications(), vec![(false, 0); 2]);
+    let debug = format!("{:?} {:?}", h.p, h.p.config());
+    assert!(!debug.contains(PASSWORD), "password in Debug output");
+    assert!(debug.contains("alice"), "the user name is not secret");
+}
+
+#[test]
+fn oauthbearer_asks_the_driver_for_a_token() {
+    let mut h = Harness::new(SaslConfig::oauthbearer(), plain_broker(0));
+    h.p.send(h.now, record("a")).unwrap();
+    h.answer_all();
+    assert_eq!(h.delivered(), 1, "{:?}", h.events);
+    assert_eq!(h.authentications(), vec![(false, 0); 2]);
+}
+
+#[test]
+fn bad_credentials_fail_every_record_once_not_persisted_and_nothing_reconnects() {
+    let cfg = SaslConfig::new(SaslMechanism::Plain, "alice", "wrong-password");
+    let mut h = Harness::new(cfg, plain_broker(0));
+    for i in 0..5 {
+        h.p.send(h.now, record(&format!("r{i}"))).unwrap();
+    }
+    h.answer_all();
+    let failures = h.failures();
+    assert_eq!(failures.len(), 5, "{:?}", h.events);
+    for (error, persisted) in &failures {
+        assert_eq!(*persisted, Persistence::NotPersisted);
+        let DeliveryError::Fatal(FatalError::Authentication { mechanism, reason }) = error else {
+            panic!("expected an authentication error: {error:?}");
+        };
+        assert_eq!(*mechanism, "PLAIN");
+        assert!(reason.contains("Invalid username or password"), "{reason}");
+        assert!(error.to_string().contains("sasl.password"), "{error}");
+    }
+    assert!(h.written.iter().all(|k| [
+        api_key::API_VERSIONS,
+        api_key::SASL_HANDSHAKE,
+        api_key::SASL_AUTHENTICATE
+    ]
+    .contains(k)));
+    // Time passes: nothing reconnects, and later records are refused.
+    h.now += Duration::from_secs(60);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    assert_eq!(h.connects, 1);
+    assert!(h.p.send(h.now, record("late")).is_err());
+    assert!(h.p.fatal_error().is_some());
+}
+
+#[test]
+fn a_mechanism_the_broker_does_not_enable_is_a_clear_fatal_error() {
+    let mut broker = plain_broker(0);
+    broker.mechanisms = vec!["PLAIN".into(), "SCRAM-SHA-256".into()];
+    let mut h = Harness::new(SaslConfig::oauthbearer(), broker);
+    h.p.send(h.now, record("a")).unwrap();
+    h.answer_all();
+    let failures = h.failures();
+    assert_eq!(failures.len(), 1);
+    let text = failures[0].0.to_string();
+    assert!(
+        text.contains("does not enable OAUTHBEARER") && text.contains("PLAIN, SCRAM-SHA-256"),
+        "{text}"
+    );
+    assert_eq!(failures[0].1, Persistence::NotPersisted);
+    assert_eq!(h.connects, 1);
+}
+
+#[test]
+fn reauthentication_before_the_session_ends_keeps_the_request_in_flight() {
+    let cfg = SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD);
+    let mut h = Harness::new(cfg, plain_broker(10_000));
+    let start = h.now;
+    h.p.send(h.now, record("first")).unwrap();
+    h.answer_all();
+    assert_eq!(h.delivered(), 1);
+    assert_eq!(h.authentications(), vec![(false, 10_000); 2]);
+    // The bootstrap connection goes away; the leader's stays.
+    let bootstrap = *h.partial.keys().next().unwrap();
+    h.p.handle_disconnected(h.now, bootstrap);
+    h.partial.remove(&bootstrap);
+
+    // A Produce goes out and stays unanswered.
+    h.p.send(h.now, record("in flight")).unwrap();
+    h.drain();
+    let (conn, produce) = h.next_frame().expect("a Produce request");
+    assert_eq!(api_of(&produce), api_key::PRODUCE);
+
+    // Before 85% of the lifetime nothing happens; by 95% the re-authentication has started.
+    h.now = start + Duration::from_millis(8_400);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    assert!(h.next_frame().is_none(), "re-authenticated too early");
+    let mut reauth_at = None;
+    for ms in (8_500..=9_500).step_by(50) {
+        h.now = start + Duration::from_millis(ms);
+        h.p.handle_timeout(h.now);
+        h.drain();
+        if let Some((c, f)) = h.next_frame() {
+            assert_eq!(c, conn);
+            assert_eq!(api_of(&f), api_key::SASL_HANDSHAKE, "only the handshake");
+            reauth_at = Some((ms, f));
+            break;
+        }
+    }
+    let (ms, handshake) = reauth_at.expect("re-authentication by 95% of the lifetime");
+    println!("re-authentication started at {ms} ms of a 10000 ms session");
+
+    // While re-authenticating, a new record is not written.
+    h.p.send(h.now, record("waits")).unwrap();
+    h.drain();
+    assert!(
+        h.next_frame().is_none(),
+        "a request written while re-authenticating"
+    );
+
+    // The in-flight Produce is answered first (the broker keeps order), then the exchange.
+    let a = h.answer(&produce);
+    h.feed(conn, a);
+    assert_eq!(h.delivered(), 2);
+    let a = h.answer(&handshake);
+    h.feed(conn, a);
+    h.answer_all();
+    assert_eq!(h.delivered(), 3, "{:?}", h.events);
+    assert_eq!(
+        h.authentications(),
+        vec![(false, 10_000), (false, 10_000), (true, 10_000)]
+    );
+    assert!(h.failures().is_empty());
+    assert_eq!(h.connects, 2, "the leader's connection throughout");
+}
+
+fn api_of(frame: &[u8]) -> i16 {
+    i16::from_be_bytes([frame[4], frame[5]])
+}
