@@ -888,8 +888,13 @@ impl Producer {
             })
             .map(|(n, c)| (*c, *n))
             .collect();
+        let bound = if mutated!(self.cfg, InflightOffByOne) {
+            self.cfg.max_in_flight + 1
+        } else {
+            self.cfg.max_in_flight
+        };
         for (conn, node) in ready {
-            while self.conns[&conn].produce_inflight() < self.cfg.max_in_flight {
+            while self.conns[&conn].produce_inflight() < bound {
                 if !self.send_one_produce(conn, node) {
                     break;
                 }

@@ -237,11 +237,17 @@ impl Cluster {
         }
     }
 
-    /// DeleteRecords up to the end of the log: the log start moves past every record, and the
-    /// producer state is kept (KAFKA-7190, §A.4). The records stay in `log` for checking.
+    /// DeleteRecords up to the end of the log: the log start moves past every record. Since
+    /// 2.5 the producer state is kept (KAFKA-7190, §A.4); before (`UnknownPidError`, 1.0–2.4)
+    /// a producer whose last batch fell below the log start was forgotten. The records stay in
+    /// `log` for checking.
     pub fn delete_records(&mut self, topic: &str, p: i32) {
+        let mode = self.mode;
         let part = self.partition_mut(topic, p);
         part.log_start = part.log.len() as i64;
+        if mode == BrokerMode::UnknownPidError {
+            part.producers.clear();
+        }
     }
 
     /// Producer-state expiry: every producer entry is forgotten (§A.4).

@@ -14,13 +14,15 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use kprod_core::mutation::Mutation as CoreMutation;
 use kprod_core::protocol::produce::{ProduceRequest, ProduceResponse};
-use kprod_core::protocol::record_batch::{restamp, BatchHeader};
+use kprod_core::protocol::record_batch::{restamp, BatchHeader, RecordBatch, RecordBatchBuilder};
 use kprod_core::protocol::{
     api_key, decode_response, encode_request, ErrorCode, Message, Reader, Request, RequestHeader,
 };
 use kprod_core::{
-    ConnId, Diagnostic, Event, Output, Persistence, Producer, ProducerConfig, Record, RecordId,
+    ConnId, DeliveryError, Diagnostic, Event, Output, Persistence, Producer, ProducerConfig,
+    Record, RecordId,
 };
 use stateright::{Model, Property};
 
@@ -59,6 +61,10 @@ pub enum Inject {
     MessageTooLarge,
     /// UNKNOWN_SERVER_ERROR: not retriable, outcome unknown.
     UnknownServerError,
+    /// UNKNOWN_SERVER_ERROR after the broker appended the batch.
+    UnknownServerErrorAfterAppend,
+    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND: retriable, written.
+    NotEnoughReplicasAfterAppend,
 }
 
 impl Inject {
@@ -69,6 +75,8 @@ impl Inject {
             Self::InvalidRecord => (ErrorCode::InvalidRecord, false),
             Self::MessageTooLarge => (ErrorCode::MessageTooLarge, false),
             Self::UnknownServerError => (ErrorCode::UnknownServerError, false),
+            Self::UnknownServerErrorAfterAppend => (ErrorCode::UnknownServerError, true),
+            Self::NotEnoughReplicasAfterAppend => (ErrorCode::NotEnoughReplicasAfterAppend, true),
         };
         Injection { code, append }
     }
@@ -77,7 +85,10 @@ impl Inject {
     fn is_permanent(self) -> bool {
         matches!(
             self,
-            Self::InvalidRecord | Self::MessageTooLarge | Self::UnknownServerError
+            Self::InvalidRecord
+                | Self::MessageTooLarge
+                | Self::UnknownServerError
+                | Self::UnknownServerErrorAfterAppend
         )
     }
 }
@@ -101,6 +112,12 @@ pub struct Budget {
     pub injections: u8,
     /// Metadata flaps (the topic missing from one metadata response).
     pub flaps: u8,
+    /// Producer-state expiry the client cannot see coming: the broker's
+    /// `producer.id.expiration.ms` is below the client's setting, so no idle time passes. Outside
+    /// the well-behaved profile (S9, L4 do not apply); the client must still tell the truth.
+    pub silent_expiries: u8,
+    /// DeleteRecords up to the end of a partition's log (only while nothing is outstanding).
+    pub delete_records: u8,
 }
 
 /// A bounded model configuration.
@@ -110,8 +127,11 @@ pub struct ModelCfg {
     pub mode: BrokerMode,
     /// Partitions of the topic.
     pub partitions: i32,
-    /// Records sent to each partition, one per batch.
+    /// Records sent to each partition.
     pub records_per_partition: u8,
+    /// `batch.size`, in records: records that queue up behind a busy partition share a batch
+    /// up to this many (1: one record per batch).
+    pub records_per_batch: u8,
     /// `max.in.flight.requests.per.connection`.
     pub max_in_flight: usize,
     /// Number of broker nodes (2 for leader changes).
@@ -128,8 +148,20 @@ pub struct ModelCfg {
     pub gap_policy: kprod_core::GapPolicy,
     /// The client policy under test.
     pub mutation: Mutation,
-    /// Bound on requests transmitted in a path.
+    /// Bound on requests transmitted in a path (periodic Metadata refreshes aside). A path
+    /// that reaches it is reported (L2 no livelock), not silently dropped.
     pub max_transmits: u16,
+    /// Bound on Metadata requests in a path. Periodic refreshes never stop, so paths past this
+    /// bound are cut (time passing without progress); it only matters when
+    /// `metadata_max_age_ms` is short.
+    pub max_refreshes: u16,
+    /// `delivery.timeout.ms` (the request timeout is 100 ms).
+    pub delivery_timeout_ms: u64,
+    /// The broker's `producer.id.expiration.ms`, also given to the producer: an `Expire`
+    /// lets this much idle time pass first.
+    pub producer_id_expiration_ms: u64,
+    /// A planted bug inside the real producer (kprod-core's `mutations` feature).
+    pub core_mutation: CoreMutation,
     /// `metadata.max.age.ms`. Small values make periodic refreshes (and so metadata flaps)
     /// part of the explored behaviour; time advancing to such a refresh is not a fault.
     pub metadata_max_age_ms: u64,
@@ -141,6 +173,7 @@ impl Default for ModelCfg {
             mode: BrokerMode::Lenient,
             partitions: 1,
             records_per_partition: 2,
+            records_per_batch: 1,
             max_in_flight: 2,
             nodes: 1,
             max_sequence: 7,
@@ -150,6 +183,10 @@ impl Default for ModelCfg {
             gap_policy: kprod_core::GapPolicy::ContinueWithGap,
             mutation: Mutation::None,
             max_transmits: 40,
+            max_refreshes: 40,
+            delivery_timeout_ms: 1000,
+            producer_id_expiration_ms: 1000,
+            core_mutation: CoreMutation::None,
             metadata_max_age_ms: 86_400_000,
         }
     }
@@ -172,8 +209,29 @@ pub struct Ghost {
     pub api_key: i16,
     /// API version.
     pub version: i16,
-    /// For Produce: (partition, producer id, epoch, base sequence, record count).
-    pub batches: Vec<(i32, i64, i16, i32, i32)>,
+    /// For Produce: the batches.
+    pub batches: Vec<GhostBatch>,
+}
+
+/// One batch of a Produce request, as the model read it off the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct GhostBatch {
+    /// Partition.
+    pub partition: i32,
+    /// Producer id.
+    pub pid: i64,
+    /// Epoch.
+    pub epoch: i16,
+    /// Base sequence.
+    pub seq: i32,
+    /// Record count.
+    pub count: i32,
+    /// The lowest record index (send order within the partition) the batch carries.
+    pub first: u8,
+    /// The highest record index the batch carries.
+    pub last: u8,
+    /// A hash of the batch's bytes (P2: a retry is the same bytes).
+    pub bytes_hash: u64,
 }
 
 /// One connection.
@@ -245,8 +303,38 @@ pub struct State {
     pub budget: Budget,
     /// Requests transmitted so far.
     pub transmits: u16,
-    /// Records whose failure was caused by an injected permanent error.
-    pub permanent_injected: u8,
+    /// Partitions that were given a permanent (record-level) error.
+    pub permanent_injected: Vec<bool>,
+    /// Per partition, how many records (from the first) have been on the wire.
+    pub on_wire: Vec<u8>,
+    /// Records that failed by delivery timeout before ever going on the wire (S9 allows them).
+    pub timed_out_unsent: BTreeSet<(i32, u8)>,
+    /// A record that had been on the wire reached its delivery timeout (§C.4).
+    pub timed_out_sent: bool,
+    /// P2 ghost: the bytes of each (partition, pid, epoch, seq, count, first record) sent.
+    pub wire_hashes: BTreeMap<(i32, i64, i16, i32, i32, u8), u64>,
+    /// P2 ghost: a retry went out with other bytes.
+    pub reencoded: bool,
+    /// P7 ghost: a Produce for a partition went on one connection while another connection
+    /// still had one for it outstanding.
+    pub undrained_move: bool,
+    /// Partitions whose leader moved while they had Produce requests outstanding.
+    pub moved_with_inflight: BTreeSet<i32>,
+    /// §C.4 ghost: such a partition then sent to its new leader.
+    pub drained_move: bool,
+    /// S3 (cut policies) ghost: records a cut must keep out of the log.
+    pub must_not_land: BTreeSet<(i32, u8)>,
+    /// §C.4 ghost: a Produce acknowledgement overtook an earlier record not in the log.
+    pub overtaken: bool,
+    /// §C.4 ghost: the true head of a partition drew OUT_OF_ORDER_SEQUENCE_NUMBER or
+    /// UNKNOWN_PRODUCER_ID: `Some(log start had moved past 0)`.
+    pub head_rejection: Option<bool>,
+    /// §C.4 ghost: a producer id that reached the epoch limit.
+    pub exhausted_pid: Option<i64>,
+    /// §C.4 ghost: a batch went out under a new producer id after the epoch limit.
+    pub new_pid_after_exhaustion: bool,
+    /// Metadata requests transmitted so far.
+    pub refreshes: u16,
     /// S5 ghost: a transmission carried a record at a (pid, epoch, seq) already in the log
     /// with different content.
     pub seq_reuse: bool,
@@ -288,6 +376,11 @@ pub enum Action {
     Inject(i32, Inject),
     /// The next metadata response omits the topic.
     Flap,
+    /// The broker forgets every producer's state, with no idle time first (a broker whose
+    /// expiry is below the client's setting).
+    SilentExpire,
+    /// DeleteRecords up to the end of a partition's log.
+    DeleteRecords(i32),
 }
 
 impl Action {
@@ -319,6 +412,8 @@ impl Action {
             "Restart" => Self::Restart,
             "Expire" => Self::Expire,
             "Flap" => Self::Flap,
+            "SilentExpire" => Self::SilentExpire,
+            "DeleteRecords" => Self::DeleteRecords(num(arg)? as i32),
             "Inject" => {
                 let (p, k) = arg.split_once(',')?;
                 let k = match k.trim() {
@@ -327,6 +422,8 @@ impl Action {
                     "InvalidRecord" => Inject::InvalidRecord,
                     "MessageTooLarge" => Inject::MessageTooLarge,
                     "UnknownServerError" => Inject::UnknownServerError,
+                    "UnknownServerErrorAfterAppend" => Inject::UnknownServerErrorAfterAppend,
+                    "NotEnoughReplicasAfterAppend" => Inject::NotEnoughReplicasAfterAppend,
                     _ => return None,
                 };
                 Self::Inject(num(p)? as i32, k)
@@ -346,7 +443,8 @@ pub struct KafkaModel {
 
 const BACKOFF_MS: u64 = 1;
 
-fn value_of(p: i32, k: u8) -> Bytes {
+/// The value of record `k` of partition `p`.
+pub fn value_of(p: i32, k: u8) -> Bytes {
     Bytes::from(format!("{p}:{k}"))
 }
 
@@ -366,9 +464,11 @@ impl KafkaModel {
             bootstrap_servers: (1..=self.cfg.nodes).map(|n| format!("b{n}:9092")).collect(),
             max_in_flight: self.cfg.max_in_flight,
             linger: Duration::ZERO,
-            batch_size: 1,
+            batch_size: self.batch_size(),
             request_timeout: Duration::from_millis(100),
-            delivery_timeout: Duration::from_millis(1000),
+            delivery_timeout: Duration::from_millis(self.cfg.delivery_timeout_ms),
+            producer_id_expiration: Some(Duration::from_millis(self.cfg.producer_id_expiration_ms)),
+            mutation: self.cfg.core_mutation,
             retry_backoff: Duration::from_millis(BACKOFF_MS),
             retry_backoff_max: Duration::from_millis(BACKOFF_MS),
             reconnect_backoff: Duration::from_millis(BACKOFF_MS),
@@ -380,6 +480,18 @@ impl KafkaModel {
             max_sequence: self.cfg.max_sequence,
             ..ProducerConfig::default()
         }
+    }
+
+    /// `batch.size` in bytes for `records_per_batch` model records (all the same size).
+    fn batch_size(&self) -> usize {
+        if self.cfg.records_per_batch <= 1 {
+            return 1;
+        }
+        let mut b = RecordBatchBuilder::with_capacity(0);
+        for k in 0..self.cfg.records_per_batch {
+            b.push(0, None, Some(&value_of(0, k)[..]), &[]);
+        }
+        b.size()
     }
 
     fn node_of(addr: &str) -> Option<i32> {
@@ -423,8 +535,13 @@ impl KafkaModel {
                     let buf = partial.entry(conn).or_default();
                     buf.extend_from_slice(&bytes);
                     for frame in crate::broker::split_frames(buf) {
-                        s.transmits = s.transmits.saturating_add(1);
                         let (frame, ghost) = self.inspect_request(s, frame);
+                        if ghost.api_key == api_key::METADATA {
+                            s.refreshes = s.refreshes.saturating_add(1);
+                        } else {
+                            s.transmits = s.transmits.saturating_add(1);
+                        }
+                        self.observe_produce(s, conn, &ghost);
                         if let Some(l) = s.links.get_mut(&conn) {
                             l.to_broker.push_back((frame, ghost));
                         }
@@ -436,7 +553,45 @@ impl KafkaModel {
                     s.connecting.remove(&conn);
                 }
                 Output::Event(e) => self.on_event(s, e),
-                Output::SaslInput { .. } => unreachable!("the model configures no SASL"),
+            }
+        }
+    }
+
+    /// Ghost checks on a Produce request as it goes on the wire: P2 (same bytes for the same
+    /// batch), P7 (no other connection has the partition's requests), which records have been
+    /// on the wire, and the producer ids used.
+    fn observe_produce(&self, s: &mut State, conn: ConnId, ghost: &Ghost) {
+        for b in &ghost.batches {
+            let p = b.partition;
+            let key = (p, b.pid, b.epoch, b.seq, b.count, b.first);
+            if *s.wire_hashes.entry(key).or_insert(b.bytes_hash) != b.bytes_hash {
+                s.reencoded = true;
+            }
+            let elsewhere = s.links.iter().any(|(c, l)| {
+                *c != conn
+                    && l.to_broker
+                        .iter()
+                        .chain(l.to_client.iter())
+                        .flat_map(|(_, g)| g.batches.iter())
+                        .any(|x| x.partition == p)
+            });
+            if elsewhere {
+                s.undrained_move = true;
+            }
+            let node = s.links.get(&conn).map(|l| l.node);
+            if s.moved_with_inflight.contains(&p)
+                && node == Some(s.cluster.partition(TOPIC, p).leader)
+            {
+                s.drained_move = true;
+            }
+            if let Some(w) = s.on_wire.get_mut(p as usize) {
+                *w = (*w).max(b.last + 1);
+            }
+            if b.epoch >= self.cfg.max_epoch {
+                s.exhausted_pid = Some(b.pid);
+            }
+            if s.exhausted_pid.is_some_and(|x| x < b.pid) {
+                s.new_pid_after_exhaustion = true;
             }
         }
     }
@@ -444,7 +599,38 @@ impl KafkaModel {
     fn on_event(&self, s: &mut State, e: Event) {
         let (id, o) = match e {
             Event::Delivered { id, offset, .. } => (id, Outcome::Delivered(offset)),
-            Event::Failed { id, persisted, .. } => (id, Outcome::Failed(persisted)),
+            Event::Failed {
+                id,
+                persisted,
+                error,
+            } => {
+                if let Some(&(p, k)) = s.ids.get(&id) {
+                    let unsent = s.on_wire.get(p as usize).is_none_or(|w| k >= *w);
+                    match (&error, persisted) {
+                        (DeliveryError::DeliveryTimeout, Persistence::NotPersisted) if unsent => {
+                            s.timed_out_unsent.insert((p, k));
+                        }
+                        (DeliveryError::DeliveryTimeout, _) if !unsent => s.timed_out_sent = true,
+                        _ => {}
+                    }
+                    // A cut (§B.4): a record refused for good takes every later record already
+                    // sent with it.
+                    let refused = matches!(
+                        error,
+                        DeliveryError::Broker(_)
+                            | DeliveryError::PartitionCut
+                            | DeliveryError::Fatal(_)
+                    );
+                    if refused
+                        && persisted == Persistence::NotPersisted
+                        && self.cfg.gap_policy != kprod_core::GapPolicy::ContinueWithGap
+                    {
+                        let sent = s.sent[p as usize];
+                        s.must_not_land.extend((k + 1..sent).map(|j| (p, j)));
+                    }
+                }
+                (id, Outcome::Failed(persisted))
+            }
             Event::Fatal(_) => {
                 s.fatal = true;
                 return;
@@ -457,6 +643,11 @@ impl KafkaModel {
         };
         if s.outcomes.insert(id, o).is_some() {
             s.double_outcome = true;
+        }
+        // A resolved batch is never sent again: forget its bytes, so that the P2 ghost holds
+        // only the batches still open (and does not tell apart states by their history).
+        if let Some(&(p, k)) = s.ids.get(&id) {
+            s.wire_hashes.retain(|key, _| !(key.0 == p && key.5 == k));
         }
     }
 
@@ -497,13 +688,34 @@ impl KafkaModel {
                     continue;
                 };
                 let (pid, epoch, seq) = self.mutate(s, p.index, &h);
-                if (pid, epoch, seq) != (h.producer_id, h.producer_epoch, h.base_sequence) {
-                    p.records = Some(restamp(&batch, pid, epoch, seq));
-                    rewritten = true;
-                }
-                ghost
-                    .batches
-                    .push((p.index, pid, epoch, seq, h.records_count));
+                let batch =
+                    if (pid, epoch, seq) != (h.producer_id, h.producer_epoch, h.base_sequence) {
+                        rewritten = true;
+                        restamp(&batch, pid, epoch, seq)
+                    } else {
+                        batch
+                    };
+                let indexes: Vec<u8> = RecordBatch::decode_all(batch.clone())
+                    .ok()
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|b| b.records.into_iter())
+                    .filter_map(|r| r.value.as_deref().and_then(parse_value))
+                    .map(|(_, k)| k)
+                    .collect();
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                std::hash::Hash::hash(&batch[..], &mut hasher);
+                ghost.batches.push(GhostBatch {
+                    partition: p.index,
+                    pid,
+                    epoch,
+                    seq,
+                    count: h.records_count,
+                    first: indexes.iter().copied().min().unwrap_or(0),
+                    last: indexes.iter().copied().max().unwrap_or(0),
+                    bytes_hash: std::hash::Hasher::finish(&hasher),
+                });
+                p.records = Some(batch);
             }
         }
         if !rewritten {
@@ -576,7 +788,7 @@ impl KafkaModel {
         for l in s.links.values() {
             for (_, g) in l.to_broker.iter().chain(l.to_client.iter()) {
                 for b in &g.batches {
-                    *per.entry(b.0).or_default() += 1;
+                    *per.entry(b.partition).or_default() += 1;
                 }
             }
         }
@@ -626,8 +838,7 @@ impl KafkaModel {
                 let Some(blob) = p.records.clone() else {
                     continue;
                 };
-                let Ok(batches) = kprod_core::protocol::record_batch::RecordBatch::decode_all(blob)
-                else {
+                let Ok(batches) = RecordBatch::decode_all(blob) else {
                     continue;
                 };
                 let Some(part) = s.cluster.partitions.get(&(t.name.clone(), p.index)) else {
@@ -657,7 +868,8 @@ impl KafkaModel {
     }
 
     fn check_bump_while_inflight(&self, s: &mut State, ghost: &Ghost) {
-        for &(p, _, epoch, _, _) in &ghost.batches {
+        for gb in &ghost.batches {
+            let (p, epoch) = (gb.partition, gb.epoch);
             if epoch == 0 {
                 continue;
             }
@@ -666,7 +878,7 @@ impl KafkaModel {
                     .iter()
                     .chain(l.to_client.iter())
                     .flat_map(|(_, g)| g.batches.iter())
-                    .any(|b| b.0 != p && b.2 < epoch)
+                    .any(|b| b.partition != p && b.epoch < epoch)
             });
             if older_elsewhere {
                 s.bump_while_other_inflight = true;
@@ -694,6 +906,7 @@ impl KafkaModel {
                 s.old_leader_response_after_new_request = true;
             }
             self.observe_response_for_mutation(s, &frame, &ghost);
+            self.observe_produce_response(s, &frame, &ghost);
         }
         if ghost.api_key == api_key::METADATA && self.cfg.mutation == Mutation::D10ResetOnFlap {
             if let Ok((_, m)) = decode_response::<kprod_core::protocol::metadata::MetadataRequest>(
@@ -708,6 +921,47 @@ impl KafkaModel {
         let now = self.now(s);
         let mut buf = BytesMut::from(&frame_with_prefix(&frame)[..]);
         s.producer.handle_read(now, conn, &mut buf);
+    }
+
+    /// §C.4 ghosts from a Produce answer: an acknowledgement that overtook an earlier record
+    /// missing from the log, and a rejection of a partition's true head of line.
+    fn observe_produce_response(&self, s: &mut State, frame: &Bytes, ghost: &Ghost) {
+        let Ok((_, resp)) = decode_response::<ProduceRequest>(ghost.version, frame.clone()) else {
+            return;
+        };
+        let resp: ProduceResponse = resp;
+        for pr in resp
+            .responses
+            .iter()
+            .flat_map(|t| t.partition_responses.iter())
+        {
+            let Some(b) = ghost.batches.iter().find(|b| b.partition == pr.index) else {
+                continue;
+            };
+            let p = pr.index;
+            let log = Self::log_values(s, p);
+            let earlier_unresolved = |s: &State| {
+                s.ids
+                    .iter()
+                    .filter(|(_, (q, k))| *q == p && *k < b.first)
+                    .any(|(id, (_, k))| !s.outcomes.contains_key(id) && !log.contains(&(p, *k)))
+            };
+            match ErrorCode::from_i16(pr.error_code) {
+                ErrorCode::None if earlier_unresolved(s) => s.overtaken = true,
+                ErrorCode::OutOfOrderSequenceNumber | ErrorCode::UnknownProducerId => {
+                    let head = s
+                        .ids
+                        .iter()
+                        .filter(|(_, (q, k))| *q == p && *k < b.first)
+                        .all(|(id, _)| s.outcomes.contains_key(id));
+                    if head {
+                        let moved = s.cluster.partition(TOPIC, p).log_start > 0;
+                        s.head_rejection = Some(moved || s.head_rejection == Some(true));
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     fn observe_response_for_mutation(&self, s: &mut State, frame: &Bytes, ghost: &Ghost) {
@@ -730,8 +984,8 @@ impl KafkaModel {
                 let count = ghost
                     .batches
                     .iter()
-                    .find(|b| b.0 == pr.index)
-                    .map_or(0, |b| b.4);
+                    .find(|b| b.partition == pr.index)
+                    .map_or(0, |b| b.count);
                 let modulus = i64::from(self.cfg.max_sequence) + 1;
                 let next = s.mutation.acked_next.entry(pr.index).or_insert(0);
                 *next = ((i64::from(*next) + i64::from(count)) % modulus) as i32;
@@ -810,7 +1064,21 @@ impl Model for KafkaModel {
             data_loss: false,
             budget: self.cfg.budget,
             transmits: 0,
-            permanent_injected: 0,
+            permanent_injected: vec![false; self.cfg.partitions as usize],
+            on_wire: vec![0; self.cfg.partitions as usize],
+            timed_out_unsent: BTreeSet::new(),
+            timed_out_sent: false,
+            wire_hashes: BTreeMap::new(),
+            reencoded: false,
+            undrained_move: false,
+            moved_with_inflight: BTreeSet::new(),
+            drained_move: false,
+            must_not_land: BTreeSet::new(),
+            overtaken: false,
+            head_rejection: None,
+            exhausted_pid: None,
+            new_pid_after_exhaustion: false,
+            refreshes: 0,
             seq_reuse: false,
             over_inflight: false,
             bump_while_other_inflight: false,
@@ -822,6 +1090,10 @@ impl Model for KafkaModel {
     }
 
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
+        // A path that reaches the transmit bound ends there, and L2 reports it.
+        if s.transmits >= self.cfg.max_transmits {
+            return;
+        }
         for p in 0..self.cfg.partitions {
             if s.sent[p as usize] < self.cfg.records_per_partition {
                 actions.push(Action::Send(p));
@@ -859,13 +1131,23 @@ impl Model for KafkaModel {
         // broker documentation asks to be at least `delivery.timeout.ms`: so only when no
         // record is outstanding. (Expiry under an outstanding batch makes its retry look new
         // to the broker; no client can deduplicate that, spec §A.4.)
-        if s.budget.expiries > 0
+        if (s.budget.expiries > 0 || s.budget.silent_expiries > 0 || s.budget.delete_records > 0)
             && Self::all_resolved(s)
             && s.links
                 .values()
                 .all(|l| l.to_broker.is_empty() && l.to_client.is_empty())
         {
-            actions.push(Action::Expire);
+            if s.budget.expiries > 0 {
+                actions.push(Action::Expire);
+            }
+            if s.budget.silent_expiries > 0 {
+                actions.push(Action::SilentExpire);
+            }
+            if s.budget.delete_records > 0 {
+                for p in 0..self.cfg.partitions {
+                    actions.push(Action::DeleteRecords(p));
+                }
+            }
         }
         if s.budget.injections > 0 {
             for p in 0..self.cfg.partitions {
@@ -935,6 +1217,16 @@ impl Model for KafkaModel {
             }
             Action::LeaderChange(p) => {
                 s.budget.leader_changes -= 1;
+                let outstanding = s.links.values().any(|l| {
+                    l.to_broker
+                        .iter()
+                        .chain(l.to_client.iter())
+                        .flat_map(|(_, g)| g.batches.iter())
+                        .any(|b| b.partition == p)
+                });
+                if outstanding {
+                    s.moved_with_inflight.insert(p);
+                }
                 let part = s.cluster.partition(TOPIC, p);
                 let next = if part.leader == 1 { 2 } else { 1 };
                 s.cluster.move_leader(TOPIC, p, next);
@@ -944,13 +1236,25 @@ impl Model for KafkaModel {
                 s.cluster.restart_shrinks_cache();
             }
             Action::Expire => {
+                // The broker forgets a producer only after it idled this long.
                 s.budget.expiries -= 1;
+                s.clock_ms += self.cfg.producer_id_expiration_ms;
                 s.cluster.expire_producers();
+                let now = self.now(&s);
+                s.producer.handle_timeout(now);
+            }
+            Action::SilentExpire => {
+                s.budget.silent_expiries -= 1;
+                s.cluster.expire_producers();
+            }
+            Action::DeleteRecords(p) => {
+                s.budget.delete_records -= 1;
+                s.cluster.delete_records(TOPIC, p);
             }
             Action::Inject(p, k) => {
                 s.budget.injections -= 1;
                 if k.is_permanent() {
-                    s.permanent_injected += 1;
+                    s.permanent_injected[p as usize] = true;
                 }
                 s.cluster
                     .partition_mut(TOPIC, p)
@@ -967,7 +1271,7 @@ impl Model for KafkaModel {
     }
 
     fn within_boundary(&self, s: &State) -> bool {
-        s.transmits <= self.cfg.max_transmits
+        s.refreshes <= self.cfg.max_refreshes
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
@@ -1022,16 +1326,52 @@ impl Model for KafkaModel {
             Property::always("S5 no sequence reuse", |_, s: &State| !s.seq_reuse),
             Property::always("S7 in-flight bound", |_, s: &State| !s.over_inflight),
             Property::always("S9 no spurious fatal", |m: &KafkaModel, s: &State| {
-                let not_persisted = s
-                    .outcomes
-                    .values()
-                    .filter(|o| **o == Outcome::Failed(Persistence::NotPersisted))
-                    .count();
-                // Record-level errors the broker was told to give may fail records, and stop
-                // the producer under the fatal gap policy; nothing else may.
-                let given = s.permanent_injected > 0;
+                // Outside the well-behaved profile (state lost under the client's feet) S9
+                // does not apply.
+                if s.budget.silent_expiries < m.cfg.budget.silent_expiries {
+                    return true;
+                }
+                // Record-level errors the broker was told to give may fail records of that
+                // partition, and stop the producer under the fatal gap policy; a record that
+                // never went on the wire may fail by delivery timeout; nothing else may.
+                let given = s.permanent_injected.iter().any(|g| *g);
                 let fatal_allowed = given && m.cfg.gap_policy == kprod_core::GapPolicy::Fatal;
-                (!s.fatal || fatal_allowed) && !s.data_loss && (given || not_persisted == 0)
+                let spurious = s.ids.iter().any(|(id, (p, k))| {
+                    let allowed = s.permanent_injected[*p as usize]
+                        || (fatal_allowed && s.fatal)
+                        || s.timed_out_unsent.contains(&(*p, *k));
+                    s.outcomes.get(id) == Some(&Outcome::Failed(Persistence::NotPersisted))
+                        && !allowed
+                });
+                (!s.fatal || fatal_allowed) && !s.data_loss && !spurious
+            }),
+            Property::always("S3 a cut keeps a prefix", |_, s: &State| {
+                // Under `CutPartition` and `Fatal` (§B.4), a record refused for good takes every
+                // later record already sent with it: none of them reaches the log.
+                s.must_not_land.iter().all(|&(p, k)| {
+                    !KafkaModel::log_values(s, p).contains(&(p, k))
+                        && s.ids.iter().all(|(id, x)| {
+                            *x != (p, k)
+                                || !matches!(s.outcomes.get(id), Some(Outcome::Delivered(_)))
+                        })
+                })
+            }),
+            Property::always("S8 a new producer id starts at 0", |_, s: &State| {
+                s.cluster.partitions.values().all(|part| {
+                    let mut seen = BTreeSet::new();
+                    part.log
+                        .iter()
+                        .all(|r| !seen.insert(r.producer_id) || r.sequence == 0)
+                })
+            }),
+            Property::always("P2 a retry is the same bytes", |_, s: &State| !s.reencoded),
+            Property::always("P7 drain before a leader change", |_, s: &State| {
+                !s.undrained_move
+            }),
+            Property::always("L2 no livelock", |m: &KafkaModel, s: &State| {
+                // Every fault is bounded, so a correct producer finishes within a bounded
+                // number of requests; a path that reaches the bound is a retry loop.
+                s.transmits < m.cfg.max_transmits
             }),
             Property::always("S10 broker sees no client bug", |_, s: &State| {
                 let st = &s.cluster.stats;
@@ -1040,6 +1380,9 @@ impl Model for KafkaModel {
             Property::always(
                 "S11 S12 epochs and sequences in the log",
                 |m: &KafkaModel, s: &State| {
+                    // A broker that lost our state under our feet accepts a gap: only the
+                    // well-behaved profile keeps each log's sequences contiguous.
+                    let gaps_possible = s.budget.silent_expiries < m.cfg.budget.silent_expiries;
                     let modulus = i64::from(m.cfg.max_sequence) + 1;
                     s.cluster.partitions.values().all(|part| {
                         let mut last: BTreeMap<i64, (i16, i32)> = BTreeMap::new();
@@ -1047,7 +1390,8 @@ impl Model for KafkaModel {
                             let ok = match last.get(&r.producer_id) {
                                 None => true,
                                 Some((e, q)) if *e == r.epoch => {
-                                    i64::from(r.sequence) == (i64::from(*q) + 1) % modulus
+                                    gaps_possible
+                                        || i64::from(r.sequence) == (i64::from(*q) + 1) % modulus
                                 }
                                 Some((e, _)) => r.epoch > *e && r.sequence == 0,
                             };
@@ -1065,9 +1409,10 @@ impl Model for KafkaModel {
                 // Without permanent errors, timeouts or a broker restart (whose shrunken dedup
                 // cache can leave a retried batch only "possibly persisted"), a quiescent
                 // producer has delivered everything.
-                s.permanent_injected > 0
+                s.permanent_injected.iter().any(|g| *g)
                     || s.budget.timeouts < m.cfg.budget.timeouts
                     || s.budget.restarts < m.cfg.budget.restarts
+                    || s.budget.silent_expiries < m.cfg.budget.silent_expiries
                     || !m.is_quiescent(s)
                     || s.outcomes
                         .values()
@@ -1097,7 +1442,8 @@ impl Model for KafkaModel {
             Property::sometimes(
                 "a head rejection leads to a rebase",
                 |m: &KafkaModel, s: &State| {
-                    (s.cluster.stats.max_epoch > 0 || s.cluster.stats.producer_ids > 1)
+                    s.head_rejection.is_some()
+                        && (s.cluster.stats.max_epoch > 0 || s.cluster.stats.producer_ids > 1)
                         && m.is_quiescent(s)
                         && s.outcomes
                             .values()
@@ -1105,15 +1451,40 @@ impl Model for KafkaModel {
                 },
             ),
             Property::sometimes(
+                "a head rejection after the log start moved leads to a rebase (KIP-360)",
+                |m: &KafkaModel, s: &State| {
+                    s.head_rejection == Some(true)
+                        && m.is_quiescent(s)
+                        && s.outcomes
+                            .values()
+                            .all(|o| matches!(o, Outcome::Delivered(_)))
+                },
+            ),
+            Property::sometimes("a batch is overtaken", |_, s: &State| s.overtaken),
+            Property::sometimes(
+                "a sent record reaches its delivery timeout",
+                |_, s: &State| s.timed_out_sent,
+            ),
+            Property::sometimes(
+                "a partition with requests in flight moves to its new leader",
+                |_, s: &State| s.drained_move,
+            ),
+            Property::sometimes("a batch is split", |_, s: &State| {
+                // Two pieces under one (pid, epoch, base sequence), with different counts.
+                s.wire_hashes.keys().any(|a| {
+                    s.wire_hashes
+                        .keys()
+                        .any(|b| (a.0, a.1, a.2, a.3) == (b.0, b.1, b.2, b.3) && a.4 != b.4)
+                })
+            }),
+            Property::sometimes(
                 "a bump completes while another partition has old-epoch requests",
                 |_, s: &State| s.bump_while_other_inflight,
             ),
             Property::sometimes("the sequence wraps", |_, s: &State| s.cluster.stats.wrapped),
             Property::sometimes(
                 "a new producer id after epoch exhaustion",
-                |m: &KafkaModel, s: &State| {
-                    s.cluster.stats.max_epoch == m.cfg.max_epoch && s.cluster.stats.producer_ids > 1
-                },
+                |_, s: &State| s.new_pid_after_exhaustion,
             ),
             Property::sometimes(
                 "a response from the old leader after a request to the new one",

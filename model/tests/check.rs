@@ -5,10 +5,11 @@
 //! what it claims), and the number of unique states is pinned so that any change to the
 //! producer or the model that alters the state space is noticed.
 
+use kprod_core::mutation::Mutation as Core;
 use kprod_core::GapPolicy;
 use kprod_model::broker::BrokerMode;
 use kprod_model::model::{Budget, Inject, KafkaModel, ModelCfg, Mutation};
-use stateright::{Checker, Expectation, Model};
+use stateright::{Checker, Expectation, HasDiscoveries, Model};
 
 const ALL_DELIVERED: &str = "all delivered";
 const DEDUP: &str = "a retry is deduplicated";
@@ -18,6 +19,24 @@ const BUMP_WHILE: &str = "a bump completes while another partition has old-epoch
 const WRAP: &str = "the sequence wraps";
 const NEW_PID: &str = "a new producer id after epoch exhaustion";
 const OLD_LEADER: &str = "a response from the old leader after a request to the new one";
+const KIP360: &str = "a head rejection after the log start moved leads to a rebase (KIP-360)";
+const OVERTAKEN: &str = "a batch is overtaken";
+const TIMEOUT_SENT: &str = "a sent record reaches its delivery timeout";
+const MOVE: &str = "a partition with requests in flight moves to its new leader";
+const SPLIT: &str = "a batch is split";
+
+const S1: &str = "S1 no duplicates";
+const S3_CUT: &str = "S3 a cut keeps a prefix";
+const S4: &str = "S4 truthful reports";
+const S7: &str = "S7 in-flight bound";
+const S8: &str = "S8 a new producer id starts at 0";
+const S9: &str = "S9 no spurious fatal";
+const S10: &str = "S10 broker sees no client bug";
+const S5: &str = "S5 no sequence reuse";
+const P2: &str = "P2 a retry is the same bytes";
+const P7: &str = "P7 drain before a leader change";
+const L2: &str = "L2 no livelock";
+const L4: &str = "L4 no stuck producer";
 
 /// Checks `cfg` exhaustively; returns the number of unique states.
 fn check(name: &str, cfg: ModelCfg, reach: &[&str]) -> usize {
@@ -70,7 +89,7 @@ fn two_partitions_three_records_two_disconnects() {
         },
         ..base(BrokerMode::Lenient)
     };
-    let n = check("2p3r-disc2", cfg, &[ALL_DELIVERED, DEDUP, HEAD]);
+    let n = check("2p3r-disc2", cfg, &[ALL_DELIVERED, DEDUP]);
     assert_eq!(n, PINNED[0], "unique states changed");
 }
 
@@ -185,7 +204,7 @@ fn metadata_flaps_keep_sequence_state() {
     let cfg = ModelCfg {
         records_per_partition: 2,
         metadata_max_age_ms: 2,
-        max_transmits: 14,
+        max_refreshes: 8,
         budget: Budget {
             flaps: 2,
             ..Budget::default()
@@ -193,7 +212,7 @@ fn metadata_flaps_keep_sequence_state() {
         ..base(BrokerMode::Lenient)
     };
     let n = check("flaps", cfg, &[ALL_DELIVERED]);
-    assert_eq!(n, 176_306, "unique states changed");
+    assert_eq!(n, 109_691, "unique states changed");
 }
 
 #[test]
@@ -217,19 +236,247 @@ fn gap_policies_on_a_permanent_error() {
         };
         counts.push(check(&format!("{policy:?}"), cfg, &[ALL_DELIVERED]));
     }
-    assert_eq!(counts, [5_528, 5_243], "unique states changed");
+    assert_eq!(counts, [6_128, 5_824], "unique states changed");
+}
+
+/// KAFKA-15591 after idle expiry: the broker forgets the idle producer, then the first batch
+/// after the idle period draws a retriable error.
+fn idle_expiry_cfg() -> ModelCfg {
+    ModelCfg {
+        records_per_partition: 3,
+        budget: Budget {
+            expiries: 1,
+            injections: 1,
+            connect_failures: 1,
+            ..Budget::default()
+        },
+        injectable: vec![Inject::NotEnoughReplicas],
+        ..base(BrokerMode::Lenient)
+    }
+}
+
+#[test]
+fn idle_expiry_then_a_retriable_error_loses_nothing() {
+    let n = check("idle expiry + NER", idle_expiry_cfg(), &[ALL_DELIVERED]);
+    assert_eq!(n, PINNED_NEW[0], "unique states changed");
+}
+
+/// Delivery timeouts that fire: 150 ms against a 100 ms request timeout.
+fn delivery_timeout_cfg() -> ModelCfg {
+    ModelCfg {
+        records_per_partition: 2,
+        delivery_timeout_ms: 150,
+        budget: Budget {
+            timeouts: 2,
+            disconnects: 1,
+            ..Budget::default()
+        },
+        ..base(BrokerMode::Lenient)
+    }
+}
+
+#[test]
+fn delivery_timeouts_of_sent_and_unsent_records() {
+    let n = check(
+        "delivery timeouts",
+        delivery_timeout_cfg(),
+        &[ALL_DELIVERED, TIMEOUT_SENT, DEDUP],
+    );
+    assert_eq!(n, PINNED_NEW[1], "unique states changed");
+}
+
+/// Two nodes, periodic metadata: the producer learns the new leader while a batch is in
+/// flight to the old one, and must drain before it sends there (P7).
+fn leader_learned_in_flight_cfg() -> ModelCfg {
+    ModelCfg {
+        records_per_partition: 3,
+        nodes: 2,
+        metadata_max_age_ms: 2,
+        max_refreshes: 4,
+        budget: Budget {
+            leader_changes: 1,
+            ..Budget::default()
+        },
+        ..base(BrokerMode::Lenient)
+    }
+}
+
+#[test]
+fn a_leader_change_learned_with_requests_in_flight() {
+    let n = check(
+        "leader learned in flight",
+        leader_learned_in_flight_cfg(),
+        &[ALL_DELIVERED, MOVE],
+    );
+    assert_eq!(n, PINNED_NEW[2], "unique states changed");
+}
+
+/// A broker whose producer-state expiry is below the client's: the state goes while the
+/// client has no reason to probe, so a later batch overtakes an earlier one. Outside the
+/// well-behaved profile (no S9, no L4), but every report must stay truthful.
+fn silent_expiry_cfg() -> ModelCfg {
+    ModelCfg {
+        records_per_partition: 3,
+        budget: Budget {
+            silent_expiries: 1,
+            injections: 1,
+            ..Budget::default()
+        },
+        injectable: vec![Inject::NotEnoughReplicas],
+        ..base(BrokerMode::Lenient)
+    }
+}
+
+#[test]
+fn an_unforeseeable_expiry_overtakes_a_batch_and_reports_stay_true() {
+    let n = check("silent expiry", silent_expiry_cfg(), &[OVERTAKEN]);
+    assert_eq!(n, PINNED_NEW[3], "unique states changed");
+}
+
+/// Two records per batch: batches form behind a busy partition, split on MESSAGE_TOO_LARGE,
+/// and are retried after a disconnect.
+fn multi_record_cfg() -> ModelCfg {
+    ModelCfg {
+        records_per_partition: 4,
+        records_per_batch: 2,
+        max_in_flight: 1,
+        budget: Budget {
+            disconnects: 1,
+            injections: 1,
+            ..Budget::default()
+        },
+        injectable: vec![Inject::MessageTooLarge, Inject::TimedOutAfterAppend],
+        ..base(BrokerMode::Lenient)
+    }
+}
+
+#[test]
+fn multi_record_batches_split_and_retried() {
+    let n = check(
+        "multi-record batches",
+        multi_record_cfg(),
+        &[ALL_DELIVERED, SPLIT, DEDUP],
+    );
+    assert_eq!(n, PINNED_NEW[4], "unique states changed");
+}
+
+/// DeleteRecords: before 2.5 it also removed the producer's state, and the next batch draws
+/// UNKNOWN_PRODUCER_ID at the head of line with the log start past the last ack (KIP-360).
+fn delete_records_cfg() -> ModelCfg {
+    ModelCfg {
+        records_per_partition: 3,
+        budget: Budget {
+            delete_records: 1,
+            disconnects: 1,
+            ..Budget::default()
+        },
+        ..base(BrokerMode::UnknownPidError)
+    }
+}
+
+#[test]
+fn delete_records_on_an_old_broker_is_benign() {
+    let n = check(
+        "delete records",
+        delete_records_cfg(),
+        &[ALL_DELIVERED, HEAD, KIP360],
+    );
+    assert_eq!(n, PINNED_NEW[5], "unique states changed");
+}
+
+/// Errors that come after the broker appended the batch.
+fn after_append_cfg() -> ModelCfg {
+    ModelCfg {
+        records_per_partition: 3,
+        budget: Budget {
+            injections: 2,
+            ..Budget::default()
+        },
+        injectable: vec![
+            Inject::NotEnoughReplicasAfterAppend,
+            Inject::UnknownServerErrorAfterAppend,
+            Inject::InvalidRecord,
+        ],
+        ..base(BrokerMode::Lenient)
+    }
+}
+
+#[test]
+fn errors_after_the_append_are_possibly_persisted() {
+    let n = check("after append", after_append_cfg(), &[ALL_DELIVERED, DEDUP]);
+    assert_eq!(n, PINNED_NEW[6], "unique states changed");
+}
+
+/// Five in flight, seven records, two retriable errors (one after the append): new batches
+/// must not be sequenced behind a possibly written one.
+fn five_in_flight_cfg() -> ModelCfg {
+    ModelCfg {
+        records_per_partition: 7,
+        max_in_flight: 5,
+        budget: Budget {
+            injections: 2,
+            ..Budget::default()
+        },
+        injectable: vec![Inject::TimedOutAfterAppend, Inject::NotEnoughReplicas],
+        ..base(BrokerMode::Lenient)
+    }
+}
+
+#[test]
+fn five_in_flight_seven_records_two_retriable_errors() {
+    let n = check(
+        "in flight 5, 7 records",
+        five_in_flight_cfg(),
+        &[ALL_DELIVERED, DEDUP, NON_HEAD],
+    );
+    assert_eq!(n, PINNED_NEW[7], "unique states changed");
+}
+
+/// The Tansu-like broker (DUPLICATE_SEQUENCE_NUMBER, refused bumps) and the sequence wrap,
+/// together with a disconnect and an error after the append.
+fn tansu_wrap_cfg() -> ModelCfg {
+    ModelCfg {
+        records_per_partition: 7,
+        max_sequence: 5,
+        budget: Budget {
+            disconnects: 1,
+            injections: 1,
+            ..Budget::default()
+        },
+        injectable: vec![Inject::TimedOutAfterAppend],
+        ..base(BrokerMode::TansuLike)
+    }
+}
+
+#[test]
+fn tansu_like_broker_and_the_wrap_with_faults() {
+    let n = check(
+        "tansu + wrap",
+        tansu_wrap_cfg(),
+        &[ALL_DELIVERED, WRAP, DEDUP],
+    );
+    assert_eq!(n, PINNED_NEW[8], "unique states changed");
 }
 
 /// Unique state counts, pinned.
-const PINNED: [usize; 6] = [2_823_129, 1_672_983, 146, 990, 141_301, 5_263];
-const PINNED_MODES: [usize; 4] = [608_134, 504_200, 504_200, 575_794];
+const PINNED: [usize; 6] = [4_200_219, 3_947_067, 146, 1_034, 172_703, 5_766];
+const PINNED_MODES: [usize; 4] = [859_998, 685_968, 685_968, 779_462];
+/// The configurations added for issue 15, in file order.
+const PINNED_NEW: [usize; 9] = [
+    3_886, 111_953, 147_937, 398, 16_169, 2_609, 1_484, 119_176, 84_174,
+];
 
 // -----------------------------------------------------------------------------------------
 // Non-vacuity: deliberately buggy client policies must be caught.
 
 fn expect_caught(name: &str, cfg: ModelCfg, property: &'static str) {
     let model = cfg.into_model();
-    let checker = model.checker().threads(2).spawn_bfs().join();
+    let checker = model
+        .checker()
+        .threads(2)
+        .finish_when(HasDiscoveries::AnyOf([property].into()))
+        .spawn_bfs()
+        .join();
     let path = checker.discovery(property).unwrap_or_else(|| {
         panic!("{name}: the checker did not catch the bug ('{property}' holds)")
     });
@@ -246,7 +493,7 @@ fn catches_the_kafkajs_sequence_bug() {
         mutation: Mutation::KafkaJs,
         ..base(BrokerMode::Lenient)
     };
-    expect_caught("KafkaJS <= 1.16", cfg, "S4 truthful reports");
+    expect_caught("KafkaJS <= 1.16", cfg, S4);
 }
 
 #[test]
@@ -262,7 +509,7 @@ fn catches_kafka_12152() {
         injectable: vec![Inject::InvalidRecord],
         ..base(BrokerMode::Lenient)
     };
-    expect_caught("KAFKA-12152", cfg, "S10 broker sees no client bug");
+    expect_caught("KAFKA-12152", cfg, S10);
 }
 
 #[test]
@@ -270,7 +517,7 @@ fn catches_d10_reset_on_metadata_flap() {
     let cfg = ModelCfg {
         records_per_partition: 2,
         metadata_max_age_ms: 2,
-        max_transmits: 14,
+        max_refreshes: 8,
         mutation: Mutation::D10ResetOnFlap,
         budget: Budget {
             flaps: 1,
@@ -278,7 +525,7 @@ fn catches_d10_reset_on_metadata_flap() {
         },
         ..base(BrokerMode::Lenient)
     };
-    expect_caught("D10", cfg, "S4 truthful reports");
+    expect_caught("D10", cfg, S4);
 }
 
 #[test]
@@ -292,7 +539,147 @@ fn catches_d12_resequenced_possibly_persisted_batch() {
         },
         ..base(BrokerMode::Lenient)
     };
-    expect_caught("D12", cfg, "S1 no duplicates");
+    expect_caught("D12", cfg, S1);
+}
+
+/// A planted core bug (kprod-core's `mutations` feature) in `cfg`.
+fn planted(cfg: ModelCfg, bug: Core) -> ModelCfg {
+    ModelCfg {
+        core_mutation: bug,
+        ..cfg
+    }
+}
+
+#[test]
+fn catches_kafka_15591_after_idle_expiry() {
+    let cfg = planted(idle_expiry_cfg(), Core::NoIdleProbe);
+    expect_caught("no idle probe", cfg, S9);
+}
+
+#[test]
+fn catches_a_timed_out_sent_batch_reported_not_persisted() {
+    let cfg = planted(delivery_timeout_cfg(), Core::TimeoutForgetsAttempts);
+    expect_caught("timeout forgets attempts", cfg, S9);
+}
+
+#[test]
+fn catches_no_drain_before_a_leader_change() {
+    let cfg = planted(
+        leader_learned_in_flight_cfg(),
+        Core::NoDrainBeforeLeaderChange,
+    );
+    expect_caught("no drain (P7)", cfg, P7);
+}
+
+#[test]
+fn catches_an_implicit_ack_of_an_overtaken_batch() {
+    let cfg = planted(silent_expiry_cfg(), Core::ImplicitAckOvertaken);
+    expect_caught("implicit ack (P11)", cfg, S4);
+}
+
+#[test]
+fn catches_a_retry_with_other_bytes() {
+    let cfg = planted(multi_record_cfg(), Core::RetryReencoded);
+    expect_caught("re-encoded retry (P2)", cfg, P2);
+}
+
+#[test]
+fn catches_a_head_rejection_retried_forever() {
+    let cfg = ModelCfg {
+        max_transmits: 16,
+        ..planted(delete_records_cfg(), Core::HeadRejectionRetried)
+    };
+    expect_caught("head rejection retried", cfg, L2);
+}
+
+#[test]
+fn catches_a_new_producer_id_that_keeps_the_sequence() {
+    let cfg = ModelCfg {
+        records_per_partition: 3,
+        max_epoch: 1,
+        budget: Budget {
+            injections: 2,
+            ..Budget::default()
+        },
+        injectable: vec![Inject::NotEnoughReplicas, Inject::InvalidRecord],
+        ..base(BrokerMode::Lenient)
+    };
+    expect_caught(
+        "new pid keeps sequence",
+        planted(cfg, Core::NewPidKeepsSequence),
+        S8,
+    );
+}
+
+#[test]
+fn catches_gap_policies_that_do_not_cut() {
+    for policy in [GapPolicy::CutPartition, GapPolicy::Fatal] {
+        let cfg = ModelCfg {
+            records_per_partition: 3,
+            gap_policy: policy,
+            budget: Budget {
+                injections: 1,
+                ..Budget::default()
+            },
+            injectable: vec![Inject::InvalidRecord],
+            ..base(BrokerMode::StrictNeverWritten)
+        };
+        expect_caught(
+            &format!("{policy:?} ignored"),
+            planted(cfg, Core::GapPolicyIgnored),
+            S3_CUT,
+        );
+    }
+}
+
+#[test]
+fn catches_errors_after_the_append_taken_as_not_persisted() {
+    let cfg = planted(after_append_cfg(), Core::AfterAppendNotPersisted);
+    expect_caught("after append not persisted", cfg, S4);
+}
+
+#[test]
+fn catches_batches_sequenced_behind_a_possibly_written_one() {
+    let cfg = planted(five_in_flight_cfg(), Core::SequenceBehindPossiblyWritten);
+    expect_caught("sequenced behind possibly written", cfg, L4);
+}
+
+#[test]
+fn catches_an_in_flight_bound_off_by_one() {
+    expect_caught(
+        "in-flight off by one (tansu + wrap)",
+        planted(tansu_wrap_cfg(), Core::InflightOffByOne),
+        S7,
+    );
+    expect_caught(
+        "in-flight off by one (in flight 5)",
+        planted(five_in_flight_cfg(), Core::InflightOffByOne),
+        S7,
+    );
+}
+
+#[test]
+fn catches_a_duplicate_acknowledged_at_offset_minus_one() {
+    expect_caught(
+        "46 at offset -1",
+        planted(tansu_wrap_cfg(), Core::DuplicateAtMinusOne),
+        S4,
+    );
+}
+
+#[test]
+fn catches_an_early_wrap() {
+    expect_caught(
+        "early wrap (tansu + wrap)",
+        planted(tansu_wrap_cfg(), Core::EarlyWrap),
+        S5,
+    );
+    let wrap = ModelCfg {
+        records_per_partition: 7,
+        max_sequence: 5,
+        ..base(BrokerMode::StrictNeverWritten)
+    };
+    expect_caught("early wrap (wrap)", planted(wrap, Core::EarlyWrap), S5);
 }
 
 // -----------------------------------------------------------------------------------------
