@@ -553,6 +553,7 @@ impl KafkaModel {
                     s.connecting.remove(&conn);
                 }
                 Output::Event(e) => self.on_event(s, e),
+                Output::SaslInput { .. } => unreachable!("the model configures no SASL"),
             }
         }
     }
