@@ -245,7 +245,7 @@ impl Producer {
                 Some(m) if !m.is_empty() => format!("{m} ({})", code_name(resp.error_code)),
                 _ => code_name(resp.error_code),
             };
-            if let Some(d) = ex.failure_detail() {
+            if let Some(d) = ex.failure_detail().filter(|d| !reason.contains(d)) {
                 reason.push_str(&format!("; server said: {d}"));
             }
             self.sasl_failed(reason);

@@ -55,6 +55,122 @@ pub struct KafkaOptions {
     pub extra: Vec<(String, String)>,
     /// Extra TLS listeners for clients on every node ([`Self::ssl`]).
     pub ssl: Vec<SslListener>,
+    /// Extra SASL listeners for clients on every node ([`Self::sasl`]).
+    pub sasl: Vec<SaslListener>,
+}
+
+/// A SASL listener for clients (`SASL_PLAINTEXT`, or `SASL_SSL` with `tls`), on its own
+/// ephemeral 127.0.0.1 port per node, advertised as is ([`Kafka::listener_bootstrap`]);
+/// brokers keep replicating over PLAINTEXT. It enables `PLAIN`, `SCRAM-SHA-256`,
+/// `SCRAM-SHA-512` and `OAUTHBEARER`: every user of [`Self::users`] is a PLAIN user (in the
+/// listener's `PlainLoginModule` JAAS line) and a SCRAM user of both hashes (created in the
+/// KRaft metadata when storage is formatted, `StorageTool format --add-scram`); OAUTHBEARER
+/// uses Kafka's unsecured validator, which accepts any unsigned (`alg: none`) JWS with `sub`
+/// and `exp` claims.
+#[derive(Clone)]
+pub struct SaslListener {
+    /// Listener name, upper case; must not clash with any other listener's.
+    pub name: String,
+    /// `Some((PEM certificate chain, PKCS#8 PEM key))`: `SASL_SSL` with that certificate;
+    /// `None`: `SASL_PLAINTEXT`.
+    pub tls: Option<(String, String)>,
+    /// `(user name, password)` pairs.
+    pub users: Vec<(String, String)>,
+    /// `connections.max.reauth.ms` for this listener: the session lifetime announced to
+    /// clients, after which the broker closes a connection that did not re-authenticate.
+    pub max_reauth_ms: Option<u64>,
+}
+
+impl std::fmt::Debug for SaslListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslListener")
+            .field("name", &self.name)
+            .field("tls", &self.tls.is_some())
+            .field(
+                "users",
+                &self.users.iter().map(|u| &u.0).collect::<Vec<_>>(),
+            )
+            .field("max_reauth_ms", &self.max_reauth_ms)
+            .finish()
+    }
+}
+
+impl SaslListener {
+    /// The mechanisms every SASL listener enables.
+    pub const MECHANISMS: [&'static str; 4] =
+        ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"];
+
+    fn protocol(&self) -> &'static str {
+        if self.tls.is_some() {
+            "SASL_SSL"
+        } else {
+            "SASL_PLAINTEXT"
+        }
+    }
+
+    /// The `server.properties` lines of this listener.
+    fn properties(&self) -> String {
+        let lower = self.name.to_ascii_lowercase();
+        let prefix = format!("listener.name.{lower}.");
+        let plain_users: String = self
+            .users
+            .iter()
+            .map(|(u, p)| format!(" user_{u}=\"{p}\""))
+            .collect();
+        let mut lines = vec![
+            (
+                "sasl.enabled.mechanisms".to_owned(),
+                Self::MECHANISMS.join(","),
+            ),
+            (
+                "plain.sasl.jaas.config".to_owned(),
+                format!(
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required{plain_users};"
+                ),
+            ),
+            (
+                "oauthbearer.sasl.jaas.config".to_owned(),
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+                 unsecuredLoginStringClaim_sub=\"admin\";"
+                    .to_owned(),
+            ),
+        ];
+        for m in ["scram-sha-256", "scram-sha-512"] {
+            lines.push((
+                format!("{m}.sasl.jaas.config"),
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;".to_owned(),
+            ));
+        }
+        if let Some(ms) = self.max_reauth_ms {
+            lines.push(("connections.max.reauth.ms".to_owned(), ms.to_string()));
+        }
+        let mut out: String = lines
+            .into_iter()
+            .map(|(k, v)| format!("{prefix}{k}={}\n", java_escape(&v)))
+            .collect();
+        if let Some((chain, key)) = &self.tls {
+            let tls = SslListener {
+                name: self.name.clone(),
+                certificate_chain: chain.clone(),
+                private_key: key.clone(),
+                client_ca: None,
+            };
+            out.push_str(&tls.properties());
+        }
+        out
+    }
+
+    /// `StorageTool format` arguments creating the SCRAM users.
+    fn scram_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        for (u, p) in &self.users {
+            for m in ["SCRAM-SHA-256", "SCRAM-SHA-512"] {
+                args.push("--add-scram".to_owned());
+                args.push(format!("{m}=[name={u},password={p}]"));
+            }
+        }
+        args
+    }
 }
 
 /// A TLS listener for clients, with PEM certificates given inline (`ssl.keystore.type=PEM`,
@@ -122,7 +238,14 @@ impl KafkaOptions {
             advertised_ports: None,
             extra: Vec::new(),
             ssl: Vec::new(),
+            sasl: Vec::new(),
         }
+    }
+
+    /// Adds a SASL listener for clients on every node (see [`SaslListener`]).
+    pub fn sasl(mut self, listener: SaslListener) -> Self {
+        self.sasl.push(listener);
+        self
     }
 
     /// Adds a TLS listener for clients on every node (see [`SslListener`]).
@@ -168,7 +291,8 @@ struct Node {
     port: u16,
     /// The `CLIENT` listener's own port, when a proxy is advertised.
     client_port: Option<u16>,
-    /// The port of each of [`KafkaOptions::ssl`]'s listeners, by name.
+    /// The port of each of [`KafkaOptions::ssl`]'s and [`KafkaOptions::sasl`]'s listeners,
+    /// by name.
     ssl_ports: Vec<(String, u16)>,
     controller_port: u16,
     config: PathBuf,
@@ -182,6 +306,8 @@ pub struct Kafka {
     install: PathBuf,
     dir: PathBuf,
     nodes: Vec<Node>,
+    /// `--add-scram` arguments for `StorageTool format`.
+    scram: Vec<String>,
 }
 
 impl Kafka {
@@ -262,14 +388,21 @@ impl Kafka {
                 .ssl
                 .iter()
                 .map(|l| (l.name.clone(), free_port()))
+                .chain(opts.sasl.iter().map(|l| (l.name.clone(), free_port())))
                 .collect();
             let ssl_listeners: String = ssl_ports
                 .iter()
                 .map(|(name, p)| format!(",{name}://127.0.0.1:{p}"))
                 .collect();
-            let ssl_protocols: String = ssl_ports
+            let ssl_protocols: String = opts
+                .ssl
                 .iter()
-                .map(|(name, _)| format!(",{name}:SSL"))
+                .map(|l| format!(",{}:SSL", l.name))
+                .chain(
+                    opts.sasl
+                        .iter()
+                        .map(|l| format!(",{}:{}", l.name, l.protocol())),
+                )
                 .collect();
             let mut props = format!(
                 "process.roles=broker,controller\n\
@@ -307,6 +440,9 @@ impl Kafka {
             for l in &opts.ssl {
                 props.push_str(&l.properties());
             }
+            for l in &opts.sasl {
+                props.push_str(&l.properties());
+            }
             for (k, v) in &opts.extra {
                 props.push_str(&format!("{k}={v}\n"));
             }
@@ -327,6 +463,11 @@ impl Kafka {
             install,
             dir,
             nodes,
+            scram: opts
+                .sasl
+                .iter()
+                .flat_map(SaslListener::scram_args)
+                .collect(),
         };
         let cluster_id = "kprodTestCluster00000A";
         for i in 0..kafka.nodes.len() {
@@ -359,6 +500,7 @@ impl Kafka {
             ))
             .args(["kafka.tools.StorageTool", "format", "-t", cluster_id, "-c"])
             .arg(&node.config)
+            .args(&self.scram)
             .stdin(Stdio::null())
             .output()
             .expect("run java kafka.tools.StorageTool");
@@ -511,7 +653,16 @@ impl Kafka {
             .join(",")
     }
 
-    /// The port of node index `i`'s TLS listener `name`.
+    /// `127.0.0.1:p1,…` over every node's SASL (or TLS) listener `name`
+    /// ([`KafkaOptions::sasl`]).
+    ///
+    /// # Panics
+    /// If there is no such listener.
+    pub fn listener_bootstrap(&self, name: &str) -> String {
+        self.ssl_bootstrap(name)
+    }
+
+    /// The port of node index `i`'s TLS (or SASL) listener `name`.
     ///
     /// # Panics
     /// If there is no such listener.
