@@ -6,11 +6,17 @@
 //! randomness, and all its state is `Clone + Debug + Eq + Hash`, so a model checker can hold
 //! the very producer that ships.
 //!
+//! A *driver* gives it sockets and time. kprod-tokio is the reference driver; the example
+//! `core/examples/blocking.rs` (`cargo run -p kprod-core --example blocking -- ADDR TOPIC`)
+//! is a complete one in about 150 lines on plain `std::net::TcpStream`s in non-blocking mode
+//! and a poll loop, with no runtime; and kprod-model's `Sim` drives it over an in-memory
+//! network in virtual time, which is how to test code around kprod deterministically (see
+//! `model/tests/user_simulation.rs`).
+//!
 //! # Driver sketch
 //!
 //! ```no_run
 //! use std::time::Instant;
-//! use bytes::BytesMut;
 //! use kprod_core::{Output, Producer, ProducerConfig, Record};
 //!
 //! let cfg = ProducerConfig {
@@ -20,23 +26,118 @@
 //! let mut producer = Producer::new(cfg, Instant::now()).unwrap();
 //! producer.send(Instant::now(), Record::new("events", "hello")).unwrap();
 //! loop {
-//!     // Drain after every mutation, until Wait.
+//!     // The drain: after inputs, carry out outputs until Wait.
 //!     let until = loop {
 //!         match producer.poll_output() {
-//!             Output::Connect { conn, addr } => { /* open TCP to addr, later report it */ }
-//!             Output::Transmit { conn, bytes } => { /* write bytes to conn */ }
+//!             Output::Connect { conn, addr } => { /* open TCP to addr, report the result */ }
+//!             Output::Transmit { conn, bytes } => { /* queue bytes for conn, in order */ }
 //!             Output::Close { conn } => { /* drop conn */ }
 //!             Output::Event(event) => { /* hand to the application */ }
+//!             Output::SaslInput { conn, need } => { /* only with ProducerConfig::sasl */ }
 //!             Output::Wait { until } => break until,
 //!         }
 //!     };
-//!     // Wait for socket input or `until`, then feed exactly one input:
+//!     // Wait for socket input or `until`, then feed inputs:
 //!     // producer.handle_connected(now, conn) / handle_read(now, conn, &mut buf) /
 //!     // handle_disconnected(now, conn) / handle_timeout(now) / send(now, record).
 //!     # let _ = until;
 //!     # break;
 //! }
 //! ```
+//!
+//! # The driver contract
+//!
+//! ## Inputs
+//!
+//! Every input takes `now`, an [`Instant`](std::time::Instant) from the driver's clock (real
+//! or virtual):
+//!
+//! - application commands: [`Producer::send`] (accepts a record and returns its
+//!   [`RecordId`], or hands it back in a [`SendError`]), [`Producer::flush`],
+//!   [`Producer::close`];
+//! - connection results: [`Producer::handle_connected`] and
+//!   [`Producer::handle_connect_failed`], exactly one of them for each `Connect`, under its
+//!   [`ConnId`];
+//! - bytes: [`Producer::handle_read`]`(now, conn, &mut buf)` with a buffer the driver keeps
+//!   per connection and appends every byte read to, in order. The producer takes the whole
+//!   frames off its front and leaves a partial frame there for the next read;
+//! - [`Producer::handle_disconnected`] when a connection reaches end of stream or fails;
+//! - [`Producer::handle_timeout`] when the `Wait` deadline has passed;
+//! - [`Producer::handle_sasl_input`] in answer to [`Output::SaslInput`].
+//!
+//! ## Outputs
+//!
+//! [`Producer::poll_output`] returns one [`Output`] at a time:
+//!
+//! - `Connect { conn, addr }`: open a connection to `addr` (`host:port`, and TLS if the
+//!   driver does TLS) and report the result. **The core has no connect timeout**: the driver
+//!   must give up on a connect itself and report `handle_connect_failed`;
+//! - `Transmit { conn, bytes }`: write `bytes` to `conn` after every byte of the earlier
+//!   `Transmit`s to it. A request may span several consecutive `Transmit`s (record batches
+//!   are not copied); a driver that queues them per connection and writes in order needs no
+//!   framing. Never write bytes twice, and drop `Transmit`s for a connection that is gone;
+//! - `Close { conn }`: drop the connection; do not report `handle_disconnected` for it;
+//! - `Event(event)`: for the application. Every accepted record gets exactly one final event,
+//!   [`Event::Delivered`] or [`Event::Failed`] with a truthful [`Persistence`];
+//!   [`Event::Fatal`] and [`Event::Diagnostic`] are notices;
+//! - `SaslInput { conn, need }`: a SCRAM nonce or an OAUTHBEARER token (only when
+//!   [`ProducerConfig::sasl`] is set);
+//! - `Wait { until }`: the end of the drain (below).
+//!
+//! ## The drain rule
+//!
+//! After inputs, call `poll_output` until it returns `Wait`, carrying out each output in
+//! order. The producer does its work inside the drain: it builds requests, checks its timers
+//! and opens connections only there, so a driver must drain before it waits for anything.
+//! Feeding inputs inside the drain is allowed (report a connect at once, answer a
+//! `SaslInput`), and so is feeding several inputs before one drain: outputs queue in order.
+//!
+//! ## Time
+//!
+//! The producer keeps the latest `now` it was given; every input advances it, and
+//! `handle_timeout` is simply "time passed". `Wait { until: Some(t) }` asks for a call at
+//! or after `t` (an instant on the driver's clock, always later than the latest `now`);
+//! calling earlier is harmless. `Wait { until: None }` means nothing is timed: wait for input
+//! only. A virtual clock may jump straight to `t`.
+//!
+//! ## When a driver breaks the contract
+//!
+//! What the code does (kprod-core as of this writing; none of it panics):
+//!
+//! - **It does not drain**: inputs are still taken and outputs queue without bound, but no
+//!   connection is opened, nothing is written and no timer fires. `send` accepts records
+//!   until `buffer.memory` is used up, then returns [`SendError::QueueFull`]. Nothing is
+//!   lost; nothing moves until the next drain.
+//! - **It feeds bytes for a closed or unknown connection**: ignored (the buffer is cleared).
+//!   `handle_connected`, `handle_connect_failed` and `handle_disconnected` for an unknown
+//!   connection, or reported twice, are ignored too.
+//! - **It never answers a `Connect`**: the producer waits for that connection for good (it
+//!   opens no second one to the same broker), and the records that need it fail at
+//!   `delivery.timeout.ms`, not persisted.
+//! - **It loses, reorders or invents bytes**: a frame that does not answer the oldest request
+//!   in flight, an undecodable response or an impossible frame size makes the producer close
+//!   the connection (`Close`, then a [`Diagnostic::Disconnected`] naming the reason) and
+//!   retry what was in flight on a new one, as after a disconnect. Dropping a partial frame
+//!   left in the `handle_read` buffer has the same effect (at the latest once the request
+//!   times out: the stream no longer parses).
+//! - **It does not report a disconnect** (or drops `Transmit`s silently): the requests in
+//!   flight on the connection time out after `request.timeout.ms`, and the producer closes it
+//!   and retries. An idle dead connection is noticed only when its next request times out.
+//! - **It moves time backwards**: an earlier `now` is ignored; the producer's clock never goes
+//!   back. One exception: `send` stamps a record that has to wait for its topic's metadata
+//!   with the `now` it was given, so its `delivery.timeout.ms` counts from there (it still
+//!   expires no earlier than the records queued before it).
+//! - **It jumps time forward** (a suspended machine, a virtual clock): every deadline up to
+//!   the new `now` passes at once, as if the time had gone by: requests time out, records
+//!   expire.
+//! - **It reports a live connection as failed** (`handle_connect_failed` or
+//!   `handle_disconnected` for a connection it keeps open): the producer forgets it without a
+//!   `Close` and resolves what was in flight; the driver should close the socket.
+//!
+//! The one panic found near the contract is a configuration one: durations so large that
+//! `Instant + Duration` or `Duration + Duration` overflows panic. `Producer::new` with
+//! `request_timeout: Duration::MAX` panics in [`ProducerConfig::validate`] (it adds
+//! `linger + request_timeout`) instead of returning a [`ConfigError`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
