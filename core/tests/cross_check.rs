@@ -477,8 +477,15 @@ impl Pair for MetadataRequest {
                 t.name.get_or_insert_with(String::new);
             }
         }
-        if version >= 11 {
+        if !(8..=10).contains(&version) {
             m.include_cluster_authorized_operations = false;
+        }
+        if version < 8 {
+            m.include_topic_authorized_operations = false;
+        }
+        if version < 4 {
+            // Absent before v4 (the broker's own setting applies); decoded as true.
+            m.allow_auto_topic_creation = true;
         }
         m
     }
@@ -522,7 +529,10 @@ impl Pair for MetadataRequest {
         }
     }
 
-    fn add_ignored(k: &mut Self::Kp, rng: &mut Rng, _version: i16) -> bool {
+    fn add_ignored(k: &mut Self::Kp, rng: &mut Rng, version: i16) -> bool {
+        if !Self::is_flexible(version) {
+            return false;
+        }
         k.unknown_tagged_fields = rng.unknown_tags(0);
         for t in k.topics.iter_mut().flatten() {
             if rng.bool() {
@@ -603,9 +613,28 @@ impl Pair for MetadataResponse {
                 t.topic_id = [0; 16];
             }
         }
-        if version >= 11 {
-            // Absent since v11; both decoders give i32::MIN (the JSON default).
+        if !(8..=10).contains(&version) {
+            // Present in v8-v10 only; both decoders give i32::MIN (the JSON default).
             m.cluster_authorized_operations = i32::MIN;
+        }
+        if version < 3 {
+            m.throttle_time_ms = 0;
+        }
+        if version < 2 {
+            m.cluster_id = None;
+        }
+        for t in &mut m.topics {
+            if version < 8 {
+                t.topic_authorized_operations = i32::MIN;
+            }
+            for p in &mut t.partitions {
+                if version < 7 {
+                    p.leader_epoch = -1;
+                }
+                if version < 5 {
+                    p.offline_replicas.clear();
+                }
+            }
         }
         m
     }
@@ -715,7 +744,10 @@ impl Pair for MetadataResponse {
         }
     }
 
-    fn add_ignored(k: &mut Self::Kp, rng: &mut Rng, _version: i16) -> bool {
+    fn add_ignored(k: &mut Self::Kp, rng: &mut Rng, version: i16) -> bool {
+        if !Self::is_flexible(version) {
+            return false;
+        }
         k.unknown_tagged_fields = rng.unknown_tags(0);
         for b in &mut k.brokers {
             b.unknown_tagged_fields = rng.unknown_tags(0);
@@ -786,7 +818,10 @@ impl Pair for InitProducerIdRequest {
         assert!(k.unknown_tagged_fields.is_empty());
     }
 
-    fn add_ignored(k: &mut Self::Kp, rng: &mut Rng, _version: i16) -> bool {
+    fn add_ignored(k: &mut Self::Kp, rng: &mut Rng, version: i16) -> bool {
+        if !Self::is_flexible(version) {
+            return false;
+        }
         k.unknown_tagged_fields = rng.unknown_tags(0);
         true
     }
@@ -828,7 +863,10 @@ impl Pair for InitProducerIdResponse {
         assert!(k.unknown_tagged_fields.is_empty());
     }
 
-    fn add_ignored(k: &mut Self::Kp, rng: &mut Rng, _version: i16) -> bool {
+    fn add_ignored(k: &mut Self::Kp, rng: &mut Rng, version: i16) -> bool {
+        if !Self::is_flexible(version) {
+            return false;
+        }
         k.unknown_tagged_fields = rng.unknown_tags(0);
         true
     }
@@ -996,7 +1034,10 @@ impl Pair for ProduceRequest {
         }
     }
 
-    fn add_ignored(k: &mut Self::Kp, rng: &mut Rng, _version: i16) -> bool {
+    fn add_ignored(k: &mut Self::Kp, rng: &mut Rng, version: i16) -> bool {
+        if !Self::is_flexible(version) {
+            return false;
+        }
         k.unknown_tagged_fields = rng.unknown_tags(0);
         for t in &mut k.topic_data {
             t.unknown_tagged_fields = rng.unknown_tags(0);
@@ -1091,6 +1132,19 @@ impl Pair for ProduceResponse {
         }
         if version < 10 {
             m.node_endpoints.clear();
+        }
+        for p in m
+            .responses
+            .iter_mut()
+            .flat_map(|t| &mut t.partition_responses)
+        {
+            if version < 5 {
+                p.log_start_offset = -1;
+            }
+            if version < 8 {
+                p.record_errors.clear();
+                p.error_message = None;
+            }
         }
         m
     }
@@ -1201,7 +1255,10 @@ impl Pair for ProduceResponse {
         }
     }
 
-    fn add_ignored(k: &mut Self::Kp, rng: &mut Rng, _version: i16) -> bool {
+    fn add_ignored(k: &mut Self::Kp, rng: &mut Rng, version: i16) -> bool {
+        if !Self::is_flexible(version) {
+            return false;
+        }
         // Tag 0 is NodeEndpoints at the top level and CurrentLeader per partition.
         k.unknown_tagged_fields = rng.unknown_tags(1);
         for n in &mut k.node_endpoints {
@@ -1412,7 +1469,7 @@ fn api_versions_response_at_every_version() {
 fn metadata_request_at_every_version() {
     assert_eq!(
         versions::<MetadataRequest>().collect::<Vec<_>>(),
-        [9, 10, 11, 12]
+        (1..=12).collect::<Vec<_>>()
     );
     both_directions::<MetadataRequest>();
 }
@@ -1421,7 +1478,7 @@ fn metadata_request_at_every_version() {
 fn metadata_response_at_every_version() {
     assert_eq!(
         versions::<MetadataResponse>().collect::<Vec<_>>(),
-        [9, 10, 11, 12]
+        (1..=12).collect::<Vec<_>>()
     );
     both_directions::<MetadataResponse>();
 }
@@ -1430,7 +1487,7 @@ fn metadata_response_at_every_version() {
 fn init_producer_id_request_at_every_version() {
     assert_eq!(
         versions::<InitProducerIdRequest>().collect::<Vec<_>>(),
-        [2, 3, 4, 5]
+        [0, 1, 2, 3, 4, 5]
     );
     both_directions::<InitProducerIdRequest>();
 }
@@ -1439,7 +1496,7 @@ fn init_producer_id_request_at_every_version() {
 fn init_producer_id_response_at_every_version() {
     assert_eq!(
         versions::<InitProducerIdResponse>().collect::<Vec<_>>(),
-        [2, 3, 4, 5]
+        [0, 1, 2, 3, 4, 5]
     );
     both_directions::<InitProducerIdResponse>();
 }
@@ -1448,7 +1505,7 @@ fn init_producer_id_response_at_every_version() {
 fn produce_request_at_every_version() {
     assert_eq!(
         versions::<ProduceRequest>().collect::<Vec<_>>(),
-        [9, 10, 11, 12]
+        (3..=12).collect::<Vec<_>>()
     );
     both_directions::<ProduceRequest>();
 }
@@ -1457,7 +1514,7 @@ fn produce_request_at_every_version() {
 fn produce_response_at_every_version() {
     assert_eq!(
         versions::<ProduceResponse>().collect::<Vec<_>>(),
-        [9, 10, 11, 12]
+        (3..=12).collect::<Vec<_>>()
     );
     both_directions::<ProduceResponse>();
 }
@@ -1731,9 +1788,9 @@ where
 #[test]
 fn whole_frames_of_every_api_at_every_version() {
     assert_eq!(frames::<ApiVersionsRequest>(ApiKey::ApiVersions), 4);
-    assert_eq!(frames::<MetadataRequest>(ApiKey::Metadata), 4);
-    assert_eq!(frames::<InitProducerIdRequest>(ApiKey::InitProducerId), 4);
-    assert_eq!(frames::<ProduceRequest>(ApiKey::Produce), 4);
+    assert_eq!(frames::<MetadataRequest>(ApiKey::Metadata), 12);
+    assert_eq!(frames::<InitProducerIdRequest>(ApiKey::InitProducerId), 6);
+    assert_eq!(frames::<ProduceRequest>(ApiKey::Produce), 10);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -10,10 +10,14 @@
 //! Compact lengths in flexible messages are `length + 1` (0 is null).
 
 use bytes::{Bytes, BytesMut};
+use kprod_core::protocol::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
 use kprod_core::protocol::metadata::{
     MetadataBroker, MetadataPartition, MetadataRequest, MetadataResponse, MetadataTopic,
 };
-use kprod_core::protocol::produce::{PartitionProduceData, ProduceRequest, TopicProduceData};
+use kprod_core::protocol::produce::{
+    PartitionProduceData, PartitionProduceResponse, ProduceRequest, ProduceResponse,
+    TopicProduceData, TopicProduceResponse,
+};
 use kprod_core::protocol::record_batch::{
     BatchHeader, Header, Record, RecordBatch, RecordBatchBuilder,
 };
@@ -426,4 +430,254 @@ fn metadata_v12_response_frame_decodes_to_the_expected_fields() {
     // The body alone, through `decode_exact`.
     let body = Bytes::from_static(&METADATA_V12_RESPONSE_FRAME[9..]);
     assert_eq!(MetadataResponse::decode_exact(12, body), Ok(e));
+}
+
+// ---------------------------------------------------------------------------------------------
+// (d) Produce request v3: the frame of (a) in the non-flexible encoding (Kafka 0.11, and what
+//     kprod speaks to a broker capped at Produce v3..v8).
+// ---------------------------------------------------------------------------------------------
+
+#[rustfmt::skip]
+const PRODUCE_V3_FRAME_HEAD: &[u8] = &[
+    0x00, 0x00, 0x00, 0x78,                                 // frame size: 120 bytes follow
+    // request header v1
+    0x00, 0x00,                                             // request_api_key: 0 (Produce)
+    0x00, 0x03,                                             // request_api_version: 3
+    0x00, 0x00, 0x00, 0x07,                                 // correlation_id: 7
+    0x00, 0x05, b'k', b'p', b'r', b'o', b'd',               // client_id: "kprod"
+    // ProduceRequest v3 body
+    0xff, 0xff,                                             // transactional_id: null (i16 -1)
+    0xff, 0xff,                                             // acks: -1
+    0x00, 0x00, 0x75, 0x30,                                 // timeout_ms: 30000
+    0x00, 0x00, 0x00, 0x01,                                 // topic_data: 1 topic (i32 count)
+    0x00, 0x06, b'e', b'v', b'e', b'n', b't', b's',         // topic_data[0].name: "events" (i16 length)
+    0x00, 0x00, 0x00, 0x01,                                 // topic_data[0].partition_data: 1 partition
+    0x00, 0x00, 0x00, 0x00,                                 // partition_data[0].index: 0
+    0x00, 0x00, 0x00, 0x49,                                 // partition_data[0].records: 73 bytes (i32 length)
+    // ...followed by the 73-byte record batch of (a), and nothing else: no tagged fields
+];
+
+#[test]
+fn produce_v3_frame_is_encoded_exactly_and_decodes() {
+    let batch = Bytes::copy_from_slice(&PRODUCE_V9_FRAME[PRODUCE_V9_BATCH]);
+    let golden: Vec<u8> = [PRODUCE_V3_FRAME_HEAD, &batch[..]].concat();
+    let frame = encode_request(&produce_v9_request(batch.clone()), 3, 7, Some("kprod"));
+    assert_eq!(&frame[..], &golden[..]);
+    // The chunked encoding (what the producer writes) is the same frame.
+    let chunks = produce_v9_request(batch.clone()).encode_chunks(3, 7, Some("kprod"));
+    assert_eq!(chunks.concat(), golden);
+
+    let mut buf = BytesMut::from(&golden[..]);
+    let frame = FrameDecoder::default().decode(&mut buf).unwrap().unwrap();
+    let mut r = Reader::new(frame);
+    let header = RequestHeader::decode(1, &mut r).unwrap();
+    assert_eq!((header.api_key, header.api_version), (0, 3));
+    let body = ProduceRequest::decode(3, &mut r).unwrap();
+    r.expect_end().unwrap();
+    assert_eq!(body, produce_v9_request(batch));
+}
+
+// ---------------------------------------------------------------------------------------------
+// (e) Produce responses v8, v5 and v3: the non-flexible shapes, one partition acknowledged at
+//     offset 42.
+// ---------------------------------------------------------------------------------------------
+
+#[rustfmt::skip]
+const PRODUCE_V8_RESPONSE_FRAME: &[u8] = &[
+    0x00, 0x00, 0x00, 0x3c,                                 // frame size: 60 bytes follow
+    // response header v0
+    0x00, 0x00, 0x00, 0x07,                                 // correlation_id: 7
+    // ProduceResponse v8 body
+    0x00, 0x00, 0x00, 0x01,                                 // responses: 1 topic
+    0x00, 0x06, b'e', b'v', b'e', b'n', b't', b's',         // responses[0].name: "events"
+    0x00, 0x00, 0x00, 0x01,                                 // responses[0].partition_responses: 1
+    0x00, 0x00, 0x00, 0x00,                                 // index: 0
+    0x00, 0x00,                                             // error_code: 0
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2a,         // base_offset: 42
+    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,         // log_append_time_ms: -1 (CreateTime)
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,         // log_start_offset: 0 (v5+)
+    0x00, 0x00, 0x00, 0x00,                                 // record_errors: none (v8+)
+    0xff, 0xff,                                             // error_message: null (v8+)
+    0x00, 0x00, 0x00, 0x00,                                 // throttle_time_ms: 0 (last, outside the array)
+];
+
+fn produce_response(log_start_offset: i64) -> ProduceResponse {
+    ProduceResponse {
+        responses: vec![TopicProduceResponse {
+            name: "events".into(),
+            partition_responses: vec![PartitionProduceResponse {
+                index: 0,
+                error_code: 0,
+                base_offset: 42,
+                log_append_time_ms: -1,
+                log_start_offset,
+                record_errors: vec![],
+                error_message: None,
+                current_leader: None,
+            }],
+        }],
+        throttle_time_ms: 0,
+        node_endpoints: vec![],
+    }
+}
+
+#[test]
+fn produce_v3_to_v8_responses_are_encoded_exactly_and_decode() {
+    let v8 = PRODUCE_V8_RESPONSE_FRAME;
+    // v5..v7 end the partition after log_start_offset; v3..v4 after log_append_time_ms.
+    let v5: Vec<u8> = [&[0x00, 0x00, 0x00, 0x36][..], &v8[4..54], &v8[60..]].concat();
+    let v3: Vec<u8> = [&[0x00, 0x00, 0x00, 0x2e][..], &v8[4..46], &v8[60..]].concat();
+    for (version, golden, lso) in [
+        (8, v8.to_vec(), 0),
+        (7, v5.clone(), 0),
+        (5, v5, 0),
+        (4, v3.clone(), -1),
+        (3, v3, -1),
+    ] {
+        let frame = encode_response::<ProduceRequest>(&produce_response(lso), version, 7);
+        assert_eq!(&frame[..], &golden[..], "v{version}");
+        let mut buf = BytesMut::from(&golden[..]);
+        let f = FrameDecoder::default().decode(&mut buf).unwrap().unwrap();
+        let (h, body) = decode_response::<ProduceRequest>(version, f).unwrap();
+        assert_eq!(h.correlation_id, 7);
+        // Below v5 there is no log_start_offset: decoded as -1 (unknown), which the producer
+        // never takes for a benign state loss.
+        assert_eq!(body, produce_response(lso), "v{version}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// (f) Metadata response v1 (the oldest kprod speaks: no cluster id, throttle time, leader
+//     epoch, offline replicas or authorized operations).
+// ---------------------------------------------------------------------------------------------
+
+#[rustfmt::skip]
+const METADATA_V1_RESPONSE_FRAME: &[u8] = &[
+    0x00, 0x00, 0x00, 0x4d,                                 // frame size: 77 bytes follow
+    // response header v0
+    0x00, 0x00, 0x00, 0x07,                                 // correlation_id: 7
+    // MetadataResponse v1 body
+    0x00, 0x00, 0x00, 0x01,                                 // brokers: 1
+    0x00, 0x00, 0x00, 0x01,                                 // brokers[0].node_id: 1
+    0x00, 0x08, b'b', b'r', b'o', b'k', b'e', b'r', b'-', b'1', // brokers[0].host: "broker-1"
+    0x00, 0x00, 0x23, 0x84,                                 // brokers[0].port: 9092
+    0xff, 0xff,                                             // brokers[0].rack: null
+    0x00, 0x00, 0x00, 0x01,                                 // controller_id: 1
+    0x00, 0x00, 0x00, 0x01,                                 // topics: 1
+    0x00, 0x00,                                             // topics[0].error_code: 0
+    0x00, 0x06, b'e', b'v', b'e', b'n', b't', b's',         // topics[0].name: "events"
+    0x00,                                                   // topics[0].is_internal: false
+    0x00, 0x00, 0x00, 0x01,                                 // topics[0].partitions: 1
+    0x00, 0x00,                                             // partitions[0].error_code: 0
+    0x00, 0x00, 0x00, 0x00,                                 // partitions[0].partition_index: 0
+    0x00, 0x00, 0x00, 0x01,                                 // partitions[0].leader_id: 1
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01,         // partitions[0].replica_nodes: [1]
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01,         // partitions[0].isr_nodes: [1]
+];
+
+#[test]
+fn metadata_v1_response_frame_is_encoded_exactly_and_decodes() {
+    let mut e = metadata_v12_response();
+    e.cluster_id = None;
+    e.topics[0].topic_id = [0; 16];
+    e.topics[0].partitions.truncate(1);
+    // Fields absent at v1 decode to the JSON defaults.
+    e.topics[0].partitions[0].leader_epoch = -1;
+    let frame = encode_response::<MetadataRequest>(&e, 1, 7);
+    assert_eq!(&frame[..], METADATA_V1_RESPONSE_FRAME);
+    let mut buf = BytesMut::from(METADATA_V1_RESPONSE_FRAME);
+    let f = FrameDecoder::default().decode(&mut buf).unwrap().unwrap();
+    let (_, d) = decode_response::<MetadataRequest>(1, f).unwrap();
+    assert_eq!(d, e);
+
+    // The request: a nullable i32-count topic list, no allow_auto_topic_creation before v4.
+    let req = MetadataRequest {
+        topics: Some(vec![kprod_core::protocol::metadata::MetadataRequestTopic {
+            topic_id: [0; 16],
+            name: Some("events".into()),
+        }]),
+        allow_auto_topic_creation: true,
+        include_cluster_authorized_operations: false,
+        include_topic_authorized_operations: false,
+    };
+    let frame = encode_request(&req, 1, 7, None);
+    #[rustfmt::skip]
+    let golden: &[u8] = &[
+        0x00, 0x00, 0x00, 0x16,                             // frame size: 22 bytes follow
+        0x00, 0x03, 0x00, 0x01,                             // Metadata v1
+        0x00, 0x00, 0x00, 0x07,                             // correlation_id: 7
+        0xff, 0xff,                                         // client_id: null
+        0x00, 0x00, 0x00, 0x01,                             // topics: 1
+        0x00, 0x06, b'e', b'v', b'e', b'n', b't', b's',     // topics[0].name: "events"
+    ];
+    assert_eq!(&frame[..], golden);
+    let frame = encode_request(
+        &MetadataRequest {
+            allow_auto_topic_creation: false,
+            ..req
+        },
+        4,
+        7,
+        None,
+    );
+    assert_eq!(&frame[6..8], &[0x00, 0x04], "Metadata v4");
+    assert_eq!(
+        frame.last(),
+        Some(&0x00),
+        "v4 ends with allow_auto_topic_creation"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// (g) InitProducerId v0 (Kafka 0.11-2.3: non-flexible, no producer id/epoch in the request).
+// ---------------------------------------------------------------------------------------------
+
+#[rustfmt::skip]
+const INIT_PRODUCER_ID_V0_FRAME: &[u8] = &[
+    0x00, 0x00, 0x00, 0x15,                                 // frame size: 21 bytes follow
+    0x00, 0x16,                                             // request_api_key: 22 (InitProducerId)
+    0x00, 0x00,                                             // request_api_version: 0
+    0x00, 0x00, 0x00, 0x07,                                 // correlation_id: 7
+    0x00, 0x05, b'k', b'p', b'r', b'o', b'd',               // client_id: "kprod"
+    0xff, 0xff,                                             // transactional_id: null (i16 -1)
+    0x7f, 0xff, 0xff, 0xff,                                 // transaction_timeout_ms: i32::MAX
+];
+
+#[rustfmt::skip]
+const INIT_PRODUCER_ID_V0_RESPONSE_FRAME: &[u8] = &[
+    0x00, 0x00, 0x00, 0x14,                                 // frame size: 20 bytes follow
+    0x00, 0x00, 0x00, 0x07,                                 // correlation_id: 7 (header v0)
+    0x00, 0x00, 0x00, 0x00,                                 // throttle_time_ms: 0
+    0x00, 0x00,                                             // error_code: 0
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x92,         // producer_id: 4242
+    0x00, 0x00,                                             // producer_epoch: 0
+];
+
+#[test]
+fn init_producer_id_v0_and_v1_frames_are_encoded_exactly_and_decode() {
+    let resp = InitProducerIdResponse {
+        throttle_time_ms: 0,
+        error_code: 0,
+        producer_id: 4242,
+        producer_epoch: 0,
+    };
+    for version in [0, 1] {
+        let frame = encode_request(&InitProducerIdRequest::default(), version, 7, Some("kprod"));
+        let mut golden = INIT_PRODUCER_ID_V0_FRAME.to_vec();
+        golden[7] = version as u8;
+        assert_eq!(&frame[..], &golden[..], "v{version}");
+        let mut r = Reader::new(Bytes::from(golden[4..].to_vec()));
+        RequestHeader::decode(1, &mut r).unwrap();
+        assert_eq!(
+            InitProducerIdRequest::decode(version, &mut r).unwrap(),
+            InitProducerIdRequest::default()
+        );
+        r.expect_end().unwrap();
+
+        let frame = encode_response::<InitProducerIdRequest>(&resp, version, 7);
+        assert_eq!(&frame[..], INIT_PRODUCER_ID_V0_RESPONSE_FRAME, "v{version}");
+        let f = Bytes::from_static(&INIT_PRODUCER_ID_V0_RESPONSE_FRAME[4..]);
+        let (_, d) = decode_response::<InitProducerIdRequest>(version, f).unwrap();
+        assert_eq!(d, resp);
+    }
 }

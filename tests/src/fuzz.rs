@@ -492,7 +492,8 @@ pub fn fuzz_decoders(rng: &mut Rng, n: u64) -> DecoderStats {
                 (v, encode_response::<ApiVersionsRequest>(&r, v, corr))
             }
             1 => {
-                let v = 9 + rng.below(4) as i16;
+                // Every Metadata version kprod speaks, v1..v12.
+                let v = 1 + rng.below(12) as i16;
                 let nodes = [(1, "b1".to_owned(), 9092), (2, "b2".to_owned(), 9093)];
                 let mut r = gen_metadata(rng, v, &["t0".into(), "t1".into()], &nodes);
                 if v < 12 {
@@ -504,12 +505,14 @@ pub fn fuzz_decoders(rng: &mut Rng, n: u64) -> DecoderStats {
                 (v, encode_response::<MetadataRequest>(&r, v, corr))
             }
             2 => {
-                let v = 2 + rng.below(4) as i16;
+                // InitProducerId v0..v5 (v0-v1 non-flexible).
+                let v = rng.below(6) as i16;
                 let r = gen_init_producer_id(rng);
                 (v, encode_response::<InitProducerIdRequest>(&r, v, corr))
             }
             3 => {
-                let v = 9 + rng.below(4) as i16;
+                // Produce v3..v12 (v3-v8 non-flexible).
+                let v = 3 + rng.below(10) as i16;
                 let mut r = gen_produce(rng, v, None);
                 if v < 10 {
                     r.node_endpoints.clear();

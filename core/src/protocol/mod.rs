@@ -21,6 +21,7 @@ pub mod primitives;
 pub mod produce;
 pub mod record_batch;
 pub mod sasl;
+pub mod versions;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -28,6 +29,7 @@ pub use error_code::ErrorCode;
 pub use frame::FrameDecoder;
 pub use header::{RequestHeader, ResponseHeader};
 pub use primitives::{Reader, Writer};
+pub use versions::{negotiate_versions, MaxVersions, NegotiatedVersions};
 
 /// Why a buffer could not be decoded. Only ever produced by bytes from a peer.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -306,7 +308,7 @@ mod tests {
     fn negotiation_ignores_the_advertised_produce_minimum() {
         // Only the broker's maximum counts for Produce (KAFKA-18659): the advertised
         // minimum is not trusted in either direction.
-        let ours = VersionRange::new(9, 12);
+        let ours = VersionRange::new(3, 12);
         assert_eq!(
             negotiate(api_key::PRODUCE, ours, VersionRange::new(0, 12)),
             Some(12)
@@ -316,7 +318,11 @@ mod tests {
             Some(12)
         );
         assert_eq!(
-            negotiate(api_key::PRODUCE, ours, VersionRange::new(0, 8)),
+            negotiate(api_key::PRODUCE, ours, VersionRange::new(0, 7)),
+            Some(7)
+        );
+        assert_eq!(
+            negotiate(api_key::PRODUCE, ours, VersionRange::new(0, 2)),
             None
         );
     }

@@ -1,8 +1,14 @@
-//! Produce (key 0), flexible versions v9–v12, with topic names.
+//! Produce (key 0), v3–v12, with topic names.
 //!
-//! Each partition carries exactly one record batch (a broker rule since v3). v10 adds the
-//! KIP-951 leader hints: the tagged `CurrentLeader` per partition and `NodeEndpoints` at the
-//! top level of the response. v11 and v12 have the same layout as v10.
+//! v3 is the oldest version that carries RecordBatch v2 (magic 2, the only format with producer
+//! ids and sequences) and a `transactional_id`; each partition carries exactly one record batch
+//! (a broker rule since v3). v3–v8 are non-flexible (i16 strings, i32 arrays, i32-length
+//! records). Response fields by version: `log_append_time_ms` is present from v2 (so always
+//! here), `log_start_offset` from v5 (-1 before), `record_errors` and `error_message` from v8
+//! (empty/null before). v4–v6 differ from v3 only in the errors the broker may return, v7 in
+//! allowing zstd. v9 is the first flexible version. v10 adds the KIP-951 leader hints: the
+//! tagged `CurrentLeader` per partition and `NodeEndpoints` at the top level of the response.
+//! v11 and v12 have the same layout as v10.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use smallvec::SmallVec;
@@ -43,7 +49,7 @@ pub struct PartitionProduceData {
 
 impl Message for ProduceRequest {
     const API_KEY: i16 = api_key::PRODUCE;
-    const VERSIONS: VersionRange = VersionRange::new(9, 12);
+    const VERSIONS: VersionRange = VersionRange::new(3, 12);
     const FLEXIBLE_SINCE: i16 = 9;
 
     fn size_hint(&self) -> usize {
@@ -57,45 +63,59 @@ impl Message for ProduceRequest {
         n
     }
 
-    fn encode(&self, _version: i16, buf: &mut BytesMut) {
-        buf.put_nullable_string(self.transactional_id.as_deref(), true);
+    fn encode(&self, version: i16, buf: &mut BytesMut) {
+        let flex = Self::is_flexible(version);
+        buf.put_nullable_string(self.transactional_id.as_deref(), flex);
         buf.put_i16(self.acks);
         buf.put_i32(self.timeout_ms);
-        buf.put_array_len(Some(self.topic_data.len()), true);
+        buf.put_array_len(Some(self.topic_data.len()), flex);
         for t in &self.topic_data {
-            buf.put_string(&t.name, true);
-            buf.put_array_len(Some(t.partition_data.len()), true);
+            buf.put_string(&t.name, flex);
+            buf.put_array_len(Some(t.partition_data.len()), flex);
             for p in &t.partition_data {
                 buf.put_i32(p.index);
-                buf.put_nullable_bytes(p.records.as_deref(), true);
+                buf.put_nullable_bytes(p.records.as_deref(), flex);
+                if flex {
+                    buf.put_empty_tags();
+                }
+            }
+            if flex {
                 buf.put_empty_tags();
             }
+        }
+        if flex {
             buf.put_empty_tags();
         }
-        buf.put_empty_tags();
     }
 
-    fn decode(_version: i16, r: &mut Reader) -> Result<Self, DecodeError> {
-        let transactional_id = r.nullable_string(true)?;
+    fn decode(version: i16, r: &mut Reader) -> Result<Self, DecodeError> {
+        let flex = Self::is_flexible(version);
+        let transactional_id = r.nullable_string(flex)?;
         let acks = r.i16()?;
         let timeout_ms = r.i32()?;
-        let topic_data = r.array(true, |r| {
-            let name = r.string(true)?;
-            let partition_data = r.array(true, |r| {
+        let topic_data = r.array(flex, |r| {
+            let name = r.string(flex)?;
+            let partition_data = r.array(flex, |r| {
                 let p = PartitionProduceData {
                     index: r.i32()?,
-                    records: r.nullable_bytes(true)?,
+                    records: r.nullable_bytes(flex)?,
                 };
-                r.skip_tagged_fields()?;
+                if flex {
+                    r.skip_tagged_fields()?;
+                }
                 Ok(p)
             })?;
-            r.skip_tagged_fields()?;
+            if flex {
+                r.skip_tagged_fields()?;
+            }
             Ok(TopicProduceData {
                 name,
                 partition_data,
             })
         })?;
-        r.skip_tagged_fields()?;
+        if flex {
+            r.skip_tagged_fields()?;
+        }
         Ok(Self {
             transactional_id,
             acks,
@@ -131,31 +151,43 @@ impl ProduceRequest {
             Self::request_header_version(version),
             &mut meta,
         );
-        meta.put_nullable_string(self.transactional_id.as_deref(), true);
+        let flex = Self::is_flexible(version);
+        meta.put_nullable_string(self.transactional_id.as_deref(), flex);
         meta.put_i16(self.acks);
         meta.put_i32(self.timeout_ms);
-        meta.put_array_len(Some(self.topic_data.len()), true);
+        meta.put_array_len(Some(self.topic_data.len()), flex);
         // (offset in `meta` after which a batch goes, the batch)
         let mut splits: SmallVec<[(usize, Bytes); 4]> = SmallVec::new();
         let mut batch_bytes = 0;
         for t in &self.topic_data {
-            meta.put_string(&t.name, true);
-            meta.put_array_len(Some(t.partition_data.len()), true);
+            meta.put_string(&t.name, flex);
+            meta.put_array_len(Some(t.partition_data.len()), flex);
             for p in &t.partition_data {
                 meta.put_i32(p.index);
                 match &p.records {
                     Some(b) => {
-                        meta.put_uvarint(b.len() as u32 + 1);
+                        // The length prefix only: the batch itself becomes its own chunk.
+                        if flex {
+                            meta.put_uvarint(b.len() as u32 + 1);
+                        } else {
+                            meta.put_i32(b.len() as i32);
+                        }
                         splits.push((meta.len(), b.clone()));
                         batch_bytes += b.len();
                     }
-                    None => meta.put_uvarint(0),
+                    None => meta.put_nullable_bytes(None, flex),
                 }
+                if flex {
+                    meta.put_empty_tags();
+                }
+            }
+            if flex {
                 meta.put_empty_tags();
             }
+        }
+        if flex {
             meta.put_empty_tags();
         }
-        meta.put_empty_tags();
         let size = (meta.len() + batch_bytes - 4) as i32;
         meta[..4].copy_from_slice(&size.to_be_bytes());
         let meta = meta.freeze();
@@ -245,10 +277,13 @@ pub struct NodeEndpoint {
 
 impl Message for ProduceResponse {
     const API_KEY: i16 = api_key::PRODUCE;
-    const VERSIONS: VersionRange = VersionRange::new(9, 12);
+    const VERSIONS: VersionRange = VersionRange::new(3, 12);
     const FLEXIBLE_SINCE: i16 = 9;
 
     fn encode(&self, version: i16, buf: &mut BytesMut) {
+        if !Self::is_flexible(version) {
+            return self.encode_classic(version, buf);
+        }
         buf.put_array_len(Some(self.responses.len()), true);
         for t in &self.responses {
             buf.put_string(&t.name, true);
@@ -299,6 +334,9 @@ impl Message for ProduceResponse {
     }
 
     fn decode(version: i16, r: &mut Reader) -> Result<Self, DecodeError> {
+        if !Self::is_flexible(version) {
+            return Self::decode_classic(version, r);
+        }
         let responses = r.array(true, |r| {
             let name = r.string(true)?;
             let partition_responses = r.array(true, |r| {
@@ -373,6 +411,81 @@ impl Message for ProduceResponse {
     }
 }
 
+impl ProduceResponse {
+    /// The non-flexible layout of v3–v8: fields absent at `version` are not written.
+    fn encode_classic(&self, version: i16, buf: &mut BytesMut) {
+        buf.put_array_len(Some(self.responses.len()), false);
+        for t in &self.responses {
+            buf.put_string(&t.name, false);
+            buf.put_array_len(Some(t.partition_responses.len()), false);
+            for p in &t.partition_responses {
+                buf.put_i32(p.index);
+                buf.put_i16(p.error_code);
+                buf.put_i64(p.base_offset);
+                buf.put_i64(p.log_append_time_ms);
+                if version >= 5 {
+                    buf.put_i64(p.log_start_offset);
+                }
+                if version >= 8 {
+                    buf.put_array_len(Some(p.record_errors.len()), false);
+                    for e in &p.record_errors {
+                        buf.put_i32(e.batch_index);
+                        buf.put_nullable_string(e.batch_index_error_message.as_deref(), false);
+                    }
+                    buf.put_nullable_string(p.error_message.as_deref(), false);
+                }
+            }
+        }
+        buf.put_i32(self.throttle_time_ms);
+    }
+
+    /// The non-flexible layout of v3–v8: fields absent at `version` take the value Kafka's
+    /// generated code gives them (`log_start_offset` -1, no record errors, no message).
+    fn decode_classic(version: i16, r: &mut Reader) -> Result<Self, DecodeError> {
+        let responses = r.array(false, |r| {
+            let name = r.string(false)?;
+            let partition_responses = r.array(false, |r| {
+                let index = r.i32()?;
+                let error_code = r.i16()?;
+                let base_offset = r.i64()?;
+                let log_append_time_ms = r.i64()?;
+                let log_start_offset = if version >= 5 { r.i64()? } else { -1 };
+                let (record_errors, error_message) = if version >= 8 {
+                    let errors = r.array(false, |r| {
+                        Ok(BatchIndexAndErrorMessage {
+                            batch_index: r.i32()?,
+                            batch_index_error_message: r.nullable_string(false)?,
+                        })
+                    })?;
+                    (errors, r.nullable_string(false)?)
+                } else {
+                    (Vec::new(), None)
+                };
+                Ok(PartitionProduceResponse {
+                    index,
+                    error_code,
+                    base_offset,
+                    log_append_time_ms,
+                    log_start_offset,
+                    record_errors,
+                    error_message,
+                    current_leader: None,
+                })
+            })?;
+            Ok(TopicProduceResponse {
+                name,
+                partition_responses,
+            })
+        })?;
+        let throttle_time_ms = r.i32()?;
+        Ok(Self {
+            responses,
+            throttle_time_ms,
+            node_endpoints: Vec::new(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -411,7 +524,7 @@ mod tests {
                 },
             ],
         };
-        for v in 9..=12 {
+        for v in 3..=12 {
             let plain = super::super::encode_request(&req, v, 77, Some("kprod"));
             let chunks = req.encode_chunks(v, 77, Some("kprod"));
             assert_eq!(chunks.len(), 7, "three batches, four framing chunks");

@@ -1,0 +1,300 @@
+//! Choosing the versions a connection speaks, from the broker's ApiVersions answer and the
+//! user's caps.
+//!
+//! kprod supports every version that still carries idempotence: Produce v3–v12 (v3 is the
+//! first with RecordBatch v2), Metadata v1–v12, InitProducerId v0–v5 and ApiVersions v0–v3.
+//! For each API the connection speaks the highest version in kprod's range, the broker's range
+//! and under the user's cap ([`MaxVersions`]); for Produce the broker's advertised minimum is
+//! ignored (KAFKA-18659). Two facts about the broker follow from the result and change what the
+//! producer does (see [`NegotiatedVersions`]): whether it knows KIP-360 (InitProducerId v3+,
+//! Kafka 2.5+), and whether its Produce responses can carry KIP-951 leader hints (Produce v10+,
+//! Kafka 3.7+).
+
+use super::api_versions::ApiVersionsResponse;
+use super::init_producer_id::InitProducerIdRequest;
+use super::metadata::MetadataRequest;
+use super::produce::ProduceRequest;
+use super::{api_key, negotiate, Message, VersionRange};
+
+/// Per-API maximum versions set by the user (`kprod.max.produce.version`,
+/// `kprod.max.metadata.version`, `kprod.max.init.producer.id.version`): the connection never
+/// speaks a higher version, even if both sides could. `None` leaves an API uncapped. Like
+/// librdkafka's `broker.version.fallback`, this lets a user pin a producer to what an old
+/// broker speaks, and lets tests force every old version against a new broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct MaxVersions {
+    /// Highest Produce version (3..=12).
+    pub produce: Option<i16>,
+    /// Highest Metadata version (1..=12).
+    pub metadata: Option<i16>,
+    /// Highest InitProducerId version (0..=5).
+    pub init_producer_id: Option<i16>,
+}
+
+impl MaxVersions {
+    /// No cap.
+    pub const NONE: Self = Self {
+        produce: None,
+        metadata: None,
+        init_producer_id: None,
+    };
+
+    /// Checks every cap against kprod's own range; on failure names the property.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        let one = |cap: Option<i16>, ours: VersionRange, prop: &'static str| match cap {
+            Some(v) if !ours.contains(v) => Err((
+                prop,
+                format!(
+                    "{v} is outside the supported versions {}..={}",
+                    ours.min, ours.max
+                ),
+            )),
+            _ => Ok(()),
+        };
+        one(
+            self.produce,
+            ProduceRequest::VERSIONS,
+            "kprod.max.produce.version",
+        )?;
+        one(
+            self.metadata,
+            MetadataRequest::VERSIONS,
+            "kprod.max.metadata.version",
+        )?;
+        one(
+            self.init_producer_id,
+            InitProducerIdRequest::VERSIONS,
+            "kprod.max.init.producer.id.version",
+        )
+    }
+}
+
+/// The versions one connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NegotiatedVersions {
+    /// The ApiVersions version the broker answered.
+    pub api_versions: i16,
+    /// Produce.
+    pub produce: i16,
+    /// Metadata.
+    pub metadata: i16,
+    /// InitProducerId.
+    pub init_producer_id: i16,
+}
+
+impl Default for NegotiatedVersions {
+    /// The highest versions kprod speaks (what a connection starts from).
+    fn default() -> Self {
+        Self {
+            api_versions: super::api_versions::ApiVersionsRequest::VERSIONS.max,
+            produce: ProduceRequest::VERSIONS.max,
+            metadata: MetadataRequest::VERSIONS.max,
+            init_producer_id: InitProducerIdRequest::VERSIONS.max,
+        }
+    }
+}
+
+impl NegotiatedVersions {
+    /// Whether the broker knows KIP-360 (Kafka 2.5+), i.e. speaks InitProducerId v3+. A
+    /// broker that does not is an old Apache Kafka (0.11–2.4) whose clients answered every
+    /// sequence problem with a new producer id: kprod then never bumps its epoch locally but
+    /// asks for a new producer id and re-sequences from 0 under it (spec §B, P9).
+    pub fn kip360(&self) -> bool {
+        self.init_producer_id >= 3
+    }
+
+    /// Whether Produce responses can carry KIP-951 leader hints (`CurrentLeader`,
+    /// `NodeEndpoints`; Produce v10+). Below, a NOT_LEADER_OR_FOLLOWER is followed by a
+    /// metadata refresh only.
+    pub fn leader_hints(&self) -> bool {
+        self.produce >= 10
+    }
+}
+
+impl std::fmt::Display for NegotiatedVersions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ApiVersions v{}, Produce v{}, Metadata v{}, InitProducerId v{}",
+            self.api_versions, self.produce, self.metadata, self.init_producer_id
+        )
+    }
+}
+
+/// Why no version could be chosen for an API: its name.
+pub type NegotiationError = &'static str;
+
+/// Picks the versions a connection speaks from the broker's ApiVersions answer (given at
+/// `api_versions`) under `caps`. Fails with the name of the first API the broker lacks or
+/// shares no version of with kprod (under the cap).
+pub fn negotiate_versions(
+    resp: &ApiVersionsResponse,
+    api_versions: i16,
+    caps: &MaxVersions,
+) -> Result<NegotiatedVersions, NegotiationError> {
+    let pick = |key: i16, ours: VersionRange, cap: Option<i16>, name: &'static str| {
+        let ours = match cap {
+            Some(c) => VersionRange::new(ours.min, ours.max.min(c)),
+            None => ours,
+        };
+        if ours.min > ours.max {
+            return Err(name);
+        }
+        resp.range_of(key)
+            .and_then(|theirs| negotiate(key, ours, theirs))
+            .ok_or(name)
+    };
+    Ok(NegotiatedVersions {
+        api_versions,
+        produce: pick(
+            api_key::PRODUCE,
+            ProduceRequest::VERSIONS,
+            caps.produce,
+            "Produce",
+        )?,
+        metadata: pick(
+            api_key::METADATA,
+            MetadataRequest::VERSIONS,
+            caps.metadata,
+            "Metadata",
+        )?,
+        init_producer_id: pick(
+            api_key::INIT_PRODUCER_ID,
+            InitProducerIdRequest::VERSIONS,
+            caps.init_producer_id,
+            "InitProducerId",
+        )?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::api_versions::ApiVersion;
+    use super::*;
+
+    fn broker(produce: (i16, i16), metadata: (i16, i16), pid: (i16, i16)) -> ApiVersionsResponse {
+        let k = |api_key, (min_version, max_version)| ApiVersion {
+            api_key,
+            min_version,
+            max_version,
+        };
+        ApiVersionsResponse {
+            error_code: 0,
+            api_keys: vec![
+                k(api_key::PRODUCE, produce),
+                k(api_key::METADATA, metadata),
+                k(api_key::API_VERSIONS, (0, 3)),
+                k(api_key::INIT_PRODUCER_ID, pid),
+            ],
+            throttle_time_ms: 0,
+        }
+    }
+
+    fn v(api: i16, p: i16, m: i16, i: i16) -> NegotiatedVersions {
+        NegotiatedVersions {
+            api_versions: api,
+            produce: p,
+            metadata: m,
+            init_producer_id: i,
+        }
+    }
+
+    #[test]
+    fn the_brokers_of_the_readme_table() {
+        let none = MaxVersions::NONE;
+        // Apache Kafka 4.4 (probed): Produce 3-13, Metadata 0-13, InitProducerId 0-5.
+        let k44 = broker((3, 13), (0, 13), (0, 5));
+        assert_eq!(negotiate_versions(&k44, 3, &none), Ok(v(3, 12, 12, 5)));
+        // Apache Kafka 3.9: Produce 0-11, Metadata 0-12, InitProducerId 0-5.
+        let k39 = broker((0, 11), (0, 12), (0, 5));
+        assert_eq!(negotiate_versions(&k39, 3, &none), Ok(v(3, 11, 12, 5)));
+        // Redpanda (its handler declarations): Produce 0-7, Metadata 0-8, InitProducerId 0-3:
+        // KIP-360 but no KIP-951 leader hints.
+        let rp = broker((0, 7), (0, 8), (0, 3));
+        let n = negotiate_versions(&rp, 3, &none).unwrap();
+        assert_eq!(n, v(3, 7, 8, 3));
+        assert!(n.kip360() && !n.leader_hints());
+        // A broker without KIP-360 (Apache Kafka 2.0-2.3: InitProducerId 0-1).
+        let k23 = broker((0, 7), (0, 8), (0, 1));
+        let n = negotiate_versions(&k23, 2, &none).unwrap();
+        assert_eq!(n, v(2, 7, 8, 1));
+        assert!(!n.kip360() && !n.leader_hints());
+        // Azure Event Hubs: Produce 0-7, Metadata 0-5; with InitProducerId 0-1 it would be
+        // spoken as below, without InitProducerId kprod refuses it.
+        let eh = broker((0, 7), (0, 5), (0, 1));
+        assert_eq!(negotiate_versions(&eh, 2, &none), Ok(v(2, 7, 5, 1)));
+        // Kafka 0.11: Produce 0-3, Metadata 0-4, InitProducerId 0.
+        let k011 = broker((0, 3), (0, 4), (0, 0));
+        assert_eq!(negotiate_versions(&k011, 1, &none), Ok(v(1, 3, 4, 0)));
+        // Kafka 0.10.2: no idempotence at all.
+        let k0102 = broker((0, 2), (0, 2), (0, 0));
+        assert_eq!(negotiate_versions(&k0102, 1, &none), Err("Produce"));
+        let mut no_pid = broker((0, 8), (0, 8), (0, 0));
+        no_pid
+            .api_keys
+            .retain(|a| a.api_key != api_key::INIT_PRODUCER_ID);
+        assert_eq!(negotiate_versions(&no_pid, 1, &none), Err("InitProducerId"));
+    }
+
+    #[test]
+    fn caps_lower_every_api_and_a_cap_below_the_broker_fails() {
+        let k44 = broker((3, 13), (0, 13), (0, 5));
+        let caps = MaxVersions {
+            produce: Some(3),
+            metadata: Some(1),
+            init_producer_id: Some(0),
+        };
+        caps.check().unwrap();
+        let n = negotiate_versions(&k44, 3, &caps).unwrap();
+        assert_eq!(n, v(3, 3, 1, 0));
+        assert!(!n.kip360());
+        let caps = MaxVersions {
+            produce: Some(9),
+            ..MaxVersions::NONE
+        };
+        assert_eq!(negotiate_versions(&k44, 3, &caps), Ok(v(3, 9, 12, 5)));
+        // A broker whose Metadata starts at 9 (a future Kafka) cannot honour a cap of 8.
+        let future = broker((3, 13), (9, 13), (0, 5));
+        let caps = MaxVersions {
+            metadata: Some(8),
+            ..MaxVersions::NONE
+        };
+        assert_eq!(negotiate_versions(&future, 3, &caps), Err("Metadata"));
+    }
+
+    #[test]
+    fn caps_outside_the_supported_range_name_their_property() {
+        for (caps, prop) in [
+            (
+                MaxVersions {
+                    produce: Some(2),
+                    ..MaxVersions::NONE
+                },
+                "kprod.max.produce.version",
+            ),
+            (
+                MaxVersions {
+                    produce: Some(13),
+                    ..MaxVersions::NONE
+                },
+                "kprod.max.produce.version",
+            ),
+            (
+                MaxVersions {
+                    metadata: Some(0),
+                    ..MaxVersions::NONE
+                },
+                "kprod.max.metadata.version",
+            ),
+            (
+                MaxVersions {
+                    init_producer_id: Some(6),
+                    ..MaxVersions::NONE
+                },
+                "kprod.max.init.producer.id.version",
+            ),
+        ] {
+            assert_eq!(caps.check().unwrap_err().0, prop);
+        }
+    }
+}
