@@ -64,15 +64,12 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::{Bytes, BytesMut};
-use kprod_core::{
-    ConfigError, ConnId, Diagnostic, Event, Output, Persistence, Producer, ProducerConfig, Record,
-    RecordId, SendError,
-};
+use bytes::BytesMut;
+use kprod_core::{ConnId, Diagnostic, Event, Output, Producer, RecordId};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
@@ -83,6 +80,21 @@ pub use properties::{config_from_properties, ClientConfig, PropertyError, Securi
 pub use sasl::TokenProvider;
 #[cfg(feature = "tls")]
 pub use tls::TlsConnector;
+
+// What an application needs besides the handle, so that kprod-tokio is its only dependency.
+pub use bytes::Bytes;
+/// The sans-IO core this crate drives, for what the flat re-exports below leave out.
+pub use kprod_core;
+/// A Kafka error code, as in [`FailureReason::Broker`] and [`FatalError::Broker`].
+pub use kprod_core::protocol::ErrorCode;
+/// Why an accepted record failed: kprod-core's `DeliveryError`, the payload of
+/// [`ErrorKind::Failed`] (this crate's [`DeliveryError`] wraps it with the record's
+/// [`Persistence`]).
+pub use kprod_core::DeliveryError as FailureReason;
+pub use kprod_core::{
+    Compression, CompressionType, ConfigError, DataLossPolicy, FatalError, GapPolicy, Header,
+    Persistence, ProducerConfig, Record, SaslConfig, SaslMechanism, Secret, SendError,
+};
 
 /// How many application commands may wait for the driver before callers wait too.
 const COMMAND_QUEUE: usize = 1024;
@@ -156,6 +168,112 @@ impl std::fmt::Display for ConnectionError {
 
 impl std::error::Error for ConnectionError {}
 
+/// Why the producer failed as a whole: an error that no retry can fix. Once it happens,
+/// every record pending then fails with it, every later `send` or `enqueue` is refused with
+/// it, and [`ProducerHandle::fatal`] returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fatal {
+    /// The core stopped ([`kprod_core::Event::Fatal`]): a broker error no retry can fix (an
+    /// authorization failure, say), failed SASL authentication, no common API version, or the
+    /// gap or data-loss policy set to `Fatal`. Records fail with
+    /// [`ErrorKind::Failed`]`(`[`FailureReason::Fatal`]`)`.
+    Producer(FatalError),
+    /// A connection error no retry can fix (a certificate rejected by either side): see
+    /// [`ConnectionError`]. Records fail with [`ErrorKind::Connection`].
+    Connection(ConnectionError),
+}
+
+impl Fatal {
+    /// The error a record gets from this failure.
+    fn record_error(&self, persisted: Persistence) -> DeliveryError {
+        DeliveryError {
+            kind: match self {
+                Self::Producer(e) => ErrorKind::Failed(FailureReason::Fatal(e.clone())),
+                Self::Connection(e) => ErrorKind::Connection(e.clone()),
+            },
+            persisted,
+        }
+    }
+}
+
+impl std::fmt::Display for Fatal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Producer(e) => write!(f, "the producer failed: {e}"),
+            Self::Connection(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for Fatal {}
+
+/// Why a producer could not start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The configuration does not validate; the error names the setting.
+    Config(ConfigError),
+    /// Called outside a tokio runtime: the producer runs as a task on the current runtime.
+    NoRuntime,
+}
+
+/// What [`StartError::NoRuntime`] and [`PropertyError::NoRuntime`] say.
+pub(crate) const NO_RUNTIME: &str =
+    "no tokio runtime: a kprod-tokio producer runs as a task on the current runtime, so start \
+     it from async code run by tokio, inside Runtime::block_on, or while a Runtime::enter \
+     guard is held (the runtime needs its time and IO drivers: enable_all)";
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Config(e) => e.fmt(f),
+            Self::NoRuntime => f.write_str(NO_RUNTIME),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+impl From<ConfigError> for StartError {
+    fn from(e: ConfigError) -> Self {
+        Self::Config(e)
+    }
+}
+
+impl From<StartError> for PropertyError {
+    fn from(e: StartError) -> Self {
+        match e {
+            StartError::Config(e) => Self::Config(e),
+            StartError::NoRuntime => Self::NoRuntime,
+        }
+    }
+}
+
+/// [`ProducerHandle::flush_timeout`] or [`ProducerHandle::close_timeout`] ran out of time.
+/// Nothing was cancelled: every record accepted before still resolves, and its delivery
+/// future reports how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeout {
+    /// `"flush"` or `"close"`.
+    pub operation: &'static str,
+    /// The time allowed.
+    pub after: Duration,
+}
+
+impl std::fmt::Display for Timeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} did not finish within {:?}: records still unresolved keep being delivered \
+             (each resolves by delivery.timeout.ms, and its delivery future says how)",
+            self.operation, self.after
+        )
+    }
+}
+
+impl std::error::Error for Timeout {}
+
 /// Why a record was not delivered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -163,8 +281,8 @@ pub enum ErrorKind {
     /// The producer refused the record before accepting it; the record is handed back.
     /// Never `QueueFull`: a full buffer makes the caller wait instead.
     Refused(Box<SendError>),
-    /// The record was accepted and then failed.
-    Failed(kprod_core::DeliveryError),
+    /// The record failed (or, after the producer failed, was refused) for this reason.
+    Failed(FailureReason),
     /// The producer failed on a connection error that no retry can fix (a certificate
     /// rejected by either side): see [`ConnectionError`].
     Connection(ConnectionError),
@@ -196,7 +314,9 @@ impl std::error::Error for DeliveryError {}
 
 type Outcome = Result<(Arc<str>, i32, Option<i64>), DeliveryError>;
 
-/// The outcome of an accepted record. Dropping it does not cancel the record.
+/// The outcome of an accepted record. Dropping it does not cancel the record: the record is
+/// delivered (or fails) as if the future were still held, [`ProducerHandle::flush`] and
+/// [`ProducerHandle::close`] still wait for it; only its outcome goes unobserved.
 #[derive(Debug)]
 pub struct DeliveryFuture {
     rx: oneshot::Receiver<Outcome>,
@@ -235,14 +355,23 @@ enum Command {
 
 /// A cloneable handle to a producer driven by a tokio task. When every handle is dropped the
 /// producer closes: buffered records are still delivered.
+///
+/// `ProducerHandle` is `Send + Sync`, and so are the futures of its methods: share it between
+/// tasks by cloning it.
 #[derive(Debug, Clone)]
 pub struct ProducerHandle {
     tx: mpsc::Sender<Command>,
+    /// Set once, by the driver, when the producer fails as a whole.
+    fatal: Arc<OnceLock<Fatal>>,
 }
 
 impl ProducerHandle {
     /// Starts a producer that connects over TCP, on the current tokio runtime.
-    pub fn connect(config: ProducerConfig) -> Result<Self, ConfigError> {
+    ///
+    /// # Errors
+    /// [`StartError::Config`] names the setting that does not validate;
+    /// [`StartError::NoRuntime`] when called outside a tokio runtime (this never panics).
+    pub fn connect(config: ProducerConfig) -> Result<Self, StartError> {
         Self::with_connector(config, TcpConnector)
     }
 
@@ -296,7 +425,7 @@ impl ProducerHandle {
             .producer
             .sasl
             .as_ref()
-            .is_some_and(|s| s.mechanism == kprod_core::SaslMechanism::OAuthBearer);
+            .is_some_and(|s| s.mechanism == SaslMechanism::OAuthBearer);
         if oauth && provider.is_none() {
             return Err(PropertyError::Unsupported {
                 property: "sasl.mechanism".to_owned(),
@@ -305,16 +434,15 @@ impl ProducerHandle {
                          ProducerHandle::from_properties_with_token_provider",
             });
         }
+        let timeout = config.connect_timeout;
         match config.security {
             Security::Plaintext => {
-                Self::with_connector_and_token_provider(config.producer, TcpConnector, provider)
-                    .map_err(PropertyError::Config)
+                Self::start(config.producer, TcpConnector, provider, timeout).map_err(Into::into)
             }
             #[cfg(feature = "tls")]
             Security::Ssl(tls) => {
                 let connector = TlsConnector::new(&tls)?;
-                Self::with_connector_and_token_provider(config.producer, connector, provider)
-                    .map_err(PropertyError::Config)
+                Self::start(config.producer, connector, provider, timeout).map_err(Into::into)
             }
             #[cfg(not(feature = "tls"))]
             Security::Ssl(_) => Err(PropertyError::Unsupported {
@@ -326,22 +454,41 @@ impl ProducerHandle {
     }
 
     /// Starts a producer that opens connections with `connector`, on the current runtime.
+    ///
+    /// # Errors
+    /// As [`Self::connect`].
     pub fn with_connector<C: Connector>(
         config: ProducerConfig,
         connector: C,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, StartError> {
         Self::with_connector_and_token_provider(config, connector, None)
     }
 
     /// [`Self::with_connector`] with the OAUTHBEARER token provider (`None`: a producer
     /// configured for OAUTHBEARER fails at its first connection, saying it has none).
+    ///
+    /// # Errors
+    /// As [`Self::connect`].
     pub fn with_connector_and_token_provider<C: Connector>(
         config: ProducerConfig,
         connector: C,
         token_provider: Option<Arc<dyn TokenProvider>>,
-    ) -> Result<Self, ConfigError> {
-        let connect_timeout = config.request_timeout;
+    ) -> Result<Self, StartError> {
+        Self::start(config, connector, token_provider, None)
+    }
+
+    /// Starts the driver task; connects time out after `connect_timeout`, else
+    /// `request.timeout.ms`.
+    fn start<C: Connector>(
+        config: ProducerConfig,
+        connector: C,
+        token_provider: Option<Arc<dyn TokenProvider>>,
+        connect_timeout: Option<Duration>,
+    ) -> Result<Self, StartError> {
+        let connect_timeout = connect_timeout.unwrap_or(config.request_timeout);
         let producer = Producer::new(config, now())?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+        let fatal = Arc::new(OnceLock::new());
         let (tx, commands) = mpsc::channel(COMMAND_QUEUE);
         let (io_tx, io_rx) = mpsc::channel(IO_QUEUE);
         let driver = Driver {
@@ -361,15 +508,33 @@ impl ProducerHandle {
             failed: None,
             received_any: false,
             token_provider,
+            fatal: fatal.clone(),
         };
-        tokio::spawn(driver.run(commands, io_rx));
-        Ok(Self { tx })
+        runtime.spawn(driver.run(commands, io_rx));
+        Ok(Self { tx, fatal })
+    }
+
+    /// Why the producer failed as a whole, once it has ([`Fatal`]); `None` while it works.
+    /// After a failure every pending record has failed with it and every later `send` or
+    /// `enqueue` is refused with it, so an application may check this instead of inspecting
+    /// each record's error. Set before the failed records' futures resolve.
+    pub fn fatal(&self) -> Option<Fatal> {
+        self.fatal.get().cloned()
     }
 
     /// Hands a record to the producer and returns once it is accepted, without waiting for
     /// delivery. While `buffer.memory` is full this waits for records to resolve. A zero
-    /// timestamp is set to the current wall-clock time. If this future is dropped while
-    /// waiting for memory, the record is not sent.
+    /// timestamp is set to the current wall-clock time.
+    ///
+    /// Cancellation: if this future is dropped before it returns, the record is either never
+    /// accepted (then it is not sent at all: that is the case while it waits for memory) or
+    /// accepted a moment before, and then it is delivered like any other record (`flush` and
+    /// `close` wait for it). Either way it is never half-sent; to learn which, await the
+    /// future. Dropping the returned [`DeliveryFuture`] cancels nothing.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Refused`] (invalid topic or partition, too large, producer closed), or
+    /// the [`Fatal`] error once the producer has failed.
     pub async fn enqueue(&self, mut record: Record) -> Result<DeliveryFuture, DeliveryError> {
         if record.timestamp == 0 {
             record.timestamp = wall_clock_ms();
@@ -383,7 +548,10 @@ impl ProducerHandle {
             done,
         };
         if let Err(mpsc::error::SendError(Command::Send { record, .. })) = self.tx.send(cmd).await {
-            return Err(refused(SendError::Closed(record)));
+            return Err(match self.fatal.get() {
+                Some(f) => f.record_error(Persistence::NotPersisted),
+                None => refused(SendError::Closed(record)),
+            });
         }
         match accepted_rx.await {
             Ok(Ok(())) => Ok(DeliveryFuture { rx, timestamp }),
@@ -395,13 +563,24 @@ impl ProducerHandle {
         }
     }
 
-    /// Sends a record and waits for its outcome.
+    /// Sends a record and waits for its outcome: [`Self::enqueue`], then the
+    /// [`DeliveryFuture`].
+    ///
+    /// Cancellation: dropping this future before the record is accepted is
+    /// [`Self::enqueue`]'s case; after, the record is delivered anyway and only its outcome
+    /// goes unobserved.
+    ///
+    /// # Errors
+    /// As [`Self::enqueue`], and every way an accepted record can fail: see [`ErrorKind`]
+    /// and [`DeliveryError::persisted`].
     pub async fn send(&self, record: Record) -> Result<Delivery, DeliveryError> {
         self.enqueue(record).await?.await
     }
 
     /// Sends everything buffered now, and resolves once every record enqueued before this
-    /// call has resolved.
+    /// call has resolved (delivered or failed: each record's future says which). This
+    /// bounds the wait by `delivery.timeout.ms`; [`Self::flush_timeout`] takes a shorter
+    /// deadline. Dropping it cancels nothing.
     pub async fn flush(&self) {
         let (tx, rx) = oneshot::channel();
         if self.tx.send(Command::Flush(tx)).await.is_ok() {
@@ -409,12 +588,43 @@ impl ProducerHandle {
         }
     }
 
+    /// [`Self::flush`] with a deadline.
+    ///
+    /// # Errors
+    /// [`Timeout`] if records enqueued before the call are still unresolved after `timeout`;
+    /// they go on being delivered.
+    pub async fn flush_timeout(&self, timeout: Duration) -> Result<(), Timeout> {
+        tokio::time::timeout(timeout, self.flush())
+            .await
+            .map_err(|_| Timeout {
+                operation: "flush",
+                after: timeout,
+            })
+    }
+
     /// Stops accepting records, delivers everything accepted, and ends the driver task.
+    /// Later records are refused ([`SendError::Closed`]). Dropping it does not undo the close.
     pub async fn close(&self) {
         let (tx, rx) = oneshot::channel();
         if self.tx.send(Command::Close(Some(tx))).await.is_ok() {
             let _ = rx.await;
         }
+    }
+
+    /// [`Self::close`] with a deadline.
+    ///
+    /// # Errors
+    /// [`Timeout`] if records are still unresolved after `timeout`. The producer is closed to
+    /// new records either way (unless the deadline passed while the request waited for room
+    /// in a full command queue), and the driver task keeps delivering the accepted ones in
+    /// the background until each resolves (at the latest at its `delivery.timeout.ms`).
+    pub async fn close_timeout(&self, timeout: Duration) -> Result<(), Timeout> {
+        tokio::time::timeout(timeout, self.close())
+            .await
+            .map_err(|_| Timeout {
+                operation: "close",
+                after: timeout,
+            })
     }
 }
 
@@ -422,6 +632,13 @@ fn connection_failed(e: &ConnectionError, persisted: Persistence) -> DeliveryErr
     DeliveryError {
         kind: ErrorKind::Connection(e.clone()),
         persisted,
+    }
+}
+
+fn stopped() -> DeliveryError {
+    DeliveryError {
+        kind: ErrorKind::DriverStopped,
+        persisted: Persistence::PossiblyPersisted,
     }
 }
 
@@ -487,7 +704,7 @@ impl Drop for Conn {
 struct Driver<C: Connector> {
     producer: Producer,
     connector: Arc<C>,
-    connect_timeout: std::time::Duration,
+    connect_timeout: Duration,
     conns: HashMap<ConnId, Conn>,
     connecting: JoinSet<(ConnId, io::Result<C::Stream>)>,
     io_tx: mpsc::Sender<(ConnId, ReadResult)>,
@@ -511,6 +728,8 @@ struct Driver<C: Connector> {
     received_any: bool,
     /// Where OAUTHBEARER tokens come from.
     token_provider: Option<Arc<dyn TokenProvider>>,
+    /// Shared with the handles: why the producer failed, once it has.
+    fatal: Arc<OnceLock<Fatal>>,
 }
 
 impl<C: Connector> Driver<C> {
@@ -559,8 +778,8 @@ impl<C: Connector> Driver<C> {
                 Command::Send {
                     record, accepted, ..
                 } => {
-                    let _ = accepted.send(Err(match &self.failed {
-                        Some(e) => connection_failed(e, Persistence::NotPersisted),
+                    let _ = accepted.send(Err(match self.fatal.get() {
+                        Some(f) => f.record_error(Persistence::NotPersisted),
                         None => refused(SendError::Closed(record)),
                     }));
                 }
@@ -597,6 +816,7 @@ impl<C: Connector> Driver<C> {
             reason: reason.into(),
         };
         error!(error = %err, "producer failed");
+        let _ = self.fatal.set(Fatal::Connection(err.clone()));
         let persisted = if self.received_any {
             Persistence::PossiblyPersisted
         } else {
@@ -677,7 +897,12 @@ impl<C: Connector> Driver<C> {
                     }));
                 }
             }
-            Event::Fatal(e) => error!(error = %e, "producer failed"),
+            Event::Fatal(e) => {
+                error!(error = %e, "producer failed");
+                // Before the `Failed` events that follow it, so that a record's failure
+                // never resolves before `ProducerHandle::fatal` shows the cause.
+                let _ = self.fatal.set(Fatal::Producer(e));
+            }
             Event::Diagnostic(d) => match d {
                 Diagnostic::Connected { conn, addr } => info!(conn = conn.0, %addr, "connected"),
                 Diagnostic::Disconnected { conn, reason } => {
@@ -725,10 +950,14 @@ impl<C: Connector> Driver<C> {
 
     /// Applies an application command, or queues it behind a record waiting for memory.
     fn command(&mut self, cmd: Command) {
-        if let Some(err) = &self.failed {
+        if self.failed.is_some() {
             match cmd {
                 Command::Send { accepted, .. } => {
-                    let _ = accepted.send(Err(connection_failed(err, Persistence::NotPersisted)));
+                    let err = self
+                        .fatal
+                        .get()
+                        .map(|f| f.record_error(Persistence::NotPersisted));
+                    let _ = accepted.send(Err(err.unwrap_or_else(stopped)));
                 }
                 Command::Flush(tx) => {
                     let _ = tx.send(());
@@ -769,6 +998,13 @@ impl<C: Connector> Driver<C> {
                             accepted,
                             done,
                         });
+                    }
+                    // A failed core refuses every record as closed: say why instead.
+                    Err(SendError::Closed(record)) => {
+                        let _ = accepted.send(Err(match self.fatal.get() {
+                            Some(f) => f.record_error(Persistence::NotPersisted),
+                            None => refused(SendError::Closed(record)),
+                        }));
                     }
                     Err(e) => {
                         let _ = accepted.send(Err(refused(e)));

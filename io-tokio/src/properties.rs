@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::sasl::SaslProps;
 
-use kprod_core::{CompressionType, ConfigError, ProducerConfig};
+use kprod_core::{CompressionType, ConfigError, GapPolicy, ProducerConfig};
 
 /// Why a property list could not become a [`ProducerConfig`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,12 +42,19 @@ pub enum PropertyError {
         /// Why.
         reason: String,
     },
+    /// A `ProducerHandle::from_*` constructor was called outside a tokio runtime (see
+    /// [`crate::StartError::NoRuntime`]).
+    NoRuntime,
 }
 
 impl std::fmt::Display for PropertyError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Unknown(name) => write!(f, "unknown producer property {name:?}"),
+            Self::Unknown(name) => write!(
+                f,
+                "unknown producer property {name:?} (kprod takes the Java client's and \
+                 librdkafka's producer property names: see kprod_tokio::config_from_properties)"
+            ),
             Self::Invalid {
                 property,
                 value,
@@ -67,6 +74,7 @@ impl std::fmt::Display for PropertyError {
                 path,
                 reason,
             } => write!(f, "{property}={}: {reason}", path.display()),
+            Self::NoRuntime => f.write_str(crate::NO_RUNTIME),
         }
     }
 }
@@ -143,14 +151,28 @@ impl Default for TlsOptions {
 /// Everything a producer needs from its properties: the core's configuration and how to reach
 /// brokers.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClientConfig {
     /// The core's configuration.
     pub producer: ProducerConfig,
     /// How connections are secured.
     pub security: Security,
+    /// `socket.connection.setup.timeout.ms`: how long the driver waits for a connection (TCP,
+    /// and the TLS handshake under `SSL`) before it reports the connect as failed and the core
+    /// retries after its reconnect backoff. `None`: `request.timeout.ms`.
+    pub connect_timeout: Option<Duration>,
 }
 
 impl ClientConfig {
+    /// Plain TCP connections for `producer`, with the default connect timeout.
+    pub fn new(producer: ProducerConfig) -> Self {
+        Self {
+            producer,
+            security: Security::Plaintext,
+            connect_timeout: None,
+        }
+    }
+
     /// Builds the configuration from Kafka producer properties (later entries win): every
     /// property [`config_from_properties`] takes, plus `security.protocol` (`PLAINTEXT`, the
     /// default, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`), `sasl.mechanism` (`PLAIN`,
@@ -163,19 +185,27 @@ impl ClientConfig {
     /// [`ProducerConfig::sasl`] (the core authenticates each connection); `SASL_SSL` also
     /// sets [`Security::Ssl`], `SASL_PLAINTEXT` [`Security::Plaintext`]. Files are read when the
     /// producer starts ([`crate::ProducerHandle::from_config`]), not here.
+    ///
+    /// Also `socket.connection.setup.timeout.ms` (the driver's connect timeout,
+    /// [`ClientConfig::connect_timeout`]) and `socket.connection.setup.timeout.max.ms`.
     pub fn from_properties(props: &[(&str, &str)]) -> Result<Self, PropertyError> {
         let mut c = ProducerConfig::default();
         let mut protocol = "PLAINTEXT".to_owned();
         let mut tls = TlsOptions::default();
         let mut sasl = SaslProps::default();
         let mut levels = CodecLevels::default();
+        let mut later = Deferred::default();
         for &(name, value) in props {
             let (name, v) = (name.trim(), value.trim());
-            if !producer_property(&mut c, name, v)? && !levels.property(name, v)? {
+            if !producer_property(&mut c, name, v)?
+                && !levels.property(name, v)?
+                && !compat_property(&mut later, name, v)?
+            {
                 security_property(&mut protocol, &mut tls, &mut sasl, name, v)?;
             }
         }
         levels.apply(&mut c);
+        later.check(&c)?;
         c.sasl = sasl.build(&protocol)?;
         c.validate().map_err(PropertyError::Config)?;
         let security =
@@ -203,6 +233,7 @@ impl ClientConfig {
         Ok(Self {
             producer: c,
             security,
+            connect_timeout: later.connect_timeout,
         })
     }
 }
@@ -267,7 +298,8 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
                 .collect();
         }
         "client.id" => c.client_id = (!v.is_empty()).then(|| v.to_owned()),
-        "acks" => {
+        // `request.required.acks` is librdkafka's alias.
+        "acks" | "request.required.acks" => {
             c.acks = match v.to_ascii_lowercase().as_str() {
                 "all" | "-1" => -1,
                 "1" => 1,
@@ -277,21 +309,332 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
         }
         "enable.idempotence" => c.enable_idempotence = boolean(name, v)?,
         "allow.auto.create.topics" => c.allow_auto_topic_creation = boolean(name, v)?,
-        "linger.ms" => c.linger = millis(name, v)?,
+        // librdkafka: `queue.buffering.max.ms` (`linger.ms` is its alias) waits for a batch to
+        // fill, as linger.ms does.
+        "linger.ms" | "queue.buffering.max.ms" => c.linger = millis(name, v)?,
         "request.timeout.ms" => c.request_timeout = millis(name, v)?,
-        "delivery.timeout.ms" => c.delivery_timeout = millis(name, v)?,
+        // librdkafka: `message.timeout.ms` (`delivery.timeout.ms` is its alias) bounds a
+        // record's whole life in the producer, retries included, as delivery.timeout.ms does.
+        "delivery.timeout.ms" | "message.timeout.ms" => c.delivery_timeout = millis(name, v)?,
         "retry.backoff.ms" => c.retry_backoff = millis(name, v)?,
         "retry.backoff.max.ms" => c.retry_backoff_max = millis(name, v)?,
         "reconnect.backoff.ms" => c.reconnect_backoff = millis(name, v)?,
-        "metadata.max.age.ms" => c.metadata_max_age = millis(name, v)?,
+        // librdkafka: `topic.metadata.refresh.interval.ms` is the period of its proactive
+        // metadata refresh (its own `metadata.max.age.ms` is a cache age: Java's meaning wins).
+        "metadata.max.age.ms" | "topic.metadata.refresh.interval.ms" => {
+            c.metadata_max_age = millis(name, v)?;
+        }
+        "max.block.ms" => c.max_block = millis(name, v)?,
         "batch.size" => c.batch_size = number(name, v)?,
         "buffer.memory" => c.buffer_memory = number(name, v)?,
-        "max.request.size" => c.max_request_size = number(name, v)?,
-        "max.in.flight.requests.per.connection" => c.max_in_flight = number(name, v)?,
+        // librdkafka: the most bytes of records held before producing waits (it counts KiB).
+        "queue.buffering.max.kbytes" => {
+            c.buffer_memory = number::<usize>(name, v)?
+                .checked_mul(1024)
+                .ok_or_else(|| invalid(name, v, "a number of KiB that fits in memory"))?;
+        }
+        // librdkafka: `message.max.bytes` is the largest request it builds.
+        "max.request.size" | "message.max.bytes" => c.max_request_size = number(name, v)?,
+        "max.in.flight.requests.per.connection" | "max.in.flight" => {
+            c.max_in_flight = number(name, v)?;
+        }
+        // librdkafka: fail the producer rather than leave a gap in a partition.
+        "enable.gapless.guarantee" => {
+            c.gap_policy = if boolean(name, v)? {
+                GapPolicy::Fatal
+            } else {
+                GapPolicy::ContinueWithGap
+            };
+        }
+        // librdkafka (KIP-511): the name and version sent in ApiVersions.
+        "client.software.name" => c.client_software_name = v.to_owned(),
+        "client.software.version" => c.client_software_version = v.to_owned(),
         // `compression.codec` is librdkafka's alias.
         "compression.type" | "compression.codec" => {
             c.compression.codec = CompressionType::from_name(v)
                 .ok_or_else(|| invalid(name, v, "none, gzip, snappy, lz4 or zstd"))?;
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+fn unsupported(name: &str, v: &str, reason: &'static str) -> PropertyError {
+    PropertyError::Unsupported {
+        property: name.to_owned(),
+        value: v.to_owned(),
+        reason,
+    }
+}
+
+/// Settings checked once every property is read (they depend on others).
+#[derive(Default)]
+struct Deferred {
+    /// `retries` / `message.send.max.retries`: the name, the value, the count.
+    retries: Option<(String, String, u64)>,
+    /// `reconnect.backoff.max.ms`: the value and the duration.
+    reconnect_backoff_max: Option<(String, Duration)>,
+    /// `socket.connection.setup.timeout.ms`.
+    connect_timeout: Option<Duration>,
+    /// `socket.connection.setup.timeout.max.ms`: the value and the duration.
+    connect_timeout_max: Option<(String, Duration)>,
+}
+
+impl Deferred {
+    fn check(&self, c: &ProducerConfig) -> Result<(), PropertyError> {
+        if let Some((name, v, retries)) = &self.retries {
+            if *retries == 0 {
+                return Err(unsupported(
+                    name,
+                    v,
+                    "kprod is an idempotent producer and always retries retriable errors \
+                     until delivery.timeout.ms; to give up sooner, lower delivery.timeout.ms",
+                ));
+            }
+            // Each Java retry waits at least retry.backoff.ms less 20 % of jitter: with at
+            // least this many retries the delivery timeout always ends retrying first, which
+            // is kprod's rule.
+            let backoff_ms = c.retry_backoff.as_millis().saturating_mul(4) / 5;
+            let until_timeout =
+                u128::from(*retries).saturating_mul(backoff_ms) >= c.delivery_timeout.as_millis();
+            if *retries < i32::MAX as u64 && !until_timeout {
+                return Err(unsupported(
+                    name,
+                    v,
+                    "kprod does not count retries: it retries retriable errors until \
+                     delivery.timeout.ms, and this count could stop retrying before that \
+                     (retries x 0.8 x retry.backoff.ms < delivery.timeout.ms); remove it or \
+                     set 2147483647 (the Java default), and bound retrying with \
+                     delivery.timeout.ms",
+                ));
+            }
+        }
+        if let Some((v, max)) = &self.reconnect_backoff_max {
+            if *max != c.retry_backoff_max {
+                return Err(unsupported(
+                    "reconnect.backoff.max.ms",
+                    v,
+                    "kprod's reconnect backoff doubles from reconnect.backoff.ms up to \
+                     retry.backoff.max.ms; set both to the same value (1000 in the Java \
+                     client) or remove reconnect.backoff.max.ms",
+                ));
+            }
+        }
+        if let Some((v, max)) = &self.connect_timeout_max {
+            let timeout = self.connect_timeout.unwrap_or(c.request_timeout);
+            if *max < timeout {
+                return Err(unsupported(
+                    "socket.connection.setup.timeout.max.ms",
+                    v,
+                    "kprod waits socket.connection.setup.timeout.ms (else request.timeout.ms) \
+                     for every connect, without growing it, so the maximum must be at least \
+                     that",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Java's partitioners that behave as kprod's (murmur2 of the key as Java computes it, and
+/// the sticky partitioner of KIP-480 for records without a key); an empty value is the
+/// client's default.
+const DEFAULT_PARTITIONERS: [&str; 2] = [
+    "",
+    "org.apache.kafka.clients.producer.internals.DefaultPartitioner",
+];
+
+/// The other standard producer properties of the Java client and librdkafka: the ones kprod
+/// honours (some only with certain values) and the ones it refuses, each with the reason.
+/// `Ok(false)` if `name` is none of them.
+fn compat_property(later: &mut Deferred, name: &str, v: &str) -> Result<bool, PropertyError> {
+    let is = |accepted: &[&str]| accepted.iter().any(|a| a.eq_ignore_ascii_case(v));
+    match name {
+        // librdkafka: `message.send.max.retries` (`retries` is its alias).
+        "retries" | "message.send.max.retries" => {
+            let n = number(name, v)?;
+            later.retries = Some((name.to_owned(), v.to_owned(), n));
+        }
+        "reconnect.backoff.max.ms" => {
+            later.reconnect_backoff_max = Some((v.to_owned(), millis(name, v)?));
+        }
+        "socket.connection.setup.timeout.ms" => {
+            let d = millis(name, v)?;
+            if d.is_zero() {
+                return Err(invalid(name, v, "a positive number of milliseconds"));
+            }
+            later.connect_timeout = Some(d);
+        }
+        "socket.connection.setup.timeout.max.ms" => {
+            later.connect_timeout_max = Some((v.to_owned(), millis(name, v)?));
+        }
+        "key.serializer" | "value.serializer" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod takes keys and values as bytes (anything Into<Bytes>: Record::new, \
+                 Record::with_key); serialize them in the application and remove this \
+                 Java class",
+            ))
+        }
+        "transactional.id" if v.is_empty() => {}
+        "transactional.id" | "transaction.timeout.ms" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod has no transactions (it is an idempotent producer: exactly once and in \
+                 order per partition, without atomic writes across partitions)",
+            ))
+        }
+        "partitioner.class" if DEFAULT_PARTITIONERS.contains(&v) => {}
+        "partitioner.class" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod partitions as Java's DefaultPartitioner (murmur2 of the key, sticky \
+                 batches for records without one) and runs no Java classes; choose a \
+                 partition per record with Record::with_partition instead",
+            ))
+        }
+        "partitioner.ignore.keys" if !boolean(name, v)? => {}
+        "partitioner.adaptive.partitioning.enable" if !boolean(name, v)? => {}
+        "partitioner.ignore.keys" | "partitioner.adaptive.partitioning.enable" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod hashes every key with murmur2 and moves records without a key to a new \
+                 partition when a batch fills (KIP-480), not by broker load (KIP-794); set it \
+                 to false",
+            ))
+        }
+        "partitioner.availability.timeout.ms" if millis(name, v)?.is_zero() => {}
+        "partitioner.availability.timeout.ms" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod does not avoid partitions by broker load (KIP-794); set it to 0",
+            ))
+        }
+        // librdkafka's `partitioner`: murmur2_random is Java's key hash (records without a
+        // key go to a random partition there, to a sticky one in kprod: no order either way).
+        "partitioner" if is(&["murmur2_random"]) => {}
+        "partitioner" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod hashes keys as the Java client does, which is librdkafka's \
+                 murmur2_random; any other hash would put keys on other partitions",
+            ))
+        }
+        "interceptor.classes" | "metric.reporters" if v.is_empty() => {}
+        "interceptor.classes" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod runs no Java classes; act on records before Record is handed to \
+                 send, and on outcomes where the delivery futures resolve",
+            ))
+        }
+        _ if name.starts_with("metrics.") || name == "metric.reporters" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod keeps no metrics registry; it reports connections, retries, epoch \
+                 bumps and failures as tracing events",
+            ))
+        }
+        "statistics.interval.ms" if millis(name, v)?.is_zero() => {}
+        "statistics.interval.ms" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod emits no statistics callback; it reports connections, retries and \
+                 failures as tracing events",
+            ))
+        }
+        "debug" if v.is_empty() => {}
+        "debug" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod logs through tracing: enable its events with the subscriber's filter \
+                 (for example RUST_LOG=kprod_tokio=debug with tracing-subscriber's EnvFilter)",
+            ))
+        }
+        "connections.max.idle.ms" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod does not close idle connections itself (brokers close them after their \
+                 own connections.max.idle.ms, and kprod reconnects when it needs to); remove \
+                 it",
+            ))
+        }
+        "socket.keepalive.enable" if !boolean(name, v)? => {}
+        "socket.keepalive.enable" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod does not set SO_KEEPALIVE; a dead connection is found when a request \
+                 on it reaches request.timeout.ms",
+            ))
+        }
+        "socket.nagle.disable" if boolean(name, v)? => {}
+        "socket.nagle.disable" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod's TCP connections always set TCP_NODELAY (a custom Connector may do \
+                 otherwise)",
+            ))
+        }
+        // Java: -1 is the operating system's default; librdkafka: 0.
+        "send.buffer.bytes" | "receive.buffer.bytes" if v == "-1" => {}
+        "socket.send.buffer.bytes" | "socket.receive.buffer.bytes" if v == "0" => {}
+        "send.buffer.bytes"
+        | "receive.buffer.bytes"
+        | "socket.send.buffer.bytes"
+        | "socket.receive.buffer.bytes" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod leaves socket buffer sizes to the operating system (-1 in the Java \
+                 client, 0 in librdkafka)",
+            ))
+        }
+        // tokio's connect tries every address a name resolves to, in order.
+        "client.dns.lookup" if is(&["use_all_dns_ips"]) => {}
+        "client.dns.lookup" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod connects to every address a host name resolves to, in turn \
+                 (use_all_dns_ips)",
+            ))
+        }
+        "batch.num.messages" | "queue.buffering.max.messages" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod bounds batches and the buffer in bytes (batch.size, buffer.memory or \
+                 queue.buffering.max.kbytes), not in records",
+            ))
+        }
+        "socket.timeout.ms" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod times every request with request.timeout.ms; use that",
+            ))
+        }
+        "api.version.request" if boolean(name, v)? => {}
+        "api.version.request" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod always asks brokers for their API versions (it speaks Produce v9 and \
+                 later, Kafka 2.8+)",
+            ))
         }
         _ => return Ok(false),
     }
@@ -337,22 +680,102 @@ impl CodecLevels {
 /// Builds a [`ProducerConfig`] from Kafka producer properties (later entries win), starting
 /// from the defaults, then runs [`ProducerConfig::validate`].
 ///
-/// Supported: `bootstrap.servers` (comma-separated), `client.id` (empty means none), `acks`
-/// (`all`, `-1`, `1`, `0`), `enable.idempotence`, `allow.auto.create.topics`, `linger.ms`,
-/// `request.timeout.ms`, `delivery.timeout.ms`, `retry.backoff.ms`, `retry.backoff.max.ms`,
-/// `reconnect.backoff.ms`, `metadata.max.age.ms`, `batch.size`, `buffer.memory`,
-/// `max.request.size`, `max.in.flight.requests.per.connection`, `compression.type` (`none`,
-/// `gzip`, `snappy`, `lz4`, `zstd`; librdkafka's alias `compression.codec`) and its level
-/// (`compression.level`, or the Java client's `compression.gzip.level`,
-/// `compression.lz4.level`, `compression.zstd.level`; `-1` is the codec's default).
+/// It takes the producer properties a Java-client or librdkafka configuration carries. Every
+/// property is either honoured or refused with an error that names it and says why
+/// ([`PropertyError::Unsupported`], [`PropertyError::Invalid`], [`PropertyError::Config`]); a
+/// name kprod does not know is [`PropertyError::Unknown`]. Nothing is silently ignored.
+/// librdkafka's names are aliases of the Java setting with the same meaning.
+///
+/// Honoured:
+///
+/// | property (librdkafka alias) | meaning in kprod |
+/// |---|---|
+/// | `bootstrap.servers` | comma-separated `host:port` list |
+/// | `client.id` | empty means none |
+/// | `acks` (`request.required.acks`) | `all` / `-1` only: kprod is an idempotent producer, `0` and `1` are refused by validation |
+/// | `enable.idempotence` | `true` only (`false` is refused by validation) |
+/// | `linger.ms` (`queue.buffering.max.ms`) | how long a batch waits to fill |
+/// | `batch.size` | bytes per batch, measured as Kafka does (compressed estimate) |
+/// | `buffer.memory` (`queue.buffering.max.kbytes`, in KiB) | bytes of records held until they resolve; beyond it `send` waits |
+/// | `max.request.size` (`message.max.bytes`) | the largest Produce request, so the largest record |
+/// | `max.in.flight.requests.per.connection` (`max.in.flight`) | 1..=5, also the per-partition bound across connections |
+/// | `request.timeout.ms` | a request unanswered this long closes its connection |
+/// | `delivery.timeout.ms` (`message.timeout.ms`) | a record's whole life in the producer, retries included |
+/// | `retries` (`message.send.max.retries`) | kprod retries until `delivery.timeout.ms`: accepted when the count cannot end retrying first (`2147483647`, the default of both clients, or `retries x 0.8 x retry.backoff.ms >= delivery.timeout.ms`); `0` and smaller counts are refused |
+/// | `retry.backoff.ms`, `retry.backoff.max.ms` | backoff before a batch is retried, doubling up to the maximum |
+/// | `reconnect.backoff.ms` | backoff before reconnecting to a broker, doubling |
+/// | `reconnect.backoff.max.ms` | accepted when equal to `retry.backoff.max.ms` (1000 by default in the Java client), which caps kprod's reconnect backoff |
+/// | `metadata.max.age.ms` (`topic.metadata.refresh.interval.ms`) | periodic metadata refresh |
+/// | `max.block.ms` | how long a record waits for its topic in metadata before failing; waiting for `buffer.memory` is bounded by records resolving (`delivery.timeout.ms`) instead |
+/// | `allow.auto.create.topics` | sent in Metadata requests |
+/// | `compression.type` (`compression.codec`) | `none`, `gzip`, `snappy`, `lz4`, `zstd` |
+/// | `compression.level`, `compression.{gzip,lz4,zstd}.level` | the codec's level; `-1` is its default |
+/// | `enable.gapless.guarantee` (librdkafka) | `true`: [`GapPolicy::Fatal`], `false`: [`GapPolicy::ContinueWithGap`] |
+/// | `client.software.name`, `client.software.version` (librdkafka) | sent in ApiVersions (KIP-511) |
+/// | `partitioner.class` | empty or `org.apache.kafka.clients.producer.internals.DefaultPartitioner`: kprod's partitioner is that one (murmur2 keys, sticky batches for null keys) |
+/// | `partitioner` (librdkafka) | `murmur2_random` (Java's key hash) |
+/// | `partitioner.ignore.keys`, `partitioner.adaptive.partitioning.enable` | `false` |
+/// | `partitioner.availability.timeout.ms` | `0` |
+/// | `transactional.id`, `interceptor.classes`, `metric.reporters`, `debug` | empty (none) |
+/// | `statistics.interval.ms` | `0` (no statistics) |
+/// | `socket.keepalive.enable` | `false` (kprod does not set `SO_KEEPALIVE`) |
+/// | `socket.nagle.disable` | `true` (`TCP_NODELAY` is always set) |
+/// | `send.buffer.bytes`, `receive.buffer.bytes` (`-1`), `socket.send.buffer.bytes`, `socket.receive.buffer.bytes` (`0`) | the operating system's default |
+/// | `client.dns.lookup` | `use_all_dns_ips`: every resolved address is tried in turn |
+/// | `api.version.request` (librdkafka) | `true` |
+/// | `security.protocol`, `ssl.*`, `sasl.*` | see [`ClientConfig::from_properties`] |
+/// | `socket.connection.setup.timeout.ms`, `socket.connection.setup.timeout.max.ms` | the driver's connect timeout: only through [`ClientConfig::from_properties`] (refused here, see below) |
+///
+/// Refused, with the reason in the error: `key.serializer` and `value.serializer` (kprod takes
+/// bytes), `transactional.id` and `transaction.timeout.ms` (no transactions), any other
+/// partitioner, `interceptor.classes` (no Java classes), `metrics.*` and `metric.reporters`
+/// (no metrics registry: tracing events), other values of `debug` (tracing filters) and
+/// `statistics.interval.ms`, `connections.max.idle.ms` (kprod does not close idle
+/// connections), `socket.keepalive.enable=true`, `socket.nagle.disable=false`, explicit
+/// socket buffer sizes, `client.dns.lookup=resolve_canonical_bootstrap_servers_only`,
+/// `batch.num.messages` and `queue.buffering.max.messages` (limits are in bytes),
+/// `socket.timeout.ms` (use `request.timeout.ms`), `api.version.request=false`,
+/// `retries=0`.
 ///
 /// The security properties are understood too, but a producer built from this configuration
 /// alone connects over plain TCP ([`crate::ProducerHandle::connect`]), so any
 /// `security.protocol` other than `PLAINTEXT` or `SASL_PLAINTEXT` (SASL runs in the core) is
-/// refused here rather than ignored: use
+/// refused here rather than ignored, and so is `socket.connection.setup.timeout.ms` (a
+/// setting of the driver, not of the core): use
 /// [`ClientConfig::from_properties`] or [`crate::ProducerHandle::from_properties`].
+///
+/// ```
+/// use kprod_tokio::{config_from_properties, PropertyError};
+///
+/// let config = config_from_properties(&[
+///     ("bootstrap.servers", "broker1:9092,broker2:9092"),
+///     ("acks", "all"),
+///     ("retries", "2147483647"),
+///     ("queue.buffering.max.ms", "20"), // librdkafka's linger.ms
+/// ])?;
+/// assert_eq!(config.linger, std::time::Duration::from_millis(20));
+///
+/// let err = config_from_properties(&[
+///     ("bootstrap.servers", "broker1:9092"),
+///     ("value.serializer", "org.apache.kafka.common.serialization.StringSerializer"),
+/// ])
+/// .unwrap_err();
+/// assert!(matches!(err, PropertyError::Unsupported { ref property, .. } if property == "value.serializer"));
+/// assert!(err.to_string().contains("bytes"));
+/// # Ok::<(), PropertyError>(())
+/// ```
 pub fn config_from_properties(props: &[(&str, &str)]) -> Result<ProducerConfig, PropertyError> {
     let c = ClientConfig::from_properties(props)?;
+    if let Some(t) = c.connect_timeout {
+        return Err(PropertyError::Unsupported {
+            property: "socket.connection.setup.timeout.ms".to_owned(),
+            value: t.as_millis().to_string(),
+            reason: "the connect timeout is a setting of the driver, which \
+                     config_from_properties does not build (its producer waits \
+                     request.timeout.ms for a connect); use ProducerHandle::from_properties \
+                     (or ClientConfig::from_properties)",
+        });
+    }
     match c.security {
         Security::Plaintext => Ok(c.producer),
         Security::Ssl(_) => Err(PropertyError::Unsupported {

@@ -554,3 +554,166 @@ async fn a_fatal_error_after_records_were_sent_reports_them_possibly_persisted()
     }
     h.close().await;
 }
+
+/// The handle's API around cancellation, deadlines and fatal errors (issues 13 and 14).
+mod handle_api {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Waker};
+
+    use kprod_tokio::{ErrorCode, FailureReason, Fatal, FatalError, Timeout};
+
+    use super::*;
+
+    /// Every record of `topic` partition 0, as a count per value.
+    fn counts(broker: &FakeBroker, topic: &str) -> HashMap<String, usize> {
+        let mut counts = HashMap::new();
+        for v in broker.log(topic, 0) {
+            *counts.entry(v).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_delivery_future_or_send_still_delivers_the_record_once() {
+        let broker = FakeBroker::new("t", 1);
+        // Produce answers take 50 ms: a send given 1 ms is dropped after its record was
+        // accepted and before it was acknowledged.
+        broker.script.lock().unwrap().latency = Duration::from_millis(50);
+        let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+        let kept = h.enqueue(Record::new("t", "kept")).await.unwrap();
+        let dropped = h.enqueue(Record::new("t", "dropped future")).await.unwrap();
+        drop(dropped);
+        let cut = tokio::time::timeout(
+            Duration::from_millis(1),
+            h.send(Record::new("t", "dropped send")),
+        )
+        .await;
+        assert!(cut.is_err(), "the send was cut short: {cut:?}");
+        let last = h.enqueue(Record::new("t", "last")).await.unwrap();
+        h.flush().await;
+        assert_eq!(
+            broker.log("t", 0),
+            ["kept", "dropped future", "dropped send", "last"],
+            "every record exactly once, in order, once flush returned"
+        );
+        assert_eq!(kept.await.unwrap().offset, Some(0));
+        assert_eq!(last.await.unwrap().offset, Some(3));
+        h.close().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_send_dropped_before_acceptance_is_never_sent() {
+        let broker = FakeBroker::new("t", 1);
+        let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+        h.send(Record::new("t", "first")).await.unwrap();
+        {
+            // One poll queues the record for the driver task, which has not run yet (this
+            // runtime has one thread); then the future is dropped.
+            let mut send = pin!(h.send(Record::new("t", "cancelled")));
+            let mut cx = Context::from_waker(Waker::noop());
+            assert!(send.as_mut().poll(&mut cx).is_pending());
+        }
+        let d = h.send(Record::new("t", "after")).await.unwrap();
+        h.flush().await;
+        assert_eq!(d.offset, Some(1));
+        assert_eq!(broker.log("t", 0), ["first", "after"]);
+        assert!(!counts(&broker, "t").contains_key("cancelled"));
+        h.close().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn flush_and_close_take_a_deadline_and_cancel_nothing() {
+        let broker = FakeBroker::new("t", 1);
+        broker.script.lock().unwrap().produce =
+            VecDeque::from([Action::Delay(Duration::from_secs(5))]);
+        let cfg = config(&[
+            ("request.timeout.ms", "30000"),
+            ("delivery.timeout.ms", "60000"),
+        ]);
+        let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+        let slow = h.enqueue(Record::new("t", "slow")).await.unwrap();
+        let start = Instant::now();
+        let e = h.flush_timeout(Duration::from_secs(1)).await.unwrap_err();
+        assert_eq!(
+            e,
+            Timeout {
+                operation: "flush",
+                after: Duration::from_secs(1)
+            }
+        );
+        assert!(
+            e.to_string().contains("flush did not finish within 1s"),
+            "{e}"
+        );
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        let e = h.close_timeout(Duration::from_secs(1)).await.unwrap_err();
+        assert_eq!(e.operation, "close");
+        // Nothing was cancelled: the record is acknowledged once the broker answers, and the
+        // producer is closed to new records.
+        assert_eq!(slow.await.unwrap().offset, Some(0));
+        assert!(start.elapsed() >= Duration::from_secs(5));
+        let late = h.send(Record::new("t", "late")).await.unwrap_err();
+        assert!(matches!(late.kind, ErrorKind::Refused(_)), "{late}");
+        h.close_timeout(Duration::from_secs(1)).await.unwrap();
+        h.flush_timeout(Duration::from_secs(1)).await.unwrap();
+        assert_eq!(broker.log("t", 0), ["slow"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fatal_core_error_is_returned_by_every_later_call_and_by_fatal() {
+        let broker = FakeBroker::new("t", 1);
+        broker
+            .cluster
+            .lock()
+            .unwrap()
+            .init_producer_id_errors
+            .push_back(ErrorCode::ClusterAuthorizationFailed);
+        let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+        assert_eq!(h.fatal(), None);
+        let outcomes = enqueue_all(&h, "t", 20).await;
+        let expected = Fatal::Producer(FatalError::Broker(ErrorCode::ClusterAuthorizationFailed));
+        assert_eq!(h.fatal(), Some(expected.clone()));
+        assert_eq!(
+            expected.to_string(),
+            "the producer failed: broker error CLUSTER_AUTHORIZATION_FAILED (31)"
+        );
+        for (i, o) in outcomes.iter().enumerate() {
+            let e = o.as_ref().unwrap_err();
+            assert!(
+                matches!(
+                    e.kind,
+                    ErrorKind::Failed(FailureReason::Fatal(FatalError::Broker(
+                        ErrorCode::ClusterAuthorizationFailed
+                    )))
+                ),
+                "record {i}: {e}"
+            );
+            assert_eq!(e.persisted, Persistence::NotPersisted, "record {i}");
+        }
+        // A later record is refused with the same cause, not a bare "closed".
+        let later = h.send(Record::new("t", "later")).await.unwrap_err();
+        assert_eq!(later, outcomes[0].clone().unwrap_err());
+        h.flush_timeout(Duration::from_secs(1)).await.unwrap();
+        h.close_timeout(Duration::from_secs(1)).await.unwrap();
+        assert_eq!(h.fatal(), Some(expected), "still there after close");
+        // Once the driver has stopped, too.
+        let after_close = h.send(Record::new("t", "after close")).await.unwrap_err();
+        assert_eq!(after_close, later);
+        assert!(broker.log("t", 0).is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fatal_connection_error_is_visible_through_fatal() {
+        let broker = FakeBroker::new("t", 1);
+        broker.script.lock().unwrap().fatal_connects = true;
+        let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+        let e = h.send(Record::new("t", "x")).await.unwrap_err();
+        let Some(Fatal::Connection(c)) = h.fatal() else {
+            panic!("{:?}", h.fatal())
+        };
+        assert_eq!(e.kind, ErrorKind::Connection(c.clone()));
+        assert!(h.fatal().unwrap().to_string().contains("not trusted"));
+        h.close().await;
+    }
+}

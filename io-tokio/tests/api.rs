@@ -1,0 +1,88 @@
+//! The public API's guarantees that the compiler can check: error types are
+//! `std::error::Error + Send + Sync + 'static`, the handle and its futures are `Send`; and
+//! starting a producer outside a tokio runtime is an error, not a panic.
+
+use std::error::Error;
+use std::future::Future;
+
+use kprod_tokio::{
+    config_from_properties, ClientConfig, ConfigError, ConnectionError, DeliveryError,
+    DeliveryFuture, FailureReason, Fatal, FatalError, ProducerConfig, ProducerHandle,
+    PropertyError, Record, SendError, StartError, TcpConnector, Timeout,
+};
+
+fn is_error<E: Error + Send + Sync + 'static>() {}
+fn is_send_sync<T: Send + Sync + 'static>() {}
+fn is_send<F: Future + Send>(_: &F) {}
+
+#[test]
+fn every_public_error_type_is_a_send_sync_static_error() {
+    is_error::<DeliveryError>();
+    is_error::<ConnectionError>();
+    is_error::<Fatal>();
+    is_error::<StartError>();
+    is_error::<Timeout>();
+    is_error::<PropertyError>();
+    is_error::<ConfigError>();
+    is_error::<SendError>();
+    is_error::<FailureReason>();
+    is_error::<FatalError>();
+    // They convert into the usual boxed error.
+    let boxed: Box<dyn Error + Send + Sync> = Box::new(StartError::NoRuntime);
+    assert!(boxed.to_string().contains("tokio runtime"));
+}
+
+#[test]
+fn the_handle_and_its_futures_are_send() {
+    is_send_sync::<ProducerHandle>();
+    is_send_sync::<DeliveryFuture>();
+    is_send_sync::<ClientConfig>();
+    // Futures are checked without being run (no runtime is needed to build them).
+    fn futures(h: &ProducerHandle) {
+        is_send(&h.send(Record::new("t", "v")));
+        is_send(&h.enqueue(Record::new("t", "v")));
+        is_send(&h.flush());
+        is_send(&h.close());
+        is_send(&h.flush_timeout(std::time::Duration::from_secs(1)));
+        is_send(&h.close_timeout(std::time::Duration::from_secs(1)));
+    }
+    let _ = futures;
+}
+
+fn config() -> ProducerConfig {
+    config_from_properties(&[("bootstrap.servers", "127.0.0.1:9092")]).unwrap()
+}
+
+/// A plain `#[test]`: no tokio runtime anywhere.
+#[test]
+fn starting_outside_a_runtime_is_an_error_not_a_panic() {
+    let e = ProducerHandle::connect(config()).unwrap_err();
+    assert_eq!(e, StartError::NoRuntime);
+    assert!(e.to_string().contains("no tokio runtime"), "{e}");
+    assert!(e.to_string().contains("Runtime::block_on"), "{e}");
+    let e = ProducerHandle::with_connector(config(), TcpConnector).unwrap_err();
+    assert_eq!(e, StartError::NoRuntime);
+    let e =
+        ProducerHandle::from_properties(&[("bootstrap.servers", "127.0.0.1:9092")]).unwrap_err();
+    assert_eq!(e, PropertyError::NoRuntime);
+    // A configuration error is still reported as such.
+    let bad = ProducerConfig {
+        max_in_flight: 9,
+        ..config()
+    };
+    match ProducerHandle::connect(bad) {
+        Err(StartError::Config(e)) => {
+            assert_eq!(e.setting, "max.in.flight.requests.per.connection");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Inside a runtime entered with a guard (no async code), it starts.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let guard = rt.enter();
+    let h = ProducerHandle::connect(config()).expect("started inside the runtime");
+    assert_eq!(h.fatal(), None);
+    drop(guard);
+}

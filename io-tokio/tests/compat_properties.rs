@@ -1,0 +1,312 @@
+//! The standard producer properties of the Java client and librdkafka (issue 14): each is
+//! honoured or refused with an error naming it and saying why; none is ignored.
+
+use std::time::Duration;
+
+use kprod_tokio::{config_from_properties, ClientConfig, GapPolicy, ProducerConfig, PropertyError};
+
+const BOOTSTRAP: (&str, &str) = ("bootstrap.servers", "127.0.0.1:9092");
+
+fn props(extra: &[(&str, &str)]) -> Result<ProducerConfig, PropertyError> {
+    let mut all = vec![BOOTSTRAP];
+    all.extend_from_slice(extra);
+    config_from_properties(&all)
+}
+
+/// The property and reason of an `Unsupported` refusal.
+fn refused(extra: &[(&str, &str)]) -> (String, String) {
+    match props(extra) {
+        Err(e @ PropertyError::Unsupported { .. }) => {
+            let PropertyError::Unsupported {
+                ref property,
+                ref value,
+                reason,
+            } = e
+            else {
+                unreachable!()
+            };
+            let message = e.to_string();
+            assert!(
+                message.starts_with(&format!("{property}={value} is not supported: ")),
+                "{message}"
+            );
+            (property.clone(), reason.to_owned())
+        }
+        other => panic!("{extra:?}: expected a refusal, got {other:?}"),
+    }
+}
+
+/// What a Java application's producer properties typically hold, defaults spelled out.
+#[test]
+fn a_java_producer_configuration_is_taken_as_is() {
+    let c = props(&[
+        ("client.id", "orders"),
+        ("acks", "all"),
+        ("enable.idempotence", "true"),
+        ("retries", "2147483647"),
+        ("retry.backoff.ms", "100"),
+        ("retry.backoff.max.ms", "1000"),
+        ("reconnect.backoff.ms", "50"),
+        ("reconnect.backoff.max.ms", "1000"),
+        ("linger.ms", "5"),
+        ("batch.size", "16384"),
+        ("buffer.memory", "33554432"),
+        ("max.request.size", "1048576"),
+        ("max.in.flight.requests.per.connection", "5"),
+        ("delivery.timeout.ms", "120000"),
+        ("request.timeout.ms", "30000"),
+        ("max.block.ms", "60000"),
+        ("metadata.max.age.ms", "300000"),
+        ("compression.type", "lz4"),
+        ("partitioner.class", ""),
+        ("partitioner.ignore.keys", "false"),
+        ("partitioner.adaptive.partitioning.enable", "false"),
+        ("partitioner.availability.timeout.ms", "0"),
+        ("interceptor.classes", ""),
+        ("metric.reporters", ""),
+        ("transactional.id", ""),
+        ("client.dns.lookup", "use_all_dns_ips"),
+        ("send.buffer.bytes", "-1"),
+        ("receive.buffer.bytes", "-1"),
+        ("security.protocol", "PLAINTEXT"),
+    ])
+    .unwrap();
+    assert_eq!(c.client_id.as_deref(), Some("orders"));
+    assert_eq!(c.max_block, Duration::from_secs(60));
+    assert_eq!(c.linger, Duration::from_millis(5));
+    assert_eq!(c.max_in_flight, 5);
+    let c = props(&[(
+        "partitioner.class",
+        "org.apache.kafka.clients.producer.internals.DefaultPartitioner",
+    )])
+    .unwrap();
+    assert_eq!(c.max_block, Duration::from_secs(60));
+    let c = props(&[("max.block.ms", "5000")]).unwrap();
+    assert_eq!(c.max_block, Duration::from_secs(5));
+}
+
+#[test]
+fn librdkafka_names_are_aliases_of_the_same_settings() {
+    let rd = props(&[
+        ("request.required.acks", "-1"),
+        ("queue.buffering.max.ms", "20"),
+        ("queue.buffering.max.kbytes", "65536"),
+        ("message.max.bytes", "2000000"),
+        ("max.in.flight", "3"),
+        ("message.timeout.ms", "90000"),
+        ("message.send.max.retries", "2147483647"),
+        ("topic.metadata.refresh.interval.ms", "60000"),
+        ("compression.codec", "zstd"),
+        ("enable.gapless.guarantee", "true"),
+        ("client.software.name", "orders-service"),
+        ("client.software.version", "2.1.0"),
+        ("partitioner", "murmur2_random"),
+        ("statistics.interval.ms", "0"),
+        ("debug", ""),
+        ("socket.keepalive.enable", "false"),
+        ("socket.nagle.disable", "true"),
+        ("socket.send.buffer.bytes", "0"),
+        ("socket.receive.buffer.bytes", "0"),
+        ("api.version.request", "true"),
+    ])
+    .unwrap();
+    let java = props(&[
+        ("acks", "all"),
+        ("linger.ms", "20"),
+        ("buffer.memory", "67108864"),
+        ("max.request.size", "2000000"),
+        ("max.in.flight.requests.per.connection", "3"),
+        ("delivery.timeout.ms", "90000"),
+        ("metadata.max.age.ms", "60000"),
+        ("compression.type", "zstd"),
+    ])
+    .unwrap();
+    assert_eq!(rd.gap_policy, GapPolicy::Fatal);
+    assert_eq!(
+        (&*rd.client_software_name, &*rd.client_software_version),
+        ("orders-service", "2.1.0")
+    );
+    let rd_rest = ProducerConfig {
+        gap_policy: java.gap_policy,
+        client_software_name: java.client_software_name.clone(),
+        client_software_version: java.client_software_version.clone(),
+        ..rd
+    };
+    assert_eq!(rd_rest, java, "the aliases set what the Java names set");
+    let c = props(&[("enable.gapless.guarantee", "false")]).unwrap();
+    assert_eq!(c.gap_policy, GapPolicy::ContinueWithGap);
+    match props(&[("client.software.version", "1.0-")]) {
+        Err(PropertyError::Config(e)) => assert_eq!(e.setting, "client.software.version"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn what_kprod_cannot_honour_is_refused_naming_the_key_and_why() {
+    for (key, value, why) in [
+        (
+            "key.serializer",
+            "org.apache.kafka.common.serialization.StringSerializer",
+            "bytes",
+        ),
+        (
+            "value.serializer",
+            "org.apache.kafka.common.serialization.ByteArraySerializer",
+            "bytes",
+        ),
+        ("transactional.id", "orders-tx", "no transactions"),
+        ("transaction.timeout.ms", "60000", "no transactions"),
+        (
+            "partitioner.class",
+            "org.apache.kafka.clients.producer.RoundRobinPartitioner",
+            "Record::with_partition",
+        ),
+        ("partitioner.ignore.keys", "true", "murmur2"),
+        (
+            "partitioner.adaptive.partitioning.enable",
+            "true",
+            "KIP-794",
+        ),
+        ("partitioner.availability.timeout.ms", "100", "KIP-794"),
+        ("partitioner", "consistent_random", "murmur2_random"),
+        (
+            "interceptor.classes",
+            "com.example.Audit",
+            "no Java classes",
+        ),
+        ("metric.reporters", "com.example.Reporter", "tracing"),
+        ("metrics.sample.window.ms", "30000", "no metrics"),
+        ("metrics.num.samples", "2", "no metrics"),
+        ("metrics.recording.level", "INFO", "no metrics"),
+        ("statistics.interval.ms", "1000", "statistics"),
+        ("debug", "broker,msg", "tracing"),
+        ("connections.max.idle.ms", "540000", "idle connections"),
+        ("socket.keepalive.enable", "true", "SO_KEEPALIVE"),
+        ("socket.nagle.disable", "false", "TCP_NODELAY"),
+        ("send.buffer.bytes", "131072", "operating system"),
+        ("receive.buffer.bytes", "32768", "operating system"),
+        ("socket.send.buffer.bytes", "65536", "operating system"),
+        (
+            "client.dns.lookup",
+            "resolve_canonical_bootstrap_servers_only",
+            "use_all_dns_ips",
+        ),
+        ("batch.num.messages", "10000", "bytes"),
+        ("queue.buffering.max.messages", "100000", "bytes"),
+        ("socket.timeout.ms", "60000", "request.timeout.ms"),
+        ("api.version.request", "false", "API versions"),
+        ("retries", "0", "delivery.timeout.ms"),
+        ("retries", "3", "does not count retries"),
+        ("message.send.max.retries", "5", "does not count retries"),
+        ("reconnect.backoff.max.ms", "10000", "retry.backoff.max.ms"),
+    ] {
+        let (property, reason) = refused(&[(key, value)]);
+        assert_eq!(property, key, "{key}={value}");
+        assert!(reason.contains(why), "{key}={value}: {reason}");
+    }
+}
+
+#[test]
+fn retries_are_accepted_when_delivery_timeout_ends_retrying_first() {
+    // 1500 retries x 80 ms (100 ms less 20 % jitter) = 120 s = the default delivery timeout.
+    props(&[("retries", "1500")]).unwrap();
+    refused(&[("retries", "1499")]);
+    // A shorter delivery timeout makes a smaller count enough.
+    props(&[
+        ("retries", "10"),
+        ("retry.backoff.ms", "1000"),
+        ("retry.backoff.max.ms", "1000"),
+        ("reconnect.backoff.max.ms", "1000"),
+        ("delivery.timeout.ms", "8000"),
+        ("request.timeout.ms", "2000"),
+    ])
+    .unwrap();
+    // Without a backoff only "forever" is forever.
+    refused(&[("retry.backoff.ms", "0"), ("retries", "100000000")]);
+    props(&[("retry.backoff.ms", "0"), ("retries", "2147483647")]).unwrap();
+    // In any order.
+    props(&[("retries", "20"), ("delivery.timeout.ms", "40000")]).unwrap_err();
+    props(&[("delivery.timeout.ms", "40000"), ("retries", "500")]).unwrap();
+    assert!(matches!(
+        props(&[("retries", "-1")]),
+        Err(PropertyError::Invalid { ref property, .. }) if property == "retries"
+    ));
+}
+
+#[test]
+fn reconnect_backoff_max_must_match_the_cap_kprod_uses() {
+    props(&[("reconnect.backoff.max.ms", "1000")]).unwrap();
+    props(&[
+        ("reconnect.backoff.max.ms", "10000"),
+        ("retry.backoff.max.ms", "10000"),
+    ])
+    .unwrap();
+    refused(&[("reconnect.backoff.max.ms", "500")]);
+}
+
+#[test]
+fn idempotence_and_acks_other_than_all_are_refused_naming_the_key() {
+    for (key, value) in [
+        ("acks", "1"),
+        ("acks", "0"),
+        ("request.required.acks", "1"),
+        ("enable.idempotence", "false"),
+    ] {
+        match props(&[(key, value)]) {
+            Err(e @ PropertyError::Config(_)) => {
+                let setting = if key == "enable.idempotence" {
+                    "enable.idempotence"
+                } else {
+                    "acks"
+                };
+                assert!(e.to_string().contains(setting), "{e}");
+                assert!(e.to_string().contains("idempoten"), "{e}");
+            }
+            other => panic!("{key}={value}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_connect_timeout_is_a_driver_setting() {
+    let c = ClientConfig::from_properties(&[
+        BOOTSTRAP,
+        ("socket.connection.setup.timeout.ms", "10000"),
+        ("socket.connection.setup.timeout.max.ms", "30000"),
+    ])
+    .unwrap();
+    assert_eq!(c.connect_timeout, Some(Duration::from_secs(10)));
+    let c = ClientConfig::from_properties(&[BOOTSTRAP]).unwrap();
+    assert_eq!(c.connect_timeout, None, "request.timeout.ms, as before");
+    // The maximum can only be honoured if kprod never waits longer than it.
+    let e = ClientConfig::from_properties(&[
+        BOOTSTRAP,
+        ("socket.connection.setup.timeout.ms", "10000"),
+        ("socket.connection.setup.timeout.max.ms", "5000"),
+    ])
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("socket.connection.setup.timeout.max.ms=5000"),
+        "{e}"
+    );
+    ClientConfig::from_properties(&[
+        BOOTSTRAP,
+        ("socket.connection.setup.timeout.max.ms", "30000"),
+    ])
+    .unwrap();
+    // config_from_properties builds no driver: it refuses rather than drop the setting.
+    let (property, reason) = refused(&[("socket.connection.setup.timeout.ms", "10000")]);
+    assert_eq!(property, "socket.connection.setup.timeout.ms");
+    assert!(
+        reason.contains("ProducerHandle::from_properties"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn an_unknown_name_points_at_the_supported_list() {
+    let e = props(&[("linger", "5")]).unwrap_err();
+    assert_eq!(e, PropertyError::Unknown("linger".into()));
+    assert!(e.to_string().contains("config_from_properties"), "{e}");
+}
