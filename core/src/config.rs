@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::protocol::compression::Compression;
+use crate::protocol::versions::MaxVersions;
 
 /// What to do when a batch fails permanently and leaves a gap in a partition's stream
 /// (idempotence-spec §B.4).
@@ -107,6 +108,13 @@ pub struct ProducerConfig {
     /// `sasl.mechanism`, `sasl.username`, `sasl.password`), or `None`. Its `Debug` output
     /// never shows the password.
     pub sasl: Option<crate::sasl::SaslConfig>,
+    /// Per-API maximum protocol versions (`kprod.max.produce.version`,
+    /// `kprod.max.metadata.version`, `kprod.max.init.producer.id.version`): every connection
+    /// negotiates the highest version both sides support, but never above these. Uncapped by
+    /// default. Use it to pin a producer to what an old broker speaks, or to test old versions
+    /// against a new broker; the versions each connection speaks appear in
+    /// [`crate::Diagnostic::Connected`].
+    pub max_versions: MaxVersions,
     /// The planted bug to run with (model checking only).
     #[cfg(feature = "mutations")]
     pub mutation: crate::mutation::Mutation,
@@ -158,6 +166,7 @@ impl Default for ProducerConfig {
             compression: Compression::NONE,
             topic_compression: BTreeMap::new(),
             sasl: None,
+            max_versions: MaxVersions::NONE,
             #[cfg(feature = "mutations")]
             mutation: crate::mutation::Mutation::None,
         }
@@ -276,6 +285,9 @@ impl ProducerConfig {
         if let Some(sasl) = &self.sasl {
             sasl.validate()?;
         }
+        self.max_versions
+            .check()
+            .map_err(|(setting, reason)| err(setting, reason))?;
         if let Some(id) = &self.client_id {
             if id.len() > i16::MAX as usize {
                 return Err(err("client.id", "too long"));
@@ -373,6 +385,26 @@ mod tests {
                     ..base()
                 },
                 "client.software.version",
+            ),
+            (
+                ProducerConfig {
+                    max_versions: MaxVersions {
+                        produce: Some(2),
+                        ..MaxVersions::NONE
+                    },
+                    ..base()
+                },
+                "kprod.max.produce.version",
+            ),
+            (
+                ProducerConfig {
+                    max_versions: MaxVersions {
+                        init_producer_id: Some(6),
+                        ..MaxVersions::NONE
+                    },
+                    ..base()
+                },
+                "kprod.max.init.producer.id.version",
             ),
         ];
         for (cfg, setting) in cases {

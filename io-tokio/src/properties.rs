@@ -349,6 +349,13 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
         // librdkafka (KIP-511): the name and version sent in ApiVersions.
         "client.software.name" => c.client_software_name = v.to_owned(),
         "client.software.version" => c.client_software_version = v.to_owned(),
+        // kprod's own: the highest version of each API a connection may speak
+        // (`ProducerConfig::max_versions`), to pin a producer to an old broker's versions.
+        "kprod.max.produce.version" => c.max_versions.produce = Some(number(name, v)?),
+        "kprod.max.metadata.version" => c.max_versions.metadata = Some(number(name, v)?),
+        "kprod.max.init.producer.id.version" => {
+            c.max_versions.init_producer_id = Some(number(name, v)?);
+        }
         // `compression.codec` is librdkafka's alias.
         "compression.type" | "compression.codec" => {
             c.compression.codec = CompressionType::from_name(v)

@@ -33,6 +33,10 @@ use crate::{free_port, temp_dir, WireClient};
 /// The Apache Kafka version `scripts/install-kafka.sh` installs.
 pub const KAFKA_VERSION: &str = "4.4.0";
 
+/// The older Apache Kafka `scripts/install-kafka.sh kafka-3` installs: the last 3.x release,
+/// which still serves the protocol versions KIP-896 removed in 4.0.
+pub const KAFKA_3_VERSION: &str = "3.9.1";
+
 /// How long a node may take to join the cluster.
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long a topic may take to get a leader for every partition.
@@ -57,6 +61,8 @@ pub struct KafkaOptions {
     pub ssl: Vec<SslListener>,
     /// Extra SASL listeners for clients on every node ([`Self::sasl`]).
     pub sasl: Vec<SaslListener>,
+    /// The Apache Kafka version to run: [`KAFKA_VERSION`] (default) or [`KAFKA_3_VERSION`].
+    pub version: &'static str,
 }
 
 /// A SASL listener for clients (`SASL_PLAINTEXT`, or `SASL_SSL` with `tls`), on its own
@@ -239,7 +245,15 @@ impl KafkaOptions {
             extra: Vec::new(),
             ssl: Vec::new(),
             sasl: Vec::new(),
+            version: KAFKA_VERSION,
         }
+    }
+
+    /// Runs Apache Kafka `version` (installed by `scripts/install-kafka.sh`, or
+    /// `scripts/install-kafka.sh kafka-3` for [`KAFKA_3_VERSION`]).
+    pub fn version(mut self, version: &'static str) -> Self {
+        self.version = version;
+        self
     }
 
     /// Adds a SASL listener for clients on every node (see [`SaslListener`]).
@@ -303,6 +317,7 @@ struct Node {
 /// A running Apache Kafka cluster (KRaft).
 #[derive(Debug)]
 pub struct Kafka {
+    version: &'static str,
     install: PathBuf,
     dir: PathBuf,
     nodes: Vec<Node>,
@@ -316,16 +331,29 @@ impl Kafka {
     /// # Panics
     /// If it holds no Kafka jars, or `java` cannot run.
     pub fn install_dir() -> PathBuf {
+        Self::install_dir_of(KAFKA_VERSION)
+    }
+
+    /// The install folder of Apache Kafka `version`:
+    /// `${KPROD_CACHE:-$HOME/.cache/kprod}/kafka-<version>` (`$KPROD_KAFKA` overrides the
+    /// folder of [`KAFKA_VERSION`] only).
+    ///
+    /// # Panics
+    /// If it holds no Kafka jars, or `java` cannot run.
+    pub fn install_dir_of(version: &str) -> PathBuf {
         let dir = match std::env::var_os("KPROD_KAFKA") {
-            Some(p) => PathBuf::from(p),
-            None => crate::cache_dir().join(format!("kafka-{KAFKA_VERSION}")),
+            Some(p) if version == KAFKA_VERSION => PathBuf::from(p),
+            _ => crate::cache_dir().join(format!("kafka-{version}")),
         };
-        let jar = dir
-            .join("libs")
-            .join(format!("kafka_2.13-{KAFKA_VERSION}.jar"));
+        let jar = dir.join("libs").join(format!("kafka_2.13-{version}.jar"));
+        let script = if version == KAFKA_VERSION {
+            "scripts/install-kafka.sh"
+        } else {
+            "scripts/install-kafka.sh kafka-3"
+        };
         assert!(
             jar.is_file(),
-            "Apache Kafka {KAFKA_VERSION} not installed: {} is missing; run scripts/install-kafka.sh",
+            "Apache Kafka {version} not installed: {} is missing; run {script}",
             jar.display()
         );
         let java = Command::new("java").arg("-version").output();
@@ -352,7 +380,7 @@ impl Kafka {
     /// 90 s (the message carries the tail of its log).
     pub fn start_with(opts: KafkaOptions) -> Self {
         assert!(opts.brokers >= 1, "a cluster needs at least one node");
-        let install = Self::install_dir();
+        let install = Self::install_dir_of(opts.version);
         let dir = temp_dir("kafka");
         let ports: Vec<(u16, u16)> = (0..opts.brokers)
             .map(|_| (free_port(), free_port()))
@@ -460,6 +488,7 @@ impl Kafka {
             });
         }
         let mut kafka = Self {
+            version: opts.version,
             install,
             dir,
             nodes,
@@ -478,6 +507,11 @@ impl Kafka {
         }
         kafka.wait_brokers(&(0..kafka.nodes.len()).collect::<Vec<_>>());
         kafka
+    }
+
+    /// The Apache Kafka version running.
+    pub fn version(&self) -> &'static str {
+        self.version
     }
 
     fn classpath(&self) -> String {
