@@ -228,37 +228,53 @@ impl Partition {
         if self.stale_leader {
             return None;
         }
-        let inflight = self.inflight();
         // P5: retries of the bound identity go head-first and alone. Once that identity is
         // spent (`needs_rebase`), only a batch that may be in the log still needs it: one that
         // every attempt proved unwritten can only draw OUT_OF_ORDER_SEQUENCE_NUMBER behind
         // the gap (or, as the first batch of an epoch the broker never saw, a new-epoch
         // batch at a non-zero sequence), so it waits to be re-sequenced at the rebase.
         if let Some(i) = self.head_retry() {
-            let BatchState::Retry { at } = self.batches[i].state else {
-                return None;
-            };
-            if inflight > 0 || at > ctx.now {
-                return None;
-            }
-            if mutated!(ctx, RetryReencoded) {
-                self.reencode_reversed(i);
-            }
-            self.batches[i].state = BatchState::InFlight;
-            self.inflight_conn = Some(ctx.conn);
-            return Some(Pick { index: i });
+            return self.resend_head_retry(i, ctx);
         }
         let identity = ctx.identity?;
-        if self.needs_rebase || self.bound != Some(identity) {
+        if !self.may_sequence_new_batch(identity, ctx) {
             return None;
         }
+        self.sequence_next_batch(identity, ctx)
+    }
+
+    /// The head retry `i` goes out again, alone, once its backoff has passed (P2, P5).
+    fn resend_head_retry(&mut self, i: usize, ctx: &SendContext) -> Option<Pick> {
+        let BatchState::Retry { at } = self.batches[i].state else {
+            return None;
+        };
+        if self.inflight() > 0 || at > ctx.now {
+            return None;
+        }
+        if mutated!(ctx, RetryReencoded) {
+            self.reencode_reversed(i);
+        }
+        self.batches[i].state = BatchState::InFlight;
+        self.inflight_conn = Some(ctx.conn);
+        Some(Pick { index: i })
+    }
+
+    /// Whether a new batch may be sequenced under `identity` now: the partition is bound to
+    /// it (P9), the in-flight window has room (P4), a probe after idle expiry or a fresh
+    /// identity goes alone (D7, KAFKA-15591), and nothing is sequenced behind a batch that may
+    /// be in the log (P5, P10). Starts a probe when the partition idled past the expiry.
+    fn may_sequence_new_batch(&mut self, identity: ProducerIdentity, ctx: &SendContext) -> bool {
+        if self.needs_rebase || self.bound != Some(identity) {
+            return false;
+        }
+        let inflight = self.inflight();
         let bound = if mutated!(ctx, InflightOffByOne) {
             ctx.max_in_flight + 1
         } else {
             ctx.max_in_flight
         };
         if inflight >= bound || self.unresolved() >= bound {
-            return None;
+            return false;
         }
         // A partition that idled longer than the broker keeps producer state may have been
         // forgotten; a broker that forgot us (2.5–4.4) takes any sequence. The fresh window
@@ -275,7 +291,7 @@ impl Partition {
         // Until one batch of this identity is acknowledged, send one at a time, so a broker
         // that has no state for us cannot accept a later batch before an earlier one (D7).
         if (self.last_acked.is_none() || self.probe) && inflight > 0 {
-            return None;
+            return false;
         }
         // A batch that may already be in the log is resolved only when a retry of it is
         // deduplicated, so it must stay in the broker's five-batch dedup window (A.5): every
@@ -287,8 +303,19 @@ impl Partition {
             .any(|b| b.maybe_persisted && b.is_sequenced_under(self.bound))
             && !mutated!(ctx, SequenceBehindPossiblyWritten)
         {
-            return None;
+            return false;
         }
+        true
+    }
+
+    /// Seals (first transmission, P1) or restamps (after a rebase) the first unsequenced
+    /// batch if it is ready to go: full, followed by another, lingered long enough, or
+    /// flushed; it takes the next sequence numbers, wrapping past the maximum.
+    fn sequence_next_batch(
+        &mut self,
+        identity: ProducerIdentity,
+        ctx: &SendContext,
+    ) -> Option<Pick> {
         let i = self.unresolved();
         let b = self.batches.get(i)?;
         debug_assert!(matches!(b.state, BatchState::Open | BatchState::Ready));

@@ -182,7 +182,7 @@ fn partition_index_i32_max_in_metadata_does_not_panic() {
 
 /// Bug 4 (arithmetic overflow). A Produce response acknowledging a 3-record batch at base
 /// offset `i64::MAX - 1`: `ack_batch` computes `base + count - 1` and `base + k` unchecked,
-/// which panics in debug builds ("attempt to add with overflow", producer.rs `ack_batch`)
+/// which panics in debug builds ("attempt to add with overflow", producer/outcomes.rs `ack_batch`)
 /// and reports wrapped, negative offsets in release builds. Such a response is corrupt; it
 /// should be refused like an undecodable one, or at least not crash the producer.
 #[test]

@@ -1,0 +1,225 @@
+//! The record accumulator: what `send` accepts (topic name, partition, `max.request.size`,
+//! `buffer.memory`), records waiting for their topic's metadata, partition choice (explicit,
+//! murmur2 by key, sticky per KIP-480) and batching: a record joins its partition's open
+//! batch while it has room under `batch.size`, measured compressed by the topic's ratio
+//! estimate (which learns from each batch sealed); otherwise a new batch opens. Sequences are
+//! not assigned here: a batch is sealed only at its first transmission (P1,
+//! `partition.rs`).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::requests::{PARTITION_OVERHEAD, REQUEST_OVERHEAD};
+use super::{is_valid_topic_name, Producer};
+use crate::partition::{Batch, BatchState, Partition};
+use crate::partitioner::partition_for_key;
+use crate::protocol::compression::{Compression, RatioEstimate};
+use crate::protocol::record_batch::{record_encoded_len, HEADER_LEN};
+use crate::protocol::ErrorCode;
+use crate::types::{DeliveryError, Event, Persistence, Record, RecordId, SendError};
+
+/// A record waiting for its topic's metadata.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct PendingRecord {
+    pub(super) id: RecordId,
+    pub(super) record: Record,
+    pub(super) size: usize,
+    pub(super) enqueued: Instant,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct Topic {
+    pub(super) name: Arc<str>,
+    pub(super) partitions: Vec<Partition>,
+    pub(super) pending: VecDeque<PendingRecord>,
+    pub(super) sticky: i32,
+    /// Metadata says the topic does not exist: the code, while it keeps saying so.
+    pub(super) missing: Option<ErrorCode>,
+    /// The compression of this topic's batches, and Kafka's estimate of its ratio.
+    pub(super) compression: Compression,
+    pub(super) ratio: RatioEstimate,
+}
+
+/// The id and uncompressed record bytes of partition `p`'s first unsealed batch: if the
+/// batch picked for a request is this one, it was sealed (and compressed) just now.
+pub(super) fn first_unsealed(p: &Partition) -> Option<(u64, usize)> {
+    p.batches
+        .iter()
+        .find_map(|b| b.builder.as_ref().map(|bb| (b.id, bb.records_len())))
+}
+
+/// Batch fullness under compression: a batch sealed just now (`unsealed` held its id and raw
+/// size before the pick) tells the topic's compression ratio estimate how well it compressed
+/// (Kafka's estimate, used to decide when a compressed batch is full).
+pub(super) fn observe_compression(
+    compression: Compression,
+    ratio: &mut RatioEstimate,
+    unsealed: Option<(u64, usize)>,
+    picked: u64,
+    wire: &Bytes,
+) {
+    if !compression.is_none() {
+        if let Some((_, raw)) = unsealed.filter(|u| u.0 == picked) {
+            ratio.observe(wire.len() - HEADER_LEN, raw);
+        }
+    }
+}
+
+impl Producer {
+    /// The rules of [`Producer::send`] once the producer takes records: a valid topic name and
+    /// partition, a record that fits a request (`max.request.size`) and the buffer
+    /// (`buffer.memory`). An accepted record goes straight into its partition's batch, or
+    /// waits for its topic's metadata (and behind the records already waiting).
+    // The error hands the whole record back on purpose (rskafka's `TryPush::NoCapacity`).
+    #[allow(clippy::result_large_err)]
+    pub(super) fn accept(&mut self, now: Instant, record: Record) -> Result<RecordId, SendError> {
+        if !is_valid_topic_name(&record.topic) {
+            return Err(SendError::InvalidTopic(record));
+        }
+        if record.partition.is_some_and(|p| p < 0) {
+            return Err(SendError::InvalidPartition(record));
+        }
+        let size = record_encoded_len(
+            0,
+            0,
+            record.key.as_deref(),
+            record.value.as_deref(),
+            &record.headers,
+        ) + 10;
+        let overhead = REQUEST_OVERHEAD + PARTITION_OVERHEAD + record.topic.len() + HEADER_LEN;
+        if size + overhead > self.cfg.max_request_size {
+            return Err(SendError::TooLarge(record));
+        }
+        if self.buffered_bytes + size > self.cfg.buffer_memory {
+            return Err(SendError::QueueFull(record));
+        }
+        let ti = self.topic_index_for(&record.topic);
+        let n = self.topics[ti].partitions.len() as i32;
+        if n > 0 && record.partition.is_some_and(|p| p >= n) {
+            return Err(SendError::InvalidPartition(record));
+        }
+        let id = RecordId(self.next_record);
+        self.next_record += 1;
+        self.buffered_bytes += size;
+        self.pending_records += 1;
+        self.dirty = true;
+        if n > 0 && self.topics[ti].pending.is_empty() {
+            self.append(ti, id, record, size);
+        } else {
+            self.topics[ti].pending.push_back(PendingRecord {
+                id,
+                record,
+                size,
+                enqueued: now,
+            });
+        }
+        Ok(id)
+    }
+
+    /// The index of topic `name`, registering it (and asking for metadata) on first use.
+    fn topic_index_for(&mut self, name: &str) -> usize {
+        match self.topic_index.get(name) {
+            Some(&ti) => ti,
+            None => {
+                let shared: Arc<str> = Arc::from(name);
+                self.topics.push(Topic {
+                    name: shared.clone(),
+                    partitions: Vec::new(),
+                    pending: VecDeque::new(),
+                    sticky: 0,
+                    missing: None,
+                    compression: self.cfg.compression_for(name),
+                    ratio: RatioEstimate::default(),
+                });
+                self.topic_index.insert(shared, self.topics.len() - 1);
+                self.metadata.needed = true;
+                self.topics.len() - 1
+            }
+        }
+    }
+
+    pub(super) fn choose_partition(&mut self, ti: usize, record: &Record) -> i32 {
+        let t = &mut self.topics[ti];
+        let n = t.partitions.len() as i32;
+        match (&record.partition, &record.key) {
+            (Some(p), _) => *p,
+            (None, Some(k)) => partition_for_key(k, n),
+            (None, None) => t.sticky % n,
+        }
+    }
+
+    /// Appends a record to its partition's open batch, opening a new batch when the open one
+    /// is full. The sticky partition moves on when a new batch is opened for it (KIP-480).
+    pub(super) fn append(&mut self, ti: usize, id: RecordId, record: Record, size: usize) {
+        let n = self.topics[ti].partitions.len() as i32;
+        let part = self.choose_partition(ti, &record);
+        if part >= n {
+            self.buffered_bytes -= size;
+            self.pending_records -= 1;
+            self.emit(Event::Failed {
+                id,
+                error: DeliveryError::UnknownPartition,
+                persisted: Persistence::NotPersisted,
+            });
+            return;
+        }
+        let batch_size = self.cfg.batch_size;
+        let now = self.now;
+        let next_batch = &mut self.next_batch;
+        let t = &mut self.topics[ti];
+        let p = &mut t.partitions[part as usize];
+        let (key, value) = (record.key.as_deref(), record.value.as_deref());
+        let fits = p.batches.back().is_some_and(|b| {
+            b.state == BatchState::Open
+                && b.builder.as_ref().is_some_and(|bb| {
+                    bb.has_room_for(
+                        bb.size_of(record.timestamp, key, value, &record.headers),
+                        batch_size,
+                    )
+                })
+        });
+        if !fits {
+            let had_open = if let Some(b) = p.batches.back_mut() {
+                let open = b.state == BatchState::Open;
+                if open {
+                    b.state = BatchState::Ready;
+                }
+                open
+            } else {
+                false
+            };
+            let cap = (HEADER_LEN + size).max(batch_size.min(self.cfg.max_request_size));
+            // Sized from this record, the batch's records rarely outgrow their list.
+            let expected = (cap / size.max(1)).clamp(1, 1024);
+            let mut batch = Batch::new(*next_batch, now, cap, expected);
+            if let Some(bb) = batch.builder.as_mut() {
+                bb.set_compression(t.compression, t.ratio);
+            }
+            p.batches.push_back(batch);
+            *next_batch += 1;
+            if had_open && record.key.is_none() && record.partition.is_none() && n > 0 {
+                t.sticky = (t.sticky + 1) % n;
+            }
+        }
+        let b = p.batches.back_mut().expect("just ensured");
+        let builder = b.builder.as_mut().expect("open batch has a builder");
+        builder.push(record.timestamp, key, value, &record.headers);
+        b.records.push(id);
+        b.size += size;
+        if builder.is_full(batch_size) {
+            b.state = BatchState::Ready;
+        }
+    }
+
+    pub(super) fn route_pending(&mut self, ti: usize) {
+        if self.topics[ti].partitions.is_empty() {
+            return;
+        }
+        while let Some(p) = self.topics[ti].pending.pop_front() {
+            self.append(ti, p.id, p.record, p.size);
+        }
+    }
+}

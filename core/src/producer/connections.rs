@@ -1,0 +1,365 @@
+//! Connections: their states (`Connecting` → `Negotiating` (ApiVersions, KIP-511 fallback,
+//! version negotiation) → [`Authenticating`, SASL in `auth.rs`] → `Ready`), which broker to
+//! open for a request any broker can answer (bootstrap servers in turn, then known nodes),
+//! connections to partition leaders, reconnect backoff, request timeouts that close the
+//! connection (P8), and what a lost connection means: every Produce attempt on it may have
+//! been written, so its batches go back for a byte-identical retry as possibly persisted
+//! (P2, P10), and a leader that cannot be reached triggers a metadata refresh.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::requests::{InFlight, RequestKind};
+use super::{auth, backoff_delay, Producer};
+use crate::protocol::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
+use crate::protocol::init_producer_id::InitProducerIdRequest;
+use crate::protocol::metadata::MetadataRequest;
+use crate::protocol::produce::ProduceRequest;
+use crate::protocol::{
+    self, api_key, decode_response, ErrorCode, FrameDecoder, Message, VersionRange,
+};
+use crate::types::{ConnId, Diagnostic, FatalError, Output};
+
+/// Which broker a connection goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) enum Target {
+    Bootstrap(usize),
+    Node(i32),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum ConnState {
+    Connecting,
+    Negotiating,
+    /// SASL: after ApiVersions, before anything else (`auth.rs`).
+    Authenticating,
+    /// SASL re-authentication (KIP-368): no new request is written meanwhile.
+    Reauthenticating,
+    Ready,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub(super) struct Versions {
+    pub(super) produce: i16,
+    pub(super) metadata: i16,
+    pub(super) init_producer_id: i16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct Conn {
+    pub(super) target: Target,
+    pub(super) addr: Arc<str>,
+    pub(super) state: ConnState,
+    pub(super) versions: Versions,
+    pub(super) inflight: VecDeque<InFlight>,
+    pub(super) decoder: FrameDecoder,
+    pub(super) sasl: Option<auth::SaslConn>,
+}
+
+impl Conn {
+    pub(super) fn produce_inflight(&self) -> usize {
+        self.inflight
+            .iter()
+            .filter(|r| matches!(r.kind, RequestKind::Produce(_)))
+            .count()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct Backoff {
+    pub(super) until: Instant,
+    pub(super) failures: u32,
+}
+
+impl Producer {
+    /// The driver reports `conn` established: negotiate versions (ApiVersions).
+    pub(super) fn on_connected(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if c.state != ConnState::Connecting {
+            return;
+        }
+        c.state = ConnState::Negotiating;
+        self.send_api_versions(conn, ApiVersionsRequest::VERSIONS.max);
+    }
+
+    pub(super) fn send_api_versions(&mut self, conn: ConnId, version: i16) {
+        let req = ApiVersionsRequest {
+            client_software_name: self.cfg.client_software_name.clone(),
+            client_software_version: self.cfg.client_software_version.clone(),
+        };
+        self.transmit(conn, &req, version, RequestKind::ApiVersions(version));
+    }
+
+    pub(super) fn open_conn(&mut self, target: Target, addr: Arc<str>) -> ConnId {
+        let conn = ConnId(self.next_conn);
+        self.next_conn += 1;
+        self.conns.insert(
+            conn,
+            Conn {
+                target,
+                addr: addr.clone(),
+                state: ConnState::Connecting,
+                versions: Versions::default(),
+                inflight: VecDeque::new(),
+                decoder: FrameDecoder::new(self.cfg.max_frame_size),
+                sasl: None,
+            },
+        );
+        if let Target::Node(n) = target {
+            self.node_conns.insert(n, conn);
+        }
+        self.out.push_back(Output::Connect { conn, addr });
+        conn
+    }
+
+    /// Closes a connection on our side (request timeout, protocol error).
+    pub(super) fn close_conn(&mut self, conn: ConnId, reason: &'static str) {
+        if self.conns.contains_key(&conn) {
+            self.out.push_back(Output::Close { conn });
+            self.drop_conn(conn, reason);
+        }
+    }
+
+    /// Forgets a connection and resolves everything that was in flight on it: every Produce
+    /// attempt on it may or may not have been written (P8).
+    pub(super) fn drop_conn(&mut self, conn: ConnId, reason: &'static str) {
+        let Some(c) = self.conns.remove(&conn) else {
+            return;
+        };
+        if let Target::Node(n) = c.target {
+            if self.node_conns.get(&n) == Some(&conn) {
+                self.node_conns.remove(&n);
+            }
+        }
+        let failed = !matches!(c.state, ConnState::Ready | ConnState::Reauthenticating)
+            || reason == "connect failed";
+        if let (Target::Node(n), true) = (c.target, failed) {
+            // A leader that cannot be reached may no longer lead: ask who does (the Java
+            // client refreshes metadata on every failed connect).
+            let leads_something = self
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter())
+                .any(|p| p.leader == Some(n) && !p.batches.is_empty());
+            if leads_something {
+                self.metadata.needed = true;
+            }
+        }
+        let b = self.backoff.entry(c.target).or_insert(Backoff {
+            until: self.now,
+            failures: 0,
+        });
+        if failed {
+            b.failures = b.failures.saturating_add(1);
+        }
+        b.until = self.now
+            + backoff_delay(
+                self.cfg.reconnect_backoff,
+                self.cfg.retry_backoff_max,
+                b.failures.saturating_sub(1),
+            );
+        if let Target::Bootstrap(i) = c.target {
+            if failed {
+                self.bootstrap_next = (i + 1) % self.cfg.bootstrap_servers.len();
+            }
+        }
+        for req in c.inflight {
+            match req.kind {
+                RequestKind::ApiVersions(_)
+                | RequestKind::SaslHandshake
+                | RequestKind::SaslAuthenticate => {}
+                RequestKind::Metadata => {
+                    self.metadata.in_flight = false;
+                    self.metadata.needed = true;
+                }
+                RequestKind::InitProducerId => {
+                    self.pid_request = None;
+                }
+                RequestKind::Produce(refs) => {
+                    for r in refs {
+                        self.retry_batch(r, ErrorCode::NetworkException, true);
+                    }
+                }
+            }
+        }
+        for t in &mut self.topics {
+            for p in &mut t.partitions {
+                if p.inflight_conn == Some(conn) {
+                    p.inflight_conn = None;
+                }
+            }
+        }
+        if self.fatal.is_none() {
+            self.diag(Diagnostic::Disconnected { conn, reason });
+        }
+    }
+
+    pub(super) fn target_ready(&self, target: Target) -> bool {
+        self.backoff
+            .get(&target)
+            .is_none_or(|b| b.until <= self.now)
+    }
+
+    /// A ready connection for a request any broker can answer, or `None` after arranging one.
+    pub(super) fn any_ready_conn(&mut self) -> Option<ConnId> {
+        let ready = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.state == ConnState::Ready)
+            .min_by_key(|(_, c)| c.inflight.len())
+            .map(|(id, _)| *id);
+        if ready.is_some() {
+            return ready;
+        }
+        if !self.conns.is_empty() {
+            return None; // one is being set up
+        }
+        let node = self
+            .brokers
+            .iter()
+            .find(|(n, _)| self.target_ready(Target::Node(**n)))
+            .map(|(n, a)| (*n, a.clone()));
+        if let Some((n, addr)) = node {
+            self.open_conn(Target::Node(n), addr);
+            return None;
+        }
+        let len = self.cfg.bootstrap_servers.len();
+        for k in 0..len {
+            let i = (self.bootstrap_next + k) % len;
+            if self.target_ready(Target::Bootstrap(i)) {
+                let addr: Arc<str> = Arc::from(self.cfg.bootstrap_servers[i].as_str());
+                self.open_conn(Target::Bootstrap(i), addr);
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Opens connections to leaders that have something to send.
+    pub(super) fn connect_to_leaders(&mut self) {
+        let mut wanted: Vec<i32> = Vec::new();
+        let mut unknown_leader = false;
+        for t in &self.topics {
+            for p in &t.partitions {
+                if p.batches.is_empty() {
+                    continue;
+                }
+                match p.leader {
+                    Some(n) if !self.node_conns.contains_key(&n) => wanted.push(n),
+                    Some(n) if !self.brokers.contains_key(&n) => unknown_leader = true,
+                    None => unknown_leader = true,
+                    _ => {}
+                }
+            }
+        }
+        if unknown_leader && !self.metadata.in_flight {
+            self.metadata.needed = true;
+            self.maybe_request_metadata();
+        }
+        wanted.sort_unstable();
+        wanted.dedup();
+        for n in wanted {
+            if !self.target_ready(Target::Node(n)) {
+                continue;
+            }
+            if let Some(addr) = self.brokers.get(&n).cloned() {
+                self.open_conn(Target::Node(n), addr);
+            }
+        }
+    }
+
+    pub(super) fn expire_requests(&mut self) {
+        let now = self.now;
+        let expired: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.inflight.front().is_some_and(|r| r.deadline <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        for conn in expired {
+            self.close_conn(conn, "request timeout");
+        }
+    }
+
+    pub(super) fn on_api_versions(
+        &mut self,
+        conn: ConnId,
+        version: i16,
+        frame: Bytes,
+    ) -> Result<(), &'static str> {
+        let decoded = decode_response::<ApiVersionsRequest>(version, frame.clone())
+            .ok()
+            .filter(|(_, r)| r.error_code == 0)
+            .or_else(|| decode_response::<ApiVersionsRequest>(0, frame.clone()).ok());
+        let Some((_, resp)) = decoded else {
+            // KIP-511 says an unsupported version is answered at v0 with the broker's range;
+            // a broker whose answer cannot be read at all but whose error code (the first
+            // field after the v0 header) says UNSUPPORTED_VERSION gets asked again at v0,
+            // which every broker speaks (librdkafka's mock cluster answers v3 this way).
+            let code = frame.get(4..6).map(|b| i16::from_be_bytes([b[0], b[1]]));
+            if code == Some(ErrorCode::UnsupportedVersion.as_i16()) && version > 0 {
+                self.send_api_versions(conn, 0);
+                return Ok(());
+            }
+            return Err("bad ApiVersions response");
+        };
+        let resp: ApiVersionsResponse = resp;
+        let code = ErrorCode::from_i16(resp.error_code);
+        if code == ErrorCode::UnsupportedVersion {
+            // KIP-511: retry at the highest version both sides support.
+            let theirs = resp
+                .range_of(api_key::API_VERSIONS)
+                .unwrap_or(VersionRange::new(0, 0));
+            match ApiVersionsRequest::VERSIONS.intersect(&theirs) {
+                Some(r) if r.max < version => {
+                    self.send_api_versions(conn, r.max);
+                    return Ok(());
+                }
+                _ => return Err("no common ApiVersions version"),
+            }
+        }
+        if !code.is_ok() {
+            return Err("ApiVersions error");
+        }
+        let pick = |key: i16, ours: VersionRange, name: &'static str| {
+            resp.range_of(key)
+                .and_then(|theirs| protocol::negotiate(key, ours, theirs))
+                .ok_or(name)
+        };
+        let versions = (|| {
+            Ok::<_, &'static str>(Versions {
+                produce: pick(api_key::PRODUCE, ProduceRequest::VERSIONS, "Produce")?,
+                metadata: pick(api_key::METADATA, MetadataRequest::VERSIONS, "Metadata")?,
+                init_producer_id: pick(
+                    api_key::INIT_PRODUCER_ID,
+                    InitProducerIdRequest::VERSIONS,
+                    "InitProducerId",
+                )?,
+            })
+        })();
+        match versions {
+            Ok(v) => {
+                let c = self.conns.get_mut(&conn).ok_or("unknown connection")?;
+                c.versions = v;
+                if self.cfg.sasl.is_some() {
+                    return self.start_sasl(conn, &resp);
+                }
+                c.state = ConnState::Ready;
+                let addr = c.addr.clone();
+                let target = c.target;
+                self.backoff.remove(&target);
+                self.diag(Diagnostic::Connected { conn, addr });
+                Ok(())
+            }
+            Err(api) => {
+                self.fail_fatal(FatalError::UnsupportedVersions(api));
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! Producer identity: getting a producer id (InitProducerId, its errors per §B.3), epoch
+//! bumps (local, KIP-360, when a partition's sequence state is spent), a new producer id when
+//! the epoch is exhausted or the broker refuses a bump (Tansu), and the rebase: a partition
+//! moves to the current identity only once drained, restarting at sequence 0 (P9, P13, S8,
+//! KAFKA-12152); batches a later one overtook, and those of a cut partition, fail instead of
+//! being re-sequenced (P11, §B.4).
+
+use super::requests::RequestKind;
+use super::{backoff_delay, Producer};
+use crate::protocol::init_producer_id::InitProducerIdRequest;
+use crate::protocol::ErrorCode;
+use crate::types::{DeliveryError, Diagnostic, FatalError, Persistence, ProducerIdentity};
+
+impl Producer {
+    pub(super) fn maybe_request_producer_id(&mut self) {
+        if self.identity.is_some() || self.pid_request.is_some() {
+            return;
+        }
+        if self.pid_retry_at.is_some_and(|t| t > self.now) {
+            return;
+        }
+        let Some(conn) = self.any_ready_conn() else {
+            return;
+        };
+        let version = self.conns[&conn].versions.init_producer_id;
+        self.pid_request = Some(conn);
+        self.transmit(
+            conn,
+            &InitProducerIdRequest::default(),
+            version,
+            RequestKind::InitProducerId,
+        );
+    }
+
+    pub(super) fn on_init_producer_id(&mut self, code: i16, producer_id: i64, epoch: i16) {
+        let code = ErrorCode::from_i16(code);
+        match code {
+            ErrorCode::None if producer_id >= 0 && epoch >= 0 => {
+                let id = ProducerIdentity { producer_id, epoch };
+                self.identity = Some(id);
+                self.pid_failures = 0;
+                self.pid_retry_at = None;
+                self.diag(Diagnostic::ProducerId(id));
+            }
+            ErrorCode::None => self.fail_fatal(FatalError::Broker(ErrorCode::InvalidRequest)),
+            c if c.is_retriable() => {
+                self.pid_failures += 1;
+                self.pid_retry_at = Some(
+                    self.now
+                        + backoff_delay(
+                            self.cfg.retry_backoff,
+                            self.cfg.retry_backoff_max,
+                            self.pid_failures,
+                        ),
+                );
+            }
+            c => self.fail_fatal(FatalError::Broker(c)),
+        }
+    }
+
+    /// Moves drained partitions to the producer's current identity (P9). A batch that a
+    /// later one overtook cannot be re-sequenced without reordering the log, and a cut
+    /// partition's spent batches belong to the cut: they fail, definitively not persisted (a
+    /// drained partition has no ambiguous batch left).
+    pub(super) fn rebind_partitions(&mut self) {
+        let identity = self.identity;
+        if identity.is_none() {
+            return;
+        }
+        for ti in 0..self.topics.len() {
+            for pi in 0..self.topics[ti].partitions.len() {
+                let p = &self.topics[ti].partitions[pi];
+                if p.bound == identity || !p.is_drained() {
+                    continue;
+                }
+                // Under a cut (§B.4) every spent batch belongs to the cut series, including one
+                // that came back from the wire with a retriable error after the cut: it fails
+                // rather than being re-sequenced after the gap.
+                loop {
+                    let p = &self.topics[ti].partitions[pi];
+                    let cutting = p.cutting;
+                    let Some(i) = p
+                        .batches
+                        .iter()
+                        .position(|b| b.seq.is_some() && (b.overtaken || cutting))
+                    else {
+                        break;
+                    };
+                    let error = if cutting {
+                        DeliveryError::PartitionCut
+                    } else {
+                        DeliveryError::Broker(ErrorCode::OutOfOrderSequenceNumber)
+                    };
+                    self.fail_batch(ti, pi, i, error, Persistence::NotPersisted);
+                }
+                let p = &mut self.topics[ti].partitions[pi];
+                let (old, old_seq) = (p.bound, p.next_seq);
+                if p.maybe_rebind(identity)
+                    && mutated!(self.cfg, NewPidKeepsSequence)
+                    && old.is_some_and(|o| identity.is_some_and(|n| n.producer_id != o.producer_id))
+                {
+                    p.next_seq = old_seq;
+                }
+            }
+        }
+    }
+
+    /// Marks that the partition's identity is spent. If the partition is still bound to the
+    /// producer's current identity, the producer bumps its epoch (locally, KIP-360), or asks
+    /// for a new producer id when the epoch is exhausted or the broker refused a bump.
+    pub(super) fn request_bump_for(&mut self, ti: usize, pi: usize) {
+        let p = &self.topics[ti].partitions[pi];
+        if !p.needs_rebase || p.bound.is_none() || p.bound != self.identity {
+            return;
+        }
+        self.bump();
+    }
+
+    pub(super) fn bump(&mut self) {
+        let Some(id) = self.identity else { return };
+        if self.bump_refused || id.epoch >= self.cfg.max_epoch {
+            self.identity = None;
+        } else {
+            let next = ProducerIdentity {
+                producer_id: id.producer_id,
+                epoch: id.epoch + 1,
+            };
+            self.identity = Some(next);
+            self.diag(Diagnostic::EpochBumped(next));
+        }
+    }
+
+    /// PRODUCER_FENCED for batch `i`: Tansu refuses a client-side epoch bump, so from now on
+    /// the producer takes a new id instead of bumping, and drops the identity the batch was
+    /// refused under if it is still the current one.
+    pub(super) fn on_bump_refused(&mut self, ti: usize, pi: usize, i: usize) {
+        // Tansu refuses a client-side epoch bump: from now on take a new id.
+        self.bump_refused = true;
+        let b = &self.topics[ti].partitions[pi].batches[i];
+        if b.seq.map(|s| s.0) == self.identity {
+            self.identity = None;
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Metadata and leadership: when to ask (a new topic, an error that means the leader moved,
+//! a failed connect to a leader, `metadata.max.age.ms`), applying an answer (brokers,
+//! partition counts, leaders, stale answers refused by leader epoch, KIP-320), a topic that
+//! flaps keeps its partitions and sequence state (P12), unknown topics wait up to
+//! `max.block.ms`, and leader moves learned from Produce answers (KIP-951). A partition moves
+//! to its new leader only once drained (P7, enforced in `partition.rs`).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::requests::RequestKind;
+use super::Producer;
+use crate::partition::Partition;
+use crate::protocol::metadata::{MetadataRequest, MetadataRequestTopic};
+use crate::protocol::produce::PartitionProduceResponse;
+use crate::protocol::{self, ErrorCode};
+use crate::types::DeliveryError;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub(super) struct MetadataState {
+    pub(super) in_flight: bool,
+    pub(super) needed: bool,
+    pub(super) last_refresh: Option<Instant>,
+    pub(super) retry_at: Option<Instant>,
+}
+
+impl Producer {
+    pub(super) fn metadata_wanted(&self) -> bool {
+        if self.topics.is_empty() {
+            return false;
+        }
+        if self.metadata.needed {
+            return true;
+        }
+        match self.metadata.last_refresh {
+            None => true,
+            Some(t) => t + self.cfg.metadata_max_age <= self.now,
+        }
+    }
+
+    pub(super) fn maybe_request_metadata(&mut self) {
+        if self.metadata.in_flight || !self.metadata_wanted() {
+            return;
+        }
+        if self.metadata.retry_at.is_some_and(|t| t > self.now) {
+            return;
+        }
+        let Some(conn) = self.any_ready_conn() else {
+            return;
+        };
+        let version = self.conns[&conn].versions.metadata;
+        let req = MetadataRequest {
+            topics: Some(
+                self.topics
+                    .iter()
+                    .map(|t| MetadataRequestTopic {
+                        topic_id: [0; 16],
+                        name: Some(t.name.to_string()),
+                    })
+                    .collect(),
+            ),
+            allow_auto_topic_creation: self.cfg.allow_auto_topic_creation,
+            include_cluster_authorized_operations: false,
+            include_topic_authorized_operations: false,
+        };
+        self.metadata.in_flight = true;
+        self.metadata.needed = false;
+        self.transmit(conn, &req, version, RequestKind::Metadata);
+    }
+
+    pub(super) fn on_metadata(&mut self, m: protocol::metadata::MetadataResponse) {
+        self.metadata.last_refresh = Some(self.now);
+        self.metadata.retry_at = None;
+        for b in &m.brokers {
+            let addr: Arc<str> = Arc::from(format!("{}:{}", b.host, b.port).as_str());
+            self.brokers.insert(b.node_id, addr);
+        }
+        let mut incomplete = false;
+        for t in m.topics {
+            let Some(name) = t.name else { continue };
+            let Some(&ti) = self.topic_index.get(name.as_str()) else {
+                continue;
+            };
+            let code = ErrorCode::from_i16(t.error_code);
+            if !code.is_ok() {
+                incomplete = true;
+                // P12: a flapping topic keeps its partitions and their sequence state.
+                let permanent = matches!(
+                    code,
+                    ErrorCode::InvalidTopicException | ErrorCode::TopicAuthorizationFailed
+                );
+                if permanent {
+                    while let Some(p) = self.topics[ti].pending.pop_front() {
+                        self.resolve_pending(p, DeliveryError::UnknownTopic(code));
+                    }
+                }
+                // An unknown topic may be a flap or still being created: its records wait up
+                // to `max.block.ms` (see `expire_deliveries`).
+                self.topics[ti].missing = Some(code);
+                continue;
+            }
+            let topic = &mut self.topics[ti];
+            topic.missing = None;
+            // A topic's partitions are numbered 0..n and a response lists all n of them: an
+            // index at or beyond the number listed is corrupt and is ignored, so a hostile
+            // index cannot make the producer allocate (or overflow computing) a huge table.
+            let count = t.partitions.len();
+            if count > topic.partitions.len() {
+                topic.partitions.resize_with(count, Partition::default);
+            }
+            for mp in &t.partitions {
+                let Some(p) = usize::try_from(mp.partition_index)
+                    .ok()
+                    .filter(|i| *i < count)
+                    .and_then(|i| topic.partitions.get_mut(i))
+                else {
+                    incomplete = true;
+                    continue;
+                };
+                if mp.leader_epoch >= 0 && mp.leader_epoch < p.leader_epoch {
+                    incomplete = true; // stale metadata (KIP-320): ask again
+                    continue;
+                }
+                p.leader_epoch = mp.leader_epoch.max(p.leader_epoch);
+                p.stale_leader = false;
+                p.leader = (mp.leader_id >= 0).then_some(mp.leader_id);
+                if p.leader.is_none() {
+                    incomplete = true;
+                }
+            }
+            // A partition the response left out (or left leaderless) is retried after the
+            // backoff, not at once.
+            if topic.partitions.iter().any(|p| p.leader.is_none()) {
+                incomplete = true;
+            }
+            self.route_pending(ti);
+        }
+        if incomplete {
+            self.metadata.needed = true;
+            self.metadata.retry_at = Some(self.now + self.cfg.retry_backoff);
+        }
+    }
+
+    /// What a Produce answer for partition `pi` of topic `ti` says about leadership: an error
+    /// that means the leader moved makes the partition wait for fresh metadata, and a newer
+    /// leader named in the answer (KIP-951) is as good as fresh metadata.
+    pub(super) fn learn_leadership_from_produce(
+        &mut self,
+        ti: usize,
+        pi: usize,
+        code: ErrorCode,
+        pr: &PartitionProduceResponse,
+    ) {
+        if code.needs_metadata_refresh() {
+            self.metadata.needed = true;
+            self.topics[ti].partitions[pi].stale_leader = true;
+        }
+        if let Some(l) = pr.current_leader {
+            // KIP-951: a newer leader named in the response is as good as fresh metadata.
+            let p = &mut self.topics[ti].partitions[pi];
+            if l.leader_id >= 0 && l.leader_epoch > p.leader_epoch {
+                p.leader = Some(l.leader_id);
+                p.leader_epoch = l.leader_epoch;
+                p.stale_leader = false;
+            }
+        }
+    }
+}

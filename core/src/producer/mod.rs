@@ -1,0 +1,383 @@
+//! The producer façade: [`Producer`] holds the state, takes the driver's inputs and routes
+//! them, and runs the drain (`poll_output`: the work loop, then outputs until `Wait` with the
+//! next deadline). The rules live in the child modules:
+//!
+//! - `accumulator`: what `send` accepts, partition choice, batching and batch fullness
+//!   (compression ratio estimate);
+//! - `requests`: correlation ids, requests in flight, building Produce requests (S7);
+//! - `connections`: connection states, ApiVersions, reconnect backoff, request timeouts (P8),
+//!   what a lost connection means for the batches on it (P10);
+//! - `auth`: SASL after ApiVersions and re-authentication (KIP-368);
+//! - `metadata`: metadata refresh and leadership, flaps (P12), KIP-951 leaders;
+//! - `identity`: producer id, epoch bumps, new ids, the per-partition rebase (P9, P13);
+//! - `responses`: Produce answers to per-partition outcomes, the §B.3 error table, splits,
+//!   the gap policy (§B.4);
+//! - `outcomes`: acknowledging, retrying and failing batches with truthful persistence (P10,
+//!   P11, S4), delivery timeouts, the fatal stop;
+//!
+//! and per-partition sequencing and retry rules (P1–P5, P7, P9, P13) in `crate::partition`.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+
+use crate::config::ProducerConfig;
+use crate::partition::BatchState;
+use crate::types::{
+    ConnId, Diagnostic, Event, FatalError, Output, ProducerIdentity, Record, RecordId, SendError,
+};
+
+mod accumulator;
+mod auth;
+mod connections;
+mod identity;
+mod metadata;
+mod outcomes;
+mod requests;
+mod responses;
+
+use accumulator::Topic;
+use connections::{Backoff, Conn, ConnState, Target};
+use metadata::MetadataState;
+use requests::RequestKind;
+
+/// The sans-IO idempotent producer.
+///
+/// # Contract
+///
+/// The producer never performs I/O, never reads a clock and never spawns anything. A driver
+/// feeds it inputs and carries out its outputs:
+///
+/// 1. **Mutate**: call one of
+///    - the application commands [`send`](Self::send), [`flush`](Self::flush),
+///      [`close`](Self::close);
+///    - the driver inputs [`handle_connected`](Self::handle_connected),
+///      [`handle_connect_failed`](Self::handle_connect_failed),
+///      [`handle_read`](Self::handle_read), [`handle_disconnected`](Self::handle_disconnected),
+///      [`handle_timeout`](Self::handle_timeout).
+///
+///    Every mutator takes `now`, which must never go backwards.
+/// 2. **Drain**: call [`poll_output`](Self::poll_output) until it returns [`Output::Wait`],
+///    carrying out each output in order: write `Transmit` bytes to their connection (one
+///    request may come as several consecutive `Transmit`s, so that record batches are never
+///    copied: write them in order; vectored writes gather them for free), open
+///    connections for `Connect` (and report the result under the same [`ConnId`]), drop the
+///    connection on `Close`, and hand `Event`s to the application.
+/// 3. **Wait** for the next input, or until the `Wait` deadline, then call `handle_timeout`.
+///
+/// Mutating inside the drain is allowed. The driver must report every disconnect, must
+/// never resend bytes on its own, and must hand every byte read to `handle_read` in order.
+///
+/// # Guarantees
+///
+/// Each record accepted by `send` gets exactly one final event: `Delivered` with its offset,
+/// or `Failed` with a truthful [`Persistence`]. Records of one partition are written in send
+/// order, each at most once.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Producer {
+    cfg: ProducerConfig,
+    now: Instant,
+    out: VecDeque<Output>,
+    dirty: bool,
+    next_conn: u64,
+    next_correlation: i32,
+    next_record: u64,
+    next_batch: u64,
+    conns: BTreeMap<ConnId, Conn>,
+    node_conns: BTreeMap<i32, ConnId>,
+    brokers: BTreeMap<i32, Arc<str>>,
+    bootstrap_next: usize,
+    backoff: BTreeMap<Target, Backoff>,
+    topics: Vec<Topic>,
+    topic_index: BTreeMap<Arc<str>, usize>,
+    identity: Option<ProducerIdentity>,
+    pid_request: Option<ConnId>,
+    pid_retry_at: Option<Instant>,
+    pid_failures: u32,
+    bump_refused: bool,
+    metadata: MetadataState,
+    buffered_bytes: usize,
+    pending_records: usize,
+    flush_upto: Option<RecordId>,
+    closing: bool,
+    closed: bool,
+    fatal: Option<FatalError>,
+}
+
+/// Whether `name` is a legal Kafka topic name.
+pub fn is_valid_topic_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 249
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || c == b'-')
+}
+
+pub(super) fn backoff_delay(base: Duration, max: Duration, failures: u32) -> Duration {
+    let factor = 1u32 << failures.min(16);
+    base.saturating_mul(factor).min(max)
+}
+
+impl Producer {
+    /// A producer with a validated configuration. Nothing happens until the first drain.
+    pub fn new(config: ProducerConfig, now: Instant) -> Result<Self, crate::ConfigError> {
+        config.validate()?;
+        Ok(Self {
+            now,
+            out: VecDeque::new(),
+            dirty: true,
+            next_conn: 0,
+            next_correlation: 0,
+            next_record: 0,
+            next_batch: 0,
+            conns: BTreeMap::new(),
+            node_conns: BTreeMap::new(),
+            brokers: BTreeMap::new(),
+            bootstrap_next: 0,
+            backoff: BTreeMap::new(),
+            topics: Vec::new(),
+            topic_index: BTreeMap::new(),
+            identity: None,
+            pid_request: None,
+            pid_retry_at: None,
+            pid_failures: 0,
+            bump_refused: false,
+            metadata: MetadataState::default(),
+            buffered_bytes: 0,
+            pending_records: 0,
+            flush_upto: None,
+            closing: false,
+            closed: false,
+            fatal: None,
+            cfg: config,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ProducerConfig {
+        &self.cfg
+    }
+
+    /// Records accepted and not yet resolved.
+    pub fn pending_records(&self) -> usize {
+        self.pending_records
+    }
+
+    /// Bytes of record data held.
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffered_bytes
+    }
+
+    /// The producer's current identity, if it has one.
+    pub fn identity(&self) -> Option<ProducerIdentity> {
+        self.identity
+    }
+
+    /// The fatal error, once the producer has failed.
+    pub fn fatal_error(&self) -> Option<&FatalError> {
+        self.fatal.as_ref()
+    }
+
+    /// Whether `close` was called and every record has resolved.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// The id the next accepted record will get.
+    pub fn next_record_id(&self) -> RecordId {
+        RecordId(self.next_record)
+    }
+
+    /// Connections the producer currently tracks.
+    pub fn connections(&self) -> impl Iterator<Item = ConnId> + '_ {
+        self.conns.keys().copied()
+    }
+
+    /// Accepts a record, or hands it back with the reason.
+    // The error hands the whole record back on purpose (rskafka's `TryPush::NoCapacity`).
+    #[allow(clippy::result_large_err)]
+    pub fn send(&mut self, now: Instant, record: Record) -> Result<RecordId, SendError> {
+        self.advance(now);
+        if self.fatal.is_some() || self.closing {
+            return Err(SendError::Closed(record));
+        }
+        self.accept(now, record)
+    }
+
+    /// Sends every record accepted so far without waiting for `linger.ms`.
+    pub fn flush(&mut self, now: Instant) {
+        self.advance(now);
+        if self.next_record > 0 {
+            self.flush_upto = Some(RecordId(self.next_record - 1));
+        }
+        self.dirty = true;
+    }
+
+    /// Stops accepting records, sends what is buffered, and closes every connection once
+    /// all records have resolved ([`Self::is_closed`]).
+    pub fn close(&mut self, now: Instant) {
+        self.flush(now);
+        self.closing = true;
+    }
+
+    /// The connection asked for by `Output::Connect` is established.
+    pub fn handle_connected(&mut self, now: Instant, conn: ConnId) {
+        self.advance(now);
+        self.on_connected(conn);
+    }
+
+    /// The connection asked for by `Output::Connect` could not be established.
+    pub fn handle_connect_failed(&mut self, now: Instant, conn: ConnId) {
+        self.advance(now);
+        self.drop_conn(conn, "connect failed");
+    }
+
+    /// The connection was closed by the peer or failed.
+    pub fn handle_disconnected(&mut self, now: Instant, conn: ConnId) {
+        self.advance(now);
+        self.drop_conn(conn, "disconnected");
+    }
+
+    /// Bytes arrived on `conn`. Whole frames are consumed from the front of `buf`; a partial
+    /// frame is left for the next call.
+    pub fn handle_read(&mut self, now: Instant, conn: ConnId, buf: &mut BytesMut) {
+        self.advance(now);
+        loop {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                buf.clear();
+                return;
+            };
+            let frame = match c.decoder.decode(buf) {
+                Ok(Some(f)) => f,
+                Ok(None) => return,
+                Err(_) => {
+                    self.close_conn(conn, "bad frame size");
+                    buf.clear();
+                    return;
+                }
+            };
+            if let Err(reason) = self.handle_frame(conn, frame) {
+                self.close_conn(conn, reason);
+                buf.clear();
+                return;
+            }
+        }
+    }
+
+    /// A deadline from `Output::Wait` passed.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.advance(now);
+    }
+
+    /// The next thing for the driver to do. Call until it returns [`Output::Wait`].
+    #[must_use]
+    pub fn poll_output(&mut self) -> Output {
+        if self.out.is_empty() && self.dirty {
+            self.dirty = false;
+            self.work();
+        }
+        match self.out.pop_front() {
+            Some(o) => o,
+            None => Output::Wait {
+                until: self.next_deadline(),
+            },
+        }
+    }
+
+    fn advance(&mut self, now: Instant) {
+        if now > self.now {
+            self.now = now;
+        }
+        self.dirty = true;
+    }
+
+    fn emit(&mut self, event: Event) {
+        self.out.push_back(Output::Event(event));
+    }
+
+    fn diag(&mut self, d: Diagnostic) {
+        self.emit(Event::Diagnostic(d));
+    }
+
+    fn work(&mut self) {
+        if self.fatal.is_some() {
+            return;
+        }
+        self.expire_requests();
+        self.sasl_timers();
+        self.expire_deliveries();
+        if self.fatal.is_some() {
+            return;
+        }
+        self.maybe_request_producer_id();
+        self.maybe_request_metadata();
+        self.rebind_partitions();
+        self.send_produce_requests();
+        self.connect_to_leaders();
+        self.maybe_finish_close();
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        if self.fatal.is_some() || self.closed {
+            return None;
+        }
+        let now = self.now;
+        // The earliest deadline still in the future. Deadlines that have passed are either
+        // handled already or blocked behind something that is not a timer.
+        let mut next: Option<Instant> = None;
+        let mut consider = |d: Instant| {
+            if d > now && next.is_none_or(|n| d < n) {
+                next = Some(d);
+            }
+        };
+        for c in self.conns.values() {
+            if let Some(r) = c.inflight.front() {
+                consider(r.deadline);
+            }
+            if let Some(d) = c.sasl.as_ref().and_then(auth::SaslConn::next_deadline) {
+                consider(d);
+            }
+        }
+        let timeout = self.cfg.delivery_timeout;
+        for t in &self.topics {
+            if let Some(p) = t.pending.front() {
+                consider(p.enqueued + timeout);
+                if t.missing.is_some() {
+                    consider(p.enqueued + self.cfg.max_block);
+                }
+            }
+            for p in &t.partitions {
+                p.deadlines(self.cfg.linger).for_each(&mut consider);
+                // Batches are in creation order; in-flight ones expire through their request.
+                if let Some(b) = p.batches.iter().find(|b| b.state != BatchState::InFlight) {
+                    consider(b.created + timeout);
+                }
+            }
+        }
+        if let Some(t) = self.metadata.last_refresh {
+            if !self.topics.is_empty() {
+                consider(t + self.cfg.metadata_max_age);
+            }
+        }
+        self.metadata.retry_at.into_iter().for_each(&mut consider);
+        self.pid_retry_at.into_iter().for_each(&mut consider);
+        self.backoff.values().for_each(|b| consider(b.until));
+        next
+    }
+
+    fn maybe_finish_close(&mut self) {
+        if self.closing && !self.closed && self.pending_records == 0 {
+            self.closed = true;
+            let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+            for c in conns {
+                self.out.push_back(Output::Close { conn: c });
+            }
+            self.conns.clear();
+            self.node_conns.clear();
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! Outcomes: the one place a batch or record is resolved. Acknowledged (`Delivered` with its
+//! offsets; a later acknowledgement marks earlier batches overtaken, P11), retried (backoff,
+//! the same bytes, P2), or failed with a truthful persistence (an earlier unanswered attempt
+//! makes it possibly persisted, P10, S4; a sequenced batch leaves a gap and asks for a bump,
+//! P9). Also the delivery timeout (§B.3: in-flight batches wait for their answer or request
+//! timeout) and the fatal stop (every unresolved record fails).
+
+use super::accumulator::PendingRecord;
+use super::requests::BatchRef;
+use super::{backoff_delay, Producer};
+use crate::partition::BatchState;
+use crate::protocol::ErrorCode;
+use crate::types::{ConnId, DeliveryError, Diagnostic, Event, FatalError, Output, Persistence};
+
+impl Producer {
+    pub(super) fn expire_deliveries(&mut self) {
+        let now = self.now;
+        let timeout = self.cfg.delivery_timeout;
+        for ti in 0..self.topics.len() {
+            while let Some(p) = self.topics[ti].pending.front() {
+                let error = if p.enqueued + timeout <= now {
+                    DeliveryError::DeliveryTimeout
+                } else if let (Some(code), true) = (
+                    self.topics[ti].missing,
+                    p.enqueued + self.cfg.max_block <= now,
+                ) {
+                    DeliveryError::UnknownTopic(code)
+                } else {
+                    break;
+                };
+                let p = self.topics[ti].pending.pop_front().expect("front exists");
+                self.resolve_pending(p, error);
+            }
+            for pi in 0..self.topics[ti].partitions.len() {
+                // Batches are in creation order: stop at the first one not yet expired.
+                // In-flight batches wait for their answer or their request timeout (P8).
+                let mut i = 0;
+                while i < self.topics[ti].partitions[pi].batches.len() {
+                    let b = &self.topics[ti].partitions[pi].batches[i];
+                    if b.created + timeout > now {
+                        break;
+                    }
+                    if b.state == BatchState::InFlight {
+                        i += 1;
+                        continue;
+                    }
+                    // `fail_batch` reports it possibly persisted if an attempt went unanswered.
+                    let persisted = Persistence::NotPersisted;
+                    if mutated!(self.cfg, TimeoutForgetsAttempts) {
+                        self.topics[ti].partitions[pi].batches[i].maybe_persisted = false;
+                    }
+                    self.fail_batch(ti, pi, i, DeliveryError::DeliveryTimeout, persisted);
+                }
+            }
+        }
+    }
+
+    pub(super) fn resolve_pending(&mut self, p: PendingRecord, error: DeliveryError) {
+        self.buffered_bytes -= p.size;
+        self.pending_records -= 1;
+        self.emit(Event::Failed {
+            id: p.id,
+            error,
+            persisted: Persistence::NotPersisted,
+        });
+    }
+
+    /// Removes batch `i` of a partition and reports every record as failed. A sequenced batch
+    /// of the bound identity leaves a gap: the partition must rebase (P9, P10).
+    pub(super) fn fail_batch(
+        &mut self,
+        ti: usize,
+        pi: usize,
+        i: usize,
+        error: DeliveryError,
+        persisted: Persistence,
+    ) {
+        let p = &mut self.topics[ti].partitions[pi];
+        let Some(b) = p.batches.remove(i) else { return };
+        // Whatever the last attempt drew, an earlier attempt with no verdict may have
+        // written the batch (P10): the report must say so.
+        let persisted = if b.maybe_persisted {
+            Persistence::PossiblyPersisted
+        } else {
+            persisted
+        };
+        if b.is_sequenced_under(p.bound) {
+            p.gap = true;
+            p.needs_rebase = true;
+        }
+        p.update_inflight_conn();
+        self.buffered_bytes -= b.size;
+        self.pending_records -= b.records.len();
+        for id in b.records {
+            self.emit(Event::Failed {
+                id,
+                error: error.clone(),
+                persisted,
+            });
+        }
+        self.request_bump_for(ti, pi);
+    }
+
+    /// Removes batch `i` and reports its records delivered at `base_offset..`.
+    pub(super) fn ack_batch(&mut self, ti: usize, pi: usize, i: usize, base_offset: Option<i64>) {
+        let topic = self.topics[ti].name.clone();
+        let p = &mut self.topics[ti].partitions[pi];
+        let Some(b) = p.batches.remove(i) else { return };
+        if let Some((identity, base)) = b.seq {
+            if Some(identity) == p.bound {
+                let last_seq =
+                    crate::partition::seq_add(base, b.count() - 1, self.cfg.max_sequence);
+                let last_offset = base_offset.map_or(-1, |o| o + i64::from(b.count()) - 1);
+                p.last_acked = Some((last_seq, last_offset));
+                p.probe = false;
+                p.last_write = Some(b.created);
+            }
+            // P11: a later acknowledgement proves nothing about earlier batches, and makes
+            // them impossible to re-sequence without reordering.
+            for earlier in p.batches.iter_mut().take(i) {
+                if earlier.is_sequenced_under(Some(identity)) {
+                    earlier.overtaken = true;
+                }
+            }
+        }
+        p.update_inflight_conn();
+        self.buffered_bytes -= b.size;
+        self.pending_records -= b.records.len();
+        for (k, id) in b.records.into_iter().enumerate() {
+            self.emit(Event::Delivered {
+                id,
+                topic: topic.clone(),
+                partition: pi as i32,
+                offset: base_offset.map(|o| o + k as i64),
+            });
+        }
+        if mutated!(self.cfg, ImplicitAckOvertaken) {
+            // librdkafka's implicit acknowledgement: the earlier batches count as delivered.
+            let p = &self.topics[ti].partitions[pi];
+            if let Some(k) = p
+                .batches
+                .iter()
+                .take(i)
+                .position(|e| e.overtaken && e.state != BatchState::InFlight)
+            {
+                self.ack_batch(ti, pi, k, None);
+            }
+        }
+    }
+
+    pub(super) fn retry_batch(&mut self, r: BatchRef, error: ErrorCode, possibly_persisted: bool) {
+        let Some(p) = self
+            .topics
+            .get_mut(r.topic)
+            .and_then(|t| t.partitions.get_mut(r.partition))
+        else {
+            return;
+        };
+        let Some(i) = p.position(r.batch) else { return };
+        let b = &mut p.batches[i];
+        if b.state != BatchState::InFlight {
+            return;
+        }
+        let delay = backoff_delay(
+            self.cfg.retry_backoff,
+            self.cfg.retry_backoff_max,
+            b.retries,
+        );
+        b.retries = b.retries.saturating_add(1);
+        b.maybe_persisted |= possibly_persisted;
+        b.state = BatchState::Retry {
+            at: self.now + delay,
+        };
+        p.update_inflight_conn();
+        let topic = self.topics[r.topic].name.clone();
+        self.diag(Diagnostic::Retry {
+            topic,
+            partition: r.partition as i32,
+            error,
+        });
+    }
+
+    /// Stops the producer because batch `i` drew a refusal: that attempt was definitively not
+    /// written, so the batch is no longer in flight and is reported not persisted (unless an
+    /// earlier attempt was ambiguous).
+    pub(super) fn fail_fatal_on_refusal(
+        &mut self,
+        ti: usize,
+        pi: usize,
+        i: usize,
+        err: FatalError,
+    ) {
+        self.topics[ti].partitions[pi].batches[i].state = BatchState::AwaitRebase;
+        self.fail_fatal(err);
+    }
+
+    /// Stops the producer: every unresolved record fails with a truthful status.
+    pub(super) fn fail_fatal(&mut self, err: FatalError) {
+        if self.fatal.is_some() {
+            return;
+        }
+        self.fatal = Some(err.clone());
+        self.emit(Event::Fatal(err.clone()));
+        for ti in 0..self.topics.len() {
+            while let Some(p) = self.topics[ti].pending.pop_front() {
+                self.resolve_pending(p, DeliveryError::Fatal(err.clone()));
+            }
+            for pi in 0..self.topics[ti].partitions.len() {
+                while !self.topics[ti].partitions[pi].batches.is_empty() {
+                    let b = &self.topics[ti].partitions[pi].batches[0];
+                    // An attempt on the wire has no answer yet; `fail_batch` covers the
+                    // earlier unanswered ones.
+                    let persisted = if b.state == BatchState::InFlight {
+                        Persistence::PossiblyPersisted
+                    } else {
+                        Persistence::NotPersisted
+                    };
+                    self.fail_batch(ti, pi, 0, DeliveryError::Fatal(err.clone()), persisted);
+                }
+            }
+        }
+        let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+        for c in conns {
+            self.out.push_back(Output::Close { conn: c });
+        }
+        self.conns.clear();
+        self.node_conns.clear();
+    }
+}

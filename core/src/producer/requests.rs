@@ -1,0 +1,208 @@
+//! Writing requests: correlation ids, the per-connection table of requests in flight (each
+//! with its `request.timeout.ms` deadline, P8), and assembling Produce requests: for each
+//! ready connection to a leader, up to `max_in_flight` requests (S7), each with at most one
+//! batch per partition the node leads, as the partition picks it (`Partition::next_to_send`:
+//! P1, P2, P4, P5, P7), within `max.request.size`. Batches travel as uncopied chunks (§E.3).
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use smallvec::SmallVec;
+
+use super::accumulator::{first_unsealed, observe_compression};
+use super::connections::ConnState;
+use super::Producer;
+use crate::partition::{BatchState, SendContext};
+use crate::protocol::produce::{PartitionProduceData, ProduceRequest, TopicProduceData};
+use crate::protocol::{self, encode_request};
+use crate::types::{ConnId, Output, RecordId};
+
+/// Bytes a Produce request spends outside its record batches, per request and per partition
+/// (a generous bound: header, client id, topic name, tagged fields).
+pub(super) const REQUEST_OVERHEAD: usize = 128;
+
+pub(super) const PARTITION_OVERHEAD: usize = 16;
+
+/// A batch inside a Produce request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct BatchRef {
+    pub(super) topic: usize,
+    pub(super) partition: usize,
+    pub(super) batch: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) enum RequestKind {
+    ApiVersions(i16),
+    Metadata,
+    InitProducerId,
+    Produce(SmallVec<[BatchRef; 4]>),
+    SaslHandshake,
+    SaslAuthenticate,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct InFlight {
+    pub(super) correlation_id: i32,
+    pub(super) kind: RequestKind,
+    pub(super) deadline: Instant,
+}
+
+impl Producer {
+    pub(super) fn next_correlation_id(&mut self) -> i32 {
+        let c = self.next_correlation;
+        self.next_correlation = self.next_correlation.wrapping_add(1) & i32::MAX;
+        c
+    }
+
+    pub(super) fn transmit<R: protocol::Request>(
+        &mut self,
+        conn: ConnId,
+        req: &R,
+        version: i16,
+        kind: RequestKind,
+    ) {
+        let correlation_id = self.next_correlation_id();
+        let bytes = encode_request(req, version, correlation_id, self.cfg.client_id.as_deref());
+        self.track_and_send(conn, correlation_id, kind, std::iter::once(bytes));
+    }
+
+    /// A Produce request goes out as chunks: its record batches are not copied (§E.3).
+    pub(super) fn transmit_produce(
+        &mut self,
+        conn: ConnId,
+        req: &ProduceRequest,
+        version: i16,
+        kind: RequestKind,
+    ) {
+        let correlation_id = self.next_correlation_id();
+        let chunks = req.encode_chunks(version, correlation_id, self.cfg.client_id.as_deref());
+        self.track_and_send(conn, correlation_id, kind, chunks);
+    }
+
+    pub(super) fn track_and_send(
+        &mut self,
+        conn: ConnId,
+        correlation_id: i32,
+        kind: RequestKind,
+        chunks: impl IntoIterator<Item = Bytes>,
+    ) {
+        let deadline = self.now + self.cfg.request_timeout;
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.inflight.push_back(InFlight {
+                correlation_id,
+                kind,
+                deadline,
+            });
+            for bytes in chunks {
+                self.out.push_back(Output::Transmit { conn, bytes });
+            }
+        }
+    }
+
+    pub(super) fn send_produce_requests(&mut self) {
+        let ready: SmallVec<[(ConnId, i32); 8]> = self
+            .node_conns
+            .iter()
+            .filter(|(_, c)| {
+                self.conns
+                    .get(c)
+                    .is_some_and(|c| c.state == ConnState::Ready)
+            })
+            .map(|(n, c)| (*c, *n))
+            .collect();
+        let bound = if mutated!(self.cfg, InflightOffByOne) {
+            self.cfg.max_in_flight + 1
+        } else {
+            self.cfg.max_in_flight
+        };
+        for (conn, node) in ready {
+            while self.conns[&conn].produce_inflight() < bound {
+                if !self.send_one_produce(conn, node) {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// What a partition needs to know to pick (and sequence) its next batch for `conn`.
+    fn send_context(&self, conn: ConnId) -> SendContext {
+        SendContext {
+            now: self.now,
+            identity: self.identity,
+            conn,
+            max_in_flight: self.cfg.max_in_flight,
+            linger: self.cfg.linger,
+            batch_size: self.cfg.batch_size,
+            flush_upto: if self.closing {
+                Some(RecordId(u64::MAX))
+            } else {
+                self.flush_upto
+            },
+            max_sequence: self.cfg.max_sequence,
+            idle_expiry: self.cfg.producer_state_expiry(),
+            #[cfg(feature = "mutations")]
+            mutation: self.cfg.mutation,
+        }
+    }
+
+    /// Builds one Produce request for `conn` with at most one batch per partition led by
+    /// `node`. Returns whether a request was sent.
+    pub(super) fn send_one_produce(&mut self, conn: ConnId, node: i32) -> bool {
+        let ctx = self.send_context(conn);
+        let mut refs: SmallVec<[BatchRef; 4]> = SmallVec::new();
+        let mut topic_data: Vec<TopicProduceData> = Vec::new();
+        let mut total = REQUEST_OVERHEAD;
+        for (ti, t) in self.topics.iter_mut().enumerate() {
+            let mut parts = Vec::new();
+            for (pi, p) in t.partitions.iter_mut().enumerate() {
+                if p.leader != Some(node) {
+                    continue;
+                }
+                // Leave room: a batch that does not fit waits for the next request.
+                if let Some(b) = p.batches.iter().find(|b| b.state != BatchState::InFlight) {
+                    if !refs.is_empty()
+                        && total + b.wire_len() + PARTITION_OVERHEAD > self.cfg.max_request_size
+                    {
+                        continue;
+                    }
+                }
+                let unsealed = first_unsealed(p);
+                let Some(pick) = p.next_to_send(&ctx) else {
+                    continue;
+                };
+                let b = &p.batches[pick.index];
+                let wire = b.wire.clone().expect("a picked batch is sequenced");
+                observe_compression(t.compression, &mut t.ratio, unsealed, b.id, &wire);
+                total += wire.len() + PARTITION_OVERHEAD + t.name.len();
+                refs.push(BatchRef {
+                    topic: ti,
+                    partition: pi,
+                    batch: b.id,
+                });
+                parts.push(PartitionProduceData {
+                    index: pi as i32,
+                    records: Some(wire),
+                });
+            }
+            if !parts.is_empty() {
+                topic_data.push(TopicProduceData {
+                    name: t.name.to_string(),
+                    partition_data: parts,
+                });
+            }
+        }
+        if refs.is_empty() {
+            return false;
+        }
+        let req = ProduceRequest {
+            transactional_id: None,
+            acks: self.cfg.acks,
+            timeout_ms: self.cfg.request_timeout.as_millis().min(i32::MAX as u128) as i32,
+            topic_data,
+        };
+        let version = self.conns[&conn].versions.produce;
+        self.transmit_produce(conn, &req, version, RequestKind::Produce(refs));
+        true
+    }
+}

@@ -1,0 +1,407 @@
+//! Responses: matching a frame to the oldest request in flight on its connection (a mismatch
+//! or an undecodable answer closes the connection), and the Produce error table (§B.3):
+//! each partition's answer becomes an outcome: acknowledged, deduplicated,
+//! OUT_OF_ORDER_SEQUENCE_NUMBER / UNKNOWN_PRODUCER_ID (head or not, benign or data loss,
+//! KIP-360), fencing and epoch errors (rebase), MESSAGE_TOO_LARGE (split reusing the
+//! sequence range, P3, KAFKA-8325), CORRUPT_MESSAGE, retriable, possibly persisted, and
+//! permanent errors with the gap policy (§B.4).
+
+use bytes::Bytes;
+use smallvec::SmallVec;
+
+use super::requests::{BatchRef, RequestKind};
+use super::Producer;
+use crate::config::{DataLossPolicy, GapPolicy};
+use crate::partition::{Batch, BatchState};
+use crate::protocol::init_producer_id::InitProducerIdRequest;
+use crate::protocol::metadata::MetadataRequest;
+use crate::protocol::produce::{PartitionProduceResponse, ProduceRequest};
+use crate::protocol::record_batch::{RecordBatch, RecordBatchBuilder};
+use crate::protocol::{self, decode_response, ErrorCode, ResponseHeader};
+use crate::types::{ConnId, DeliveryError, Diagnostic, FatalError, Persistence, RecordId};
+
+/// How often CORRUPT_MESSAGE is retried before it counts as a permanent failure.
+pub(super) const MAX_CORRUPT_RETRIES: u8 = 3;
+
+impl Producer {
+    pub(super) fn handle_frame(&mut self, conn: ConnId, frame: Bytes) -> Result<(), &'static str> {
+        let correlation_id =
+            ResponseHeader::peek_correlation_id(&frame).map_err(|_| "short response")?;
+        let c = self.conns.get_mut(&conn).ok_or("unknown connection")?;
+        match c.inflight.front() {
+            Some(r) if r.correlation_id == correlation_id => {}
+            _ => return Err("unexpected correlation id"),
+        }
+        let req = c.inflight.pop_front().expect("front checked");
+        let versions = c.versions;
+        match req.kind {
+            RequestKind::ApiVersions(v) => self.on_api_versions(conn, v, frame),
+            RequestKind::SaslHandshake => self.on_sasl_handshake(conn, frame),
+            RequestKind::SaslAuthenticate => self.on_sasl_authenticate(conn, frame),
+            RequestKind::Metadata => {
+                self.metadata.in_flight = false;
+                let r = decode_response::<MetadataRequest>(versions.metadata, frame);
+                match r {
+                    Ok((_, m)) => {
+                        self.on_metadata(m);
+                        Ok(())
+                    }
+                    Err(_) => {
+                        self.metadata.needed = true;
+                        Err("bad metadata response")
+                    }
+                }
+            }
+            RequestKind::InitProducerId => {
+                self.pid_request = None;
+                let r = decode_response::<InitProducerIdRequest>(versions.init_producer_id, frame)
+                    .map_err(|_| "bad InitProducerId response")?;
+                self.on_init_producer_id(r.1.error_code, r.1.producer_id, r.1.producer_epoch);
+                Ok(())
+            }
+            RequestKind::Produce(refs) => {
+                match decode_response::<ProduceRequest>(versions.produce, frame) {
+                    Ok((_, resp)) => {
+                        self.on_produce(refs, resp);
+                        Ok(())
+                    }
+                    Err(_) => {
+                        for r in refs {
+                            self.retry_batch(r, ErrorCode::NetworkException, true);
+                        }
+                        Err("bad produce response")
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_produce(
+        &mut self,
+        refs: SmallVec<[BatchRef; 4]>,
+        resp: protocol::produce::ProduceResponse,
+    ) {
+        for r in refs {
+            let name = &self.topics[r.topic].name;
+            let result = resp
+                .responses
+                .iter()
+                .filter(|t| t.name.as_str() == &**name)
+                .flat_map(|t| t.partition_responses.iter())
+                .find(|p| p.index == r.partition as i32)
+                .cloned();
+            match result {
+                Some(pr) => self.on_partition_result(r, &pr),
+                // A response that leaves a partition out tells us nothing about it.
+                None => self.retry_batch(r, ErrorCode::NetworkException, true),
+            }
+        }
+    }
+
+    pub(super) fn on_partition_result(&mut self, r: BatchRef, pr: &PartitionProduceResponse) {
+        let (ti, pi) = (r.topic, r.partition);
+        let Some(i) = self.topics[ti].partitions[pi].position(r.batch) else {
+            return;
+        };
+        if self.topics[ti].partitions[pi].batches[i].state != BatchState::InFlight {
+            return;
+        }
+        let code = ErrorCode::from_i16(pr.error_code);
+        self.learn_leadership_from_produce(ti, pi, code, pr);
+        match code {
+            ErrorCode::None => self.on_success(r, i, pr.base_offset),
+            ErrorCode::DuplicateSequenceNumber => {
+                let offset = mutated!(self.cfg, DuplicateAtMinusOne).then_some(-1);
+                self.ack_batch(ti, pi, i, offset)
+            }
+            ErrorCode::OutOfOrderSequenceNumber | ErrorCode::UnknownProducerId => {
+                self.on_out_of_order(ti, pi, i, code, pr.log_start_offset)
+            }
+            ErrorCode::InvalidProducerEpoch
+            | ErrorCode::ProducerFenced
+            | ErrorCode::InvalidProducerIdMapping => {
+                if code == ErrorCode::ProducerFenced {
+                    self.on_bump_refused(ti, pi, i);
+                }
+                self.reject_for_rebase(ti, pi, i, code);
+            }
+            ErrorCode::MessageTooLarge if self.topics[ti].partitions[pi].batches[i].count() > 1 => {
+                self.split_batch(ti, pi, i)
+            }
+            c if c.is_fatal() => self.fail_fatal_on_refusal(ti, pi, i, FatalError::Broker(c)),
+            c @ (ErrorCode::NotEnoughReplicasAfterAppend | ErrorCode::UnknownServerError)
+                if mutated!(self.cfg, AfterAppendNotPersisted) =>
+            {
+                if c.is_retriable() {
+                    self.retry_batch(r, c, false)
+                } else {
+                    self.fail_permanently(ti, pi, i, c)
+                }
+            }
+            ErrorCode::CorruptMessage => self.on_corrupt_message(r, i),
+            c if c.is_retriable() => self.retry_batch(r, c, c.is_possibly_persisted()),
+            c if c.is_possibly_persisted() => self.fail_batch(
+                ti,
+                pi,
+                i,
+                DeliveryError::Broker(c),
+                Persistence::PossiblyPersisted,
+            ),
+            c => self.fail_permanently(ti, pi, i, c),
+        }
+    }
+
+    /// A success for batch `i` (`r`): acknowledged at `base_offset`, unless the offset is
+    /// impossible.
+    fn on_success(&mut self, r: BatchRef, i: usize, base_offset: i64) {
+        let (ti, pi) = (r.topic, r.partition);
+        let count = i64::from(self.topics[ti].partitions[pi].batches[i].count());
+        if base_offset < 0 || base_offset.checked_add(count).is_none() {
+            // A success with an impossible offset is corrupt: its truth is unknown.
+            self.retry_batch(r, ErrorCode::CorruptMessage, true);
+        } else {
+            self.ack_batch(ti, pi, i, Some(base_offset));
+        }
+    }
+
+    /// CORRUPT_MESSAGE for batch `i` (`r`): retried `MAX_CORRUPT_RETRIES` times, then a
+    /// permanent failure.
+    fn on_corrupt_message(&mut self, r: BatchRef, i: usize) {
+        let (ti, pi) = (r.topic, r.partition);
+        let code = ErrorCode::CorruptMessage;
+        let b = &mut self.topics[ti].partitions[pi].batches[i];
+        if b.corrupt_retries < MAX_CORRUPT_RETRIES {
+            b.corrupt_retries += 1;
+            self.retry_batch(r, code, false);
+        } else {
+            self.fail_permanently(ti, pi, i, code);
+        }
+    }
+
+    /// This attempt was rejected and the batch's sequence is spent: it waits for a rebase,
+    /// unless it may already be in the log (then it can only fail as possibly persisted) or
+    /// a later batch overtook it (then it fails, not persisted).
+    pub(super) fn reject_for_rebase(&mut self, ti: usize, pi: usize, i: usize, code: ErrorCode) {
+        let p = &mut self.topics[ti].partitions[pi];
+        p.needs_rebase = true;
+        let b = &mut p.batches[i];
+        if b.maybe_persisted {
+            self.fail_batch(
+                ti,
+                pi,
+                i,
+                DeliveryError::Broker(code),
+                Persistence::PossiblyPersisted,
+            );
+        } else if b.overtaken || p.cutting {
+            let error = if p.cutting {
+                DeliveryError::PartitionCut
+            } else {
+                DeliveryError::Broker(code)
+            };
+            self.fail_batch(ti, pi, i, error, Persistence::NotPersisted);
+        } else {
+            b.state = BatchState::AwaitRebase;
+            p.update_inflight_conn();
+            self.request_bump_for(ti, pi);
+        }
+    }
+
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER or UNKNOWN_PRODUCER_ID for batch `i` (§B.3).
+    pub(super) fn on_out_of_order(
+        &mut self,
+        ti: usize,
+        pi: usize,
+        i: usize,
+        code: ErrorCode,
+        log_start: i64,
+    ) {
+        let p = &self.topics[ti].partitions[pi];
+        let identity = p.batches[i].seq.map(|s| s.0);
+        let earlier = p
+            .batches
+            .iter()
+            .take(i)
+            .filter(|b| b.is_sequenced_under(identity));
+        let mut waiting = false;
+        let mut explained = p.gap;
+        for b in earlier {
+            match b.state {
+                BatchState::InFlight | BatchState::Retry { .. } => waiting = true,
+                BatchState::AwaitRebase => explained = true,
+                _ => {}
+            }
+        }
+        if waiting {
+            // Not the head: an earlier batch is unresolved. Retry after it, no bump.
+            let r = BatchRef {
+                topic: ti,
+                partition: pi,
+                batch: p.batches[i].id,
+            };
+            self.retry_batch(r, code, false);
+            return;
+        }
+        if code == ErrorCode::UnknownProducerId {
+            // The broker holds no state for this producer on this partition, so no attempt
+            // of this batch is in its log: an earlier attempt whose answer was lost did not
+            // land (state is only lost after producer.id.expiration.ms of idleness, §A.4).
+            self.topics[ti].partitions[pi].batches[i].maybe_persisted = false;
+        }
+        let p = &self.topics[ti].partitions[pi];
+        if explained || p.batches[i].maybe_persisted || p.batches[i].overtaken {
+            self.reject_for_rebase(ti, pi, i, code);
+            return;
+        }
+        if mutated!(self.cfg, HeadRejectionRetried) {
+            let r = BatchRef {
+                topic: ti,
+                partition: pi,
+                batch: p.batches[i].id,
+            };
+            self.retry_batch(r, code, false);
+            return;
+        }
+        // The true head of line was refused. Benign if the broker lost our state because the
+        // log start moved past our last acknowledgement (KIP-360); otherwise acknowledged data
+        // was lost.
+        // UNKNOWN_PRODUCER_ID says the broker lost our state (expiry, an old broker after
+        // retention): benign by definition. OUT_OF_ORDER_SEQUENCE_NUMBER is benign only if
+        // the log start moved past our last acknowledgement (KIP-360).
+        let benign = code == ErrorCode::UnknownProducerId
+            || match p.last_acked {
+                None => true,
+                Some((_, offset)) => log_start > offset,
+            };
+        if !benign {
+            let topic = self.topics[ti].name.clone();
+            self.diag(Diagnostic::DataLoss {
+                topic,
+                partition: pi as i32,
+            });
+            if self.cfg.data_loss_policy == DataLossPolicy::Fatal {
+                self.fail_fatal_on_refusal(ti, pi, i, FatalError::DataLoss);
+                return;
+            }
+        }
+        self.reject_for_rebase(ti, pi, i, code);
+    }
+
+    /// A permanent, record-level rejection: the batch is not in the log. The gap policy
+    /// decides what else happens (§B.4).
+    pub(super) fn fail_permanently(&mut self, ti: usize, pi: usize, i: usize, code: ErrorCode) {
+        self.fail_batch(
+            ti,
+            pi,
+            i,
+            DeliveryError::Broker(code),
+            Persistence::NotPersisted,
+        );
+        let policy = if mutated!(self.cfg, GapPolicyIgnored) {
+            GapPolicy::ContinueWithGap
+        } else {
+            self.cfg.gap_policy
+        };
+        match policy {
+            GapPolicy::ContinueWithGap => {}
+            GapPolicy::Fatal => self.fail_fatal(FatalError::Gap(code)),
+            GapPolicy::CutPartition => {
+                self.topics[ti].partitions[pi].cutting = true;
+                let mut k = 0;
+                while k < self.topics[ti].partitions[pi].batches.len() {
+                    let b = &self.topics[ti].partitions[pi].batches[k];
+                    let cut = match b.state {
+                        BatchState::Open | BatchState::Ready | BatchState::AwaitRebase => true,
+                        BatchState::Retry { .. } => !b.maybe_persisted,
+                        BatchState::InFlight => false,
+                    };
+                    if cut {
+                        self.fail_batch(
+                            ti,
+                            pi,
+                            k,
+                            DeliveryError::PartitionCut,
+                            Persistence::NotPersisted,
+                        );
+                    } else {
+                        k += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// MESSAGE_TOO_LARGE for a batch of several records: the batch was rejected whole, so its
+    /// sequence range is reused by two halves with contiguous sequences (KAFKA-8325). The
+    /// records are re-derived from the sent bytes (decompressed if need be; the uncompressed
+    /// records are not kept after the seal) and each half is compressed again.
+    pub(super) fn split_batch(&mut self, ti: usize, pi: usize, i: usize) {
+        let max_seq = self.cfg.max_sequence;
+        let (compression, ratio) = (self.topics[ti].compression, self.topics[ti].ratio);
+        let p = &mut self.topics[ti].partitions[pi];
+        let b = &p.batches[i];
+        if b.maybe_persisted {
+            // Its range may be in the log: it cannot be re-sequenced into halves (P3).
+            return self.fail_permanently(ti, pi, i, ErrorCode::MessageTooLarge);
+        }
+        let (Some(wire), Some((identity, base))) = (b.wire.clone(), b.seq) else {
+            return self.fail_permanently(ti, pi, i, ErrorCode::MessageTooLarge);
+        };
+        let Ok(decoded) = RecordBatch::decode_all(wire) else {
+            return self.fail_permanently(ti, pi, i, ErrorCode::MessageTooLarge);
+        };
+        let Some(batch) = decoded.into_iter().next() else {
+            return self.fail_permanently(ti, pi, i, ErrorCode::MessageTooLarge);
+        };
+        let half = batch.records.len() / 2;
+        let old = p.batches.remove(i).expect("index valid");
+        let mut pieces = Vec::new();
+        let mut seq = base;
+        for (k, chunk) in [&batch.records[..half], &batch.records[half..]]
+            .iter()
+            .enumerate()
+        {
+            let mut builder = RecordBatchBuilder::with_capacity(0);
+            builder.set_compression(compression, ratio);
+            for r in chunk.iter() {
+                builder.push(
+                    batch.base_timestamp + r.timestamp_delta,
+                    r.key.as_deref(),
+                    r.value.as_deref(),
+                    &r.headers,
+                );
+            }
+            let ids: Vec<RecordId> = if k == 0 {
+                old.records[..half].to_vec()
+            } else {
+                old.records[half..].to_vec()
+            };
+            let count = ids.len() as i32;
+            let size = if k == 0 {
+                old.size / 2
+            } else {
+                old.size - old.size / 2
+            };
+            pieces.push(Batch {
+                id: self.next_batch,
+                records: ids,
+                builder: None,
+                wire: Some(builder.seal(identity.producer_id, identity.epoch, seq)),
+                seq: Some((identity, seq)),
+                size,
+                created: old.created,
+                state: BatchState::Retry { at: self.now },
+                maybe_persisted: false,
+                overtaken: old.overtaken,
+                retries: old.retries,
+                corrupt_retries: 0,
+            });
+            self.next_batch += 1;
+            seq = crate::partition::seq_add(seq, count, max_seq);
+        }
+        for (k, piece) in pieces.into_iter().enumerate() {
+            p.batches.insert(i + k, piece);
+        }
+        p.update_inflight_conn();
+    }
+}
