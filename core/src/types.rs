@@ -219,12 +219,15 @@ impl std::error::Error for FatalError {}
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Diagnostic {
-    /// A connection finished its ApiVersions handshake.
+    /// A connection finished its ApiVersions handshake (and SASL, if configured).
     Connected {
         /// Connection.
         conn: ConnId,
         /// Address.
         addr: Arc<str>,
+        /// The versions this connection speaks: the highest both sides support, under
+        /// [`crate::ProducerConfig::max_versions`].
+        versions: crate::protocol::NegotiatedVersions,
     },
     /// A connection authenticated with SASL (after ApiVersions, before any other request),
     /// or re-authenticated (KIP-368).

@@ -904,7 +904,11 @@ impl<C: Connector> Driver<C> {
                 let _ = self.fatal.set(Fatal::Producer(e));
             }
             Event::Diagnostic(d) => match d {
-                Diagnostic::Connected { conn, addr } => info!(conn = conn.0, %addr, "connected"),
+                Diagnostic::Connected {
+                    conn,
+                    addr,
+                    versions,
+                } => info!(conn = conn.0, %addr, %versions, "connected"),
                 Diagnostic::Disconnected { conn, reason } => {
                     info!(conn = conn.0, reason, "disconnected");
                 }

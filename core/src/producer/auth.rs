@@ -304,10 +304,14 @@ impl Producer {
         });
         let reauthentication = std::mem::replace(&mut s.authenticated, true);
         c.state = ConnState::Ready;
-        let (addr, target) = (c.addr.clone(), c.target);
+        let (addr, target, versions) = (c.addr.clone(), c.target, c.versions);
         if !reauthentication {
             self.backoff.remove(&target);
-            self.diag(Diagnostic::Connected { conn, addr });
+            self.diag(Diagnostic::Connected {
+                conn,
+                addr,
+                versions,
+            });
         }
         self.diag(Diagnostic::Authenticated {
             conn,

@@ -15,9 +15,7 @@ use bytes::Bytes;
 use super::requests::{InFlight, RequestKind};
 use super::{auth, backoff_delay, Producer};
 use crate::protocol::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
-use crate::protocol::init_producer_id::InitProducerIdRequest;
-use crate::protocol::metadata::MetadataRequest;
-use crate::protocol::produce::ProduceRequest;
+use crate::protocol::compression::CompressionType;
 use crate::protocol::{
     self, api_key, decode_response, ErrorCode, FrameDecoder, Message, VersionRange,
 };
@@ -41,12 +39,9 @@ pub(super) enum ConnState {
     Ready,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub(super) struct Versions {
-    pub(super) produce: i16,
-    pub(super) metadata: i16,
-    pub(super) init_producer_id: i16,
-}
+/// The versions a connection speaks (chosen by [`protocol::negotiate_versions`] under
+/// [`crate::ProducerConfig::max_versions`]).
+pub(super) type Versions = protocol::NegotiatedVersions;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) struct Conn {
@@ -326,24 +321,27 @@ impl Producer {
         if !code.is_ok() {
             return Err("ApiVersions error");
         }
-        let pick = |key: i16, ours: VersionRange, name: &'static str| {
-            resp.range_of(key)
-                .and_then(|theirs| protocol::negotiate(key, ours, theirs))
-                .ok_or(name)
-        };
-        let versions = (|| {
-            Ok::<_, &'static str>(Versions {
-                produce: pick(api_key::PRODUCE, ProduceRequest::VERSIONS, "Produce")?,
-                metadata: pick(api_key::METADATA, MetadataRequest::VERSIONS, "Metadata")?,
-                init_producer_id: pick(
-                    api_key::INIT_PRODUCER_ID,
-                    InitProducerIdRequest::VERSIONS,
-                    "InitProducerId",
-                )?,
-            })
-        })();
+        let versions = protocol::negotiate_versions(&resp, version, &self.cfg.max_versions)
+            .and_then(|v| {
+                // zstd batches need Produce v7+ (older versions draw
+                // UNSUPPORTED_COMPRESSION_TYPE).
+                let zstd = std::iter::once(&self.cfg.compression)
+                    .chain(self.cfg.topic_compression.values())
+                    .any(|c| c.codec == CompressionType::Zstd);
+                if zstd && v.produce < 7 {
+                    Err("Produce v7+ (zstd compression)")
+                } else {
+                    Ok(v)
+                }
+            });
         match versions {
             Ok(v) => {
+                if !v.kip360() {
+                    // A broker without KIP-360 (InitProducerId below v3: Apache Kafka before
+                    // 2.5): never bump the epoch locally; a bump takes a new producer id, and
+                    // every partition re-sequences from 0 under it once drained (spec §B P9).
+                    self.bump_refused = true;
+                }
                 let c = self.conns.get_mut(&conn).ok_or("unknown connection")?;
                 c.versions = v;
                 if self.cfg.sasl.is_some() {
@@ -353,7 +351,11 @@ impl Producer {
                 let addr = c.addr.clone();
                 let target = c.target;
                 self.backoff.remove(&target);
-                self.diag(Diagnostic::Connected { conn, addr });
+                self.diag(Diagnostic::Connected {
+                    conn,
+                    addr,
+                    versions: v,
+                });
                 Ok(())
             }
             Err(api) => {

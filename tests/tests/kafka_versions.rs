@@ -1,0 +1,394 @@
+//! Old protocol versions against real brokers (issue 14): kprod forced (by
+//! `ProducerConfig::max_versions`) to every Produce version Apache Kafka 4.4.0 still serves, and
+//! to every Metadata and InitProducerId version, then Apache Kafka 3.9.1 and librdkafka's mock
+//! cluster with their own maximum versions.
+//!
+//! Every run is checked twice: a connector that reads the request headers on the wire asserts
+//! that exactly the expected (api key, version) pairs were sent, and the independent reader
+//! (librdkafka's consumer) asserts the log: every record acknowledged, present once, in order,
+//! at its offset.
+//!
+//! Needs `scripts/install-kafka.sh` and `scripts/install-kafka.sh kafka-3`, and Java 17+; each
+//! test starts its own cluster and fails if it cannot.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use kprod_core::protocol::{api_key, MaxVersions};
+use kprod_core::ProducerConfig;
+use kprod_tests::e2e::{assert_complete, close, runtime};
+use kprod_tests::kafka::{KafkaOptions, KAFKA_3_VERSION};
+use kprod_tests::ledger::Ledger;
+use kprod_tests::reader::read_topic;
+use kprod_tests::seed::{fresh_run_id, run_seed, SeedPlan, Source, Verdict};
+use kprod_tests::Kafka;
+use kprod_tokio::{Connector, ProducerHandle, TcpConnector};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+const PARTITIONS: i32 = 3;
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+// ---------------------------------------------------------------------------------------------
+// A connector that records the (api key, version) of every request written.
+// ---------------------------------------------------------------------------------------------
+
+type Seen = Arc<Mutex<BTreeSet<(i16, i16)>>>;
+
+#[derive(Clone, Default)]
+struct Sniffer {
+    seen: Seen,
+}
+
+impl Sniffer {
+    /// The (api key, version) pairs of Produce, Metadata and InitProducerId requests.
+    fn data_apis(&self) -> BTreeSet<(i16, i16)> {
+        let keys = [
+            api_key::PRODUCE,
+            api_key::METADATA,
+            api_key::INIT_PRODUCER_ID,
+        ];
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .copied()
+            .filter(|(k, _)| keys.contains(k))
+            .collect()
+    }
+}
+
+impl Connector for Sniffer {
+    type Stream = Sniffed;
+    async fn connect(&self, addr: &str) -> io::Result<Sniffed> {
+        Ok(Sniffed {
+            inner: TcpConnector.connect(addr).await?,
+            seen: self.seen.clone(),
+            pending: Vec::new(),
+            skip: 0,
+        })
+    }
+}
+
+/// A TCP stream whose written bytes are parsed as request frames.
+struct Sniffed {
+    inner: TcpStream,
+    seen: Seen,
+    /// Bytes of the current frame's beginning (size prefix and the first header fields).
+    pending: Vec<u8>,
+    /// Bytes of the current frame still to skip once its header was read.
+    skip: usize,
+}
+
+impl Sniffed {
+    fn observe(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            if self.skip > 0 {
+                let n = self.skip.min(bytes.len());
+                self.skip -= n;
+                bytes = &bytes[n..];
+                continue;
+            }
+            let n = (8 - self.pending.len()).min(bytes.len());
+            self.pending.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+            if self.pending.len() == 8 {
+                let p = &self.pending;
+                let size = i32::from_be_bytes([p[0], p[1], p[2], p[3]]);
+                let key = i16::from_be_bytes([p[4], p[5]]);
+                let version = i16::from_be_bytes([p[6], p[7]]);
+                self.seen.lock().unwrap().insert((key, version));
+                self.skip = usize::try_from(size).expect("a sane frame size") - 4;
+                self.pending.clear();
+            }
+        }
+    }
+}
+
+impl AsyncRead for Sniffed {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Sniffed {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = r {
+            self.observe(&buf[..n]);
+        }
+        r
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(mut n)) = r {
+            for b in bufs {
+                let k = n.min(b.len());
+                self.observe(&b[..k]);
+                n -= k;
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runs.
+// ---------------------------------------------------------------------------------------------
+
+fn caps(produce: i16, metadata: i16, init_producer_id: i16) -> MaxVersions {
+    MaxVersions {
+        produce: Some(produce),
+        metadata: Some(metadata),
+        init_producer_id: Some(init_producer_id),
+    }
+}
+
+fn config(bootstrap: &str, max_versions: MaxVersions) -> ProducerConfig {
+    ProducerConfig {
+        bootstrap_servers: bootstrap.split(',').map(str::to_owned).collect(),
+        client_id: Some("kprod-versions".into()),
+        request_timeout: Duration::from_secs(5),
+        retry_backoff: Duration::from_millis(20),
+        reconnect_backoff: Duration::from_millis(20),
+        allow_auto_topic_creation: false,
+        max_versions,
+        ..ProducerConfig::default()
+    }
+}
+
+/// The expected pairs for Produce `p`, Metadata `m`, InitProducerId `i`.
+fn expected(p: i16, m: i16, i: i16) -> BTreeSet<(i16, i16)> {
+    [
+        (api_key::PRODUCE, p),
+        (api_key::METADATA, m),
+        (api_key::INIT_PRODUCER_ID, i),
+    ]
+    .into()
+}
+
+/// A seed-like run (a ticker every millisecond and two overlapping bursts of 2,000 records
+/// over 3 partitions) on a fresh topic, under `max_versions`; asserts the versions on the
+/// wire and the log read back by the independent reader.
+fn seed_like(kafka: &Kafka, label: &str, max_versions: MaxVersions, want: BTreeSet<(i16, i16)>) {
+    let started = Instant::now();
+    let topic = format!("kprod-versions-{label}");
+    kafka.create_topic(&topic, PARTITIONS, kafka.len().min(3) as i32, None);
+    let plan = SeedPlan {
+        source: Source {
+            topic: topic.clone(),
+            partitions: PARTITIONS,
+            run: fresh_run_id(),
+            record_size: 100,
+        },
+        ticks: 300,
+        period: Duration::from_millis(1),
+        bursts: 2,
+        burst_size: 2_000,
+        resolve_timeout: TIMEOUT,
+    };
+    let sniffer = Sniffer::default();
+    let cfg = config(&kafka.bootstrap(), max_versions);
+    let report = runtime().block_on(async {
+        let producer = ProducerHandle::with_connector(cfg, sniffer.clone()).expect("valid config");
+        let report = run_seed(&producer, &plan).await;
+        close(producer).await;
+        report
+    });
+    let log = read_topic(&kafka.bootstrap(), &topic, PARTITIONS, TIMEOUT)
+        .unwrap_or_else(|e| panic!("the independent reader failed: {e}"));
+    let v = Verdict::compute(plan.source.run, PARTITIONS, &report.sent, &log);
+    let seen = sniffer.data_apis();
+    println!(
+        "Kafka {} {label}: versions on the wire {seen:?}, {} records, {:.2?}",
+        kafka.version(),
+        v.sent,
+        started.elapsed()
+    );
+    assert_eq!(seen, want, "{label}: versions on the wire");
+    assert_eq!(v.sent, 4_300);
+    assert_complete(&v);
+    assert_eq!(v.acknowledged_without_offset, 0, "{v}");
+}
+
+/// Metadata and InitProducerId versions paired with Produce `p`, so that the ten Produce
+/// versions also cover Metadata v1..v12 and InitProducerId v0..v5.
+fn pairing(p: i16) -> (i16, i16) {
+    let metadata = match p {
+        3 => 1,
+        4 => 2,
+        5 => 3,
+        6 => 4,
+        7 => 5,
+        8 => 6,
+        9 => 7,
+        10 => 8,
+        11 => 10,
+        _ => 12,
+    };
+    (metadata, (p - 3) % 6)
+}
+
+/// Kafka 4.4 serves Produce v3..v13 (v0..v2 were removed by KIP-896), Metadata v0..v13 and
+/// InitProducerId v0..v5: kprod at every Produce version it has from v3 to v12, with every
+/// Metadata version from v1 and every InitProducerId version, one seed-like run each; the
+/// uncapped producer speaks Produce v12, Metadata v12, InitProducerId v5.
+#[test]
+fn kafka_4_4_at_every_version() {
+    let kafka = Kafka::start(1);
+    seed_like(&kafka, "uncapped", MaxVersions::NONE, expected(12, 12, 5));
+    let mut metadata_seen = BTreeSet::new();
+    let mut pid_seen = BTreeSet::new();
+    for p in 3..=12 {
+        let (m, i) = pairing(p);
+        metadata_seen.insert(m);
+        pid_seen.insert(i);
+        seed_like(
+            &kafka,
+            &format!("p{p}-m{m}-i{i}"),
+            caps(p, m, i),
+            expected(p, m, i),
+        );
+    }
+    // Metadata v9 and v11 are not in the pairing: two more runs.
+    for (m, i) in [(9, 2), (11, 3)] {
+        metadata_seen.insert(m);
+        seed_like(
+            &kafka,
+            &format!("p9-m{m}-i{i}"),
+            caps(9, m, i),
+            expected(9, m, i),
+        );
+    }
+    assert_eq!(metadata_seen, (1..=12).collect());
+    assert_eq!(pid_seen, (0..=5).collect());
+}
+
+/// A leader killed and restarted mid-run on 3 nodes (replication 3, `min.insync.replicas=2`)
+/// while kprod speaks old versions: Produce v3 (no leader hints, no log start offset),
+/// Metadata v1, InitProducerId v0 (no KIP-360: a new producer id instead of an epoch bump),
+/// then Produce v7 / Metadata v5 / InitProducerId v1 (what Redpanda and Event Hubs serve).
+#[test]
+fn kafka_4_4_leader_change_at_old_versions() {
+    let mut kafka = Kafka::start_with(KafkaOptions::new(3));
+    for (p, m, i) in [(3, 1, 0), (7, 5, 1)] {
+        let started = Instant::now();
+        let topic = format!("kprod-versions-leader-p{p}");
+        kafka.create_topic(&topic, PARTITIONS, 3, Some(2));
+        let rt = runtime();
+        let sniffer = Sniffer::default();
+        let producer = rt.block_on(async {
+            ProducerHandle::with_connector(
+                config(&kafka.bootstrap(), caps(p, m, i)),
+                sniffer.clone(),
+            )
+            .expect("valid config")
+        });
+        let mut ledger = Ledger::new(&topic, PARTITIONS);
+        let paced = |ledger: &mut Ledger, n: usize| {
+            rt.block_on(async {
+                for k in 0..n {
+                    ledger
+                        .enqueue(&producer, (k % PARTITIONS as usize) as i32)
+                        .await;
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            })
+        };
+        paced(&mut ledger, 600);
+        let leader = kafka.leader(&topic, 0);
+        kafka.kill(leader);
+        paced(&mut ledger, 600);
+        let new_leader = kafka.wait_leader_moved(&topic, 0, leader);
+        kafka.restart(leader);
+        paced(&mut ledger, 600);
+        rt.block_on(ledger.resolve(TIMEOUT));
+        let summary = rt.block_on(ledger.read_and_check(&kafka.bootstrap()));
+        rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(30), producer.close())
+                .await
+                .expect("close() finishes")
+        });
+        println!(
+            "Produce v{p}/Metadata v{m}/InitProducerId v{i}: node {leader} killed, leader \
+             {new_leader}, {summary:?}, {:.2?}",
+            started.elapsed()
+        );
+        assert_eq!(sniffer.data_apis(), expected(p, m, i));
+        assert_eq!(summary.sent, 1_800);
+        assert!(summary.all_delivered(), "{summary:?}");
+        assert_eq!(summary.in_log, summary.sent, "{summary:?}");
+        assert_eq!(summary.delivered_without_offset, 0, "{summary:?}");
+    }
+}
+
+/// Apache Kafka 3.9.1 (KRaft) negotiates its own versions (Produce v11, Metadata v12,
+/// InitProducerId v5) and still serves the old ones: Produce v3 with InitProducerId v0.
+#[test]
+fn kafka_3_9_own_versions_and_old_ones() {
+    let kafka = Kafka::start_with(KafkaOptions::new(1).version(KAFKA_3_VERSION));
+    assert_eq!(kafka.version(), "3.9.1");
+    seed_like(
+        &kafka,
+        "k39-uncapped",
+        MaxVersions::NONE,
+        expected(11, 12, 5),
+    );
+    seed_like(&kafka, "k39-p3-m1-i0", caps(3, 1, 0), expected(3, 1, 0));
+    seed_like(&kafka, "k39-p8-m9-i2", caps(8, 9, 2), expected(8, 9, 2));
+}
+
+/// The pairing above covers every Metadata and InitProducerId version (checked without a
+/// broker so that a change to it is caught at once).
+#[test]
+fn the_pairing_covers_every_version() {
+    let mut m: BTreeMap<i16, usize> = BTreeMap::new();
+    let mut i: BTreeMap<i16, usize> = BTreeMap::new();
+    for p in 3..=12 {
+        let (a, b) = pairing(p);
+        *m.entry(a).or_default() += 1;
+        *i.entry(b).or_default() += 1;
+    }
+    m.insert(9, 1);
+    m.insert(11, 1);
+    assert_eq!(
+        m.keys().copied().collect::<Vec<_>>(),
+        (1..=12).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        i.keys().copied().collect::<Vec<_>>(),
+        (0..=5).collect::<Vec<_>>()
+    );
+}
