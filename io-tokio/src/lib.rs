@@ -1,21 +1,93 @@
-//! Thin tokio driver for [`kprod_core::Producer`].
+//! A Kafka idempotent producer for tokio: every record is written once and in send order per
+//! partition, or fails with a truthful statement of whether it may be in the log anyway.
+//!
+//! This crate is the tokio driver of [`kprod_core::Producer`], a sans-IO state machine that
+//! makes every protocol decision; it is the only dependency an application needs (the types
+//! it works with are re-exported here: [`Record`], [`Header`], [`ProducerConfig`],
+//! [`Persistence`], [`FailureReason`], [`FatalError`], [`ErrorCode`], [`Bytes`], and the
+//! core itself as [`kprod_core`]).
+//!
+//! # Quick start
+//!
+//! ```no_run
+//! use kprod_tokio::{ProducerHandle, Record};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! // The Java client's (or librdkafka's) property names.
+//! let producer = ProducerHandle::from_properties(&[("bootstrap.servers", "localhost:9092")])?;
+//! // Wait for one record's acknowledgement ...
+//! let delivery = producer.send(Record::new("events", "hello")).await?;
+//! println!("partition {} offset {:?}", delivery.partition, delivery.offset);
+//! // ... or keep many in flight: `enqueue` returns once the producer holds the record.
+//! let pending = producer
+//!     .enqueue(Record::new("events", "world").with_key("user-1"))
+//!     .await?;
+//! pending.await?;
+//! producer.close().await; // delivers what is buffered, then stops
+//! # Ok(()) }
+//! ```
+//!
+//! The examples in `io-tokio/examples/` run as they are against a broker
+//! (`cargo run -p kprod-tokio --example quickstart -- localhost:9092 topic`): `quickstart`,
+//! `keyed_ordering` (one partition per key, in send order), `graceful_shutdown` (Ctrl-C,
+//! `flush_timeout`, accounting for every record) and `possibly_persisted` (what to do with each
+//! kind of failure).
+//!
+//! # Configuration
+//!
+//! [`config_from_properties`] and [`ClientConfig::from_properties`] take Kafka producer
+//! properties: the Java client's names and librdkafka's aliases of the same settings. A
+//! property kprod cannot honour (`transactional.id`, `key.serializer`, `acks=1`, ...) is
+//! refused with an error that names it and says why; none is silently ignored. The full list
+//! is on [`config_from_properties`]. A [`ProducerConfig`] can also be built directly.
+//!
+//! # Outcomes
+//!
+//! Every accepted record resolves exactly once: [`Delivery`] (partition and offset), or a
+//! [`DeliveryError`] whose [`DeliveryError::persisted`] is
+//!
+//! - [`Persistence::NotPersisted`]: the record is not in the log and never will be; sending
+//!   it again cannot duplicate it;
+//! - [`Persistence::PossiblyPersisted`]: an attempt's outcome was never learned (a timeout
+//!   after the request went out, a lost connection); it may be in the log, so sending it
+//!   again may duplicate it. Reconcile instead (see `examples/possibly_persisted.rs`).
+//!
+//! # Cancellation
+//!
+//! Dropping a [`DeliveryFuture`] (or a `send` future after its record was accepted) cancels
+//! nothing: the record is delivered or fails as if the future were held, and
+//! [`ProducerHandle::flush`] and [`ProducerHandle::close`] wait for it; only its outcome goes
+//! unobserved. Dropping an `enqueue` or `send` future *before* the record was accepted (while
+//! it waits for `buffer.memory`) means the record is never sent. A record is never half-sent:
+//! it is either not accepted, or accepted and then resolved like any other.
+//!
+//! # Deadlines, shutdown and fatal errors
+//!
+//! [`ProducerHandle::flush`] and [`ProducerHandle::close`] wait until every record resolves,
+//! which `delivery.timeout.ms` bounds; [`ProducerHandle::flush_timeout`] and
+//! [`ProducerHandle::close_timeout`] take a shorter deadline and report a [`Timeout`] without
+//! cancelling anything. Dropping every handle closes the producer the same way, in the
+//! background.
+//!
+//! An error that no retry can fix (an authorization failure, failed SASL authentication, a
+//! rejected certificate, the gap policy set to fail) fails the producer as a whole: every
+//! pending record fails with it, every later `send` and `enqueue` is refused with it, and
+//! [`ProducerHandle::fatal`] returns it ([`Fatal`]).
+//!
+//! # Runtime
+//!
+//! A producer is a task on the tokio runtime it was started on (multi-threaded or not; it
+//! needs the time and IO drivers, `enable_all`). Starting one outside a runtime returns
+//! [`StartError::NoRuntime`]; it never panics. The handle and every future it returns are
+//! `Send`.
+//!
+//! # How it works
 //!
 //! One task owns the sans-IO core. It applies exactly one input at a time (an application
 //! command, bytes or a disconnect from a connection, a finished connect, or the timer), then
 //! drains [`Producer::poll_output`] until `Wait`. Per-connection reader and writer tasks only
 //! move bytes. The adapter makes no protocol decisions: it never retries, re-sends or looks
 //! inside a frame.
-//!
-//! ```no_run
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use kprod_tokio::{config_from_properties, ProducerHandle};
-//! let config = config_from_properties(&[("bootstrap.servers", "localhost:9092")])?;
-//! let producer = ProducerHandle::connect(config)?;
-//! let delivery = producer.send(kprod_core::Record::new("events", "hello")).await?;
-//! println!("partition {} offset {:?}", delivery.partition, delivery.offset);
-//! producer.close().await;
-//! # Ok(()) }
-//! ```
 //!
 //! # Secured clusters
 //!
