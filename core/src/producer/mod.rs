@@ -73,7 +73,7 @@ use requests::RequestKind;
 /// # Guarantees
 ///
 /// Each record accepted by `send` gets exactly one final event: `Delivered` with its offset,
-/// or `Failed` with a truthful [`Persistence`]. Records of one partition are written in send
+/// or `Failed` with a truthful [`Persistence`](crate::Persistence). Records of one partition are written in send
 /// order, each at most once.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Producer {
