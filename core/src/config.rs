@@ -56,6 +56,11 @@ pub struct ProducerConfig {
     pub max_request_size: usize,
     /// `request.timeout.ms`: a request unanswered this long closes its connection (P8).
     pub request_timeout: Duration,
+    /// `socket.connection.setup.timeout.ms`: how long a `Connect` may stay unanswered. A
+    /// connection the driver has not reported connected by then is closed (`Close`) and
+    /// treated as a failed connect: reconnect backoff, the next bootstrap server, a metadata
+    /// refresh if it was a leader's.
+    pub connect_timeout: Duration,
     /// `delivery.timeout.ms`: the bound on a record's whole life in the producer.
     pub delivery_timeout: Duration,
     /// `retry.backoff.ms`.
@@ -148,6 +153,7 @@ impl Default for ProducerConfig {
             buffer_memory: 32 * 1024 * 1024,
             max_request_size: 1024 * 1024,
             request_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
             delivery_timeout: Duration::from_secs(120),
             retry_backoff: Duration::from_millis(100),
             retry_backoff_max: Duration::from_secs(1),
@@ -250,6 +256,12 @@ impl ProducerConfig {
         }
         if self.buffer_memory < self.max_request_size {
             return Err(err("buffer.memory", "must be at least max.request.size"));
+        }
+        if self.connect_timeout.is_zero() {
+            return Err(err(
+                "socket.connection.setup.timeout.ms",
+                "must be positive",
+            ));
         }
         if self.request_timeout.is_zero() {
             return Err(err("request.timeout.ms", "must be positive"));

@@ -70,8 +70,10 @@
 //! [`Producer::poll_output`] returns one [`Output`] at a time:
 //!
 //! - `Connect { conn, addr }`: open a connection to `addr` (`host:port`, and TLS if the
-//!   driver does TLS) and report the result. **The core has no connect timeout**: the driver
-//!   must give up on a connect itself and report `handle_connect_failed`;
+//!   driver does TLS) and report the result. The core keeps the connect timeout
+//!   ([`ProducerConfig::connect_timeout`], `socket.connection.setup.timeout.ms`): a connect
+//!   still unanswered then gets a `Close` and counts as failed, so the driver needs no timer
+//!   of its own;
 //! - `Transmit { conn, bytes }`: write `bytes` to `conn` after every byte of the earlier
 //!   `Transmit`s to it. A request may span several consecutive `Transmit`s (record batches
 //!   are not copied); a driver that queues them per connection and writes in order needs no
@@ -111,9 +113,9 @@
 //! - **It feeds bytes for a closed or unknown connection**: ignored (the buffer is cleared).
 //!   `handle_connected`, `handle_connect_failed` and `handle_disconnected` for an unknown
 //!   connection, or reported twice, are ignored too.
-//! - **It never answers a `Connect`**: the producer waits for that connection for good (it
-//!   opens no second one to the same broker), and the records that need it fail at
-//!   `delivery.timeout.ms`, not persisted.
+//! - **It never answers a `Connect`**: after `connect_timeout` the producer emits `Close` for
+//!   it and treats it as a failed connect (reconnect backoff, then the next bootstrap server
+//!   or the same broker again); a late `handle_connected` for it is ignored.
 //! - **It loses, reorders or invents bytes**: a frame that does not answer the oldest request
 //!   in flight, an undecodable response or an impossible frame size makes the producer close
 //!   the connection (`Close`, then a [`Diagnostic::Disconnected`] naming the reason) and

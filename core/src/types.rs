@@ -314,6 +314,7 @@ pub enum Output {
         bytes: Bytes,
     },
     /// Open a TCP connection and report it with `handle_connected` or `handle_connect_failed`.
+    /// Unanswered after [`crate::ProducerConfig::connect_timeout`], it gets a `Close`.
     Connect {
         /// The id to report it under.
         conn: ConnId,

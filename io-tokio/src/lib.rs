@@ -549,15 +549,17 @@ impl ProducerHandle {
         Self::start(config, connector, token_provider, None)
     }
 
-    /// Starts the driver task; connects time out after `connect_timeout`, else
-    /// `request.timeout.ms`.
+    /// Starts the driver task. `connect_timeout` (`socket.connection.setup.timeout.ms`), if
+    /// given, overrides [`ProducerConfig::connect_timeout`]: the core times connects out.
     fn start<C: Connector>(
-        config: ProducerConfig,
+        mut config: ProducerConfig,
         connector: C,
         token_provider: Option<Arc<dyn TokenProvider>>,
         connect_timeout: Option<Duration>,
     ) -> Result<Self, StartError> {
-        let connect_timeout = connect_timeout.unwrap_or(config.request_timeout);
+        if let Some(t) = connect_timeout {
+            config.connect_timeout = t;
+        }
         let producer = Producer::new(config, now())?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
         let fatal = Arc::new(OnceLock::new());
@@ -566,7 +568,6 @@ impl ProducerHandle {
         let driver = Driver {
             producer,
             connector: Arc::new(connector),
-            connect_timeout,
             conns: HashMap::new(),
             connecting: JoinSet::new(),
             io_tx,
@@ -776,7 +777,6 @@ impl Drop for Conn {
 struct Driver<C: Connector> {
     producer: Producer,
     connector: Arc<C>,
-    connect_timeout: Duration,
     conns: HashMap<ConnId, Conn>,
     connecting: JoinSet<(ConnId, io::Result<C::Stream>)>,
     io_tx: mpsc::Sender<(ConnId, ReadResult)>,
@@ -916,17 +916,12 @@ impl<C: Connector> Driver<C> {
                     }
                 }
                 Output::Connect { conn, addr } => {
+                    // No timer here: the core closes a connect it waited too long for.
                     let connector = self.connector.clone();
-                    let timeout = self.connect_timeout;
                     let target = addr.clone();
-                    let task = self.connecting.spawn(async move {
-                        let r =
-                            match tokio::time::timeout(timeout, connector.connect(&target)).await {
-                                Ok(r) => r,
-                                Err(_) => Err(io::ErrorKind::TimedOut.into()),
-                            };
-                        (conn, r)
-                    });
+                    let task = self
+                        .connecting
+                        .spawn(async move { (conn, connector.connect(&target).await) });
                     self.conns.insert(conn, Conn::Connecting { task, addr });
                 }
                 Output::Close { conn } => {

@@ -157,9 +157,10 @@ pub struct ClientConfig {
     pub producer: ProducerConfig,
     /// How connections are secured.
     pub security: Security,
-    /// `socket.connection.setup.timeout.ms`: how long the driver waits for a connection (TCP,
-    /// and the TLS handshake under `SSL`) before it reports the connect as failed and the core
-    /// retries after its reconnect backoff. `None`: `request.timeout.ms`.
+    /// `socket.connection.setup.timeout.ms`: how long a connection (TCP, and the TLS handshake
+    /// under `SSL`) may take before the core counts the connect as failed and retries after its
+    /// reconnect backoff; set into [`ProducerConfig::connect_timeout`] when the producer
+    /// starts. `None`: [`ProducerConfig::connect_timeout`] as it is (10 s by default).
     pub connect_timeout: Option<Duration>,
 }
 
@@ -428,12 +429,12 @@ impl Deferred {
             }
         }
         if let Some((v, max)) = &self.connect_timeout_max {
-            let timeout = self.connect_timeout.unwrap_or(c.request_timeout);
+            let timeout = self.connect_timeout.unwrap_or(c.connect_timeout);
             if *max < timeout {
                 return Err(unsupported(
                     "socket.connection.setup.timeout.max.ms",
                     v,
-                    "kprod waits socket.connection.setup.timeout.ms (else request.timeout.ms) \
+                    "kprod waits socket.connection.setup.timeout.ms (10 s by default) \
                      for every connect, without growing it, so the maximum must be at least \
                      that",
                 ));
@@ -772,16 +773,10 @@ impl CodecLevels {
 /// # Ok::<(), PropertyError>(())
 /// ```
 pub fn config_from_properties(props: &[(&str, &str)]) -> Result<ProducerConfig, PropertyError> {
-    let c = ClientConfig::from_properties(props)?;
+    let mut c = ClientConfig::from_properties(props)?;
+    // The core keeps the connect timeout.
     if let Some(t) = c.connect_timeout {
-        return Err(PropertyError::Unsupported {
-            property: "socket.connection.setup.timeout.ms".to_owned(),
-            value: t.as_millis().to_string(),
-            reason: "the connect timeout is a setting of the driver, which \
-                     config_from_properties does not build (its producer waits \
-                     request.timeout.ms for a connect); use ProducerHandle::from_properties \
-                     (or ClientConfig::from_properties)",
-        });
+        c.producer.connect_timeout = t;
     }
     match c.security {
         Security::Plaintext => Ok(c.producer),

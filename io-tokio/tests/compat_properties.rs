@@ -268,7 +268,7 @@ fn idempotence_and_acks_other_than_all_are_refused_naming_the_key() {
 }
 
 #[test]
-fn the_connect_timeout_is_a_driver_setting() {
+fn the_connect_timeout_reaches_the_core() {
     let c = ClientConfig::from_properties(&[
         BOOTSTRAP,
         ("socket.connection.setup.timeout.ms", "10000"),
@@ -277,7 +277,8 @@ fn the_connect_timeout_is_a_driver_setting() {
     .unwrap();
     assert_eq!(c.connect_timeout, Some(Duration::from_secs(10)));
     let c = ClientConfig::from_properties(&[BOOTSTRAP]).unwrap();
-    assert_eq!(c.connect_timeout, None, "request.timeout.ms, as before");
+    assert_eq!(c.connect_timeout, None, "the core's default");
+    assert_eq!(c.producer.connect_timeout, Duration::from_secs(10));
     // The maximum can only be honoured if kprod never waits longer than it.
     let e = ClientConfig::from_properties(&[
         BOOTSTRAP,
@@ -295,13 +296,10 @@ fn the_connect_timeout_is_a_driver_setting() {
         ("socket.connection.setup.timeout.max.ms", "30000"),
     ])
     .unwrap();
-    // config_from_properties builds no driver: it refuses rather than drop the setting.
-    let (property, reason) = refused(&[("socket.connection.setup.timeout.ms", "10000")]);
-    assert_eq!(property, "socket.connection.setup.timeout.ms");
-    assert!(
-        reason.contains("ProducerHandle::from_properties"),
-        "{reason}"
-    );
+    // The core times connects out, so config_from_properties keeps the setting.
+    let c = config_from_properties(&[BOOTSTRAP, ("socket.connection.setup.timeout.ms", "2500")])
+        .unwrap();
+    assert_eq!(c.connect_timeout, Duration::from_millis(2500));
 }
 
 #[test]

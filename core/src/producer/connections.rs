@@ -52,6 +52,8 @@ pub(super) struct Conn {
     pub(super) inflight: VecDeque<InFlight>,
     pub(super) decoder: FrameDecoder,
     pub(super) sasl: Option<auth::SaslConn>,
+    /// While `Connecting`: when the connect counts as failed (`connect_timeout`).
+    pub(super) connect_deadline: Option<Instant>,
 }
 
 impl Conn {
@@ -79,6 +81,7 @@ impl Producer {
             return;
         }
         c.state = ConnState::Negotiating;
+        c.connect_deadline = None;
         self.send_api_versions(conn, ApiVersionsRequest::VERSIONS.max);
     }
 
@@ -103,6 +106,7 @@ impl Producer {
                 inflight: VecDeque::new(),
                 decoder: FrameDecoder::new(self.cfg.max_frame_size),
                 sasl: None,
+                connect_deadline: Some(self.now + self.cfg.connect_timeout),
             },
         );
         if let Target::Node(n) = target {
@@ -265,6 +269,21 @@ impl Producer {
             if let Some(addr) = self.brokers.get(&n).cloned() {
                 self.open_conn(Target::Node(n), addr);
             }
+        }
+    }
+
+    /// A `Connect` the driver did not answer within `connect_timeout` fails: the connection
+    /// is closed like a connect the driver reported failed.
+    pub(super) fn expire_connects(&mut self) {
+        let now = self.now;
+        let expired: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.connect_deadline.is_some_and(|d| d <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        for conn in expired {
+            self.close_conn(conn, "connect timeout");
         }
     }
 

@@ -307,6 +307,7 @@ impl Producer {
         if self.fatal.is_some() {
             return;
         }
+        self.expire_connects();
         self.expire_requests();
         self.sasl_timers();
         self.expire_deliveries();
@@ -338,6 +339,7 @@ impl Producer {
             if let Some(r) = c.inflight.front() {
                 consider(r.deadline);
             }
+            c.connect_deadline.into_iter().for_each(&mut consider);
             if let Some(d) = c.sasl.as_ref().and_then(auth::SaslConn::next_deadline) {
                 consider(d);
             }

@@ -1,0 +1,129 @@
+//! The connect deadline lives in the core: a `Connect` the driver never answers is closed
+//! after `ProducerConfig::connect_timeout` and treated as a failed connect.
+
+use std::time::{Duration, Instant};
+
+use kprod_core::{ConnId, Diagnostic, Event, Output, Producer, ProducerConfig, Record};
+
+fn drain(p: &mut Producer) -> (Vec<Output>, Option<Instant>) {
+    let mut outs = Vec::new();
+    loop {
+        match p.poll_output() {
+            Output::Wait { until } => return (outs, until),
+            o => outs.push(o),
+        }
+    }
+}
+
+fn connects(outs: &[Output]) -> Vec<(ConnId, String)> {
+    outs.iter()
+        .filter_map(|o| match o {
+            Output::Connect { conn, addr } => Some((*conn, addr.to_string())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_unanswered_connect_fails_at_the_connect_timeout() {
+    let t0 = Instant::now();
+    let cfg = ProducerConfig {
+        bootstrap_servers: vec!["10.0.0.1:9092".into(), "10.0.0.2:9092".into()],
+        connect_timeout: Duration::from_secs(3),
+        ..Default::default()
+    };
+    let mut p = Producer::new(cfg, t0).unwrap();
+    p.send(t0, Record::new("t", "v")).unwrap();
+    let (outs, until) = drain(&mut p);
+    let first = connects(&outs);
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].1, "10.0.0.1:9092");
+    let conn = first[0].0;
+    assert_eq!(
+        until,
+        Some(t0 + Duration::from_secs(3)),
+        "the connect deadline is the wait"
+    );
+
+    // Just before the deadline nothing happens.
+    p.handle_timeout(t0 + Duration::from_millis(2999));
+    let (outs, _) = drain(&mut p);
+    assert!(outs.is_empty(), "{outs:?}");
+
+    // At the deadline the connection is closed and counted as failed.
+    p.handle_timeout(t0 + Duration::from_secs(3));
+    let (outs, until) = drain(&mut p);
+    assert!(outs.contains(&Output::Close { conn }), "{outs:?}");
+    assert!(
+        outs.contains(&Output::Event(Event::Diagnostic(
+            Diagnostic::Disconnected {
+                conn,
+                reason: "connect timeout"
+            }
+        ))),
+        "{outs:?}"
+    );
+    // The next bootstrap server is tried at once (its own backoff has not started).
+    let second = connects(&outs);
+    assert_eq!(second.len(), 1, "{outs:?}");
+    assert_eq!(second[0].1, "10.0.0.2:9092");
+    assert_ne!(second[0].0, conn);
+    assert_eq!(p.connections().collect::<Vec<_>>(), vec![second[0].0]);
+    // The earliest deadline now is the first server's reconnect backoff (50 ms).
+    assert_eq!(until, Some(t0 + Duration::from_millis(3050)));
+
+    // A late report for the timed-out one is ignored: no ApiVersions goes out.
+    p.handle_connected(t0 + Duration::from_secs(3), conn);
+    let (outs, _) = drain(&mut p);
+    assert!(
+        !outs.iter().any(|o| matches!(o, Output::Transmit { .. })),
+        "{outs:?}"
+    );
+    // The second connect has a deadline of its own.
+    p.handle_timeout(t0 + Duration::from_secs(6));
+    let (outs, _) = drain(&mut p);
+    assert!(
+        outs.contains(&Output::Close { conn: second[0].0 }),
+        "{outs:?}"
+    );
+    assert_eq!(p.pending_records(), 1, "the record still waits");
+}
+
+#[test]
+fn a_connect_answered_in_time_is_not_timed_out() {
+    let t0 = Instant::now();
+    let cfg = ProducerConfig {
+        bootstrap_servers: vec!["10.0.0.1:9092".into()],
+        connect_timeout: Duration::from_secs(3),
+        ..Default::default()
+    };
+    let mut p = Producer::new(cfg, t0).unwrap();
+    p.send(t0, Record::new("t", "v")).unwrap();
+    let (outs, _) = drain(&mut p);
+    let conn = connects(&outs)[0].0;
+    p.handle_connected(t0 + Duration::from_secs(1), conn);
+    let (_, until) = drain(&mut p);
+    // ApiVersions is in flight: the next deadline is its request timeout, not the connect one.
+    assert_eq!(
+        until,
+        Some(t0 + Duration::from_secs(1) + Duration::from_secs(30))
+    );
+    p.handle_timeout(t0 + Duration::from_secs(5));
+    let (outs, _) = drain(&mut p);
+    assert!(!outs.contains(&Output::Close { conn }), "{outs:?}");
+    assert_eq!(p.connections().collect::<Vec<_>>(), vec![conn]);
+}
+
+#[test]
+fn a_zero_connect_timeout_is_refused() {
+    let cfg = ProducerConfig {
+        bootstrap_servers: vec!["10.0.0.1:9092".into()],
+        connect_timeout: Duration::ZERO,
+        ..Default::default()
+    };
+    let e = Producer::new(cfg, Instant::now()).unwrap_err();
+    assert!(
+        e.to_string().contains("socket.connection.setup.timeout.ms"),
+        "{e}"
+    );
+}
