@@ -187,8 +187,9 @@ impl ClientConfig {
     /// sets [`Security::Ssl`], `SASL_PLAINTEXT` [`Security::Plaintext`]. Files are read when the
     /// producer starts ([`crate::ProducerHandle::from_config`]), not here.
     ///
-    /// Also `socket.connection.setup.timeout.ms` (the driver's connect timeout,
-    /// [`ClientConfig::connect_timeout`]) and `socket.connection.setup.timeout.max.ms`.
+    /// Also `socket.connection.setup.timeout.ms` (the connect timeout,
+    /// [`ClientConfig::connect_timeout`], which the core applies) and
+    /// `socket.connection.setup.timeout.max.ms`.
     pub fn from_properties(props: &[(&str, &str)]) -> Result<Self, PropertyError> {
         let mut c = ProducerConfig::default();
         let mut protocol = "PLAINTEXT".to_owned();
@@ -732,7 +733,8 @@ impl CodecLevels {
 /// | `client.dns.lookup` | `use_all_dns_ips`: every resolved address is tried in turn |
 /// | `api.version.request` (librdkafka) | `true` |
 /// | `security.protocol`, `ssl.*`, `sasl.*` | see [`ClientConfig::from_properties`] |
-/// | `socket.connection.setup.timeout.ms`, `socket.connection.setup.timeout.max.ms` | the driver's connect timeout: only through [`ClientConfig::from_properties`] (refused here, see below) |
+/// | `socket.connection.setup.timeout.ms` | how long a connect (and TLS handshake) may take ([`ProducerConfig::connect_timeout`], 10 s by default) |
+/// | `socket.connection.setup.timeout.max.ms` | at least the connect timeout: kprod does not grow it, so it never exceeds this |
 ///
 /// Refused, with the reason in the error: `key.serializer` and `value.serializer` (kprod takes
 /// bytes), `transactional.id` and `transaction.timeout.ms` (no transactions), any other
@@ -748,8 +750,7 @@ impl CodecLevels {
 /// The security properties are understood too, but a producer built from this configuration
 /// alone connects over plain TCP ([`crate::ProducerHandle::connect`]), so any
 /// `security.protocol` other than `PLAINTEXT` or `SASL_PLAINTEXT` (SASL runs in the core) is
-/// refused here rather than ignored, and so is `socket.connection.setup.timeout.ms` (a
-/// setting of the driver, not of the core): use
+/// refused here rather than ignored: use
 /// [`ClientConfig::from_properties`] or [`crate::ProducerHandle::from_properties`].
 ///
 /// ```
