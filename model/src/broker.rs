@@ -52,6 +52,35 @@ impl BrokerMode {
     ];
 }
 
+/// The highest versions a broker advertises in ApiVersions (each from 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Advertised {
+    /// Produce.
+    pub produce: i16,
+    /// Metadata.
+    pub metadata: i16,
+    /// InitProducerId.
+    pub init_producer_id: i16,
+}
+
+impl Advertised {
+    /// What kprod speaks at most (Apache Kafka 3.7+ serves these and more).
+    pub const LATEST: Self = Self {
+        produce: 12,
+        metadata: 12,
+        init_producer_id: 5,
+    };
+    /// Apache Kafka 2.3: Produce 0-7, Metadata 0-8, InitProducerId 0-1. No KIP-360 (the
+    /// producer must take a new producer id instead of bumping its epoch) and no KIP-951
+    /// leader hints (Produce below v10); with [`BrokerMode::UnknownPidError`] this is
+    /// Kafka 2.0-2.3 (and, for the versions, what Redpanda and Event Hubs serve).
+    pub const KAFKA_2_3: Self = Self {
+        produce: 7,
+        metadata: 8,
+        init_producer_id: 1,
+    };
+}
+
 /// The last batches of one producer on one partition.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ProducerEntry {
@@ -159,6 +188,8 @@ pub struct Cluster {
     pub init_producer_id_errors: VecDeque<ErrorCode>,
     /// Whether NOT_LEADER_OR_FOLLOWER answers carry the KIP-951 `CurrentLeader` hint.
     pub leader_hints: bool,
+    /// The versions advertised in ApiVersions; a request above them is not answered.
+    pub advertised: Advertised,
 }
 
 /// Parses a `host:port` node address.
@@ -187,6 +218,7 @@ impl Cluster {
             auto_create_partitions: 0,
             init_producer_id_errors: VecDeque::new(),
             leader_hints: false,
+            advertised: Advertised::LATEST,
         }
     }
 
@@ -274,6 +306,16 @@ impl Cluster {
         let mut r = Reader::new(frame);
         let header = RequestHeader::decode(header_version, &mut r).ok()?;
         let corr = header.correlation_id;
+        let a = self.advertised;
+        let above = match api_key {
+            api_key::METADATA => version > a.metadata,
+            api_key::INIT_PRODUCER_ID => version > a.init_producer_id,
+            api_key::PRODUCE => version > a.produce,
+            _ => false,
+        };
+        if above {
+            return None;
+        }
         let body = Bytes::copy_from_slice(r.peek_rest());
         match api_key {
             api_key::API_VERSIONS => {
@@ -298,10 +340,10 @@ impl Cluster {
                 let resp = ApiVersionsResponse {
                     error_code: 0,
                     api_keys: vec![
-                        k(api_key::PRODUCE, 0, 12),
-                        k(api_key::METADATA, 0, 12),
+                        k(api_key::PRODUCE, 0, a.produce),
+                        k(api_key::METADATA, 0, a.metadata),
                         k(api_key::API_VERSIONS, 0, 3),
-                        k(api_key::INIT_PRODUCER_ID, 0, 5),
+                        k(api_key::INIT_PRODUCER_ID, 0, a.init_producer_id),
                     ],
                     throttle_time_ms: 0,
                 };

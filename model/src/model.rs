@@ -26,7 +26,7 @@ use kprod_core::{
 };
 use stateright::{Model, Property};
 
-use crate::broker::{BrokerMode, Cluster, Injection};
+use crate::broker::{Advertised, BrokerMode, Cluster, Injection};
 
 /// The topic every model record goes to.
 pub const TOPIC: &str = "t";
@@ -165,6 +165,9 @@ pub struct ModelCfg {
     /// `metadata.max.age.ms`. Small values make periodic refreshes (and so metadata flaps)
     /// part of the explored behaviour; time advancing to such a refresh is not a fault.
     pub metadata_max_age_ms: u64,
+    /// The versions the brokers advertise: [`Advertised::KAFKA_2_3`] models brokers without
+    /// KIP-360 and KIP-951.
+    pub broker_versions: Advertised,
 }
 
 impl Default for ModelCfg {
@@ -188,6 +191,7 @@ impl Default for ModelCfg {
             producer_id_expiration_ms: 1000,
             core_mutation: CoreMutation::None,
             metadata_max_age_ms: 86_400_000,
+            broker_versions: Advertised::LATEST,
         }
     }
 }
@@ -1047,6 +1051,7 @@ impl Model for KafkaModel {
         let refs: Vec<&str> = addrs.iter().map(String::as_str).collect();
         let mut cluster = Cluster::new(self.cfg.mode, &refs);
         cluster.max_sequence = self.cfg.max_sequence;
+        cluster.advertised = self.cfg.broker_versions;
         cluster.create_topic(TOPIC, self.cfg.partitions, 1);
         let producer =
             Producer::new(self.producer_config(), self.epoch).expect("valid model config");
@@ -1365,6 +1370,12 @@ impl Model for KafkaModel {
                         .all(|r| !seen.insert(r.producer_id) || r.sequence == 0)
                 })
             }),
+            Property::always(
+                "S11 no local epoch bump without KIP-360",
+                |m: &KafkaModel, s: &State| {
+                    m.cfg.broker_versions.init_producer_id >= 3 || s.cluster.stats.max_epoch == 0
+                },
+            ),
             Property::always("P2 a retry is the same bytes", |_, s: &State| !s.reencoded),
             Property::always("P7 drain before a leader change", |_, s: &State| {
                 !s.undrained_move
@@ -1483,6 +1494,12 @@ impl Model for KafkaModel {
                 |_, s: &State| s.bump_while_other_inflight,
             ),
             Property::sometimes("the sequence wraps", |_, s: &State| s.cluster.stats.wrapped),
+            Property::sometimes(
+                "a new producer id instead of a bump (no KIP-360)",
+                |m: &KafkaModel, s: &State| {
+                    m.cfg.broker_versions.init_producer_id < 3 && s.cluster.stats.producer_ids >= 2
+                },
+            ),
             Property::sometimes(
                 "a new producer id after epoch exhaustion",
                 |_, s: &State| s.new_pid_after_exhaustion,

@@ -7,7 +7,7 @@
 
 use kprod_core::mutation::Mutation as Core;
 use kprod_core::GapPolicy;
-use kprod_model::broker::BrokerMode;
+use kprod_model::broker::{Advertised, BrokerMode};
 use kprod_model::model::{Budget, Inject, KafkaModel, ModelCfg, Mutation};
 use stateright::{Checker, Expectation, HasDiscoveries, Model};
 
@@ -24,6 +24,7 @@ const OVERTAKEN: &str = "a batch is overtaken";
 const TIMEOUT_SENT: &str = "a sent record reaches its delivery timeout";
 const MOVE: &str = "a partition with requests in flight moves to its new leader";
 const SPLIT: &str = "a batch is split";
+const NO_KIP360: &str = "a new producer id instead of a bump (no KIP-360)";
 
 const S1: &str = "S1 no duplicates";
 const S3_CUT: &str = "S3 a cut keeps a prefix";
@@ -820,4 +821,29 @@ fn regression_a_metadata_flap_does_not_fail_records() {
         "Deliver(ConnId(0))",
     ];
     replay_holds("flap", cfg, &path);
+}
+
+/// Brokers without KIP-360 and KIP-951 (Apache Kafka 2.0-2.3: Produce v7, Metadata v8,
+/// InitProducerId v1, UNKNOWN_PRODUCER_ID for a producer without state): the producer never
+/// bumps its epoch locally (S11) but takes a new producer id, which every partition starts at
+/// sequence 0 (S8) once drained, across a disconnect, a producer-state expiry and a permanent
+/// batch error.
+#[test]
+fn brokers_without_kip360_or_kip951() {
+    let cfg = ModelCfg {
+        partitions: 2,
+        records_per_partition: 2,
+        max_in_flight: 2,
+        budget: Budget {
+            disconnects: 1,
+            injections: 1,
+            expiries: 1,
+            ..Budget::default()
+        },
+        injectable: vec![Inject::NotEnoughReplicas, Inject::InvalidRecord],
+        broker_versions: Advertised::KAFKA_2_3,
+        ..base(BrokerMode::UnknownPidError)
+    };
+    let n = check("no KIP-360/951", cfg, &[ALL_DELIVERED, DEDUP, NO_KIP360]);
+    assert_eq!(n, 736_396, "unique states changed");
 }

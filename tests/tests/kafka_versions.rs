@@ -392,3 +392,82 @@ fn the_pairing_covers_every_version() {
         (0..=5).collect::<Vec<_>>()
     );
 }
+
+/// librdkafka's mock cluster (librdkafka 2.12.1, three brokers) with its own maximum
+/// versions (Produce v10, Metadata v12, InitProducerId v4, from its ApiVersions v2 answer):
+/// kprod speaks exactly those; then forced down to Produce v3, Metadata v1, InitProducerId v0.
+/// The mock checks no sequences, so the check is every record acknowledged at increasing
+/// offsets per partition.
+#[test]
+fn librdkafka_mock_cluster_at_its_own_versions() {
+    use kprod_core::protocol::api_versions::ApiVersionsRequest;
+    use rdkafka::mocking::MockCluster;
+    use rdkafka::producer::DefaultProducerContext;
+
+    let mock: MockCluster<'static, DefaultProducerContext> =
+        MockCluster::new(3).expect("mock cluster");
+    let topic = "kprod-versions-mock";
+    mock.create_topic(topic, PARTITIONS, 3)
+        .expect("create topic");
+    let bootstrap = mock.bootstrap_servers();
+    let first: std::net::SocketAddr = bootstrap.split(',').next().unwrap().parse().unwrap();
+    let hello = ApiVersionsRequest::default();
+    let theirs = kprod_tests::WireClient::connect(first)
+        .expect("connect to the mock")
+        .call(&hello, 2)
+        .expect("ApiVersions v2");
+    let own = kprod_core::protocol::negotiate_versions(&theirs, 2, &MaxVersions::NONE)
+        .expect("the mock serves idempotence");
+    println!("librdkafka mock: ApiVersions v2 answer gives {own}");
+    assert_eq!(
+        (own.produce, own.metadata, own.init_producer_id),
+        (10, 12, 4),
+        "librdkafka 2.12.1's mock maxima"
+    );
+    for (label, max_versions, want) in [
+        (
+            "own",
+            MaxVersions::NONE,
+            expected(own.produce, own.metadata, own.init_producer_id),
+        ),
+        ("p3-m1-i0", caps(3, 1, 0), expected(3, 1, 0)),
+    ] {
+        let sniffer = Sniffer::default();
+        let cfg = config(&bootstrap, max_versions);
+        let offsets = runtime().block_on(async {
+            let producer =
+                ProducerHandle::with_connector(cfg, sniffer.clone()).expect("valid config");
+            let mut futures = Vec::new();
+            for k in 0..900 {
+                let mut r = kprod_core::Record::new(topic, format!("{label}-{k}"));
+                r.partition = Some(k % PARTITIONS);
+                futures.push(producer.enqueue(r).await.expect("enqueued"));
+            }
+            let mut offsets: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+            for f in futures {
+                let d = tokio::time::timeout(TIMEOUT, f)
+                    .await
+                    .expect("resolved in time")
+                    .expect("delivered");
+                offsets
+                    .entry(d.partition)
+                    .or_default()
+                    .push(d.offset.expect("an offset"));
+            }
+            close(producer).await;
+            offsets
+        });
+        println!(
+            "librdkafka mock {label}: versions on the wire {:?}",
+            sniffer.data_apis()
+        );
+        assert_eq!(sniffer.data_apis(), want, "{label}");
+        for (p, o) in &offsets {
+            assert_eq!(o.len(), 300, "partition {p}");
+            assert!(
+                o.windows(2).all(|w| w[0] < w[1]),
+                "{label}: offsets of {p} increase"
+            );
+        }
+    }
+}
