@@ -1,0 +1,710 @@
+//! Scaling, memory and latency measurements of kprod (issue 12).
+//!
+//! ```text
+//! bench-scaling cpu [--records N] [--rounds N] [--window N] [--partitions 1,100,1000,10000]
+//!                   [--in-flight 1,5] [--brokers 1,3]
+//! bench-scaling memory [--records N] [--size BYTES]
+//! bench-scaling latency [--broker tansu|kafka] [--ticks N] [--burst N] [--bursts N]
+//!                       [--partitions N] [--size BYTES]
+//! ```
+//!
+//! `cpu`: the real `Producer` against kprod-model's broker model ([`Cluster`]), in process,
+//! no sockets, virtual time. Every 1 ms tick the application sends `--window` records (100 B,
+//! spread evenly over the partitions), the producer's deadline is served, its outputs drained,
+//! and the broker answers, one tick later, every request it received. Only the producer's own
+//! calls are timed (`send`, `handle_timeout`, `handle_read`, the `poll_output` drains); the
+//! model broker's work is outside. The same total of records for every row; ratios are
+//! against the 1-partition row of the same brokers and in-flight group in the same run, best
+//! of `--rounds`.
+//!
+//! `memory`: one process per case (the binary runs itself): a producer made ready against the
+//! model broker, then the broker stops answering and `--records` records of `--size` bytes are
+//! sent; the resident set (`VmRSS` of `/proc/self/status`) before and after, the producer's
+//! `buffered_bytes()`, and the overhead per record beyond the value bytes.
+//!
+//! `latency`: kprod-tokio against a real broker (Tansu, or Apache Kafka 1 node): the seed load,
+//! a ticker enqueueing one record every 1 ms while bursts of overlapping `enqueue()`s run, and
+//! per record the time from the call to `enqueue` to its acknowledgement; percentiles per
+//! stream kind.
+
+use std::collections::{BTreeMap, HashMap};
+use std::process::{Command, ExitCode};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kprod_core::{ConnId, Event, Output, Producer, ProducerConfig, Record};
+use kprod_model::broker::{split_frames, BrokerMode, Cluster};
+use kprod_tests::{Kafka, Tansu};
+use kprod_tokio::{config_from_properties, ProducerHandle};
+
+const TOPIC: &str = "scaling";
+const NODES: [&str; 3] = ["b1:9092", "b2:9092", "b3:9092"];
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(mode) = args.first() else {
+        eprintln!("usage: bench-scaling cpu|memory|latency [options] (see the source)");
+        return ExitCode::FAILURE;
+    };
+    let opts = match parse_opts(&args[1..]) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match mode.as_str() {
+        "cpu" => cpu(&opts),
+        "memory" => memory(&opts),
+        "memory-case" => memory_case(&opts),
+        "latency" => latency(&opts),
+        other => {
+            eprintln!("unknown mode {other}");
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// `--name value` pairs.
+fn parse_opts(args: &[String]) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    let mut it = args.iter();
+    while let Some(name) = it.next() {
+        let key = name
+            .strip_prefix("--")
+            .ok_or_else(|| format!("expected --name, got {name}"))?;
+        let value = it.next().ok_or_else(|| format!("{name} needs a value"))?;
+        out.insert(key.to_owned(), value.clone());
+    }
+    Ok(out)
+}
+
+fn num(opts: &BTreeMap<String, String>, key: &str, default: usize) -> usize {
+    opts.get(key).map_or(default, |v| {
+        v.replace('_', "")
+            .parse()
+            .unwrap_or_else(|_| panic!("--{key}: {v:?} is not a number"))
+    })
+}
+
+fn list(opts: &BTreeMap<String, String>, key: &str, default: &[usize]) -> Vec<usize> {
+    opts.get(key).map_or_else(
+        || default.to_vec(),
+        |v| {
+            v.split(',')
+                .map(|x| {
+                    x.replace('_', "")
+                        .parse()
+                        .unwrap_or_else(|_| panic!("--{key}: {x:?} is not a number"))
+                })
+                .collect()
+        },
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// The in-process driver: the real producer, the broker model, no sockets
+// ---------------------------------------------------------------------------------------------
+
+/// Time spent in, and calls made to, one kind of producer call.
+#[derive(Debug, Default, Clone, Copy)]
+struct Meter {
+    calls: u64,
+    spent: Duration,
+}
+
+impl Meter {
+    fn add(&mut self, calls: u64, spent: Duration) {
+        self.calls += calls;
+        self.spent += spent;
+    }
+
+    fn ns_per_call(&self) -> f64 {
+        if self.calls == 0 {
+            0.0
+        } else {
+            self.spent.as_nanos() as f64 / self.calls as f64
+        }
+    }
+}
+
+/// What one measured run cost the producer.
+#[derive(Debug, Default, Clone, Copy)]
+struct Costs {
+    send: Meter,
+    poll: Meter,
+    read: Meter,
+    timeout: Meter,
+    /// Produce batches the broker received.
+    batches: u64,
+    /// Produce requests the broker received.
+    requests: u64,
+    delivered: u64,
+}
+
+impl Costs {
+    fn total(&self) -> Duration {
+        self.send.spent + self.poll.spent + self.read.spent + self.timeout.spent
+    }
+}
+
+/// One connection as the driver sees it.
+struct Link {
+    node: i32,
+    to_broker: BytesMut,
+    to_client: BytesMut,
+}
+
+struct Rig {
+    producer: Producer,
+    cluster: Cluster,
+    now: Instant,
+    links: HashMap<ConnId, Link>,
+    /// When false, the broker reads nothing (the memory case).
+    answering: bool,
+    costs: Costs,
+}
+
+impl Rig {
+    fn new(partitions: i32, brokers: usize, max_in_flight: usize, buffer_memory: usize) -> Self {
+        let mut cluster = Cluster::new(BrokerMode::Lenient, &NODES[..brokers]);
+        cluster.create_topic(TOPIC, partitions, 1);
+        for p in 0..partitions {
+            cluster.partition_mut(TOPIC, p).leader = p % brokers as i32 + 1;
+        }
+        let now = Instant::now();
+        let cfg = ProducerConfig {
+            bootstrap_servers: NODES[..brokers].iter().map(|s| (*s).to_owned()).collect(),
+            max_in_flight,
+            linger: Duration::from_millis(5),
+            batch_size: 16 * 1024,
+            buffer_memory,
+            ..ProducerConfig::default()
+        };
+        Self {
+            producer: Producer::new(cfg, now).expect("valid config"),
+            cluster,
+            now,
+            links: HashMap::new(),
+            answering: true,
+            costs: Costs::default(),
+        }
+    }
+
+    /// Drains the producer's outputs (timed, as `poll_output`).
+    fn drain(&mut self) {
+        let t = Instant::now();
+        let mut polls = 0;
+        loop {
+            polls += 1;
+            match self.producer.poll_output() {
+                Output::Wait { .. } => break,
+                Output::Connect { conn, addr } => {
+                    let node = self.cluster.node_at(&addr).expect("known node");
+                    self.links.insert(
+                        conn,
+                        Link {
+                            node,
+                            to_broker: BytesMut::new(),
+                            to_client: BytesMut::new(),
+                        },
+                    );
+                    self.producer.handle_connected(self.now, conn);
+                }
+                Output::Transmit { conn, bytes } => {
+                    if self.answering {
+                        if let Some(l) = self.links.get_mut(&conn) {
+                            l.to_broker.extend_from_slice(&bytes);
+                        }
+                    }
+                }
+                Output::Close { conn } => {
+                    self.links.remove(&conn);
+                }
+                Output::Event(Event::Delivered { .. }) => self.costs.delivered += 1,
+                Output::Event(Event::Failed { id, error, .. }) => {
+                    panic!("record {id:?} failed: {error:?}")
+                }
+                Output::Event(_) | Output::SaslInput { .. } => {}
+            }
+        }
+        self.costs.poll.add(polls, t.elapsed());
+    }
+
+    /// The broker reads every request received so far and answers (not timed); then the
+    /// producer reads the answers (timed, as `handle_read`) and is drained.
+    fn broker_answers(&mut self) {
+        let mut conns: Vec<ConnId> = self.links.keys().copied().collect();
+        conns.sort_unstable();
+        for conn in &conns {
+            let link = self.links.get_mut(conn).expect("link");
+            for frame in split_frames(&mut link.to_broker) {
+                if frame.len() >= 2 && i16::from_be_bytes([frame[0], frame[1]]) == 0 {
+                    self.costs.requests += 1;
+                    self.costs.batches += count_batches(&frame);
+                }
+                let resp = self.cluster.handle(link.node, frame).expect("answer");
+                link.to_client.extend_from_slice(&resp);
+            }
+        }
+        for conn in conns {
+            let Some(link) = self.links.get_mut(&conn) else {
+                continue;
+            };
+            if link.to_client.is_empty() {
+                continue;
+            }
+            let mut buf = std::mem::take(&mut link.to_client);
+            let t = Instant::now();
+            self.producer.handle_read(self.now, conn, &mut buf);
+            self.costs.read.add(1, t.elapsed());
+            self.drain();
+        }
+    }
+
+    /// One tick of virtual time: the deadline, then a drain.
+    fn tick(&mut self, d: Duration) {
+        self.now += d;
+        let t = Instant::now();
+        self.producer.handle_timeout(self.now);
+        self.costs.timeout.add(1, t.elapsed());
+        self.drain();
+    }
+
+    /// Sends `records` (timed, as `send`), then drains.
+    fn send_all(&mut self, records: Vec<Record>) {
+        let n = records.len() as u64;
+        let t = Instant::now();
+        for r in records {
+            self.producer.send(self.now, r).expect("accepted");
+        }
+        self.costs.send.add(n, t.elapsed());
+        self.drain();
+    }
+
+    /// Ticks until every record is resolved.
+    fn settle(&mut self) {
+        let mut ticks = 0;
+        while self.producer.pending_records() > 0 {
+            self.broker_answers();
+            self.tick(Duration::from_millis(1));
+            ticks += 1;
+            assert!(ticks < 100_000, "producer stalled");
+        }
+    }
+}
+
+/// Counts the record batches of a Produce request frame: the number of partitions in it,
+/// read from the request with the core's own codec.
+fn count_batches(frame: &Bytes) -> u64 {
+    use kprod_core::protocol::produce::ProduceRequest;
+    use kprod_core::protocol::{Message, Reader, Request, RequestHeader};
+    let mut r = Reader::new(frame.clone());
+    let _key = r.i16().unwrap_or(0);
+    let version = r.i16().unwrap_or(0);
+    let mut r = Reader::new(frame.clone());
+    if RequestHeader::decode(ProduceRequest::request_header_version(version), &mut r).is_err() {
+        return 0;
+    }
+    ProduceRequest::decode_exact(version, Bytes::copy_from_slice(r.peek_rest())).map_or(0, |req| {
+        req.topic_data
+            .iter()
+            .map(|t| t.partition_data.len() as u64)
+            .sum()
+    })
+}
+
+fn record(partition: i32, size: usize, i: usize) -> Record {
+    let mut v = vec![b'.'; size];
+    let tag = i.to_le_bytes();
+    let k = tag.len().min(size);
+    v[..k].copy_from_slice(&tag[..k]);
+    Record {
+        topic: TOPIC.to_owned(),
+        partition: Some(partition),
+        key: None,
+        value: Some(Bytes::from(v)),
+        headers: Vec::new(),
+        timestamp: 1_700_000_000_000 + i as i64,
+    }
+}
+
+/// One measured run: warm-up (one record per partition, every connection open, every
+/// partition's state made), then `records` records, `window` per 1 ms tick.
+fn run_cpu(
+    partitions: usize,
+    brokers: usize,
+    in_flight: usize,
+    records: usize,
+    window: usize,
+) -> Costs {
+    let mut rig = Rig::new(partitions as i32, brokers, in_flight, 1 << 30);
+    let warm: Vec<Record> = (0..partitions).map(|p| record(p as i32, 100, p)).collect();
+    rig.send_all(warm);
+    rig.settle();
+    rig.costs = Costs::default();
+
+    let mut all: Vec<Record> = (0..records)
+        .map(|i| record((i % partitions) as i32, 100, i))
+        .collect();
+    let mut next = 0;
+    while next < all.len() {
+        let end = (next + window).min(all.len());
+        let chunk: Vec<Record> = all[next..end].to_vec();
+        next = end;
+        rig.broker_answers();
+        rig.send_all(chunk);
+        rig.tick(Duration::from_millis(1));
+    }
+    all.clear();
+    rig.settle();
+    assert_eq!(
+        rig.costs.delivered, records as u64,
+        "every record delivered"
+    );
+    rig.costs
+}
+
+fn cpu(opts: &BTreeMap<String, String>) {
+    let records = num(opts, "records", 200_000);
+    let rounds = num(opts, "rounds", 3);
+    let window = num(opts, "window", 1_000);
+    let parts = list(opts, "partitions", &[1, 100, 1_000, 10_000]);
+    let in_flights = list(opts, "in-flight", &[5, 1]);
+    let brokers = list(opts, "brokers", &[1, 3]);
+    println!(
+        "kprod Producer vs kprod-model broker, in process: {records} records of 100 B, {window} \
+         per 1 ms virtual tick, linger 5 ms, batch.size 16 KiB; producer calls only, best of \
+         {rounds} rounds (wall time of the calls; 2 cores shared with other builds)"
+    );
+    println!(
+        "{:>6} {:>3} {:>4} {:>9} {:>7} {:>8} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9}",
+        "parts",
+        "brk",
+        "infl",
+        "ns/rec",
+        "ratio",
+        "rec/bat",
+        "ns/batch",
+        "send ns",
+        "poll ns",
+        "read ns",
+        "tmout ns",
+        "polls/rec"
+    );
+    // One untimed round first: the process's first allocations and page faults.
+    run_cpu(
+        parts[0],
+        brokers[0],
+        in_flights[0],
+        records.min(100_000),
+        window,
+    );
+    for &b in &brokers {
+        for &f in &in_flights {
+            let mut base: Option<f64> = None;
+            for &p in &parts {
+                let best = (0..rounds)
+                    .map(|_| run_cpu(p, b, f, records, window))
+                    .min_by_key(Costs::total)
+                    .expect("at least one round");
+                let per_rec = best.total().as_nanos() as f64 / records as f64;
+                let base = *base.get_or_insert(per_rec);
+                println!(
+                    "{:>6} {:>3} {:>4} {:>9.0} {:>6.2}x {:>8.1} {:>9.0} {:>8.0} {:>9.0} {:>9.0} {:>9.0} {:>9.2}",
+                    p,
+                    b,
+                    f,
+                    per_rec,
+                    per_rec / base,
+                    records as f64 / best.batches.max(1) as f64,
+                    best.total().as_nanos() as f64 / best.batches.max(1) as f64,
+                    best.send.ns_per_call(),
+                    best.poll.ns_per_call(),
+                    best.read.ns_per_call(),
+                    best.timeout.ns_per_call(),
+                    best.poll.calls as f64 / records as f64,
+                );
+            }
+        }
+    }
+    println!(
+        "ns/rec: every producer call's time / records; ratio: against the first \
+         (1-partition) row of the same brokers and in-flight group; rec/bat: \
+         records per Produce batch; *_ns: per call of send, poll_output (each output, the Wait \
+         included), handle_read (one per connection per tick with answers), handle_timeout"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory
+// ---------------------------------------------------------------------------------------------
+
+fn rss_bytes() -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn memory(opts: &BTreeMap<String, String>) {
+    let records = num(opts, "records", 1_000_000);
+    let size = num(opts, "size", 100);
+    println!(
+        "{records} records of {size} B, 4 partitions, broker not answering after the producer \
+         is ready; one process per row (2 cores shared with other builds; RSS is not \
+         load-dependent)"
+    );
+    println!(
+        "{:>14} {:>10} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}",
+        "buffer.memory",
+        "accepted",
+        "buffered B",
+        "RSS before",
+        "RSS after",
+        "RSS delta",
+        "B/record",
+        "overhead"
+    );
+    let exe = std::env::current_exe().expect("own path");
+    for buffer in [32usize << 20, 128 << 20, 1 << 30] {
+        let out = Command::new(&exe)
+            .args(["memory-case", "--records", &records.to_string()])
+            .args(["--size", &size.to_string(), "--buffer", &buffer.to_string()])
+            .output()
+            .expect("run memory case");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+    }
+    println!(
+        "RSS delta: VmRSS after the sends minus before the producer was made; B/record: delta / \
+         accepted; overhead: B/record minus the {size} value bytes"
+    );
+}
+
+fn memory_case(opts: &BTreeMap<String, String>) {
+    let records = num(opts, "records", 1_000_000);
+    let size = num(opts, "size", 100);
+    let buffer = num(opts, "buffer", 1 << 30);
+    let before = rss_bytes();
+    let mut rig = Rig::new(4, 1, 5, buffer);
+    rig.send_all(vec![record(0, size, 0)]);
+    rig.settle();
+    rig.answering = false;
+    let mut accepted = 0usize;
+    let mut i = 0;
+    'outer: while i < records {
+        let end = (i + 10_000).min(records);
+        for j in i..end {
+            match rig.producer.send(rig.now, record((j % 4) as i32, size, j)) {
+                Ok(_) => accepted += 1,
+                Err(_) => break 'outer,
+            }
+        }
+        rig.drain();
+        i = end;
+    }
+    rig.drain();
+    let after = rss_bytes();
+    let delta = after.saturating_sub(before);
+    let per = delta as f64 / accepted.max(1) as f64;
+    println!(
+        "{:>11} MiB {:>10} {:>12} {:>9.1} MiB {:>9.1} MiB {:>9.1} MiB {:>10.1} {:>10.1}",
+        buffer >> 20,
+        accepted,
+        rig.producer.buffered_bytes(),
+        before as f64 / 1048576.0,
+        after as f64 / 1048576.0,
+        delta as f64 / 1048576.0,
+        per,
+        per - size as f64
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Latency against a real broker
+// ---------------------------------------------------------------------------------------------
+
+enum Broker {
+    Tansu(Tansu),
+    Kafka(Kafka),
+}
+
+fn percentile(sorted: &[Duration], q: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
+
+fn latency(opts: &BTreeMap<String, String>) {
+    let ticks = num(opts, "ticks", 5_000);
+    let burst = num(opts, "burst", 50_000);
+    let bursts = num(opts, "bursts", 3);
+    let partitions = num(opts, "partitions", 3);
+    let size = num(opts, "size", 100);
+    let rounds = num(opts, "rounds", 2);
+    let which = opts.get("broker").map_or("tansu", String::as_str);
+    let broker = match which {
+        "tansu" => {
+            let t = Tansu::start();
+            t.create_topic(TOPIC, partitions as u32);
+            Broker::Tansu(t)
+        }
+        "kafka" => {
+            let k = Kafka::start(1);
+            k.create_topic(TOPIC, partitions as i32, 1, None);
+            Broker::Kafka(k)
+        }
+        other => panic!("--broker {other}: tansu or kafka"),
+    };
+    let bootstrap = match &broker {
+        Broker::Tansu(t) => t.addr().to_string(),
+        Broker::Kafka(k) => k.bootstrap(),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let version = match &broker {
+        Broker::Tansu(_) => format!("Tansu {}", kprod_tests::TANSU_VERSION),
+        Broker::Kafka(k) => format!("Apache Kafka {} (1 node)", k.version()),
+    };
+    let load = Load {
+        ticks,
+        burst,
+        bursts,
+        partitions,
+        size,
+    };
+    println!(
+        "kprod-tokio on {version}: {ticks} ticker records (1 ms), {bursts} bursts of {burst} \
+         overlapping enqueue()s, {partitions} partitions, {size} B, acks=all, in flight 5, \
+         linger 5 ms; {rounds} rounds on one producer and broker; 2 cores shared with other \
+         builds and the broker"
+    );
+    println!(
+        "{:>6} {:>8} {:>9} {:>10} {:>10} {:>10} {:>10} {:>8}",
+        "round", "records", "count", "p50 ms", "p99 ms", "p999 ms", "max ms", "secs"
+    );
+    rt.block_on(async move {
+        let config = config_from_properties(&[
+            ("bootstrap.servers", bootstrap.as_str()),
+            ("client.id", "bench-scaling-latency"),
+            ("acks", "all"),
+            ("max.in.flight.requests.per.connection", "5"),
+            ("linger.ms", "5"),
+        ])
+        .expect("config");
+        let producer = Arc::new(ProducerHandle::connect(config).expect("producer"));
+        let mut warm = Record::new(TOPIC, "warm-up");
+        warm.partition = Some(0);
+        producer.send(warm).await.expect("warm-up delivered");
+        for round in 1..=rounds {
+            let (tick_lat, burst_lat, elapsed) = seed_load(&producer, &load).await;
+            for (name, mut v) in [("ticker", tick_lat), ("burst", burst_lat)] {
+                v.sort_unstable();
+                let ms = |d: Duration| d.as_secs_f64() * 1e3;
+                println!(
+                    "{:>6} {:>8} {:>9} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>8.1}",
+                    round,
+                    name,
+                    v.len(),
+                    ms(percentile(&v, 0.50)),
+                    ms(percentile(&v, 0.99)),
+                    ms(percentile(&v, 0.999)),
+                    ms(v.last().copied().unwrap_or_default()),
+                    elapsed.as_secs_f64()
+                );
+            }
+        }
+    });
+    drop(broker);
+}
+
+/// The seed load's shape.
+struct Load {
+    ticks: usize,
+    burst: usize,
+    bursts: usize,
+    partitions: usize,
+    size: usize,
+}
+
+/// One run of the seed load: the ticker's and the bursts' latencies (enqueue call to
+/// acknowledgement), and the run's duration.
+async fn seed_load(
+    producer: &Arc<ProducerHandle>,
+    load: &Load,
+) -> (Vec<Duration>, Vec<Duration>, Duration) {
+    let Load {
+        ticks,
+        burst,
+        bursts,
+        partitions,
+        size,
+    } = *load;
+    let value = Bytes::from(vec![b'.'; size]);
+    let start = Instant::now();
+
+    // Bursts: at b * ticks / (bursts + 1) ms, each enqueues everything before awaiting.
+    let mut burst_tasks = Vec::new();
+    for b in 1..=bursts {
+        let producer = Arc::clone(producer);
+        let value = value.clone();
+        let at = start + Duration::from_millis((b * ticks / (bursts + 1)) as u64);
+        burst_tasks.push(tokio::spawn(async move {
+            tokio::time::sleep_until(at.into()).await;
+            let mut waits = Vec::with_capacity(burst);
+            for i in 0..burst {
+                let mut r = Record::new(TOPIC, value.clone());
+                r.partition = Some((i % partitions) as i32);
+                let t0 = Instant::now();
+                let fut = producer.enqueue(r).await.expect("enqueued");
+                waits.push(tokio::spawn(async move {
+                    fut.await.expect("delivered");
+                    t0.elapsed()
+                }));
+            }
+            let mut out = Vec::with_capacity(burst);
+            for w in waits {
+                out.push(w.await.expect("join"));
+            }
+            out
+        }));
+    }
+
+    // The ticker: one record every 1 ms.
+    let mut interval = tokio::time::interval(Duration::from_millis(1));
+    let mut waits = Vec::with_capacity(ticks);
+    for i in 0..ticks {
+        interval.tick().await;
+        let mut r = Record::new(TOPIC, value.clone());
+        r.partition = Some((i % partitions) as i32);
+        let t0 = Instant::now();
+        let fut = producer.enqueue(r).await.expect("enqueued");
+        waits.push(tokio::spawn(async move {
+            fut.await.expect("delivered");
+            t0.elapsed()
+        }));
+    }
+    let mut tick_lat = Vec::with_capacity(ticks);
+    for w in waits {
+        tick_lat.push(w.await.expect("join"));
+    }
+    let mut burst_lat = Vec::new();
+    for b in burst_tasks {
+        burst_lat.extend(b.await.expect("join"));
+    }
+    (tick_lat, burst_lat, start.elapsed())
+}
