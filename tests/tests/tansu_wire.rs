@@ -3,7 +3,7 @@
 //! Needs the Tansu binary (`scripts/install-tansu.sh`, or `KPROD_TANSU=/path/to/tansu`).
 //! Each test starts its own broker with in-memory storage on a free port.
 //!
-//! Where Tansu differs from Apache Kafka (see /work/shared/design/peers.md), these tests assert
+//! Where Tansu differs from Apache Kafka (see shared/design/peers.md beside the repository), these tests assert
 //! what Tansu actually does, and say so.
 
 use std::io::ErrorKind;
