@@ -37,13 +37,17 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut, Bytes, BytesMut};
+use kprod_core::protocol::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
 use kprod_core::protocol::frame::DEFAULT_MAX_FRAME_SIZE;
+use kprod_core::protocol::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
+use kprod_core::protocol::metadata::MetadataRequest;
 use kprod_core::protocol::produce::{
     PartitionProduceData, PartitionProduceResponse, ProduceRequest, TopicProduceData,
 };
 use kprod_core::protocol::record_batch::RecordBatchBuilder;
 use kprod_core::protocol::{
-    decode_response, encode_request, DecodeError, Request, RequestHeader, ResponseHeader,
+    api_key, decode_response, encode_request, negotiate, DecodeError, ErrorCode, Message, Request,
+    RequestHeader, ResponseHeader, VersionRange,
 };
 
 /// Tansu's version, as installed by `scripts/install-tansu.sh`.
@@ -556,5 +560,87 @@ impl WireClient {
     ) -> PartitionProduceResponse {
         let (frame, id) = self.encode(&produce_request(topic, partition, records), version);
         self.produce_frame(topic, &frame, id, version, partition)
+    }
+}
+
+/// What a raw-wire test negotiated with a broker: kprod's newest version of each API within the
+/// broker's advertised range, and the ranges themselves (for tests that assert them).
+#[derive(Debug, Clone)]
+pub struct WireVersions {
+    /// Produce version.
+    pub produce: i16,
+    /// Metadata version.
+    pub metadata: i16,
+    /// InitProducerId version.
+    pub init_producer_id: i16,
+    /// The broker's ApiVersions v3 answer.
+    pub advertised: ApiVersionsResponse,
+}
+
+impl WireVersions {
+    /// The broker's advertised range for `key` (panics naming `key` if it is not advertised).
+    pub fn range(&self, key: i16) -> VersionRange {
+        self.advertised
+            .range_of(key)
+            .unwrap_or_else(|| panic!("api key {key} not advertised: {:?}", self.advertised))
+    }
+}
+
+impl WireClient {
+    /// ApiVersions v3 with kprod's software name and version, then kprod's newest common version
+    /// of Produce, Metadata and InitProducerId (panics if there is none: the broker is unusable).
+    pub fn negotiate(&mut self) -> WireVersions {
+        let req = ApiVersionsRequest {
+            client_software_name: "kprod".into(),
+            client_software_version: env!("CARGO_PKG_VERSION").into(),
+        };
+        let advertised = self.call(&req, 3).expect("ApiVersions v3");
+        assert_eq!(
+            advertised.error_code, 0,
+            "ApiVersions error: {advertised:?}"
+        );
+        let pick = |key, ours| {
+            let theirs = advertised
+                .range_of(key)
+                .unwrap_or_else(|| panic!("api key {key} not advertised: {advertised:?}"));
+            negotiate(key, ours, theirs)
+                .unwrap_or_else(|| panic!("no common version for api key {key}"))
+        };
+        WireVersions {
+            produce: pick(api_key::PRODUCE, ProduceRequest::VERSIONS),
+            metadata: pick(api_key::METADATA, MetadataRequest::VERSIONS),
+            init_producer_id: pick(api_key::INIT_PRODUCER_ID, InitProducerIdRequest::VERSIONS),
+            advertised,
+        }
+    }
+
+    /// InitProducerId(`pid`, `epoch`) at `version`, asked again while the broker is still
+    /// starting (COORDINATOR_LOAD_IN_PROGRESS or COORDINATOR_NOT_AVAILABLE: its producer-id
+    /// manager has no block of ids yet), for up to 30 s. Returns the first other answer, or the
+    /// last one at the deadline.
+    pub fn init_producer_id(
+        &mut self,
+        version: i16,
+        pid: i64,
+        epoch: i16,
+    ) -> InitProducerIdResponse {
+        let req = InitProducerIdRequest {
+            producer_id: pid,
+            producer_epoch: epoch,
+            ..InitProducerIdRequest::default()
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let r = self.call(&req, version).expect("InitProducerId");
+            let starting = matches!(
+                ErrorCode::from_i16(r.error_code),
+                ErrorCode::CoordinatorLoadInProgress | ErrorCode::CoordinatorNotAvailable
+            );
+            if !starting || Instant::now() > deadline {
+                return r;
+            }
+            // Retry pacing while the broker starts, not synchronisation.
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }

@@ -14,7 +14,6 @@
 
 use std::time::{Duration, Instant};
 
-use kprod_core::protocol::init_producer_id::InitProducerIdRequest;
 use kprod_core::protocol::ErrorCode;
 use kprod_core::{DeliveryError as CoreError, ProducerConfig};
 use kprod_tests::kafka::KafkaOptions;
@@ -255,17 +254,7 @@ fn not_enough_replicas_with_a_follower_down() {
 /// One idempotent acks=all Produce of one record to `topic`/0 on its leader, on the raw wire.
 fn not_enough_replicas_probe(kafka: &Kafka, topic: &str, leader: i32) -> ErrorCode {
     let mut c = WireClient::connect(kafka.node_addr(kafka.index_of(leader))).expect("connect");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let r = loop {
-        let r = c
-            .call(&InitProducerIdRequest::default(), 4)
-            .expect("InitProducerId");
-        let code = ErrorCode::from_i16(r.error_code);
-        if code == ErrorCode::None || Instant::now() > deadline {
-            break r;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let r = c.init_producer_id(4, -1, -1);
     assert_eq!(r.error_code, 0, "{r:?}");
     let p = c.produce(
         topic,

@@ -6,50 +6,28 @@
 
 use std::time::{Duration, Instant};
 
-use kprod_core::protocol::api_versions::ApiVersionsRequest;
-use kprod_core::protocol::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
-use kprod_core::protocol::metadata::MetadataRequest;
-use kprod_core::protocol::produce::{PartitionProduceResponse, ProduceRequest};
-use kprod_core::protocol::{api_key, negotiate, ErrorCode, Message};
-use kprod_tests::{numbered_batch as batch, produce_request, Kafka, KafkaOptions, WireClient};
+use kprod_core::protocol::init_producer_id::InitProducerIdResponse;
+use kprod_core::protocol::produce::PartitionProduceResponse;
+use kprod_core::protocol::{api_key, ErrorCode};
+use kprod_tests::{
+    numbered_batch as batch, produce_request, Kafka, KafkaOptions, WireClient, WireVersions,
+};
 
 const TOPIC: &str = "kprod-wire";
 
 /// Negotiated versions.
-struct Versions {
-    produce: i16,
-    init_producer_id: i16,
-}
-
-fn negotiate_versions(c: &mut WireClient) -> Versions {
-    let req = ApiVersionsRequest {
-        client_software_name: "kprod".into(),
-        client_software_version: env!("CARGO_PKG_VERSION").into(),
-    };
-    let resp = c.call(&req, 3).expect("ApiVersions v3");
-    assert_eq!(resp.error_code, 0, "ApiVersions error");
-    let range = |key| {
-        resp.range_of(key)
-            .unwrap_or_else(|| panic!("Kafka does not advertise api key {key}: {resp:?}"))
-    };
+/// kprod's newest versions against Kafka's advertised ranges (printed for the record).
+fn negotiate_versions(c: &mut WireClient) -> WireVersions {
+    let v = c.negotiate();
     println!(
         "Kafka advertises Produce {:?}, Metadata {:?}, InitProducerId {:?}, ApiVersions {:?}",
-        range(api_key::PRODUCE),
-        range(api_key::METADATA),
-        range(api_key::INIT_PRODUCER_ID),
-        range(api_key::API_VERSIONS)
+        v.range(api_key::PRODUCE),
+        v.range(api_key::METADATA),
+        v.range(api_key::INIT_PRODUCER_ID),
+        v.range(api_key::API_VERSIONS)
     );
-    let pick = |key, ours| {
-        negotiate(key, ours, range(key))
-            .unwrap_or_else(|| panic!("no common version for api key {key}"))
-    };
-    let v = Versions {
-        produce: pick(api_key::PRODUCE, ProduceRequest::VERSIONS),
-        init_producer_id: pick(api_key::INIT_PRODUCER_ID, InitProducerIdRequest::VERSIONS),
-    };
-    let metadata = pick(api_key::METADATA, MetadataRequest::VERSIONS);
     assert_eq!(
-        (v.produce, metadata, v.init_producer_id),
+        (v.produce, v.metadata, v.init_producer_id),
         (12, 12, 5),
         "negotiated Produce, Metadata, InitProducerId: kprod's newest of each"
     );
@@ -60,29 +38,11 @@ fn code(p: &PartitionProduceResponse) -> ErrorCode {
     ErrorCode::from_i16(p.error_code)
 }
 
-fn init_pid(c: &mut WireClient, v: &Versions, pid: i64, epoch: i16) -> InitProducerIdResponse {
-    let req = InitProducerIdRequest {
-        producer_id: pid,
-        producer_epoch: epoch,
-        ..InitProducerIdRequest::default()
-    };
-    // Right after start-up the broker answers COORDINATOR_LOAD_IN_PROGRESS (14) or
-    // COORDINATOR_NOT_AVAILABLE (15) until its producer-id manager has a block of ids.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let r = c.call(&req, v.init_producer_id).expect("InitProducerId");
-        let retriable = matches!(
-            ErrorCode::from_i16(r.error_code),
-            ErrorCode::CoordinatorLoadInProgress | ErrorCode::CoordinatorNotAvailable
-        );
-        if !retriable || Instant::now() > deadline {
-            return r;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+fn init_pid(c: &mut WireClient, v: &WireVersions, pid: i64, epoch: i16) -> InitProducerIdResponse {
+    c.init_producer_id(v.init_producer_id, pid, epoch)
 }
 
-fn connect(kafka: &Kafka) -> (WireClient, Versions) {
+fn connect(kafka: &Kafka) -> (WireClient, WireVersions) {
     let mut c = WireClient::connect(kafka.node_addr(0)).expect("connect to Kafka");
     let v = negotiate_versions(&mut c);
     (c, v)

@@ -13,51 +13,25 @@ use bytes::BytesMut;
 use kprod_core::protocol::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
 use kprod_core::protocol::init_producer_id::InitProducerIdRequest;
 use kprod_core::protocol::metadata::{MetadataRequest, MetadataRequestTopic};
-use kprod_core::protocol::produce::{PartitionProduceResponse, ProduceRequest};
+use kprod_core::protocol::produce::PartitionProduceResponse;
 use kprod_core::protocol::{
-    api_key, decode_response, negotiate, ErrorCode, Message, RequestHeader, VersionRange,
+    api_key, decode_response, ErrorCode, Message, RequestHeader, VersionRange,
 };
 use kprod_tests::{
     encode_raw_request, numbered_batch as batch, produce_request, Tansu, WireClient, WireError,
-    TANSU_NODE_ID,
+    WireVersions, TANSU_NODE_ID,
 };
 
 const TOPIC: &str = "kprod-wire";
 const PARTITIONS: u32 = 3;
 
-/// Negotiated versions.
-struct Versions {
-    produce: i16,
-    metadata: i16,
-    init_producer_id: i16,
-}
-
-/// ApiVersions v3 with our software name and version; checks Tansu's advertised ranges.
-fn negotiate_versions(c: &mut WireClient) -> Versions {
-    let req = ApiVersionsRequest {
-        client_software_name: "kprod".into(),
-        client_software_version: env!("CARGO_PKG_VERSION").into(),
-    };
-    let resp = c.call(&req, 3).expect("ApiVersions v3");
-    assert_eq!(resp.error_code, 0, "ApiVersions error");
-    let range = |key| {
-        resp.range_of(key)
-            .unwrap_or_else(|| panic!("Tansu does not advertise api key {key}: {resp:?}"))
-    };
-    // As recorded in peers.md.
-    assert_eq!(range(api_key::PRODUCE), VersionRange::new(0, 11));
-    assert_eq!(range(api_key::METADATA), VersionRange::new(0, 12));
-    assert_eq!(range(api_key::INIT_PRODUCER_ID), VersionRange::new(0, 5));
-    assert_eq!(range(api_key::API_VERSIONS), VersionRange::new(0, 4));
-    let pick = |key, ours| {
-        negotiate(key, ours, range(key))
-            .unwrap_or_else(|| panic!("no common version for api key {key}"))
-    };
-    let v = Versions {
-        produce: pick(api_key::PRODUCE, ProduceRequest::VERSIONS),
-        metadata: pick(api_key::METADATA, MetadataRequest::VERSIONS),
-        init_producer_id: pick(api_key::INIT_PRODUCER_ID, InitProducerIdRequest::VERSIONS),
-    };
+/// kprod's newest versions against Tansu's advertised ranges (as recorded in peers.md).
+fn negotiate_versions(c: &mut WireClient) -> WireVersions {
+    let v = c.negotiate();
+    assert_eq!(v.range(api_key::PRODUCE), VersionRange::new(0, 11));
+    assert_eq!(v.range(api_key::METADATA), VersionRange::new(0, 12));
+    assert_eq!(v.range(api_key::INIT_PRODUCER_ID), VersionRange::new(0, 5));
+    assert_eq!(v.range(api_key::API_VERSIONS), VersionRange::new(0, 4));
     assert_eq!(
         (v.produce, v.metadata, v.init_producer_id),
         (11, 12, 5),
