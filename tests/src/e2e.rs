@@ -1,11 +1,16 @@
 //! What the end-to-end tests share, whatever the broker: the application's runtime, an
 //! idempotent kprod-tokio producer, and the full check of a [`Verdict`].
 
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
+use kprod_core::partitioner::partition_for_key;
 use kprod_tokio::{config_from_properties, ProducerHandle};
 
-use crate::seed::{SeedReport, Verdict, TICKER_STREAM};
+use crate::reader::ReadRecord;
+use crate::seed::{
+    run_keyed, run_seed, SeedPlan, SeedReport, Sent, Source, Verdict, TICKER_STREAM,
+};
 
 /// How long `close()` may take once every record resolved.
 pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -103,4 +108,99 @@ pub fn print_seed_figures(report: &SeedReport) {
         report.burst_records_per_sec(),
         report.burst_mb_per_sec()
     );
+}
+
+/// Runs the seed plan on a fresh producer with `max_in_flight` requests per connection, then
+/// closes the producer.
+pub fn produce_seed(brokers: &str, max_in_flight: u32, plan: &SeedPlan) -> SeedReport {
+    runtime().block_on(async {
+        let producer = connect(brokers, max_in_flight);
+        let report = run_seed(&producer, plan).await;
+        close(producer).await;
+        report
+    })
+}
+
+/// The checks of a seed run on a healthy broker, whatever the broker: every record sent,
+/// every burst overlapped the ticker (the scenario is the overlap), the verdict complete.
+pub fn assert_seed(plan: &SeedPlan, report: &SeedReport, v: &Verdict) {
+    assert_eq!(
+        report.sent.len() as u64,
+        plan.ticks + u64::from(plan.bursts) * plan.burst_size
+    );
+    for (i, b) in report.bursts.iter().enumerate() {
+        assert!(
+            b.ticks_at_start < plan.ticks && b.ticks_during > 0,
+            "burst {i} did not overlap the ticker: {b:?}"
+        );
+    }
+    assert_complete(v);
+}
+
+/// Keyed records from concurrent tasks, each cycling over its own keys.
+#[derive(Debug, Clone)]
+pub struct KeyedPlan {
+    /// What the records look like.
+    pub source: Source,
+    /// Concurrent tasks.
+    pub streams: u32,
+    /// Records per task.
+    pub per_stream: u64,
+    /// Distinct keys per task.
+    pub keys_per_stream: u64,
+    /// How long every record may take to resolve once its task has enqueued everything.
+    pub resolve_timeout: Duration,
+}
+
+/// Runs the keyed plan on a fresh producer (5 requests in flight); returns what was sent and
+/// how long it took to resolve, then closes the producer.
+pub fn produce_keyed(brokers: &str, plan: &KeyedPlan) -> (Vec<Sent>, Duration) {
+    runtime().block_on(async {
+        let producer = connect(brokers, 5);
+        let t0 = Instant::now();
+        let sent = run_keyed(
+            &producer,
+            &plan.source,
+            plan.streams,
+            plan.per_stream,
+            plan.keys_per_stream,
+            plan.resolve_timeout,
+        )
+        .await;
+        let produce_time = t0.elapsed();
+        close(producer).await;
+        (sent, produce_time)
+    })
+}
+
+/// The checks of a keyed run on a healthy broker: every record sent and the verdict complete;
+/// spelled out on the log itself, each key sits on one partition, the Java partitioner's, every
+/// key was read back, and every partition got records (the keys really were spread).
+pub fn assert_keyed(
+    plan: &KeyedPlan,
+    sent: &[Sent],
+    log: &BTreeMap<i32, Vec<ReadRecord>>,
+    v: &Verdict,
+) {
+    let partitions = plan.source.partitions;
+    assert_eq!(sent.len() as u64, u64::from(plan.streams) * plan.per_stream);
+    assert_complete(v);
+    let mut key_partition: BTreeMap<Vec<u8>, i32> = BTreeMap::new();
+    for (&p, records) in log {
+        for r in records {
+            let key = r.key.clone().expect("every record has a key");
+            assert_eq!(partition_for_key(&key, partitions), p, "key {key:?}");
+            assert_eq!(*key_partition.entry(key).or_insert(p), p);
+        }
+    }
+    assert_eq!(
+        key_partition.len() as u64,
+        u64::from(plan.streams) * plan.keys_per_stream
+    );
+    for p in 0..partitions {
+        assert!(
+            v.partitions.get(&p).is_some_and(|q| q.read > 0),
+            "partition {p} is empty\n{v}"
+        );
+    }
 }

@@ -14,10 +14,11 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use kprod_core::partitioner::partition_for_key;
-use kprod_tests::e2e::{assert_complete, close, connect, print_seed_figures, runtime};
+use kprod_tests::e2e::{
+    assert_keyed, assert_seed, print_seed_figures, produce_keyed, produce_seed, KeyedPlan,
+};
 use kprod_tests::reader::{read_topic, ReadRecord};
-use kprod_tests::seed::{fresh_run_id, run_keyed, run_seed, SeedPlan, Source, Verdict};
+use kprod_tests::seed::{fresh_run_id, SeedPlan, Source, Verdict};
 use kprod_tests::Kafka;
 
 /// How long every record may take to resolve once its stream has enqueued everything.
@@ -66,13 +67,7 @@ fn seed_scenario(kafka: &Kafka, replication: i32, max_in_flight: u32) {
         burst_size: 10_000 * scale(),
         resolve_timeout: RESOLVE_TIMEOUT,
     };
-    let brokers = kafka.bootstrap();
-    let report = runtime().block_on(async {
-        let producer = connect(&brokers, max_in_flight);
-        let report = run_seed(&producer, &plan).await;
-        close(producer).await;
-        report
-    });
+    let report = produce_seed(&kafka.bootstrap(), max_in_flight, &plan);
     let log = read(kafka, &topic, PARTITIONS);
     let v = Verdict::compute(plan.source.run, PARTITIONS, &report.sent, &log);
     println!(
@@ -84,17 +79,7 @@ fn seed_scenario(kafka: &Kafka, replication: i32, max_in_flight: u32) {
     println!("{v}");
     println!("elapsed: {:.2?}", started.elapsed());
 
-    assert_eq!(
-        report.sent.len() as u64,
-        plan.ticks + u64::from(plan.bursts) * plan.burst_size
-    );
-    for (i, b) in report.bursts.iter().enumerate() {
-        assert!(
-            b.ticks_at_start < plan.ticks && b.ticks_during > 0,
-            "burst {i} did not overlap the ticker: {b:?}"
-        );
-    }
-    assert_complete(&v);
+    assert_seed(&plan, &report, &v);
     assert_eq!(
         v.acknowledged_without_offset, 0,
         "on Apache Kafka every acknowledgement carries its offset\n{v}"
@@ -104,36 +89,23 @@ fn seed_scenario(kafka: &Kafka, replication: i32, max_in_flight: u32) {
 /// 100,000 keyed records over 6 partitions from 4 concurrent tasks (250 keys each).
 fn keyed_scenario(kafka: &Kafka, replication: i32) {
     const PARTITIONS: i32 = 6;
-    const STREAMS: u32 = 4;
-    let per_stream: u64 = 25_000 * scale();
-    const KEYS_PER_STREAM: u64 = 250;
     let topic = format!("kprod-keyed-rf{replication}");
     kafka.create_topic(&topic, PARTITIONS, replication, Some(replication.min(2)));
-    let source = Source {
-        topic: topic.clone(),
-        partitions: PARTITIONS,
-        run: fresh_run_id(),
-        record_size: 100,
+    let plan = KeyedPlan {
+        source: Source {
+            topic: topic.clone(),
+            partitions: PARTITIONS,
+            run: fresh_run_id(),
+            record_size: 100,
+        },
+        streams: 4,
+        per_stream: 25_000 * scale(),
+        keys_per_stream: 250,
+        resolve_timeout: RESOLVE_TIMEOUT,
     };
-    let brokers = kafka.bootstrap();
-    let (sent, produce_time) = runtime().block_on(async {
-        let producer = connect(&brokers, 5);
-        let t0 = Instant::now();
-        let sent = run_keyed(
-            &producer,
-            &source,
-            STREAMS,
-            per_stream,
-            KEYS_PER_STREAM,
-            RESOLVE_TIMEOUT,
-        )
-        .await;
-        let produce_time = t0.elapsed();
-        close(producer).await;
-        (sent, produce_time)
-    });
+    let (sent, produce_time) = produce_keyed(&kafka.bootstrap(), &plan);
     let log = read(kafka, &topic, PARTITIONS);
-    let v = Verdict::compute(source.run, PARTITIONS, &sent, &log);
+    let v = Verdict::compute(plan.source.run, PARTITIONS, &sent, &log);
     println!(
         "{} keyed records on {} Kafka node(s), replication {replication}, resolved in \
          {produce_time:.2?}: {:.0} records/s",
@@ -142,21 +114,8 @@ fn keyed_scenario(kafka: &Kafka, replication: i32) {
         sent.len() as f64 / produce_time.as_secs_f64()
     );
     println!("{v}");
-    assert_eq!(sent.len() as u64, u64::from(STREAMS) * per_stream);
-    assert_complete(&v);
+    assert_keyed(&plan, &sent, &log, &v);
     assert_eq!(v.acknowledged_without_offset, 0, "{v}");
-    for (&p, records) in &log {
-        for r in records {
-            let key = r.key.as_deref().expect("every record has a key");
-            assert_eq!(partition_for_key(key, PARTITIONS), p, "key {key:?}");
-        }
-    }
-    for p in 0..PARTITIONS {
-        assert!(
-            v.partitions.get(&p).is_some_and(|q| q.read > 0),
-            "partition {p} is empty\n{v}"
-        );
-    }
 }
 
 /// One node: the seed scenario at 5 and at 1 request in flight.

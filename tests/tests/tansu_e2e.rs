@@ -11,10 +11,11 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use kprod_core::partitioner::partition_for_key;
-use kprod_tests::e2e::{assert_complete, close, connect, print_seed_figures, runtime};
+use kprod_tests::e2e::{
+    assert_keyed, assert_seed, print_seed_figures, produce_keyed, produce_seed, KeyedPlan,
+};
 use kprod_tests::reader::{read_topic, ReadRecord};
-use kprod_tests::seed::{fresh_run_id, run_keyed, run_seed, SeedPlan, Sent, Source, Verdict};
+use kprod_tests::seed::{fresh_run_id, SeedPlan, Source, Verdict};
 use kprod_tests::Tansu;
 
 /// How long every record may take to resolve once its stream has enqueued everything.
@@ -59,12 +60,7 @@ fn seed_scenario(max_in_flight: u32) {
         resolve_timeout: RESOLVE_TIMEOUT,
     };
 
-    let report = runtime().block_on(async {
-        let producer = connect(&brokers, max_in_flight);
-        let report = run_seed(&producer, &plan).await;
-        close(producer).await;
-        report
-    });
+    let report = produce_seed(&brokers, max_in_flight, &plan);
     let produced = started.elapsed();
     let log = read(&tansu, &topic, PARTITIONS);
     let v = Verdict::compute(plan.source.run, PARTITIONS, &report.sent, &log);
@@ -76,18 +72,7 @@ fn seed_scenario(max_in_flight: u32) {
         started.elapsed()
     );
 
-    assert_eq!(
-        report.sent.len() as u64,
-        plan.ticks + u64::from(plan.bursts) * plan.burst_size
-    );
-    // The scenario is the overlap: the ticker kept sending while each burst was in flight.
-    for (i, b) in report.bursts.iter().enumerate() {
-        assert!(
-            b.ticks_at_start < plan.ticks && b.ticks_during > 0,
-            "burst {i} did not overlap the ticker: {b:?}"
-        );
-    }
-    assert_complete(&v);
+    assert_seed(&plan, &report, &v);
     for p in 0..PARTITIONS {
         let q = &v.partitions[&p];
         assert_eq!(q.sent, q.read, "partition {p}: {q:?}");
@@ -114,40 +99,26 @@ fn seed_scenario_ticker_and_bursts_one_in_flight() {
 fn hundred_thousand_keyed_records_over_six_partitions() {
     const TOPIC: &str = "kprod-keyed";
     const PARTITIONS: i32 = 6;
-    const STREAMS: u32 = 4;
-    const PER_STREAM: u64 = 25_000;
-    const KEYS_PER_STREAM: u64 = 250;
     let started = Instant::now();
     let tansu = Tansu::start();
     tansu.create_topic(TOPIC, PARTITIONS as u32);
-    let brokers = tansu.addr().to_string();
-    let source = Source {
-        topic: TOPIC.to_owned(),
-        partitions: PARTITIONS,
-        run: fresh_run_id(),
-        record_size: 100,
+    let plan = KeyedPlan {
+        source: Source {
+            topic: TOPIC.to_owned(),
+            partitions: PARTITIONS,
+            run: fresh_run_id(),
+            record_size: 100,
+        },
+        streams: 4,
+        per_stream: 25_000,
+        keys_per_stream: 250,
+        resolve_timeout: RESOLVE_TIMEOUT,
     };
-
-    let (sent, produce_time): (Vec<Sent>, Duration) = runtime().block_on(async {
-        let producer = connect(&brokers, 5);
-        let t0 = Instant::now();
-        let sent = run_keyed(
-            &producer,
-            &source,
-            STREAMS,
-            PER_STREAM,
-            KEYS_PER_STREAM,
-            RESOLVE_TIMEOUT,
-        )
-        .await;
-        let produce_time = t0.elapsed();
-        close(producer).await;
-        (sent, produce_time)
-    });
+    let (sent, produce_time) = produce_keyed(&tansu.addr().to_string(), &plan);
     let read_started = Instant::now();
     let log = read(&tansu, TOPIC, PARTITIONS);
     let read_time = read_started.elapsed();
-    let v = Verdict::compute(source.run, PARTITIONS, &sent, &log);
+    let v = Verdict::compute(plan.source.run, PARTITIONS, &sent, &log);
     let bytes: usize = sent.iter().map(|s| s.bytes).sum();
     println!(
         "{} keyed records ({bytes} bytes) resolved in {produce_time:.2?}: {:.0} records/s, \
@@ -158,27 +129,5 @@ fn hundred_thousand_keyed_records_over_six_partitions() {
     );
     println!("{v}");
     println!("elapsed: {:.2?}", started.elapsed());
-
-    assert_eq!(sent.len() as u64, u64::from(STREAMS) * PER_STREAM);
-    assert_complete(&v);
-    // Spelled out on the log itself: each key sits on one partition, the Java partitioner's.
-    let mut key_partition: BTreeMap<Vec<u8>, i32> = BTreeMap::new();
-    for (&p, records) in &log {
-        for r in records {
-            let key = r.key.clone().expect("every record has a key");
-            assert_eq!(partition_for_key(&key, PARTITIONS), p, "key {key:?}");
-            assert_eq!(*key_partition.entry(key).or_insert(p), p);
-        }
-    }
-    assert_eq!(
-        key_partition.len() as u64,
-        u64::from(STREAMS) * KEYS_PER_STREAM
-    );
-    // Every partition got records: the keys really were spread.
-    for p in 0..PARTITIONS {
-        assert!(
-            v.partitions.get(&p).is_some_and(|q| q.read > 0),
-            "partition {p} is empty\n{v}"
-        );
-    }
+    assert_keyed(&plan, &sent, &log, &v);
 }
