@@ -26,59 +26,23 @@ pub struct ReadRecord {
     pub value: Option<Vec<u8>>,
 }
 
-/// Reads all of `topic`'s `partitions` from `brokers` until each partition reports its end.
-/// Fails after `timeout`.
+/// Reads all of `topic`'s `partitions` from `brokers` until each partition reports its end,
+/// grouped by partition in offset order. Fails after `timeout`.
 pub fn read_topic(
     brokers: &str,
     topic: &str,
     partitions: i32,
     timeout: Duration,
 ) -> Result<BTreeMap<i32, Vec<ReadRecord>>, String> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("group.id", "kprod-verifier")
-        .set("enable.auto.commit", "false")
-        .set("enable.partition.eof", "true")
-        .set("auto.offset.reset", "earliest")
-        .set("isolation.level", "read_uncommitted")
-        .create()
-        .map_err(|e| format!("cannot create the rdkafka consumer: {e}"))?;
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..partitions {
-        tpl.add_partition_offset(topic, p, Offset::Beginning)
-            .map_err(|e| e.to_string())?;
-    }
-    consumer.assign(&tpl).map_err(|e| e.to_string())?;
     let mut out: BTreeMap<i32, Vec<ReadRecord>> =
         (0..partitions).map(|p| (p, Vec::new())).collect();
-    let mut at_end = vec![false; partitions as usize];
-    let deadline = Instant::now() + timeout;
-    while at_end.iter().any(|e| !e) {
-        if Instant::now() > deadline {
-            return Err(format!(
-                "reader timed out after {timeout:?}; partitions at end: {at_end:?}; read {}",
-                out.values().map(Vec::len).sum::<usize>()
-            ));
-        }
-        match consumer.poll(Duration::from_millis(200)) {
-            None => {}
-            Some(Ok(m)) => {
-                let p = m.partition();
-                if let Some(v) = out.get_mut(&p) {
-                    v.push(ReadRecord {
-                        offset: m.offset(),
-                        key: m.key().map(<[u8]>::to_vec),
-                        value: m.payload().map(<[u8]>::to_vec),
-                    });
-                    at_end[p as usize] = false;
-                }
-            }
-            Some(Err(KafkaError::PartitionEOF(p))) => {
-                if let Some(e) = at_end.get_mut(p as usize) {
-                    *e = true;
-                }
-            }
-            Some(Err(e)) => return Err(format!("reader error: {e}")),
+    for r in read_topic_full(brokers, topic, partitions, timeout)? {
+        if let Some(v) = out.get_mut(&r.partition) {
+            v.push(ReadRecord {
+                offset: r.offset,
+                key: r.key,
+                value: r.value,
+            });
         }
     }
     Ok(out)
@@ -117,6 +81,7 @@ pub fn read_topic_full(
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "true")
         .set("auto.offset.reset", "earliest")
+        .set("isolation.level", "read_uncommitted")
         .set("check.crcs", "true")
         .create()
         .map_err(|e| format!("cannot create the rdkafka consumer: {e}"))?;
