@@ -175,7 +175,8 @@ pub struct Finished {
 }
 
 impl Finished {
-    fn describe(&self, what: &str) -> String {
+    /// `what`, the exit status, stdout and stderr, for a failure message.
+    pub fn describe(&self, what: &str) -> String {
         format!(
             "{what}: exit {}\nstdout:\n{}\nstderr:\n{}",
             self.status,
@@ -833,6 +834,38 @@ pub fn seed_report(
         ticker_time: Duration::from_secs_f64(ticker_secs.max(0.0)),
         bursts,
         elapsed: us(elapsed_us),
+    })
+}
+
+/// Send-to-acknowledgement percentiles of one stream kind of a Java `seed` run (its
+/// `LATENCY stream=NAME count=N p50_us= p99_us= p999_us= max_us=` line; nearest rank).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeedLatency {
+    /// Delivered records measured.
+    pub count: u64,
+    /// Median.
+    pub p50: Duration,
+    /// 99th percentile.
+    pub p99: Duration,
+    /// 99.9th percentile.
+    pub p999: Duration,
+    /// Largest.
+    pub max: Duration,
+}
+
+/// The `LATENCY` figures of `stream` (`ticker` or `burst`) on a Java seed run's stdout.
+pub fn seed_latency(stdout: &[String], stream: &str) -> Result<SeedLatency, String> {
+    let line = stdout
+        .iter()
+        .find(|l| l.starts_with("LATENCY ") && fields(l).get("stream") == Some(&stream))
+        .ok_or_else(|| format!("no LATENCY stream={stream} line on stdout"))?;
+    let us = |k: &str| field::<u64>(line, k).map(Duration::from_micros);
+    Ok(SeedLatency {
+        count: field(line, "count")?,
+        p50: us("p50_us")?,
+        p99: us("p99_us")?,
+        p999: us("p999_us")?,
+        max: us("max_us")?,
     })
 }
 

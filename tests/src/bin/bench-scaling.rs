@@ -5,7 +5,8 @@
 //!                   [--in-flight 1,5] [--brokers 1,3]
 //! bench-scaling memory [--records N] [--size BYTES]
 //! bench-scaling latency [--broker tansu|kafka] [--ticks N] [--burst N] [--bursts N]
-//!                       [--partitions N] [--size BYTES]
+//!                       [--partitions N] [--size BYTES] [--rounds N]
+//!                       [--clients kprod,rdkafka,java]
 //! ```
 //!
 //! `cpu`: the real `Producer` against kprod-model's broker model ([`Cluster`]), in process,
@@ -22,10 +23,12 @@
 //! sent; the resident set (`VmRSS` of `/proc/self/status`) before and after, the producer's
 //! `buffered_bytes()`, and the overhead per record beyond the value bytes.
 //!
-//! `latency`: kprod-tokio against a real broker (Tansu, or Apache Kafka 1 node): the seed load,
-//! a ticker enqueueing one record every 1 ms while bursts of overlapping `enqueue()`s run, and
-//! per record the time from the call to `enqueue` to its acknowledgement; percentiles per
-//! stream kind.
+//! `latency`: kprod-tokio, librdkafka (`rdkafka`'s `FutureProducer`) and the Java producer
+//! (kafka-clients, `tests/java`'s `seed` command, `scripts/install-java-ref.sh`) against one
+//! real broker (Tansu, or Apache Kafka 1 node), taking turns: the seed load, a ticker sending
+//! one record every 1 ms while bursts of overlapping sends run, and per record the time from
+//! the send call to its acknowledgement; percentiles per client and stream kind, medians over
+//! rounds and kprod's ratio to each.
 
 use std::collections::{BTreeMap, HashMap};
 use std::process::{Command, ExitCode};
@@ -35,7 +38,10 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use kprod_core::{ConnId, Event, Output, Producer, ProducerConfig, Record};
 use kprod_model::broker::{split_frames, BrokerMode, Cluster};
+use kprod_tests::javaref;
+use kprod_tests::seed::{fresh_run_id, SeedPlan, Source};
 use kprod_tests::{Kafka, Tansu};
+use rdkafka::producer::{FutureProducer, FutureRecord};
 use kprod_tokio::{config_from_properties, ProducerHandle};
 
 const TOPIC: &str = "scaling";
@@ -554,6 +560,18 @@ fn latency(opts: &BTreeMap<String, String>) {
     let size = num(opts, "size", 100);
     let rounds = num(opts, "rounds", 2);
     let which = opts.get("broker").map_or("tansu", String::as_str);
+    let clients: Vec<String> = opts
+        .get("clients")
+        .map_or("kprod,rdkafka,java", String::as_str)
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    for c in &clients {
+        assert!(
+            ["kprod", "rdkafka", "java"].contains(&c.as_str()),
+            "--clients {c}: kprod, rdkafka or java"
+        );
+    }
     let broker = match which {
         "tansu" => {
             let t = Tansu::start();
@@ -588,48 +606,251 @@ fn latency(opts: &BTreeMap<String, String>) {
         size,
     };
     println!(
-        "kprod-tokio on {version}: {ticks} ticker records (1 ms), {bursts} bursts of {burst} \
-         overlapping enqueue()s, {partitions} partitions, {size} B, acks=all, in flight 5, \
-         linger 5 ms; {rounds} rounds on one producer and broker; 2 cores shared with other \
-         builds and the broker"
+        "{} on {version}: {ticks} ticker records (1 ms), {bursts} bursts of {burst} \
+         overlapping sends, {partitions} partitions, {size} B, idempotent, acks=all, in flight \
+         5, linger 5 ms, batch 16 KiB; {rounds} rounds, clients alternating within each round; \
+         kprod and librdkafka keep one producer across rounds, Java runs a fresh JVM per round \
+         (its JIT warms up during the run); 2 cores shared with the broker",
+        clients.join(", ")
     );
     println!(
-        "{:>6} {:>8} {:>9} {:>10} {:>10} {:>10} {:>10} {:>8}",
-        "round", "records", "count", "p50 ms", "p99 ms", "p999 ms", "max ms", "secs"
+        "{:>6} {:>8} {:>8} {:>9} {:>10} {:>10} {:>10} {:>10} {:>8}",
+        "round", "client", "records", "count", "p50 ms", "p99 ms", "p999 ms", "max ms", "secs"
     );
-    rt.block_on(async move {
-        let config = config_from_properties(&[
-            ("bootstrap.servers", bootstrap.as_str()),
-            ("client.id", "bench-scaling-latency"),
-            ("acks", "all"),
-            ("max.in.flight.requests.per.connection", "5"),
-            ("linger.ms", "5"),
-        ])
-        .expect("config");
-        let producer = Arc::new(ProducerHandle::connect(config).expect("producer"));
-        let mut warm = Record::new(TOPIC, "warm-up");
-        warm.partition = Some(0);
-        producer.send(warm).await.expect("warm-up delivered");
-        for round in 1..=rounds {
-            let (tick_lat, burst_lat, elapsed) = seed_load(&producer, &load).await;
-            for (name, mut v) in [("ticker", tick_lat), ("burst", burst_lat)] {
-                v.sort_unstable();
-                let ms = |d: Duration| d.as_secs_f64() * 1e3;
-                println!(
-                    "{:>6} {:>8} {:>9} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>8.1}",
-                    round,
-                    name,
-                    v.len(),
-                    ms(percentile(&v, 0.50)),
-                    ms(percentile(&v, 0.99)),
-                    ms(percentile(&v, 0.999)),
-                    ms(v.last().copied().unwrap_or_default()),
-                    elapsed.as_secs_f64()
-                );
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let row = |round: usize, client: &str, name: &str, l: &Latency, secs: f64| {
+        println!(
+            "{:>6} {:>8} {:>8} {:>9} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>8.1}",
+            round,
+            client,
+            name,
+            l.count,
+            ms(l.p50),
+            ms(l.p99),
+            ms(l.p999),
+            ms(l.max),
+            secs
+        );
+    };
+    // (client, stream) -> one Latency per round.
+    let mut all: BTreeMap<(String, &str), Vec<Latency>> = BTreeMap::new();
+    let (kprod, rdkafka) = rt.block_on(async {
+        let kprod = if clients.iter().any(|c| c == "kprod") {
+            let config = config_from_properties(&[
+                ("bootstrap.servers", bootstrap.as_str()),
+                ("client.id", "bench-scaling-latency"),
+                ("acks", "all"),
+                ("max.in.flight.requests.per.connection", "5"),
+                ("linger.ms", "5"),
+            ])
+            .expect("config");
+            let producer = Arc::new(ProducerHandle::connect(config).expect("producer"));
+            let mut warm = Record::new(TOPIC, "warm-up");
+            warm.partition = Some(0);
+            producer.send(warm).await.expect("warm-up delivered");
+            Some(Client::Kprod(producer))
+        } else {
+            None
+        };
+        let rdkafka = if clients.iter().any(|c| c == "rdkafka") {
+            let producer: FutureProducer = rdkafka::ClientConfig::new()
+                .set("bootstrap.servers", &bootstrap)
+                .set("client.id", "bench-scaling-latency-rdkafka")
+                .set("enable.idempotence", "true")
+                .set("acks", "all")
+                .set("max.in.flight.requests.per.connection", "5")
+                .set("linger.ms", "5")
+                .set("batch.size", "16384")
+                .set("queue.buffering.max.messages", "10000000")
+                .set("queue.buffering.max.kbytes", "2097151")
+                .create()
+                .expect("librdkafka producer");
+            let client = Client::Rdkafka(Arc::new(producer));
+            client.enqueue(0, Bytes::from_static(b"warm-up")).await.await;
+            Some(client)
+        } else {
+            None
+        };
+        (kprod, rdkafka)
+    });
+    for round in 1..=rounds {
+        // Alternate the order from round to round.
+        let mut order = clients.clone();
+        if round % 2 == 0 {
+            order.reverse();
+        }
+        for client in &order {
+            let (tick, burst, secs) = match client.as_str() {
+                "java" => java_seed_latency(&bootstrap, &load, which == "tansu"),
+                name => {
+                    let c = if name == "kprod" { &kprod } else { &rdkafka };
+                    let c = c.as_ref().expect("client started");
+                    let (t, b, elapsed) = rt.block_on(seed_load(c, &load));
+                    (
+                        Latency::of(t),
+                        Latency::of(b),
+                        elapsed.as_secs_f64(),
+                    )
+                }
+            };
+            row(round, client, "ticker", &tick, secs);
+            row(round, client, "burst", &burst, secs);
+            all.entry((client.clone(), "ticker")).or_default().push(tick);
+            all.entry((client.clone(), "burst")).or_default().push(burst);
+        }
+    }
+    println!();
+    println!("medians over rounds (ms), and kprod's ratio to each client (lower is better):");
+    println!(
+        "{:>8} {:>8} {:>10} {:>10} {:>10} {:>14} {:>14} {:>14}",
+        "client", "records", "p50", "p99", "p999", "kprod/it p50", "kprod/it p99", "kprod/it p999"
+    );
+    let median = |v: &[Latency], f: fn(&Latency) -> Duration| {
+        let mut x: Vec<Duration> = v.iter().map(f).collect();
+        x.sort_unstable();
+        x[x.len() / 2]
+    };
+    for ((client, stream), v) in &all {
+        let q = [
+            median(v, |l| l.p50),
+            median(v, |l| l.p99),
+            median(v, |l| l.p999),
+        ];
+        let ratio = |i: usize| {
+            all.get(&("kprod".to_owned(), *stream)).map_or(String::from("-"), |k| {
+                let kq = [median(k, |l| l.p50), median(k, |l| l.p99), median(k, |l| l.p999)];
+                format!("{:.2}", kq[i].as_secs_f64() / q[i].as_secs_f64().max(1e-9))
+            })
+        };
+        println!(
+            "{:>8} {:>8} {:>10.2} {:>10.2} {:>10.2} {:>14} {:>14} {:>14}",
+            client,
+            stream,
+            ms(q[0]),
+            ms(q[1]),
+            ms(q[2]),
+            ratio(0),
+            ratio(1),
+            ratio(2)
+        );
+    }
+    drop((kprod, rdkafka));
+    drop(broker);
+}
+
+/// Percentiles of one stream kind of one run (nearest rank).
+#[derive(Debug, Clone, Copy)]
+struct Latency {
+    count: usize,
+    p50: Duration,
+    p99: Duration,
+    p999: Duration,
+    max: Duration,
+}
+
+impl Latency {
+    fn of(mut v: Vec<Duration>) -> Self {
+        v.sort_unstable();
+        Self {
+            count: v.len(),
+            p50: percentile(&v, 0.50),
+            p99: percentile(&v, 0.99),
+            p999: percentile(&v, 0.999),
+            max: v.last().copied().unwrap_or_default(),
+        }
+    }
+}
+
+/// The Java producer (kafka-clients, `tests/java`'s `seed` command) under the same load, in
+/// a JVM of its own; its percentiles as it measured them (send call to callback).
+///
+/// On Tansu the Java producer runs with `metadata.cluster.check.enable=false`: otherwise
+/// kafka-clients 4.4 sends ApiVersions v5, which Tansu cannot decode (as in bench-e2e).
+fn java_seed_latency(bootstrap: &str, load: &Load, tansu: bool) -> (Latency, Latency, f64) {
+    let plan = SeedPlan {
+        source: Source {
+            topic: TOPIC.to_owned(),
+            partitions: load.partitions as i32,
+            run: fresh_run_id(),
+            record_size: load.size,
+        },
+        ticks: load.ticks as u64,
+        period: Duration::from_millis(1),
+        bursts: load.bursts as u32,
+        burst_size: load.burst as u64,
+        resolve_timeout: Duration::from_secs(300),
+    };
+    let mut flags = javaref::Flags::default();
+    if tansu {
+        flags.extra.push((
+            "metadata.cluster.check.enable".to_owned(),
+            "false".to_owned(),
+        ));
+    }
+    let run = javaref::run_seed(bootstrap, &plan, &flags, Duration::from_secs(600));
+    let stdout = &run.finished.stdout;
+    let get = |stream| {
+        let l = javaref::seed_latency(stdout, stream)
+            .unwrap_or_else(|e| panic!("Java seed run: {e}\n{stdout:?}"));
+        Latency {
+            count: l.count as usize,
+            p50: l.p50,
+            p99: l.p99,
+            p999: l.p999,
+            max: l.max,
+        }
+    };
+    let (tick, burst) = (get("ticker"), get("burst"));
+    assert!(
+        run.finished.status.success()
+            && tick.count == load.ticks
+            && burst.count == load.bursts * load.burst,
+        "the Java producer did not deliver every record ({} ticker, {} burst):\n{}",
+        tick.count,
+        burst.count,
+        run.finished.describe("Java seed run")
+    );
+    (tick, burst, run.report.elapsed.as_secs_f64())
+}
+
+/// A client under the seed load: `enqueue` returns once the record is handed over, with a
+/// future of its acknowledgement.
+#[derive(Clone)]
+enum Client {
+    Kprod(Arc<ProducerHandle>),
+    Rdkafka(Arc<FutureProducer>),
+}
+
+type Ack = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+impl Client {
+    async fn enqueue(&self, partition: i32, value: Bytes) -> Ack {
+        match self {
+            Client::Kprod(p) => {
+                let mut r = Record::new(TOPIC, value);
+                r.partition = Some(partition);
+                let fut = p.enqueue(r).await.expect("enqueued");
+                Box::pin(async move {
+                    fut.await.expect("delivered");
+                })
+            }
+            Client::Rdkafka(p) => {
+                let rec = FutureRecord::<(), [u8]>::to(TOPIC)
+                    .partition(partition)
+                    .payload(&value[..]);
+                let fut = p
+                    .send_result(rec)
+                    .map_err(|(e, _)| e)
+                    .expect("librdkafka enqueued");
+                Box::pin(async move {
+                    fut.await
+                        .expect("not cancelled")
+                        .map_err(|(e, _)| e)
+                        .expect("delivered");
+                })
             }
         }
-    });
-    drop(broker);
+    }
 }
 
 /// The seed load's shape.
@@ -643,10 +864,7 @@ struct Load {
 
 /// One run of the seed load: the ticker's and the bursts' latencies (enqueue call to
 /// acknowledgement), and the run's duration.
-async fn seed_load(
-    producer: &Arc<ProducerHandle>,
-    load: &Load,
-) -> (Vec<Duration>, Vec<Duration>, Duration) {
+async fn seed_load(client: &Client, load: &Load) -> (Vec<Duration>, Vec<Duration>, Duration) {
     let Load {
         ticks,
         burst,
@@ -660,19 +878,17 @@ async fn seed_load(
     // Bursts: at b * ticks / (bursts + 1) ms, each enqueues everything before awaiting.
     let mut burst_tasks = Vec::new();
     for b in 1..=bursts {
-        let producer = Arc::clone(producer);
         let value = value.clone();
+        let client = client.clone();
         let at = start + Duration::from_millis((b * ticks / (bursts + 1)) as u64);
         burst_tasks.push(tokio::spawn(async move {
             tokio::time::sleep_until(at.into()).await;
             let mut waits = Vec::with_capacity(burst);
             for i in 0..burst {
-                let mut r = Record::new(TOPIC, value.clone());
-                r.partition = Some((i % partitions) as i32);
                 let t0 = Instant::now();
-                let fut = producer.enqueue(r).await.expect("enqueued");
+                let ack = client.enqueue((i % partitions) as i32, value.clone()).await;
                 waits.push(tokio::spawn(async move {
-                    fut.await.expect("delivered");
+                    ack.await;
                     t0.elapsed()
                 }));
             }
@@ -685,23 +901,24 @@ async fn seed_load(
     }
 
     // The ticker: one record every 1 ms.
-    let mut interval = tokio::time::interval(Duration::from_millis(1));
-    let mut waits = Vec::with_capacity(ticks);
-    for i in 0..ticks {
-        interval.tick().await;
-        let mut r = Record::new(TOPIC, value.clone());
-        r.partition = Some((i % partitions) as i32);
-        let t0 = Instant::now();
-        let fut = producer.enqueue(r).await.expect("enqueued");
-        waits.push(tokio::spawn(async move {
-            fut.await.expect("delivered");
-            t0.elapsed()
-        }));
-    }
-    let mut tick_lat = Vec::with_capacity(ticks);
-    for w in waits {
-        tick_lat.push(w.await.expect("join"));
-    }
+    let tick_lat = {
+        let mut interval = tokio::time::interval(Duration::from_millis(1));
+        let mut waits = Vec::with_capacity(ticks);
+        for i in 0..ticks {
+            interval.tick().await;
+            let t0 = Instant::now();
+            let ack = client.enqueue((i % partitions) as i32, value.clone()).await;
+            waits.push(tokio::spawn(async move {
+                ack.await;
+                t0.elapsed()
+            }));
+        }
+        let mut tick_lat = Vec::with_capacity(ticks);
+        for w in waits {
+            tick_lat.push(w.await.expect("join"));
+        }
+        tick_lat
+    };
     let mut burst_lat = Vec::new();
     for b in burst_tasks {
         burst_lat.extend(b.await.expect("join"));

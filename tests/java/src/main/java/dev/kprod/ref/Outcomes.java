@@ -45,6 +45,9 @@ final class Outcomes {
     private final int[] partitions;
     private final AtomicReferenceArray<Result> results;
     private final CountDownLatch pending;
+    /** Per record: nanoTime when {@code track} was called (just before {@code send}), then,
+     *  once delivered, the time from there to the acknowledgement callback; -1 otherwise. */
+    private final long[] latencyNanos;
 
     /** Room for {@code n} records, named {@code idPrefix + index}. */
     Outcomes(int n, String idPrefix) {
@@ -52,6 +55,7 @@ final class Outcomes {
         this.partitions = new int[n];
         this.results = new AtomicReferenceArray<>(n);
         this.pending = new CountDownLatch(n);
+        this.latencyNanos = new long[n];
     }
 
     int size() {
@@ -61,7 +65,12 @@ final class Outcomes {
     /** Record {@code i} goes to {@code partition}; returns the callback that resolves it. */
     Callback track(int i, int partition) {
         partitions[i] = partition;
+        long sentAt = System.nanoTime();
+        latencyNanos[i] = -1;
         return (metadata, exception) -> {
+            if (exception == null) {
+                latencyNanos[i] = System.nanoTime() - sentAt;
+            }
             if (exception != null) {
                 resolve(i, new Result(FAILED, -1, describe(exception)));
             } else {
@@ -69,6 +78,14 @@ final class Outcomes {
                 resolve(i, new Result(DELIVERED, offset, ""));
             }
         };
+    }
+
+    /**
+     * Send-to-acknowledgement times of the delivered records, sorted. Read after
+     * {@link #await} returned true (the latch orders the callbacks' writes before it).
+     */
+    long[] sortedLatencies() {
+        return java.util.Arrays.stream(latencyNanos).filter(l -> l >= 0).sorted().toArray();
     }
 
     /** {@code send} threw: record {@code i} failed at once. */

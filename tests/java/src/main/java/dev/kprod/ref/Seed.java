@@ -178,11 +178,36 @@ final class Seed {
                 failed += o.count(Outcomes.FAILED);
                 unresolved += o.count(Outcomes.UNRESOLVED);
             }
+            Main.say(latencyLine("ticker", List.of(ticker)));
+            Main.say(latencyLine("burst", streams.subList(1, streams.size())));
             Main.say("DONE records=" + (ticks + (long) bursts * burstSize) + " delivered="
                     + delivered + " failed=" + failed + " unresolved=" + unresolved
                     + " elapsed_us=" + elapsed / 1000);
             return all ? 0 : 1;
         }
+    }
+
+    /**
+     * {@code LATENCY stream=NAME count=N p50_us=.. p99_us=.. p999_us=.. max_us=..}: the
+     * send-to-acknowledgement times of the delivered records of {@code streams} (nearest-rank
+     * percentiles, as tests/src/bin/bench-scaling.rs computes kprod's).
+     */
+    static String latencyLine(String name, List<Outcomes> streams) {
+        long[] all = streams.stream()
+                .flatMapToLong(o -> java.util.Arrays.stream(o.sortedLatencies()))
+                .sorted()
+                .toArray();
+        StringBuilder s = new StringBuilder("LATENCY stream=" + name + " count=" + all.length);
+        for (String[] q : new String[][] {{"p50", "0.5"}, {"p99", "0.99"}, {"p999", "0.999"},
+                {"max", "1.0"}}) {
+            long v = 0;
+            if (all.length > 0) {
+                int i = (int) Math.ceil(all.length * Double.parseDouble(q[1]));
+                v = all[Math.min(Math.max(i, 1), all.length) - 1];
+            }
+            s.append(' ').append(q[0]).append("_us=").append(v / 1000);
+        }
+        return s.toString();
     }
 
     private static void send(KafkaProducer<byte[], byte[]> producer, String topic, int partition,
