@@ -179,7 +179,9 @@ impl ClientConfig {
     /// default, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`), `sasl.mechanism` (`PLAIN`,
     /// `SCRAM-SHA-256`, `SCRAM-SHA-512`, `OAUTHBEARER`; librdkafka's `sasl.mechanisms` too),
     /// `sasl.username` and `sasl.password` (PLAIN and SCRAM; OAUTHBEARER takes its tokens from
-    /// a [`crate::TokenProvider`]), `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location` and
+    /// a [`crate::TokenProvider`]) or instead a Java client's `sasl.jaas.config`
+    /// (`PlainLoginModule`/`ScramLoginModule` with `username` and `password`,
+    /// `OAuthBearerLoginModule` without options), `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location` and
     /// `ssl.endpoint.identification.algorithm` (`https`, the default, or empty). As in the
     /// Java client, `ssl.*` properties are ignored under `PLAINTEXT` and `SASL_PLAINTEXT`, and
     /// `sasl.*` properties under `PLAINTEXT` and `SSL`. SASL goes into

@@ -76,6 +76,8 @@ pub(crate) struct SaslProps {
     mechanism: Option<String>,
     username: Option<String>,
     password: Option<Secret>,
+    /// `sasl.jaas.config`, kept whole until `build` (it may hold a password).
+    jaas: Option<Secret>,
 }
 
 impl SaslProps {
@@ -86,6 +88,7 @@ impl SaslProps {
             "sasl.mechanism" | "sasl.mechanisms" => self.mechanism = Some(v.to_owned()),
             "sasl.username" => self.username = Some(v.to_owned()),
             "sasl.password" => self.password = Some(Secret::new(v)),
+            "sasl.jaas.config" => self.jaas = Some(Secret::new(v)),
             _ => return false,
         }
         true
@@ -94,11 +97,14 @@ impl SaslProps {
     /// The core's SASL settings for `security.protocol` (already upper case): `None` unless
     /// it is `SASL_PLAINTEXT` or `SASL_SSL`; as in the Java client, `sasl.*` properties are
     /// ignored otherwise.
-    pub(crate) fn build(self, protocol: &str) -> Result<Option<SaslConfig>, PropertyError> {
+    pub(crate) fn build(mut self, protocol: &str) -> Result<Option<SaslConfig>, PropertyError> {
         if !protocol.starts_with("SASL_") {
             return Ok(None);
         }
         let expected = "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER";
+        if let Some(jaas) = self.jaas.take() {
+            self.apply_jaas(&Jaas::parse(jaas.expose())?)?;
+        }
         let name = self.mechanism.unwrap_or_default();
         let mechanism = match SaslMechanism::from_name(&name) {
             Some(m) => m,
@@ -145,9 +151,263 @@ impl SaslProps {
     }
 }
 
+impl SaslProps {
+    /// Takes the mechanism, user name and password from a parsed `sasl.jaas.config`, as the
+    /// Java client does: the login module names the mechanism family, its options carry the
+    /// credentials. Giving them twice (also as `sasl.username`/`sasl.password`) is refused
+    /// rather than silently preferring one.
+    fn apply_jaas(&mut self, jaas: &Jaas) -> Result<(), PropertyError> {
+        let unsupported = |reason| PropertyError::Unsupported {
+            property: "sasl.jaas.config".to_owned(),
+            value: jaas.module.clone(),
+            reason,
+        };
+        let family = match jaas.module.rsplit('.').next().unwrap_or_default() {
+            "PlainLoginModule" => "PLAIN",
+            "ScramLoginModule" => "SCRAM",
+            "OAuthBearerLoginModule" => "OAUTHBEARER",
+            "Krb5LoginModule" => {
+                return Err(unsupported(
+                    "Kerberos (GSSAPI) is not supported; use PLAIN, SCRAM-SHA-256, \
+                     SCRAM-SHA-512 or OAUTHBEARER",
+                ))
+            }
+            _ => {
+                return Err(unsupported(
+                    "kprod understands the PlainLoginModule, ScramLoginModule and \
+                     OAuthBearerLoginModule of org.apache.kafka.common.security",
+                ))
+            }
+        };
+        let mechanism = self.mechanism.get_or_insert_with(|| family.to_owned());
+        // Java's default mechanism is GSSAPI; a SCRAM module needs sasl.mechanism to say which.
+        let matches = match family {
+            "SCRAM" => mechanism.to_ascii_uppercase().starts_with("SCRAM-"),
+            f => mechanism.eq_ignore_ascii_case(f),
+        };
+        if !matches {
+            return Err(PropertyError::Invalid {
+                property: "sasl.mechanism".to_owned(),
+                value: mechanism.clone(),
+                expected: "the mechanism of sasl.jaas.config's login module (PlainLoginModule: \
+                           PLAIN; ScramLoginModule: SCRAM-SHA-256 or SCRAM-SHA-512; \
+                           OAuthBearerLoginModule: OAUTHBEARER)",
+            });
+        }
+        if family == "OAUTHBEARER" {
+            if !jaas.options.is_empty() {
+                return Err(unsupported(
+                    "OAuthBearerLoginModule options (the unsecured test token) are not \
+                     supported: tokens come from a token provider \
+                     (ProducerHandle::from_properties_with_token_provider)",
+                ));
+            }
+            return Ok(());
+        }
+        if self.username.is_some() || self.password.is_some() {
+            return Err(unsupported(
+                "the credentials are given twice: set either sasl.jaas.config or \
+                 sasl.username and sasl.password",
+            ));
+        }
+        for (key, value) in &jaas.options {
+            match key.as_str() {
+                "username" => self.username = Some(value.expose().to_owned()),
+                "password" => self.password = Some(value.clone()),
+                // SCRAM delegation tokens and other options change what the broker checks.
+                _ => {
+                    return Err(unsupported(
+                        "a login module option other than username and password (kprod \
+                         authenticates with a user name and password only)",
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A `sasl.jaas.config` value: `LoginModuleClass required key="value" ... ;` (one module;
+/// values quoted with `"` and backslash escapes, or bare words).
+#[derive(Debug, PartialEq, Eq)]
+struct Jaas {
+    module: String,
+    /// Options in order; values are secrets (the password is one).
+    options: Vec<(String, Secret)>,
+}
+
+impl Jaas {
+    /// Parses one login module entry. Errors never echo the value (it may hold a password).
+    fn parse(text: &str) -> Result<Self, PropertyError> {
+        let invalid = |expected| PropertyError::Invalid {
+            property: "sasl.jaas.config".to_owned(),
+            value: "(not shown: it may hold a password)".to_owned(),
+            expected,
+        };
+        let mut rest = text.trim();
+        let word = |rest: &mut &str| -> Option<String> {
+            let s = rest.trim_start();
+            let end = s
+                .find(|c: char| c.is_whitespace() || c == '=' || c == ';' || c == '"')
+                .unwrap_or(s.len());
+            if end == 0 {
+                return None;
+            }
+            *rest = &s[end..];
+            Some(s[..end].to_owned())
+        };
+        let module = word(&mut rest).ok_or_else(|| {
+            invalid("a login module class, e.g. org.apache.kafka.common.security.plain.PlainLoginModule required username=\"...\" password=\"...\";")
+        })?;
+        let flag = word(&mut rest).unwrap_or_default();
+        if !flag.eq_ignore_ascii_case("required") {
+            return Err(invalid(
+                "the control flag `required` after the login module class",
+            ));
+        }
+        let mut options = Vec::new();
+        loop {
+            rest = rest.trim_start();
+            if let Some(after) = rest.strip_prefix(';') {
+                if !after.trim().is_empty() {
+                    return Err(invalid("one login module entry, ended by `;`"));
+                }
+                return Ok(Self { module, options });
+            }
+            let key =
+                word(&mut rest).ok_or_else(|| invalid("key=\"value\" options ended by `;`"))?;
+            rest = rest
+                .trim_start()
+                .strip_prefix('=')
+                .ok_or_else(|| invalid("key=\"value\" options ended by `;`"))?
+                .trim_start();
+            let value = if let Some(quoted) = rest.strip_prefix('"') {
+                let mut value = String::new();
+                let mut chars = quoted.char_indices();
+                let end = loop {
+                    match chars.next() {
+                        None => return Err(invalid("a closing `\"` for every quoted value")),
+                        Some((i, '"')) => break i,
+                        Some((_, '\\')) => match chars.next() {
+                            Some((_, c)) => value.push(c),
+                            None => return Err(invalid("a closing `\"` for every quoted value")),
+                        },
+                        Some((_, c)) => value.push(c),
+                    }
+                };
+                rest = &quoted[end + 1..];
+                value
+            } else {
+                word(&mut rest).ok_or_else(|| invalid("key=\"value\" options ended by `;`"))?
+            };
+            options.push((key, Secret::new(value)));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn build(props: &[(&str, &str)]) -> Result<Option<SaslConfig>, PropertyError> {
+        let mut p = SaslProps::default();
+        for (k, v) in props {
+            assert!(p.property(k, v), "{k} is a sasl property");
+        }
+        p.build("SASL_SSL")
+    }
+
+    const PLAIN: &str = r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="s3cr\"et";"#;
+
+    #[test]
+    fn jaas_plain_gives_mechanism_and_credentials() {
+        let from_jaas = build(&[("sasl.jaas.config", PLAIN)]).unwrap();
+        let direct = build(&[
+            ("sasl.mechanism", "PLAIN"),
+            ("sasl.username", "alice"),
+            ("sasl.password", "s3cr\"et"),
+        ])
+        .unwrap();
+        assert_eq!(from_jaas, direct);
+        assert!(from_jaas.is_some());
+    }
+
+    #[test]
+    fn jaas_scram_needs_the_scram_mechanism() {
+        let jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required \
+                    username=bob password=\"pw\" ;";
+        let ok = build(&[
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.jaas.config", jaas),
+        ]);
+        assert_eq!(
+            ok.unwrap(),
+            build(&[
+                ("sasl.mechanism", "SCRAM-SHA-512"),
+                ("sasl.username", "bob"),
+                ("sasl.password", "pw"),
+            ])
+            .unwrap()
+        );
+        // SCRAM's family alone does not say which hash: sasl.mechanism must.
+        let e = build(&[("sasl.jaas.config", jaas)]).unwrap_err();
+        assert!(e.to_string().contains("sasl.mechanism"), "{e}");
+        let e = build(&[("sasl.mechanism", "PLAIN"), ("sasl.jaas.config", jaas)]).unwrap_err();
+        assert!(e.to_string().contains("ScramLoginModule"), "{e}");
+    }
+
+    #[test]
+    fn jaas_refusals_name_the_reason_and_never_the_password() {
+        let cases = [
+            (
+                "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;",
+                "Kerberos",
+            ),
+            (
+                "x.y.PlainLoginModule optional username=\"a\" password=\"hunter2\";",
+                "required",
+            ),
+            (
+                "x.y.PlainLoginModule required username=\"a\" password=\"hunter2;",
+                "closing",
+            ),
+            (
+                "x.y.PlainLoginModule required username=\"a\" password=\"hunter2\"",
+                "ended by",
+            ),
+            (
+                "x.y.PlainLoginModule required username=\"a\" password=\"hunter2\"; b",
+                "one login",
+            ),
+            (
+                "x.y.PlainLoginModule required username=\"a\" password=\"hunter2\" tokenauth=true;",
+                "option",
+            ),
+            ("x.y.OtherModule required;", "understands"),
+        ];
+        for (jaas, why) in cases {
+            let e = build(&[("sasl.jaas.config", jaas)])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why), "{jaas}: {e}");
+            assert!(!e.contains("hunter2"), "{jaas}: the password leaked: {e}");
+        }
+        let twice = build(&[("sasl.jaas.config", PLAIN), ("sasl.username", "alice")]);
+        assert!(twice.unwrap_err().to_string().contains("twice"));
+    }
+
+    #[test]
+    fn jaas_oauthbearer_without_options() {
+        let jaas = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;";
+        assert_eq!(
+            build(&[("sasl.jaas.config", jaas)]).unwrap(),
+            Some(SaslConfig::oauthbearer())
+        );
+        let unsecured = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule \
+                         required unsecuredLoginStringClaim_sub=\"me\";";
+        let e = build(&[("sasl.jaas.config", unsecured)]).unwrap_err();
+        assert!(e.to_string().contains("token provider"), "{e}");
+    }
 
     #[test]
     fn nonces_are_fresh_and_well_formed() {

@@ -270,12 +270,15 @@ fn verify(kafka: &Kafka, plan: &SeedPlan, report: &SeedReport, what: &str) {
     assert_eq!(v.acknowledged_without_offset, 0, "{what}\n{v}");
 }
 
-/// 500 ticks every 1 ms and a burst of 1,500 over 3 partitions with `mechanism`.
-fn mechanism_run(kafka: &Kafka, listener: &str, protocol: &str, mechanism: &str) {
+/// 500 ticks every 1 ms and a burst of 1,500 over 3 partitions with `mechanism`; with `jaas`,
+/// the credentials come as a Java client's `sasl.jaas.config` line instead of
+/// `sasl.username`/`sasl.password`.
+fn mechanism_run(kafka: &Kafka, listener: &str, protocol: &str, mechanism: &str, jaas: bool) {
     let topic = format!(
-        "kprod-sasl-{}-{}",
+        "kprod-sasl-{}-{}{}",
         listener.to_ascii_lowercase(),
-        mechanism.to_ascii_lowercase()
+        mechanism.to_ascii_lowercase(),
+        if jaas { "-jaas" } else { "" }
     );
     kafka.create_topic(&topic, 3, 1, None);
     let plan = plan(&topic, 3, 500, Duration::from_millis(1), 1_500);
@@ -284,6 +287,16 @@ fn mechanism_run(kafka: &Kafka, listener: &str, protocol: &str, mechanism: &str)
     let provider: Option<Arc<dyn TokenProvider>> = (mechanism == "OAUTHBEARER")
         .then(|| Arc::new(token_provider(3600, calls.clone())) as Arc<dyn TokenProvider>);
     let mut props = sasl_props(&bootstrap, protocol, mechanism, PASSWORD);
+    let module = if mechanism == "PLAIN" {
+        "org.apache.kafka.common.security.plain.PlainLoginModule"
+    } else {
+        "org.apache.kafka.common.security.scram.ScramLoginModule"
+    };
+    let jaas_line = format!("{module} required username=\"{USER}\" password=\"{PASSWORD}\";");
+    if jaas {
+        props.retain(|(k, _)| !matches!(*k, "sasl.username" | "sasl.password"));
+        props.push(("sasl.jaas.config", &jaas_line));
+    }
     let ca = kafka.dir().join("sasl-ca.pem");
     let ca = ca.to_str().unwrap().to_owned();
     if protocol == "SASL_SSL" {
@@ -455,10 +468,13 @@ fn kafka_sasl() {
     std::fs::write(kafka.dir().join("sasl-ca.pem"), &ca).expect("write the CA");
 
     for mechanism in SaslListener::MECHANISMS {
-        mechanism_run(&kafka, "SASLPLAIN", "SASL_PLAINTEXT", mechanism);
+        mechanism_run(&kafka, "SASLPLAIN", "SASL_PLAINTEXT", mechanism, false);
     }
-    mechanism_run(&kafka, "SASLSSL", "SASL_SSL", "SCRAM-SHA-512");
-    mechanism_run(&kafka, "SASLSSL", "SASL_SSL", "PLAIN");
+    mechanism_run(&kafka, "SASLSSL", "SASL_SSL", "SCRAM-SHA-512", false);
+    mechanism_run(&kafka, "SASLSSL", "SASL_SSL", "PLAIN", false);
+    // A Java client's configuration, credentials in sasl.jaas.config.
+    mechanism_run(&kafka, "SASLPLAIN", "SASL_PLAINTEXT", "SCRAM-SHA-256", true);
+    mechanism_run(&kafka, "SASLSSL", "SASL_SSL", "PLAIN", true);
 
     let topic = "kprod-sasl-errors";
     kafka.create_topic(topic, 1, 1, None);
