@@ -41,8 +41,8 @@ use kprod_model::broker::{split_frames, BrokerMode, Cluster};
 use kprod_tests::javaref;
 use kprod_tests::seed::{fresh_run_id, SeedPlan, Source};
 use kprod_tests::{Kafka, Tansu};
-use rdkafka::producer::{FutureProducer, FutureRecord};
 use kprod_tokio::{config_from_properties, ProducerHandle};
+use rdkafka::producer::{FutureProducer, FutureRecord};
 
 const TOPIC: &str = "scaling";
 const NODES: [&str; 3] = ["b1:9092", "b2:9092", "b3:9092"];
@@ -666,7 +666,10 @@ fn latency(opts: &BTreeMap<String, String>) {
                 .create()
                 .expect("librdkafka producer");
             let client = Client::Rdkafka(Arc::new(producer));
-            client.enqueue(0, Bytes::from_static(b"warm-up")).await.await;
+            client
+                .enqueue(0, Bytes::from_static(b"warm-up"))
+                .await
+                .await;
             Some(client)
         } else {
             None
@@ -686,17 +689,17 @@ fn latency(opts: &BTreeMap<String, String>) {
                     let c = if name == "kprod" { &kprod } else { &rdkafka };
                     let c = c.as_ref().expect("client started");
                     let (t, b, elapsed) = rt.block_on(seed_load(c, &load));
-                    (
-                        Latency::of(t),
-                        Latency::of(b),
-                        elapsed.as_secs_f64(),
-                    )
+                    (Latency::of(t), Latency::of(b), elapsed.as_secs_f64())
                 }
             };
             row(round, client, "ticker", &tick, secs);
             row(round, client, "burst", &burst, secs);
-            all.entry((client.clone(), "ticker")).or_default().push(tick);
-            all.entry((client.clone(), "burst")).or_default().push(burst);
+            all.entry((client.clone(), "ticker"))
+                .or_default()
+                .push(tick);
+            all.entry((client.clone(), "burst"))
+                .or_default()
+                .push(burst);
         }
     }
     println!();
@@ -717,10 +720,15 @@ fn latency(opts: &BTreeMap<String, String>) {
             median(v, |l| l.p999),
         ];
         let ratio = |i: usize| {
-            all.get(&("kprod".to_owned(), *stream)).map_or(String::from("-"), |k| {
-                let kq = [median(k, |l| l.p50), median(k, |l| l.p99), median(k, |l| l.p999)];
-                format!("{:.2}", kq[i].as_secs_f64() / q[i].as_secs_f64().max(1e-9))
-            })
+            all.get(&("kprod".to_owned(), *stream))
+                .map_or(String::from("-"), |k| {
+                    let kq = [
+                        median(k, |l| l.p50),
+                        median(k, |l| l.p99),
+                        median(k, |l| l.p999),
+                    ];
+                    format!("{:.2}", kq[i].as_secs_f64() / q[i].as_secs_f64().max(1e-9))
+                })
         };
         println!(
             "{:>8} {:>8} {:>10.2} {:>10.2} {:>10.2} {:>14} {:>14} {:>14}",
