@@ -7,6 +7,8 @@
 //! bench-scaling latency [--broker tansu|kafka] [--ticks N] [--burst N] [--bursts N]
 //!                       [--partitions N] [--size BYTES] [--rounds N]
 //!                       [--clients kprod,rdkafka,java]
+//! bench-scaling steady [--broker tansu|kafka] [--seconds N] [--rate N] [--size BYTES]
+//!                      [--partitions N]
 //! ```
 //!
 //! `cpu`: the real `Producer` against kprod-model's broker model ([`Cluster`]), in process,
@@ -29,6 +31,11 @@
 //! one record every 1 ms while bursts of overlapping sends run, and per record the time from
 //! the send call to its acknowledgement; percentiles per client and stream kind, medians over
 //! rounds and kprod's ratio to each.
+//!
+//! `steady`: kprod-tokio against a real broker at a steady rate (`--rate` records/s of
+//! `--size` bytes over `--partitions` partitions, sent every 10 ms, every record awaited) for
+//! `--seconds`; the resident set (`VmRSS`) sampled every second, printed per minute (min/max)
+//! and summed up as the first minute against the last: a leak shows as growth.
 
 use std::collections::{BTreeMap, HashMap};
 use std::process::{Command, ExitCode};
@@ -50,7 +57,7 @@ const NODES: [&str; 3] = ["b1:9092", "b2:9092", "b3:9092"];
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(mode) = args.first() else {
-        eprintln!("usage: bench-scaling cpu|memory|latency [options] (see the source)");
+        eprintln!("usage: bench-scaling cpu|memory|latency|steady [options] (see the source)");
         return ExitCode::FAILURE;
     };
     let opts = match parse_opts(&args[1..]) {
@@ -65,6 +72,7 @@ fn main() -> ExitCode {
         "memory" => memory(&opts),
         "memory-case" => memory_case(&opts),
         "latency" => latency(&opts),
+        "steady" => steady(&opts),
         other => {
             eprintln!("unknown mode {other}");
             return ExitCode::FAILURE;
@@ -932,4 +940,150 @@ async fn seed_load(client: &Client, load: &Load) -> (Vec<Duration>, Vec<Duration
         burst_lat.extend(b.await.expect("join"));
     }
     (tick_lat, burst_lat, start.elapsed())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Steady run
+// ---------------------------------------------------------------------------------------------
+
+fn steady(opts: &BTreeMap<String, String>) {
+    let seconds = num(opts, "seconds", 600);
+    let rate = num(opts, "rate", 20_000);
+    let size = num(opts, "size", 100);
+    let partitions = num(opts, "partitions", 6);
+    let which = opts.get("broker").map_or("tansu", String::as_str);
+    let broker = match which {
+        "tansu" => {
+            let t = Tansu::start();
+            t.create_topic(TOPIC, partitions as u32);
+            Broker::Tansu(t)
+        }
+        "kafka" => {
+            let k = Kafka::start(1);
+            k.create_topic(TOPIC, partitions as i32, 1, None);
+            Broker::Kafka(k)
+        }
+        other => panic!("--broker {other}: tansu or kafka"),
+    };
+    let bootstrap = match &broker {
+        Broker::Tansu(t) => t.addr().to_string(),
+        Broker::Kafka(k) => k.bootstrap(),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!(
+        "kprod-tokio on {which}: {rate} records/s of {size} B over {partitions} partitions for \
+         {seconds} s (a send every 10 ms, every record awaited), idempotent, acks=all; VmRSS \
+         sampled every second"
+    );
+    let acked = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // The sampler: one VmRSS reading per second, on a thread of its own.
+    let sampler = {
+        let done = Arc::clone(&done);
+        let acked = Arc::clone(&acked);
+        std::thread::spawn(move || {
+            let mut samples = Vec::new();
+            let start = Instant::now();
+            let mut next = start;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                next += Duration::from_secs(1);
+                std::thread::sleep(next.saturating_duration_since(Instant::now()));
+                samples.push((
+                    rss_bytes(),
+                    acked.load(std::sync::atomic::Ordering::Relaxed),
+                ));
+            }
+            samples
+        })
+    };
+    let failed = rt.block_on(async {
+        let config = config_from_properties(&[
+            ("bootstrap.servers", bootstrap.as_str()),
+            ("client.id", "bench-scaling-steady"),
+            ("acks", "all"),
+            ("linger.ms", "5"),
+        ])
+        .expect("config");
+        let producer = Arc::new(ProducerHandle::connect(config).expect("producer"));
+        let value = Bytes::from(vec![b'.'; size]);
+        let per_tick = (rate / 100).max(1);
+        let mut interval = tokio::time::interval(Duration::from_millis(10));
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut waiters = Vec::new();
+        let failed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        for tick in 0..seconds * 100 {
+            interval.tick().await;
+            let mut futs = Vec::with_capacity(per_tick);
+            for i in 0..per_tick {
+                let mut r = Record::new(TOPIC, value.clone());
+                r.partition = Some(((tick * per_tick + i) % partitions) as i32);
+                futs.push(producer.enqueue(r).await.expect("enqueued"));
+            }
+            let (acked, failed) = (Arc::clone(&acked), Arc::clone(&failed));
+            waiters.push(tokio::spawn(async move {
+                for f in futs {
+                    let ok = f.await.is_ok();
+                    let counter = if ok { &acked } else { &failed };
+                    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }));
+            // Keep the list of waiters short: drop the finished ones now and then.
+            if waiters.len() >= 1_000 {
+                waiters.retain(|w| !w.is_finished());
+            }
+        }
+        for w in waiters {
+            w.await.expect("join");
+        }
+        let failed = failed.load(std::sync::atomic::Ordering::Relaxed);
+        Arc::into_inner(producer)
+            .expect("the only handle")
+            .close()
+            .await;
+        failed
+    });
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let samples = sampler.join().expect("sampler");
+    let mib = |b: usize| b as f64 / (1024.0 * 1024.0);
+    println!(
+        "{:>6} {:>12} {:>12} {:>14}",
+        "minute", "min RSS MiB", "max RSS MiB", "acked by end"
+    );
+    let minutes: Vec<&[(usize, u64)]> = samples.chunks(60).collect();
+    for (m, chunk) in minutes.iter().enumerate() {
+        let min = chunk.iter().map(|s| s.0).min().unwrap_or(0);
+        let max = chunk.iter().map(|s| s.0).max().unwrap_or(0);
+        let acked_by = chunk.last().map_or(0, |s| s.1);
+        println!(
+            "{:>6} {:>12.1} {:>12.1} {:>14}",
+            m + 1,
+            mib(min),
+            mib(max),
+            acked_by
+        );
+    }
+    let all_min = samples.iter().map(|s| s.0).min().unwrap_or(0);
+    let all_max = samples.iter().map(|s| s.0).max().unwrap_or(0);
+    let first_max = minutes
+        .first()
+        .map_or(0, |c| c.iter().map(|s| s.0).max().unwrap_or(0));
+    let last_max = minutes
+        .last()
+        .map_or(0, |c| c.iter().map(|s| s.0).max().unwrap_or(0));
+    println!(
+        "{} samples: RSS min {:.1} MiB, max {:.1} MiB; max of the first minute {:.1} MiB, of the \
+         last {:.1} MiB ({:+.1} MiB); {} records acknowledged, {failed} failed",
+        samples.len(),
+        mib(all_min),
+        mib(all_max),
+        mib(first_max),
+        mib(last_max),
+        mib(last_max) - mib(first_max),
+        acked.load(std::sync::atomic::Ordering::Relaxed)
+    );
+    drop(broker);
 }
