@@ -39,9 +39,15 @@ pub struct ProducerConfig {
     pub bootstrap_servers: Vec<String>,
     /// `client.id`.
     pub client_id: Option<String>,
-    /// `enable.idempotence`. kprod is an idempotent producer: `false` is rejected.
+    /// `enable.idempotence` (default `true`). `false` sends no InitProducerId and puts
+    /// producer id -1, epoch -1 and base sequence -1 in every batch: the broker then cannot
+    /// deduplicate, so a retry after a lost answer may write a record twice, and with
+    /// `max_in_flight > 1` a retried batch may land after a later one. Every outcome stays
+    /// truthful. Required for `acks` 0 and 1; allowed with `acks=all` too, as in the Java client.
     pub enable_idempotence: bool,
-    /// `acks`. Idempotence requires -1 (all).
+    /// `acks`: -1 (all, the default: written by every in-sync replica), 1 (the leader only)
+    /// or 0 (no answer at all: records end as [`crate::Event::Sent`], never delivered at an
+    /// offset). Idempotence requires -1; 0 and 1 need `enable_idempotence = false`.
     pub acks: i16,
     /// `max.in.flight.requests.per.connection`: 1..=5. Also the per-partition bound on
     /// unresolved batches, counted across every connection (P4).
@@ -230,14 +236,22 @@ impl ProducerConfig {
                 _ => return Err(err("bootstrap.servers", format!("{s:?} is not host:port"))),
             }
         }
-        if !self.enable_idempotence {
+        if !matches!(self.acks, -1 | 0 | 1) {
             return Err(err(
-                "enable.idempotence",
-                "kprod is an idempotent producer; it must be true",
+                "acks",
+                format!("{} is not all (-1), 1 or 0", self.acks),
             ));
         }
-        if self.acks != -1 {
-            return Err(err("acks", "idempotence requires acks=all (-1)"));
+        if self.enable_idempotence && self.acks != -1 {
+            return Err(err(
+                "acks",
+                format!(
+                    "acks={} needs enable.idempotence=false: idempotence requires acks=all \
+                     (-1), since a record acknowledged by the leader alone can be lost and \
+                     its sequence with it",
+                    self.acks
+                ),
+            ));
         }
         if !(1..=5).contains(&self.max_in_flight) {
             return Err(err(
@@ -338,6 +352,29 @@ mod tests {
     }
 
     #[test]
+    fn acks_zero_and_one_need_idempotence_off_and_acks_all_takes_either() {
+        for acks in [0, 1] {
+            let on = ProducerConfig { acks, ..base() };
+            let e = on.validate().unwrap_err();
+            assert_eq!(e.setting, "acks");
+            assert!(e.to_string().contains("enable.idempotence=false"), "{e}");
+            ProducerConfig {
+                acks,
+                enable_idempotence: false,
+                ..base()
+            }
+            .validate()
+            .unwrap();
+        }
+        ProducerConfig {
+            enable_idempotence: false,
+            ..base()
+        }
+        .validate()
+        .unwrap();
+    }
+
+    #[test]
     fn each_bad_setting_is_named() {
         let cases: Vec<(ProducerConfig, &str)> = vec![
             (ProducerConfig::default(), "bootstrap.servers"),
@@ -348,14 +385,16 @@ mod tests {
                 },
                 "bootstrap.servers",
             ),
+            (ProducerConfig { acks: 1, ..base() }, "acks"),
+            (ProducerConfig { acks: 0, ..base() }, "acks"),
             (
                 ProducerConfig {
+                    acks: 2,
                     enable_idempotence: false,
                     ..base()
                 },
-                "enable.idempotence",
+                "acks",
             ),
-            (ProducerConfig { acks: 1, ..base() }, "acks"),
             (
                 ProducerConfig {
                     max_in_flight: 0,

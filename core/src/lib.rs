@@ -80,7 +80,9 @@
 //!   framing. Never write bytes twice, and drop `Transmit`s for a connection that is gone;
 //! - `Close { conn }`: drop the connection; do not report `handle_disconnected` for it;
 //! - `Event(event)`: for the application. Every accepted record gets exactly one final event,
-//!   [`Event::Delivered`] or [`Event::Failed`] with a truthful [`Persistence`];
+//!   [`Event::Delivered`] or [`Event::Failed`] with a truthful [`Persistence`] (with
+//!   `acks=0`, [`Event::Sent`] instead of `Delivered`: handed to the driver, never
+//!   acknowledged);
 //!   [`Event::Fatal`] and [`Event::Diagnostic`] are notices;
 //! - `SaslInput { conn, need }`: a SCRAM nonce or an OAUTHBEARER token (only when
 //!   [`ProducerConfig::sasl`] is set);

@@ -332,9 +332,11 @@ impl Partition {
         }
         let base = self.next_seq;
         let b = &mut self.batches[i];
+        // Without idempotence the sequence is bookkeeping only: the wire says -1.
+        let wire_seq = identity.wire_sequence(base);
         let wire = match (b.builder.take(), &b.wire) {
-            (Some(builder), _) => builder.seal(identity.producer_id, identity.epoch, base),
-            (None, Some(old)) => restamp(old, identity.producer_id, identity.epoch, base),
+            (Some(builder), _) => builder.seal(identity.producer_id, identity.epoch, wire_seq),
+            (None, Some(old)) => restamp(old, identity.producer_id, identity.epoch, wire_seq),
             (None, None) => return None,
         };
         b.wire = Some(wire);

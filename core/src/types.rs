@@ -25,6 +25,25 @@ pub struct ProducerIdentity {
     pub epoch: i16,
 }
 
+impl ProducerIdentity {
+    /// No identity: what a producer with `enable.idempotence=false` puts in every batch
+    /// (producer id -1, epoch -1; Kafka's `NO_PRODUCER_ID` and `NO_PRODUCER_EPOCH`).
+    pub(crate) const NONE: Self = Self {
+        producer_id: -1,
+        epoch: -1,
+    };
+
+    /// The base sequence a batch carries on the wire: `seq` under a real producer id, -1
+    /// (Kafka's `NO_SEQUENCE`) under [`Self::NONE`], where the broker checks no sequence.
+    pub(crate) fn wire_sequence(self, seq: i32) -> i32 {
+        if self.producer_id < 0 {
+            -1
+        } else {
+            seq
+        }
+    }
+}
+
 /// A record to produce.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Record {
@@ -274,7 +293,9 @@ pub enum Diagnostic {
 /// An outcome or notice for the application.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Event {
-    /// The record is in the log.
+    /// The record is in the log: with `acks=all`, written by every in-sync replica; with
+    /// `acks=1` (idempotence off), by the leader only, and lost if the leader fails before a
+    /// follower copies it.
     Delivered {
         /// The record.
         id: RecordId,
@@ -285,6 +306,19 @@ pub enum Event {
         /// Offset; `None` when the broker confirmed a duplicate without one
         /// (DUPLICATE_SEQUENCE_NUMBER).
         offset: Option<i64>,
+    },
+    /// `acks=0` only: the record's Produce request was handed to the driver (its `Transmit`s
+    /// come before this event). Kafka never answers an `acks=0` request, so nothing is known
+    /// about the log: not an offset, not even that the broker wrote the record (a broker
+    /// that refuses it closes the connection, and the record is gone). Final for the record;
+    /// it is never a [`Event::Delivered`].
+    Sent {
+        /// The record.
+        id: RecordId,
+        /// Topic.
+        topic: Arc<str>,
+        /// Partition.
+        partition: i32,
     },
     /// The record failed, with a truthful persistence status.
     Failed {

@@ -37,7 +37,7 @@
 //!
 //! [`config_from_properties`] and [`ClientConfig::from_properties`] take Kafka producer
 //! properties: the Java client's names and librdkafka's aliases of the same settings. A
-//! property kprod cannot honour (`transactional.id`, `key.serializer`, `acks=1`, ...) is
+//! property kprod cannot honour (`transactional.id`, `key.serializer`, ...) is
 //! refused with an error that names it and says why; none is silently ignored. The full list
 //! is on [`config_from_properties`]. A [`ProducerConfig`] can also be built directly.
 //!
@@ -51,6 +51,18 @@
 //! - [`Persistence::PossiblyPersisted`]: an attempt's outcome was never learned (a timeout
 //!   after the request went out, a lost connection); it may be in the log, so sending it
 //!   again may duplicate it. Reconcile instead (see `examples/possibly_persisted.rs`).
+//!
+//! ## Trading durability for throughput: `acks` 0 and 1
+//!
+//! By default kprod is idempotent with `acks=all`. With `enable.idempotence=false` it also
+//! takes `acks=1` and `acks=0` (with idempotence on they are refused: idempotence needs
+//! `acks=all`). A [`Delivery`] then says what the broker confirmed in
+//! [`Delivery::acknowledgement`]: [`Acknowledgement::Leader`] under `acks=1` (at its offset,
+//! written by the leader only), [`Acknowledgement::Unacknowledged`] under `acks=0` (handed to
+//! the connection, no offset: Kafka never answers such requests, so nothing is known about the
+//! log). Without idempotence a retry may write a record twice and, with
+//! `max.in.flight.requests.per.connection` above 1, after a later record; failures keep their
+//! truthful [`Persistence`].
 //!
 //! # Cancellation
 //!
@@ -205,17 +217,45 @@ impl Connector for TcpConnector {
     }
 }
 
-/// A record in the log.
+/// A record in the log or, with `acks=0`, a record sent without any acknowledgement: check
+/// [`Delivery::acknowledgement`] before relying on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
     /// Topic.
     pub topic: Arc<str>,
     /// Partition.
     pub partition: i32,
-    /// Offset; `None` when the broker confirmed a duplicate without one.
+    /// Offset; `None` when the broker confirmed a duplicate without one, and always `None`
+    /// under `acks=0` ([`Acknowledgement::Unacknowledged`]).
     pub offset: Option<i64>,
     /// The record's create timestamp (ms since the Unix epoch).
     pub timestamp: i64,
+    /// What the broker confirmed, which follows `acks`.
+    pub acknowledgement: Acknowledgement,
+}
+
+impl Delivery {
+    /// Whether a broker acknowledged the record (`acks` all or 1). `false` under `acks=0`:
+    /// the record was only handed to the connection.
+    pub fn is_acknowledged(&self) -> bool {
+        self.acknowledgement != Acknowledgement::Unacknowledged
+    }
+}
+
+/// What the broker confirmed about a [`Delivery`]: the durability `acks` asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Acknowledgement {
+    /// `acks=all` (the default): the leader and every in-sync replica wrote it
+    /// (`min.insync.replicas` at least).
+    InSyncReplicas,
+    /// `acks=1` (idempotence off): only the leader wrote it. It is lost if the leader fails
+    /// before a follower copies it, although it was reported at its offset.
+    Leader,
+    /// `acks=0` (idempotence off): the request was handed to the connection and the broker
+    /// never answers, so nothing is known: no offset, not even that it was written (the core's
+    /// [`kprod_core::Event::Sent`]). Never an offset acknowledgement.
+    Unacknowledged,
 }
 
 /// A connection error that no retry can fix ([`Connector::fatal_reason`]), which failed the
@@ -384,7 +424,7 @@ impl std::fmt::Display for DeliveryError {
 
 impl std::error::Error for DeliveryError {}
 
-type Outcome = Result<(Arc<str>, i32, Option<i64>), DeliveryError>;
+type Outcome = Result<(Arc<str>, i32, Option<i64>, Acknowledgement), DeliveryError>;
 
 /// The outcome of an accepted record. Dropping it does not cancel the record: the record is
 /// delivered (or fails) as if the future were still held, [`ProducerHandle::flush`] and
@@ -400,11 +440,12 @@ impl Future for DeliveryFuture {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let timestamp = self.timestamp;
         Pin::new(&mut self.rx).poll(cx).map(|r| match r {
-            Ok(Ok((topic, partition, offset))) => Ok(Delivery {
+            Ok(Ok((topic, partition, offset, acknowledgement))) => Ok(Delivery {
                 topic,
                 partition,
                 offset,
                 timestamp,
+                acknowledgement,
             }),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(DeliveryError {
@@ -949,7 +990,22 @@ impl<C: Connector> Driver<C> {
                 offset,
             } => {
                 if let Some(tx) = self.pending.remove(&id) {
-                    let _ = tx.send(Ok((topic, partition, offset)));
+                    let ack = if self.producer.config().acks == 1 {
+                        Acknowledgement::Leader
+                    } else {
+                        Acknowledgement::InSyncReplicas
+                    };
+                    let _ = tx.send(Ok((topic, partition, offset, ack)));
+                }
+            }
+            Event::Sent {
+                id,
+                topic,
+                partition,
+            } => {
+                if let Some(tx) = self.pending.remove(&id) {
+                    let ack = Acknowledgement::Unacknowledged;
+                    let _ = tx.send(Ok((topic, partition, None, ack)));
                 }
             }
             Event::Failed {

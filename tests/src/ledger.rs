@@ -622,6 +622,7 @@ mod tests {
                         partition: 0,
                         offset,
                         timestamp: 0,
+                        acknowledgement: kprod_tokio::Acknowledgement::InSyncReplicas,
                     }),
                     Err(persisted) => Err(DeliveryError {
                         kind: ErrorKind::Failed(CoreError::DeliveryTimeout),

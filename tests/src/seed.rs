@@ -886,6 +886,7 @@ mod tests {
                 partition,
                 offset,
                 timestamp: 0,
+                acknowledgement: kprod_tokio::Acknowledgement::InSyncReplicas,
             }),
         }
     }
@@ -950,6 +951,7 @@ mod tests {
                 partition: p,
                 offset: Some(o),
                 timestamp: 0,
+                acknowledgement: kprod_tokio::Acknowledgement::InSyncReplicas,
             })
         };
         a.outcome = delivered(home, 0);

@@ -54,6 +54,9 @@ pub(super) struct Conn {
     pub(super) sasl: Option<auth::SaslConn>,
     /// While `Connecting`: when the connect counts as failed (`connect_timeout`).
     pub(super) connect_deadline: Option<Instant>,
+    /// The first and last correlation ids of the `acks=0` Produce requests written on this
+    /// connection (`acks.rs`): a frame answering one is dropped, not a protocol error.
+    pub(super) unacknowledged: Option<(i32, i32)>,
 }
 
 impl Conn {
@@ -107,6 +110,7 @@ impl Producer {
                 decoder: FrameDecoder::new(self.cfg.max_frame_size),
                 sasl: None,
                 connect_deadline: Some(self.now + self.cfg.connect_timeout),
+                unacknowledged: None,
             },
         );
         if let Target::Node(n) = target {

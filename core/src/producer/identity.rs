@@ -117,7 +117,9 @@ impl Producer {
     }
 
     pub(super) fn bump(&mut self) {
-        let Some(id) = self.identity else { return };
+        let Some(id) = self.identity.filter(|_| self.cfg.enable_idempotence) else {
+            return;
+        };
         if self.bump_refused || id.epoch >= self.cfg.max_epoch {
             self.identity = None;
         } else {

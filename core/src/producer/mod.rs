@@ -30,6 +30,7 @@ use crate::types::{
 };
 
 mod accumulator;
+mod acks;
 mod auth;
 mod connections;
 mod identity;
@@ -74,7 +75,9 @@ use requests::RequestKind;
 ///
 /// Each record accepted by `send` gets exactly one final event: `Delivered` with its offset,
 /// or `Failed` with a truthful [`Persistence`](crate::Persistence). Records of one partition are written in send
-/// order, each at most once.
+/// order, each at most once. With `enable.idempotence=false` the broker cannot deduplicate:
+/// a retry may write a record twice and, with `max_in_flight > 1`, after a later one; with
+/// `acks=0` a record ends as `Sent` (handed to the driver, never acknowledged).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Producer {
     cfg: ProducerConfig,
@@ -141,7 +144,8 @@ impl Producer {
             backoff: BTreeMap::new(),
             topics: Vec::new(),
             topic_index: BTreeMap::new(),
-            identity: None,
+            // Without idempotence there is no InitProducerId: batches carry no identity.
+            identity: (!config.enable_idempotence).then_some(ProducerIdentity::NONE),
             pid_request: None,
             pid_retry_at: None,
             pid_failures: 0,
@@ -172,9 +176,9 @@ impl Producer {
         self.buffered_bytes
     }
 
-    /// The producer's current identity, if it has one.
+    /// The producer's current identity, if it has one (never with idempotence off).
     pub fn identity(&self) -> Option<ProducerIdentity> {
-        self.identity
+        self.identity.filter(|id| *id != ProducerIdentity::NONE)
     }
 
     /// The fatal error, once the producer has failed.

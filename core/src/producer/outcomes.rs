@@ -84,7 +84,8 @@ impl Producer {
         } else {
             persisted
         };
-        if b.is_sequenced_under(p.bound) {
+        // Without idempotence there is no sequence to leave a gap in.
+        if b.is_sequenced_under(p.bound) && self.cfg.enable_idempotence {
             p.gap = true;
             p.needs_rebase = true;
         }

@@ -202,6 +202,11 @@ impl Producer {
             topic_data,
         };
         let version = self.conns[&conn].versions.produce;
+        if self.cfg.acks == 0 {
+            // No answer will come: nothing waits in flight (acks.rs).
+            self.transmit_unacknowledged(conn, &req, version, refs);
+            return true;
+        }
         self.transmit_produce(conn, &req, version, RequestKind::Produce(refs));
         true
     }

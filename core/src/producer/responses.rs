@@ -30,6 +30,8 @@ impl Producer {
         let c = self.conns.get_mut(&conn).ok_or("unknown connection")?;
         match c.inflight.front() {
             Some(r) if r.correlation_id == correlation_id => {}
+            // An answer to an acks=0 request (Kafka sends none): nothing waits for it.
+            _ if c.answers_unacknowledged(correlation_id) => return Ok(()),
             _ => return Err("unexpected correlation id"),
         }
         let req = c.inflight.pop_front().expect("front checked");
@@ -108,6 +110,10 @@ impl Producer {
         }
         let code = ErrorCode::from_i16(pr.error_code);
         self.learn_leadership_from_produce(ti, pi, code, pr);
+        if !self.cfg.enable_idempotence && self.on_identity_error_without_idempotence(ti, pi, i, code)
+        {
+            return;
+        }
         match code {
             ErrorCode::None => self.on_success(r, i, pr.base_offset),
             ErrorCode::DuplicateSequenceNumber => {
@@ -386,7 +392,11 @@ impl Producer {
                 id: self.next_batch,
                 records: ids,
                 builder: None,
-                wire: Some(builder.seal(identity.producer_id, identity.epoch, seq)),
+                wire: Some(builder.seal(
+                    identity.producer_id,
+                    identity.epoch,
+                    identity.wire_sequence(seq),
+                )),
                 seq: Some((identity, seq)),
                 size,
                 created: old.created,
