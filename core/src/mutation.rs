@@ -40,4 +40,7 @@ pub enum Mutation {
     DuplicateAtMinusOne,
     /// Sequences wrap one early (at `max_sequence` instead of past it).
     EarlyWrap,
+    /// A broker without KIP-360 (InitProducerId below v3, Apache Kafka before 2.5) gets a
+    /// local epoch bump, as a new broker would, instead of a new producer id.
+    LocalBumpWithoutKip360,
 }

@@ -33,6 +33,7 @@ const S7: &str = "S7 in-flight bound";
 const S8: &str = "S8 a new producer id starts at 0";
 const S9: &str = "S9 no spurious fatal";
 const S10: &str = "S10 broker sees no client bug";
+const S11: &str = "S11 no local epoch bump without KIP-360";
 const S5: &str = "S5 no sequence reuse";
 const P2: &str = "P2 a retry is the same bytes";
 const P7: &str = "P7 drain before a leader change";
@@ -681,6 +682,25 @@ fn catches_an_early_wrap() {
         ..base(BrokerMode::StrictNeverWritten)
     };
     expect_caught("early wrap (wrap)", planted(wrap, Core::EarlyWrap), S5);
+}
+
+#[test]
+fn catches_a_local_epoch_bump_without_kip360() {
+    let cfg = ModelCfg {
+        records_per_partition: 2,
+        budget: Budget {
+            injections: 1,
+            ..Budget::default()
+        },
+        injectable: vec![Inject::InvalidRecord],
+        broker_versions: Advertised::KAFKA_2_3,
+        ..base(BrokerMode::UnknownPidError)
+    };
+    expect_caught(
+        "local bump without KIP-360",
+        planted(cfg, Core::LocalBumpWithoutKip360),
+        S11,
+    );
 }
 
 // -----------------------------------------------------------------------------------------

@@ -359,7 +359,7 @@ impl Producer {
             });
         match versions {
             Ok(v) => {
-                if !v.kip360() {
+                if !v.kip360() && !mutated!(self.cfg, LocalBumpWithoutKip360) {
                     // A broker without KIP-360 (InitProducerId below v3: Apache Kafka before
                     // 2.5): never bump the epoch locally; a bump takes a new producer id, and
                     // every partition re-sequences from 0 under it once drained (spec §B P9).
