@@ -126,6 +126,16 @@ pub struct ProducerConfig {
     /// against a new broker; the versions each connection speaks appear in
     /// [`crate::Diagnostic::Connected`].
     pub max_versions: MaxVersions,
+    /// `kprod.broker.version.max`: the Apache Kafka release (`2.3`, `3.9.1`, ...) whose
+    /// maximum versions of Produce, Metadata, InitProducerId and ApiVersions cap every
+    /// connection, on top of `max_versions` (the lower cap wins, per API: see
+    /// [`ProducerConfig::version_caps`] and [`MaxVersions::kafka_release`]). For a cluster
+    /// that must be spoken to as an older release would be (a broker behind a proxy that
+    /// misreports its versions, a rolling downgrade). Unlike librdkafka's
+    /// `broker.version.fallback` (used only when a broker does not answer ApiVersions), kprod
+    /// still negotiates: it never speaks above what the broker advertises either. Releases
+    /// before 0.11 and unknown ones are refused.
+    pub broker_version_max: Option<String>,
     /// The planted bug to run with (model checking only).
     #[cfg(feature = "mutations")]
     pub mutation: crate::mutation::Mutation,
@@ -135,6 +145,19 @@ impl ProducerConfig {
     /// How long a partition may idle before the broker may have forgotten this producer.
     pub fn producer_state_expiry(&self) -> Duration {
         self.producer_id_expiration.unwrap_or(self.delivery_timeout)
+    }
+
+    /// The version caps every connection negotiates under: `max_versions`, lowered per API
+    /// by the release in `broker_version_max` (uncapped if it does not validate).
+    pub fn version_caps(&self) -> MaxVersions {
+        match self
+            .broker_version_max
+            .as_deref()
+            .map(MaxVersions::kafka_release)
+        {
+            Some(Ok(release)) => self.max_versions.min(release),
+            _ => self.max_versions,
+        }
     }
 
     /// The compression of `topic`'s batches: its override, else `compression`.
@@ -179,6 +202,7 @@ impl Default for ProducerConfig {
             topic_compression: BTreeMap::new(),
             sasl: None,
             max_versions: MaxVersions::NONE,
+            broker_version_max: None,
             #[cfg(feature = "mutations")]
             mutation: crate::mutation::Mutation::None,
         }
@@ -314,6 +338,10 @@ impl ProducerConfig {
         self.max_versions
             .check()
             .map_err(|(setting, reason)| err(setting, reason))?;
+        if let Some(release) = &self.broker_version_max {
+            MaxVersions::kafka_release(release)
+                .map_err(|reason| err("kprod.broker.version.max", reason))?;
+        }
         if let Some(id) = &self.client_id {
             if id.len() > i16::MAX as usize {
                 return Err(err("client.id", "too long"));
@@ -372,6 +400,29 @@ mod tests {
         }
         .validate()
         .unwrap();
+    }
+
+    #[test]
+    fn a_broker_release_lowers_the_caps_per_api() {
+        let cfg = ProducerConfig {
+            broker_version_max: Some("2.3".into()),
+            max_versions: MaxVersions {
+                produce: Some(5),
+                ..MaxVersions::NONE
+            },
+            ..base()
+        };
+        cfg.validate().unwrap();
+        assert_eq!(
+            cfg.version_caps(),
+            MaxVersions {
+                produce: Some(5),
+                metadata: Some(8),
+                init_producer_id: Some(1),
+                api_versions: Some(2),
+            }
+        );
+        assert_eq!(base().version_caps(), MaxVersions::NONE);
     }
 
     #[test]
@@ -446,6 +497,20 @@ mod tests {
                     ..base()
                 },
                 "kprod.max.produce.version",
+            ),
+            (
+                ProducerConfig {
+                    broker_version_max: Some("0.10.2".into()),
+                    ..base()
+                },
+                "kprod.broker.version.max",
+            ),
+            (
+                ProducerConfig {
+                    broker_version_max: Some("5.0".into()),
+                    ..base()
+                },
+                "kprod.broker.version.max",
             ),
             (
                 ProducerConfig {

@@ -199,8 +199,12 @@ impl ClientConfig {
         let mut sasl = SaslProps::default();
         let mut levels = CodecLevels::default();
         let mut later = Deferred::default();
+        // Whether enable.idempotence was given: the Java client (3.2+) turns idempotence off
+        // by itself when acks is 0 or 1 and enable.idempotence is not set.
+        let mut idempotence_set = false;
         for &(name, value) in props {
             let (name, v) = (name.trim(), value.trim());
+            idempotence_set |= name == "enable.idempotence";
             if !producer_property(&mut c, name, v)?
                 && !levels.property(name, v)?
                 && !compat_property(&mut later, name, v)?
@@ -209,6 +213,9 @@ impl ClientConfig {
             }
         }
         levels.apply(&mut c);
+        if !idempotence_set && c.acks != -1 {
+            c.enable_idempotence = false;
+        }
         later.check(&c)?;
         c.sasl = sasl.build(&protocol)?;
         c.validate().map_err(PropertyError::Config)?;
@@ -360,6 +367,9 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
         "kprod.max.init.producer.id.version" => {
             c.max_versions.init_producer_id = Some(number(name, v)?);
         }
+        "kprod.max.api.versions.version" => c.max_versions.api_versions = Some(number(name, v)?),
+        // kprod's own: every API capped at what an Apache Kafka release served.
+        "kprod.broker.version.max" => c.broker_version_max = Some(v.to_owned()),
         // `compression.codec` is librdkafka's alias.
         "compression.type" | "compression.codec" => {
             c.compression.codec = CompressionType::from_name(v)
@@ -398,7 +408,7 @@ impl Deferred {
                 return Err(unsupported(
                     name,
                     v,
-                    "kprod is an idempotent producer and always retries retriable errors \
+                    "kprod always retries retriable errors \
                      until delivery.timeout.ms; to give up sooner, lower delivery.timeout.ms",
                 ));
             }
@@ -638,6 +648,15 @@ fn compat_property(later: &mut Deferred, name: &str, v: &str) -> Result<bool, Pr
                 "kprod times every request with request.timeout.ms; use that",
             ))
         }
+        "broker.version.fallback" => {
+            return Err(unsupported(
+                name,
+                v,
+                "librdkafka uses it only for brokers that do not answer ApiVersions, and kprod \
+                 always asks them (every broker with idempotence answers); to cap the versions \
+                 at what an Apache Kafka release served, use kprod.broker.version.max",
+            ))
+        }
         "api.version.request" if boolean(name, v)? => {}
         "api.version.request" => {
             return Err(unsupported(
@@ -703,8 +722,8 @@ impl CodecLevels {
 /// |---|---|
 /// | `bootstrap.servers` | comma-separated `host:port` list |
 /// | `client.id` | empty means none |
-/// | `acks` (`request.required.acks`) | `all` / `-1` only: kprod is an idempotent producer, `0` and `1` are refused by validation |
-/// | `enable.idempotence` | `true` only (`false` is refused by validation) |
+/// | `acks` (`request.required.acks`) | `all` / `-1` (the default), `1` (the leader alone acknowledges: [`crate::Acknowledgement::Leader`]) or `0` (no acknowledgement: records end [`crate::Acknowledgement::Unacknowledged`], without an offset); `0` and `1` need idempotence off, and as in the Java client they turn it off when `enable.idempotence` is not given |
+/// | `enable.idempotence` | `true` (the default) or `false`: no producer id, so a retry may duplicate a record and, with more than one request in flight, reorder it; `true` with `acks` `0` or `1` is refused, as in the Java client |
 /// | `linger.ms` (`queue.buffering.max.ms`) | how long a batch waits to fill |
 /// | `batch.size` | bytes per batch, measured as Kafka does (compressed estimate) |
 /// | `buffer.memory` (`queue.buffering.max.kbytes`, in KiB) | bytes of records held until they resolve; beyond it `send` waits |
@@ -737,6 +756,8 @@ impl CodecLevels {
 /// | `security.protocol`, `ssl.*`, `sasl.*` | see [`ClientConfig::from_properties`] |
 /// | `socket.connection.setup.timeout.ms` | how long a connect (and TLS handshake) may take ([`ProducerConfig::connect_timeout`], 10 s by default) |
 /// | `socket.connection.setup.timeout.max.ms` | at least the connect timeout: kprod does not grow it, so it never exceeds this |
+/// | `kprod.max.produce.version`, `kprod.max.metadata.version`, `kprod.max.init.producer.id.version`, `kprod.max.api.versions.version` (kprod's own) | the highest version of each API a connection speaks ([`ProducerConfig::max_versions`]) |
+/// | `kprod.broker.version.max` (kprod's own) | an Apache Kafka release from `0.11` to `4.4` (`2.3`, `3.9.1`): every API capped at the version that release served ([`ProducerConfig::broker_version_max`]); the lower of it and a `kprod.max.*.version` wins |
 ///
 /// Refused, with the reason in the error: `key.serializer` and `value.serializer` (kprod takes
 /// bytes), `transactional.id` and `transaction.timeout.ms` (no transactions), any other
@@ -747,7 +768,8 @@ impl CodecLevels {
 /// socket buffer sizes, `client.dns.lookup=resolve_canonical_bootstrap_servers_only`,
 /// `batch.num.messages` and `queue.buffering.max.messages` (limits are in bytes),
 /// `socket.timeout.ms` (use `request.timeout.ms`), `api.version.request=false`,
-/// `retries=0`.
+/// `broker.version.fallback` (librdkafka's fallback for brokers without ApiVersions; use
+/// `kprod.broker.version.max`), `retries=0`.
 ///
 /// The security properties are understood too, but a producer built from this configuration
 /// alone connects over plain TCP ([`crate::ProducerHandle::connect`]), so any

@@ -195,6 +195,7 @@ fn what_kprod_cannot_honour_is_refused_naming_the_key_and_why() {
         ("queue.buffering.max.messages", "100000", "bytes"),
         ("socket.timeout.ms", "60000", "request.timeout.ms"),
         ("api.version.request", "false", "API versions"),
+        ("broker.version.fallback", "0.10.0", "kprod.broker.version.max"),
         ("retries", "0", "delivery.timeout.ms"),
         ("retries", "3", "does not count retries"),
         ("message.send.max.retries", "5", "does not count retries"),
@@ -244,25 +245,64 @@ fn reconnect_backoff_max_must_match_the_cap_kprod_uses() {
     refused(&[("reconnect.backoff.max.ms", "500")]);
 }
 
+/// `acks` 0 and 1 with idempotence off, as the Java client takes them: `enable.idempotence`
+/// not given turns idempotence off (Java 3.2+), `true` with acks 0/1 is refused, `false` is
+/// allowed with any acks.
 #[test]
-fn idempotence_and_acks_other_than_all_are_refused_naming_the_key() {
-    for (key, value) in [
-        ("acks", "1"),
-        ("acks", "0"),
-        ("request.required.acks", "1"),
-        ("enable.idempotence", "false"),
+fn acks_zero_and_one_turn_idempotence_off_unless_it_is_asked_for() {
+    for (key, value, acks) in [
+        ("acks", "1", 1),
+        ("acks", "0", 0),
+        ("request.required.acks", "1", 1),
+        ("request.required.acks", "0", 0),
     ] {
-        match props(&[(key, value)]) {
+        let c = props(&[(key, value)]).unwrap();
+        assert_eq!((c.acks, c.enable_idempotence), (acks, false), "{key}={value}");
+        let c = props(&[(key, value), ("enable.idempotence", "false")]).unwrap();
+        assert_eq!((c.acks, c.enable_idempotence), (acks, false), "{key}={value}");
+        match props(&[("enable.idempotence", "true"), (key, value)]) {
             Err(e @ PropertyError::Config(_)) => {
-                let setting = if key == "enable.idempotence" {
-                    "enable.idempotence"
-                } else {
-                    "acks"
-                };
-                assert!(e.to_string().contains(setting), "{e}");
-                assert!(e.to_string().contains("idempoten"), "{e}");
+                assert!(e.to_string().contains("acks"), "{e}");
+                assert!(e.to_string().contains("enable.idempotence=false"), "{e}");
             }
-            other => panic!("{key}={value}: {other:?}"),
+            other => panic!("{key}={value} with idempotence: {other:?}"),
+        }
+    }
+    let c = props(&[("enable.idempotence", "false")]).unwrap();
+    assert_eq!((c.acks, c.enable_idempotence), (-1, false));
+    let c = props(&[("acks", "all")]).unwrap();
+    assert_eq!((c.acks, c.enable_idempotence), (-1, true));
+    assert!(matches!(
+        props(&[("acks", "2")]),
+        Err(PropertyError::Invalid { .. })
+    ));
+}
+
+#[test]
+fn a_broker_release_caps_every_api() {
+    use kprod_tokio::kprod_core::protocol::MaxVersions;
+    let c = props(&[
+        ("kprod.broker.version.max", "2.3"),
+        ("kprod.max.produce.version", "5"),
+    ])
+    .unwrap();
+    assert_eq!(c.broker_version_max.as_deref(), Some("2.3"));
+    assert_eq!(
+        c.version_caps(),
+        MaxVersions {
+            produce: Some(5),
+            metadata: Some(8),
+            init_producer_id: Some(1),
+            api_versions: Some(2),
+        }
+    );
+    for (release, says) in [("0.10.2.1", "older than 0.11"), ("5.1", "0.11 to 4.4")] {
+        match props(&[("kprod.broker.version.max", release)]) {
+            Err(e @ PropertyError::Config(_)) => {
+                assert!(e.to_string().contains("kprod.broker.version.max"), "{e}");
+                assert!(e.to_string().contains(says), "{e}");
+            }
+            other => panic!("{release}: {other:?}"),
         }
     }
 }

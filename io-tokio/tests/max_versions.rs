@@ -20,6 +20,7 @@ fn each_cap_property_sets_its_api_and_the_default_is_uncapped() {
             produce: Some(3),
             metadata: Some(1),
             init_producer_id: Some(0),
+            api_versions: None,
         }
     );
 }

@@ -82,14 +82,28 @@ fn unparsable_values_are_named() {
 fn parsed_but_invalid_configs_fail_validation() {
     for (props, setting) in [
         (vec![], "bootstrap.servers"),
-        (vec![("bootstrap.servers", "a:1"), ("acks", "1")], "acks"),
-        (vec![("bootstrap.servers", "a:1"), ("acks", "0")], "acks"),
         (
             vec![
                 ("bootstrap.servers", "a:1"),
-                ("enable.idempotence", "false"),
+                ("enable.idempotence", "true"),
+                ("acks", "1"),
             ],
-            "enable.idempotence",
+            "acks",
+        ),
+        (
+            vec![
+                ("bootstrap.servers", "a:1"),
+                ("acks", "0"),
+                ("enable.idempotence", "true"),
+            ],
+            "acks",
+        ),
+        (
+            vec![
+                ("bootstrap.servers", "a:1"),
+                ("kprod.broker.version.max", "0.10"),
+            ],
+            "kprod.broker.version.max",
         ),
         (
             vec![

@@ -173,6 +173,7 @@ fn caps(produce: i16, metadata: i16, init_producer_id: i16) -> MaxVersions {
         produce: Some(produce),
         metadata: Some(metadata),
         init_producer_id: Some(init_producer_id),
+        api_versions: None,
     }
 }
 

@@ -85,7 +85,8 @@ impl Producer {
         }
         c.state = ConnState::Negotiating;
         c.connect_deadline = None;
-        self.send_api_versions(conn, ApiVersionsRequest::VERSIONS.max);
+        let first = self.cfg.version_caps().first_api_versions();
+        self.send_api_versions(conn, first);
     }
 
     pub(super) fn send_api_versions(&mut self, conn: ConnId, version: i16) {
@@ -344,7 +345,7 @@ impl Producer {
         if !code.is_ok() {
             return Err("ApiVersions error");
         }
-        let versions = protocol::negotiate_versions(&resp, version, &self.cfg.max_versions)
+        let versions = protocol::negotiate_versions(&resp, version, &self.cfg.version_caps())
             .and_then(|v| {
                 // zstd batches need Produce v7+ (older versions draw
                 // UNSUPPORTED_COMPRESSION_TYPE).

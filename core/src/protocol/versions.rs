@@ -29,7 +29,47 @@ pub struct MaxVersions {
     pub metadata: Option<i16>,
     /// Highest InitProducerId version (0..=5).
     pub init_producer_id: Option<i16>,
+    /// Highest ApiVersions version (0..=3): the version of the first request on every
+    /// connection (`kprod.max.api.versions.version`).
+    pub api_versions: Option<i16>,
 }
+
+/// The highest versions each Apache Kafka release served (Produce, Metadata, InitProducerId,
+/// ApiVersions), from the first with idempotence on: `validVersions` in
+/// `clients/src/main/resources/common/message/*.json` at each release tag (2.2 and later),
+/// the request classes' `schemaVersions()` (1.0–2.1) and `Protocol.java` (0.11). A release
+/// that served more than kprod speaks is capped at kprod's own maxima.
+const KAFKA_RELEASES: &[((u16, u16), [i16; 4])] = &[
+    ((0, 11), [3, 4, 0, 1]),
+    ((1, 0), [5, 5, 0, 1]),
+    ((1, 1), [5, 5, 0, 1]),
+    ((2, 0), [6, 6, 1, 2]),
+    ((2, 1), [7, 7, 1, 2]),
+    ((2, 2), [7, 7, 1, 2]),
+    ((2, 3), [7, 8, 1, 2]),
+    ((2, 4), [8, 9, 2, 3]),
+    ((2, 5), [8, 9, 3, 3]),
+    ((2, 6), [8, 9, 3, 3]),
+    ((2, 7), [8, 9, 4, 3]),
+    ((2, 8), [9, 11, 4, 3]),
+    ((3, 0), [9, 11, 4, 3]),
+    ((3, 1), [9, 12, 4, 3]),
+    ((3, 2), [9, 12, 4, 3]),
+    ((3, 3), [9, 12, 4, 3]),
+    ((3, 4), [9, 12, 4, 3]),
+    ((3, 5), [9, 12, 4, 3]),
+    ((3, 6), [9, 12, 4, 3]),
+    ((3, 7), [10, 12, 4, 3]),
+    ((3, 8), [11, 12, 5, 3]),
+    ((3, 9), [11, 12, 5, 3]),
+    // 4.x: at least what kprod speaks (4.4 probed: Produce 3-13, Metadata 0-13,
+    // InitProducerId 0-5); negotiation still takes a lower broker maximum.
+    ((4, 0), [12, 12, 5, 3]),
+    ((4, 1), [12, 12, 5, 3]),
+    ((4, 2), [12, 12, 5, 3]),
+    ((4, 3), [12, 12, 5, 3]),
+    ((4, 4), [12, 12, 5, 3]),
+];
 
 impl MaxVersions {
     /// No cap.
@@ -37,7 +77,56 @@ impl MaxVersions {
         produce: None,
         metadata: None,
         init_producer_id: None,
+        api_versions: None,
     };
+
+    /// The caps of an Apache Kafka release (`kprod.broker.version.max`): the highest versions
+    /// of Produce, Metadata, InitProducerId and ApiVersions that `release` served, written
+    /// `major.minor` with any patch level (`2.3`, `2.3.1`, `0.11.0.2`). Releases before 0.11
+    /// (no idempotence, no RecordBatch v2) and releases kprod does not know (after 4.4, which
+    /// need no cap) are refused with the reason.
+    pub fn kafka_release(release: &str) -> Result<Self, String> {
+        let mut parts = release.trim().split('.');
+        let mut next = || parts.next().and_then(|p| p.parse::<u16>().ok());
+        let (Some(major), Some(minor)) = (next(), next()) else {
+            return Err(format!(
+                "{release:?} is not an Apache Kafka release (major.minor, e.g. 2.3 or 3.9.1)"
+            ));
+        };
+        if (major, minor) < (0, 11) {
+            return Err(format!(
+                "Apache Kafka {major}.{minor} is older than 0.11, the first release with \
+                 idempotent producers and RecordBatch v2; kprod cannot produce to it"
+            ));
+        }
+        let Some((_, [p, m, i, a])) = KAFKA_RELEASES.iter().find(|(r, _)| *r == (major, minor))
+        else {
+            return Err(format!(
+                "kprod knows Apache Kafka 0.11 to 4.4, not {major}.{minor} (a newer release \
+                 needs no cap: negotiation picks the versions)"
+            ));
+        };
+        Ok(Self {
+            produce: Some(*p),
+            metadata: Some(*m),
+            init_producer_id: Some(*i),
+            api_versions: Some(*a),
+        })
+    }
+
+    /// The lower of two caps, per API.
+    pub fn min(self, other: Self) -> Self {
+        let lower = |a: Option<i16>, b: Option<i16>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Self {
+            produce: lower(self.produce, other.produce),
+            metadata: lower(self.metadata, other.metadata),
+            init_producer_id: lower(self.init_producer_id, other.init_producer_id),
+            api_versions: lower(self.api_versions, other.api_versions),
+        }
+    }
 
     /// Checks every cap against kprod's own range; on failure names the property.
     pub fn check(&self) -> Result<(), (&'static str, String)> {
@@ -65,7 +154,18 @@ impl MaxVersions {
             self.init_producer_id,
             InitProducerIdRequest::VERSIONS,
             "kprod.max.init.producer.id.version",
+        )?;
+        one(
+            self.api_versions,
+            super::api_versions::ApiVersionsRequest::VERSIONS,
+            "kprod.max.api.versions.version",
         )
+    }
+
+    /// The ApiVersions version a connection asks with first.
+    pub(crate) fn first_api_versions(&self) -> i16 {
+        let ours = super::api_versions::ApiVersionsRequest::VERSIONS.max;
+        self.api_versions.map_or(ours, |cap| cap.min(ours))
     }
 }
 
@@ -243,6 +343,7 @@ mod tests {
             produce: Some(3),
             metadata: Some(1),
             init_producer_id: Some(0),
+            api_versions: None,
         };
         caps.check().unwrap();
         let n = negotiate_versions(&k44, 3, &caps).unwrap();
@@ -260,6 +361,73 @@ mod tests {
             ..MaxVersions::NONE
         };
         assert_eq!(negotiate_versions(&future, 3, &caps), Err("Metadata"));
+    }
+
+    #[test]
+    fn kafka_releases_map_to_the_versions_they_served() {
+        let caps = |r: &str| MaxVersions::kafka_release(r).unwrap();
+        let v4 = |p, m, i, a| MaxVersions {
+            produce: Some(p),
+            metadata: Some(m),
+            init_producer_id: Some(i),
+            api_versions: Some(a),
+        };
+        assert_eq!(caps("0.11"), v4(3, 4, 0, 1));
+        assert_eq!(caps("0.11.0.2"), v4(3, 4, 0, 1));
+        assert_eq!(caps("1.1.1"), v4(5, 5, 0, 1));
+        assert_eq!(caps("2.0"), v4(6, 6, 1, 2));
+        assert_eq!(caps("2.3"), v4(7, 8, 1, 2));
+        assert_eq!(caps("2.3.1"), caps("2.3"));
+        assert_eq!(caps("2.4"), v4(8, 9, 2, 3));
+        assert_eq!(caps("2.5"), v4(8, 9, 3, 3));
+        assert_eq!(caps("2.8"), v4(9, 11, 4, 3));
+        assert_eq!(caps("3.7"), v4(10, 12, 4, 3));
+        assert_eq!(caps("3.9.1"), v4(11, 12, 5, 3));
+        assert_eq!(caps("4.4.0"), v4(12, 12, 5, 3));
+        // Every table entry is within kprod's own range, and KIP-360 starts at 2.5.
+        for ((major, minor), _) in KAFKA_RELEASES {
+            let c = caps(&format!("{major}.{minor}"));
+            c.check().unwrap();
+            let k44 = broker((3, 13), (0, 13), (0, 5));
+            let n = negotiate_versions(&k44, 3, &c).unwrap();
+            assert_eq!(n.kip360(), (*major, *minor) >= (2, 5), "{major}.{minor}");
+            assert_eq!(n.leader_hints(), (*major, *minor) >= (3, 7), "{major}.{minor}");
+        }
+        for (bad, says) in [
+            ("0.10.2", "older than 0.11"),
+            ("0.9", "older than 0.11"),
+            ("4.5", "0.11 to 4.4"),
+            ("9.0", "0.11 to 4.4"),
+            ("2", "not an Apache Kafka release"),
+            ("two.three", "not an Apache Kafka release"),
+            ("", "not an Apache Kafka release"),
+        ] {
+            let e = MaxVersions::kafka_release(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_lower_cap_wins_per_api() {
+        let release = MaxVersions::kafka_release("2.3").unwrap();
+        let own = MaxVersions {
+            produce: Some(5),
+            metadata: None,
+            init_producer_id: Some(3),
+            api_versions: None,
+        };
+        assert_eq!(
+            release.min(own),
+            MaxVersions {
+                produce: Some(5),
+                metadata: Some(8),
+                init_producer_id: Some(1),
+                api_versions: Some(2),
+            }
+        );
+        assert_eq!(MaxVersions::NONE.min(own), own);
+        assert_eq!(release.first_api_versions(), 2);
+        assert_eq!(MaxVersions::NONE.first_api_versions(), 3);
     }
 
     #[test]
@@ -292,6 +460,13 @@ mod tests {
                     ..MaxVersions::NONE
                 },
                 "kprod.max.init.producer.id.version",
+            ),
+            (
+                MaxVersions {
+                    api_versions: Some(4),
+                    ..MaxVersions::NONE
+                },
+                "kprod.max.api.versions.version",
             ),
         ] {
             assert_eq!(caps.check().unwrap_err().0, prop);
