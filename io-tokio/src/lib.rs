@@ -623,6 +623,7 @@ impl ProducerHandle {
             received_any: false,
             token_provider,
             fatal: fatal.clone(),
+            finishing: Vec::new(),
         };
         runtime.spawn(driver.run(commands, io_rx));
         Ok(Self { tx, fatal })
@@ -789,7 +790,8 @@ enum Conn {
     Open {
         tx: mpsc::UnboundedSender<Bytes>,
         reader: AbortHandle,
-        writer: AbortHandle,
+        /// `None` once the writer may finish on its own (the producer closed).
+        writer: Option<tokio::task::JoinHandle<()>>,
         buf: BytesMut,
         addr: Arc<str>,
     },
@@ -809,7 +811,9 @@ impl Drop for Conn {
             Self::Connecting { task, .. } => task.abort(),
             Self::Open { reader, writer, .. } => {
                 reader.abort();
-                writer.abort();
+                if let Some(w) = writer {
+                    w.abort();
+                }
             }
         }
     }
@@ -843,6 +847,9 @@ struct Driver<C: Connector> {
     token_provider: Option<Arc<dyn TokenProvider>>,
     /// Shared with the handles: why the producer failed, once it has.
     fatal: Arc<OnceLock<Fatal>>,
+    /// Writers of connections closed with the producer, finishing the bytes they hold
+    /// (acks=0 requests whose records are already `Sent`); `close` waits for them.
+    finishing: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl<C: Connector> Driver<C> {
@@ -882,6 +889,14 @@ impl<C: Connector> Driver<C> {
             }
         }
         self.conns.clear();
+        // Bounded like any request: a broker that stopped reading cannot hold close forever.
+        let bound = self.producer.config().request_timeout;
+        for w in std::mem::take(&mut self.finishing) {
+            let abort = w.abort_handle();
+            if tokio::time::timeout(bound, w).await.is_err() {
+                abort.abort();
+            }
+        }
         for tx in self.closers.drain(..) {
             let _ = tx.send(());
         }
@@ -966,6 +981,14 @@ impl<C: Connector> Driver<C> {
                     self.conns.insert(conn, Conn::Connecting { task, addr });
                 }
                 Output::Close { conn } => {
+                    if self.producer.is_closed() {
+                        // The producer closed with every record resolved: under acks=0 the
+                        // last requests may still be queued (their records already Sent), so
+                        // the writer finishes what it holds and ends when the queue closes.
+                        if let Some(Conn::Open { writer, .. }) = self.conns.get_mut(&conn) {
+                            self.finishing.extend(writer.take());
+                        }
+                    }
                     self.conns.remove(&conn);
                 }
                 Output::Event(event) => self.event(event),
@@ -1300,7 +1323,7 @@ impl<C: Connector> Driver<C> {
         Conn::Open {
             tx,
             reader: reader.abort_handle(),
-            writer: writer.abort_handle(),
+            writer: Some(writer),
             buf: BytesMut::new(),
             addr,
         }

@@ -1,0 +1,237 @@
+//! `acks` 0 and 1 with `enable.idempotence=false`, and the broker release cap
+//! (`kprod.broker.version.max`), against Apache Kafka 4.4.0 (one KRaft node), checked by the
+//! independent reader (librdkafka's consumer).
+//!
+//! Needs `scripts/install-kafka.sh` and Java 17+; each test starts its own broker and fails if
+//! it cannot.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use kprod_core::protocol::NegotiatedVersions;
+use kprod_core::{ConnId, Diagnostic, Event, Output, Producer, ProducerConfig, Record};
+use kprod_tests::e2e::{close, runtime};
+use kprod_tests::reader::read_topic;
+use kprod_tests::Kafka;
+use kprod_tokio::{Acknowledgement, Delivery, ProducerHandle};
+
+const PARTITIONS: i32 = 3;
+const RECORDS: usize = 3_000;
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+fn value(label: &str, i: usize) -> String {
+    format!("{label}-{i:06}")
+}
+
+/// Sends `RECORDS` records (round-robin over the partitions, 100 at a time in flight) with
+/// the given extra properties; returns each record's outcome, by index.
+fn produce(kafka: &Kafka, topic: &str, label: &str, extra: &[(&str, &str)]) -> Vec<Delivery> {
+    let brokers = kafka.bootstrap();
+    let mut props = vec![("bootstrap.servers", brokers.as_str()), ("linger.ms", "2")];
+    props.extend_from_slice(extra);
+    runtime().block_on(async {
+        let producer = ProducerHandle::from_properties(&props).expect("valid properties");
+        let mut futures = Vec::with_capacity(RECORDS);
+        for i in 0..RECORDS {
+            let record = Record::new(topic, value(label, i)).with_partition(i as i32 % PARTITIONS);
+            futures.push(producer.enqueue(record).await.expect("accepted"));
+        }
+        let mut out = Vec::with_capacity(RECORDS);
+        for f in futures {
+            out.push(
+                tokio::time::timeout(TIMEOUT, f)
+                    .await
+                    .expect("resolved in time")
+                    .expect("no failure against a healthy broker"),
+            );
+        }
+        close(producer).await;
+        out
+    })
+}
+
+/// The log, as value -> (partition, offset) for this label's records, and how many copies
+/// of each there are.
+fn log_of(
+    kafka: &Kafka,
+    topic: &str,
+    label: &str,
+) -> (HashMap<String, (i32, i64)>, BTreeMap<String, usize>) {
+    let log = read_topic(&kafka.bootstrap(), topic, PARTITIONS, TIMEOUT)
+        .unwrap_or_else(|e| panic!("the independent reader failed: {e}"));
+    let mut at = HashMap::new();
+    let mut copies = BTreeMap::new();
+    for (p, records) in log {
+        for r in records {
+            let v = String::from_utf8(r.value.expect("a value")).expect("utf-8");
+            if v.starts_with(label) {
+                *copies.entry(v.clone()).or_insert(0) += 1;
+                at.insert(v, (p, r.offset));
+            }
+        }
+    }
+    (at, copies)
+}
+
+/// acks=1 without idempotence: every record `Delivered` by the leader at an offset, and the
+/// reader finds each at that offset; acks=0: every record `Sent`, without an offset, and on a
+/// healthy broker the reader finds all of them.
+#[test]
+fn acks_one_and_zero_without_idempotence_on_kafka_4_4() {
+    let started = Instant::now();
+    let kafka = Kafka::start(1);
+
+    let topic = "kprod-acks-1";
+    kafka.create_topic(topic, PARTITIONS, 1, None);
+    let deliveries = produce(&kafka, topic, "acks1", &[("acks", "1")]);
+    let (at, copies) = log_of(&kafka, topic, "acks1");
+    for (i, d) in deliveries.iter().enumerate() {
+        assert_eq!(d.acknowledgement, Acknowledgement::Leader, "record {i}");
+        assert!(d.is_acknowledged());
+        let offset = d.offset.unwrap_or_else(|| panic!("record {i} has no offset"));
+        assert_eq!(
+            at.get(&value("acks1", i)),
+            Some(&(d.partition, offset)),
+            "record {i} is in the log at its reported offset"
+        );
+    }
+    assert_eq!(copies.len(), RECORDS);
+    assert!(copies.values().all(|&n| n == 1), "no duplicates");
+    println!(
+        "acks=1: {RECORDS} records delivered at their offsets ({:.2?})",
+        started.elapsed()
+    );
+
+    let topic = "kprod-acks-0";
+    kafka.create_topic(topic, PARTITIONS, 1, None);
+    let sent = produce(
+        &kafka,
+        topic,
+        "acks0",
+        &[("acks", "0"), ("enable.idempotence", "false")],
+    );
+    for (i, d) in sent.iter().enumerate() {
+        assert_eq!(d.acknowledgement, Acknowledgement::Unacknowledged, "record {i}");
+        assert!(!d.is_acknowledged());
+        assert_eq!(d.offset, None, "record {i}: acks=0 has no offset");
+        assert_eq!(d.partition, i as i32 % PARTITIONS);
+    }
+    let (at, copies) = log_of(&kafka, topic, "acks0");
+    for i in 0..RECORDS {
+        let (p, _) = at
+            .get(&value("acks0", i))
+            .unwrap_or_else(|| panic!("record {i} sent but not in the log"));
+        assert_eq!(*p, i as i32 % PARTITIONS);
+    }
+    assert!(copies.values().all(|&n| n == 1), "no duplicates");
+    println!(
+        "acks=0: {RECORDS} records sent, all found in the log ({:.2?})",
+        started.elapsed()
+    );
+}
+
+/// Drives the core with blocking sockets until `record` resolves; returns the versions of
+/// every `Diagnostic::Connected` and the record's final event.
+fn drive(cfg: ProducerConfig, record: Record) -> (Vec<NegotiatedVersions>, Event) {
+    let mut p = Producer::new(cfg, Instant::now()).expect("valid config");
+    p.send(Instant::now(), record).expect("accepted");
+    let mut conns: HashMap<ConnId, TcpStream> = HashMap::new();
+    let mut partial: HashMap<ConnId, BytesMut> = HashMap::new();
+    let mut connected = Vec::new();
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        assert!(Instant::now() < deadline, "no outcome within {TIMEOUT:?}");
+        loop {
+            match p.poll_output() {
+                Output::Wait { .. } => break,
+                Output::Connect { conn, addr } => match TcpStream::connect(&*addr) {
+                    Ok(s) => {
+                        s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+                        conns.insert(conn, s);
+                        p.handle_connected(Instant::now(), conn);
+                    }
+                    Err(_) => p.handle_connect_failed(Instant::now(), conn),
+                },
+                Output::Transmit { conn, bytes } => {
+                    if let Some(s) = conns.get_mut(&conn) {
+                        s.write_all(&bytes).expect("write");
+                    }
+                }
+                Output::Close { conn } => {
+                    conns.remove(&conn);
+                }
+                Output::Event(Event::Diagnostic(Diagnostic::Connected { versions, .. })) => {
+                    connected.push(versions);
+                }
+                Output::Event(e @ (Event::Delivered { .. } | Event::Failed { .. })) => {
+                    return (connected, e)
+                }
+                Output::Event(_) => {}
+                Output::SaslInput { .. } => unreachable!("no SASL"),
+            }
+        }
+        let ids: Vec<ConnId> = conns.keys().copied().collect();
+        for conn in ids {
+            let mut chunk = [0u8; 64 * 1024];
+            match conns.get_mut(&conn).map(|s| s.read(&mut chunk)) {
+                Some(Ok(n)) if n > 0 => {
+                    // A partial frame stays in the connection's buffer for the next read.
+                    let buf = partial.entry(conn).or_default();
+                    buf.extend_from_slice(&chunk[..n]);
+                    p.handle_read(Instant::now(), conn, buf);
+                }
+                Some(Err(e)) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Some(_) => {
+                    conns.remove(&conn);
+                    p.handle_disconnected(Instant::now(), conn);
+                }
+                None => {}
+            }
+        }
+        p.handle_timeout(Instant::now());
+    }
+}
+
+/// `kprod.broker.version.max=2.3` against Kafka 4.4: every connection speaks what Kafka 2.3
+/// served (ApiVersions v2, Produce v7, Metadata v8, InitProducerId v1: no KIP-360, no KIP-951)
+/// and a record is delivered at its offset; uncapped, the same broker gets kprod's maxima.
+#[test]
+fn a_broker_release_cap_negotiates_that_releases_versions_on_kafka_4_4() {
+    let kafka = Kafka::start(1);
+    let topic = "kprod-release-cap";
+    kafka.create_topic(topic, 1, 1, None);
+    let cfg = |release: Option<&str>| ProducerConfig {
+        bootstrap_servers: vec![kafka.bootstrap()],
+        broker_version_max: release.map(str::to_owned),
+        allow_auto_topic_creation: false,
+        ..ProducerConfig::default()
+    };
+    for (release, want) in [
+        (Some("2.3"), (2, 7, 8, 1)),
+        (Some("2.8.2"), (3, 9, 11, 4)),
+        (None, (3, 12, 12, 5)),
+    ] {
+        let (connected, outcome) = drive(
+            cfg(release),
+            Record::new(topic, format!("cap-{release:?}")).with_partition(0),
+        );
+        println!("kprod.broker.version.max={release:?}: {connected:?}, {outcome:?}");
+        assert!(!connected.is_empty());
+        for v in &connected {
+            assert_eq!(
+                (v.api_versions, v.produce, v.metadata, v.init_producer_id),
+                want,
+                "{release:?}"
+            );
+        }
+        assert!(
+            matches!(outcome, Event::Delivered { offset: Some(_), .. }),
+            "{release:?}: {outcome:?}"
+        );
+    }
+    let log = read_topic(&kafka.bootstrap(), topic, 1, TIMEOUT).expect("the reader");
+    assert_eq!(log[&0].len(), 3, "one record per run, each once");
+}
