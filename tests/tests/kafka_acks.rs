@@ -1,9 +1,9 @@
 //! `acks` 0 and 1 with `enable.idempotence=false`, and the broker release cap
-//! (`kprod.broker.version.max`), against Apache Kafka 4.4.0 (one KRaft node), checked by the
-//! independent reader (librdkafka's consumer).
+//! (`kprod.broker.version.max`), against Apache Kafka 4.4.0 (one KRaft node) and Tansu 0.6.0,
+//! checked by the independent reader (librdkafka's consumer).
 //!
-//! Needs `scripts/install-kafka.sh` and Java 17+; each test starts its own broker and fails if
-//! it cannot.
+//! Needs `scripts/install-kafka.sh`, `scripts/install-tansu.sh` and Java 17+; each test starts
+//! its own broker and fails if it cannot.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{ErrorKind, Read, Write};
@@ -15,7 +15,7 @@ use kprod_core::protocol::NegotiatedVersions;
 use kprod_core::{ConnId, Diagnostic, Event, Output, Producer, ProducerConfig, Record};
 use kprod_tests::e2e::{close, runtime};
 use kprod_tests::reader::read_topic;
-use kprod_tests::Kafka;
+use kprod_tests::{Kafka, Tansu};
 use kprod_tokio::{Acknowledgement, Delivery, ProducerHandle};
 
 const PARTITIONS: i32 = 3;
@@ -28,9 +28,8 @@ fn value(label: &str, i: usize) -> String {
 
 /// Sends `RECORDS` records (round-robin over the partitions, 100 at a time in flight) with
 /// the given extra properties; returns each record's outcome, by index.
-fn produce(kafka: &Kafka, topic: &str, label: &str, extra: &[(&str, &str)]) -> Vec<Delivery> {
-    let brokers = kafka.bootstrap();
-    let mut props = vec![("bootstrap.servers", brokers.as_str()), ("linger.ms", "2")];
+fn produce(brokers: &str, topic: &str, label: &str, extra: &[(&str, &str)]) -> Vec<Delivery> {
+    let mut props = vec![("bootstrap.servers", brokers), ("linger.ms", "2")];
     props.extend_from_slice(extra);
     runtime().block_on(async {
         let producer = ProducerHandle::from_properties(&props).expect("valid properties");
@@ -56,11 +55,11 @@ fn produce(kafka: &Kafka, topic: &str, label: &str, extra: &[(&str, &str)]) -> V
 /// The log, as value -> (partition, offset) for this label's records, and how many copies
 /// of each there are.
 fn log_of(
-    kafka: &Kafka,
+    brokers: &str,
     topic: &str,
     label: &str,
 ) -> (HashMap<String, (i32, i64)>, BTreeMap<String, usize>) {
-    let log = read_topic(&kafka.bootstrap(), topic, PARTITIONS, TIMEOUT)
+    let log = read_topic(brokers, topic, PARTITIONS, TIMEOUT)
         .unwrap_or_else(|e| panic!("the independent reader failed: {e}"));
     let mut at = HashMap::new();
     let mut copies = BTreeMap::new();
@@ -86,8 +85,8 @@ fn acks_one_and_zero_without_idempotence_on_kafka_4_4() {
 
     let topic = "kprod-acks-1";
     kafka.create_topic(topic, PARTITIONS, 1, None);
-    let deliveries = produce(&kafka, topic, "acks1", &[("acks", "1")]);
-    let (at, copies) = log_of(&kafka, topic, "acks1");
+    let deliveries = produce(&kafka.bootstrap(), topic, "acks1", &[("acks", "1")]);
+    let (at, copies) = log_of(&kafka.bootstrap(), topic, "acks1");
     for (i, d) in deliveries.iter().enumerate() {
         assert_eq!(d.acknowledgement, Acknowledgement::Leader, "record {i}");
         assert!(d.is_acknowledged());
@@ -108,7 +107,7 @@ fn acks_one_and_zero_without_idempotence_on_kafka_4_4() {
     let topic = "kprod-acks-0";
     kafka.create_topic(topic, PARTITIONS, 1, None);
     let sent = produce(
-        &kafka,
+        &kafka.bootstrap(),
         topic,
         "acks0",
         &[("acks", "0"), ("enable.idempotence", "false")],
@@ -119,7 +118,7 @@ fn acks_one_and_zero_without_idempotence_on_kafka_4_4() {
         assert_eq!(d.offset, None, "record {i}: acks=0 has no offset");
         assert_eq!(d.partition, i as i32 % PARTITIONS);
     }
-    let (at, copies) = log_of(&kafka, topic, "acks0");
+    let (at, copies) = log_of(&kafka.bootstrap(), topic, "acks0");
     for i in 0..RECORDS {
         let (p, _) = at
             .get(&value("acks0", i))
@@ -131,6 +130,39 @@ fn acks_one_and_zero_without_idempotence_on_kafka_4_4() {
         "acks=0: {RECORDS} records sent, all found in the log ({:.2?})",
         started.elapsed()
     );
+}
+
+/// The same on Tansu 0.6.0: acks=1 records at their offsets, acks=0 records all in the log
+/// (whether or not Tansu answers acks=0 requests, which Kafka never does: kprod drops such an
+/// answer).
+#[test]
+fn acks_one_and_zero_without_idempotence_on_tansu() {
+    let tansu = Tansu::start();
+    let brokers = tansu.addr().to_string();
+    for (acks, label) in [("1", "tansu1"), ("0", "tansu0")] {
+        let topic = format!("kprod-acks-{label}");
+        tansu.create_topic(&topic, PARTITIONS as u32);
+        let outcomes = produce(&brokers, &topic, label, &[("acks", acks)]);
+        let (at, copies) = log_of(&brokers, &topic, label);
+        for (i, d) in outcomes.iter().enumerate() {
+            let (p, offset) = *at
+                .get(&value(label, i))
+                .unwrap_or_else(|| panic!("acks={acks}: record {i} not in the log"));
+            assert_eq!(d.partition, p);
+            match acks {
+                "1" => {
+                    assert_eq!(d.acknowledgement, Acknowledgement::Leader);
+                    assert_eq!(d.offset, Some(offset), "acks=1: record {i} at its offset");
+                }
+                _ => {
+                    assert_eq!(d.acknowledgement, Acknowledgement::Unacknowledged);
+                    assert_eq!(d.offset, None);
+                }
+            }
+        }
+        assert_eq!(copies.len(), RECORDS, "acks={acks}");
+        assert!(copies.values().all(|&n| n == 1), "acks={acks}: no duplicates");
+    }
 }
 
 /// Drives the core with blocking sockets until `record` resolves; returns the versions of
