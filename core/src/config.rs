@@ -260,7 +260,7 @@ impl ProducerConfig {
                 _ => return Err(err("bootstrap.servers", format!("{s:?} is not host:port"))),
             }
         }
-        if !matches!(self.acks, -1 | 0 | 1) {
+        if !(-1..=1).contains(&self.acks) {
             return Err(err(
                 "acks",
                 format!("{} is not all (-1), 1 or 0", self.acks),

@@ -211,7 +211,10 @@ fn acks_one_without_idempotence_sends_no_producer_id_and_no_sequence() {
     for f in &produces {
         assert_eq!(produce_of(f).acks, 1);
         for b in headers_of(f) {
-            assert_eq!((b.producer_id, b.producer_epoch, b.base_sequence), (-1, -1, -1));
+            assert_eq!(
+                (b.producer_id, b.producer_epoch, b.base_sequence),
+                (-1, -1, -1)
+            );
         }
     }
     let offsets: Vec<Option<i64>> = h
@@ -254,7 +257,10 @@ fn acks_zero_requests_wait_for_nothing_and_end_as_sent() {
     for f in &produces {
         assert_eq!(produce_of(f).acks, 0);
         for b in headers_of(f) {
-            assert_eq!((b.producer_id, b.producer_epoch, b.base_sequence), (-1, -1, -1));
+            assert_eq!(
+                (b.producer_id, b.producer_epoch, b.base_sequence),
+                (-1, -1, -1)
+            );
         }
     }
     // Each record resolved as Sent, never Delivered, with nothing left pending.

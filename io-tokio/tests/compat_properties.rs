@@ -195,7 +195,11 @@ fn what_kprod_cannot_honour_is_refused_naming_the_key_and_why() {
         ("queue.buffering.max.messages", "100000", "bytes"),
         ("socket.timeout.ms", "60000", "request.timeout.ms"),
         ("api.version.request", "false", "API versions"),
-        ("broker.version.fallback", "0.10.0", "kprod.broker.version.max"),
+        (
+            "broker.version.fallback",
+            "0.10.0",
+            "kprod.broker.version.max",
+        ),
         ("retries", "0", "delivery.timeout.ms"),
         ("retries", "3", "does not count retries"),
         ("message.send.max.retries", "5", "does not count retries"),
@@ -257,9 +261,17 @@ fn acks_zero_and_one_turn_idempotence_off_unless_it_is_asked_for() {
         ("request.required.acks", "0", 0),
     ] {
         let c = props(&[(key, value)]).unwrap();
-        assert_eq!((c.acks, c.enable_idempotence), (acks, false), "{key}={value}");
+        assert_eq!(
+            (c.acks, c.enable_idempotence),
+            (acks, false),
+            "{key}={value}"
+        );
         let c = props(&[(key, value), ("enable.idempotence", "false")]).unwrap();
-        assert_eq!((c.acks, c.enable_idempotence), (acks, false), "{key}={value}");
+        assert_eq!(
+            (c.acks, c.enable_idempotence),
+            (acks, false),
+            "{key}={value}"
+        );
         match props(&[("enable.idempotence", "true"), (key, value)]) {
             Err(e @ PropertyError::Config(_)) => {
                 assert!(e.to_string().contains("acks"), "{e}");

@@ -90,7 +90,9 @@ fn acks_one_and_zero_without_idempotence_on_kafka_4_4() {
     for (i, d) in deliveries.iter().enumerate() {
         assert_eq!(d.acknowledgement, Acknowledgement::Leader, "record {i}");
         assert!(d.is_acknowledged());
-        let offset = d.offset.unwrap_or_else(|| panic!("record {i} has no offset"));
+        let offset = d
+            .offset
+            .unwrap_or_else(|| panic!("record {i} has no offset"));
         assert_eq!(
             at.get(&value("acks1", i)),
             Some(&(d.partition, offset)),
@@ -113,7 +115,11 @@ fn acks_one_and_zero_without_idempotence_on_kafka_4_4() {
         &[("acks", "0"), ("enable.idempotence", "false")],
     );
     for (i, d) in sent.iter().enumerate() {
-        assert_eq!(d.acknowledgement, Acknowledgement::Unacknowledged, "record {i}");
+        assert_eq!(
+            d.acknowledgement,
+            Acknowledgement::Unacknowledged,
+            "record {i}"
+        );
         assert!(!d.is_acknowledged());
         assert_eq!(d.offset, None, "record {i}: acks=0 has no offset");
         assert_eq!(d.partition, i as i32 % PARTITIONS);
@@ -161,7 +167,10 @@ fn acks_one_and_zero_without_idempotence_on_tansu() {
             }
         }
         assert_eq!(copies.len(), RECORDS, "acks={acks}");
-        assert!(copies.values().all(|&n| n == 1), "acks={acks}: no duplicates");
+        assert!(
+            copies.values().all(|&n| n == 1),
+            "acks={acks}: no duplicates"
+        );
     }
 }
 
@@ -215,7 +224,8 @@ fn drive(cfg: ProducerConfig, record: Record) -> (Vec<NegotiatedVersions>, Event
                     buf.extend_from_slice(&chunk[..n]);
                     p.handle_read(Instant::now(), conn, buf);
                 }
-                Some(Err(e)) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Some(Err(e)) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                }
                 Some(_) => {
                     conns.remove(&conn);
                     p.handle_disconnected(Instant::now(), conn);
@@ -260,7 +270,13 @@ fn a_broker_release_cap_negotiates_that_releases_versions_on_kafka_4_4() {
             );
         }
         assert!(
-            matches!(outcome, Event::Delivered { offset: Some(_), .. }),
+            matches!(
+                outcome,
+                Event::Delivered {
+                    offset: Some(_),
+                    ..
+                }
+            ),
             "{release:?}: {outcome:?}"
         );
     }

@@ -110,7 +110,8 @@ impl Producer {
         }
         let code = ErrorCode::from_i16(pr.error_code);
         self.learn_leadership_from_produce(ti, pi, code, pr);
-        if !self.cfg.enable_idempotence && self.on_identity_error_without_idempotence(ti, pi, i, code)
+        if !self.cfg.enable_idempotence
+            && self.on_identity_error_without_idempotence(ti, pi, i, code)
         {
             return;
         }

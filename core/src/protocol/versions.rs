@@ -391,7 +391,11 @@ mod tests {
             let k44 = broker((3, 13), (0, 13), (0, 5));
             let n = negotiate_versions(&k44, 3, &c).unwrap();
             assert_eq!(n.kip360(), (*major, *minor) >= (2, 5), "{major}.{minor}");
-            assert_eq!(n.leader_hints(), (*major, *minor) >= (3, 7), "{major}.{minor}");
+            assert_eq!(
+                n.leader_hints(),
+                (*major, *minor) >= (3, 7),
+                "{major}.{minor}"
+            );
         }
         for (bad, says) in [
             ("0.10.2", "older than 0.11"),
