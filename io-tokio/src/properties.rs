@@ -403,7 +403,8 @@ struct Deferred {
 
 impl Deferred {
     fn check(&self, c: &ProducerConfig) -> Result<(), PropertyError> {
-        if let Some((name, v, retries)) = &self.retries {
+        // acks=0 requests are never retried (no answer comes): any count describes that.
+        if let Some((name, v, retries)) = self.retries.as_ref().filter(|_| c.acks != 0) {
             if *retries == 0 {
                 return Err(unsupported(
                     name,
@@ -731,7 +732,7 @@ impl CodecLevels {
 /// | `max.in.flight.requests.per.connection` (`max.in.flight`) | 1..=5, also the per-partition bound across connections |
 /// | `request.timeout.ms` | a request unanswered this long closes its connection |
 /// | `delivery.timeout.ms` (`message.timeout.ms`) | a record's whole life in the producer, retries included |
-/// | `retries` (`message.send.max.retries`) | kprod retries until `delivery.timeout.ms`: accepted when the count cannot end retrying first (`2147483647`, the default of both clients, or `retries x 0.8 x retry.backoff.ms >= delivery.timeout.ms`); `0` and smaller counts are refused |
+/// | `retries` (`message.send.max.retries`) | kprod retries until `delivery.timeout.ms`: accepted when the count cannot end retrying first (`2147483647`, the default of both clients, or `retries x 0.8 x retry.backoff.ms >= delivery.timeout.ms`); `0` and smaller counts are refused, except with `acks=0`, whose requests are never retried |
 /// | `retry.backoff.ms`, `retry.backoff.max.ms` | backoff before a batch is retried, doubling up to the maximum |
 /// | `reconnect.backoff.ms` | backoff before reconnecting to a broker, doubling |
 /// | `reconnect.backoff.max.ms` | accepted when equal to `retry.backoff.max.ms` (1000 by default in the Java client), which caps kprod's reconnect backoff |

@@ -282,6 +282,10 @@ fn acks_zero_and_one_turn_idempotence_off_unless_it_is_asked_for() {
     }
     let c = props(&[("enable.idempotence", "false")]).unwrap();
     assert_eq!((c.acks, c.enable_idempotence), (-1, false));
+    // acks=0 requests are never retried, so retries=0 says what kprod does; not with acks=1.
+    props(&[("acks", "0"), ("retries", "0")]).unwrap();
+    let (property, _) = refused(&[("acks", "1"), ("retries", "0")]);
+    assert_eq!(property, "retries");
     let c = props(&[("acks", "all")]).unwrap();
     assert_eq!((c.acks, c.enable_idempotence), (-1, true));
     assert!(matches!(
