@@ -14,7 +14,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::protocol::record_batch::{restamp, RecordBatch, RecordBatchBuilder};
-use crate::types::{ConnId, ProducerIdentity, RecordId};
+use crate::types::{ConnId, ProducerIdentity, Record, RecordId};
 
 /// Where a batch is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -95,6 +95,45 @@ impl Batch {
 
     pub(crate) fn is_sequenced_under(&self, id: Option<ProducerIdentity>) -> bool {
         matches!((self.seq, id), (Some((a, _)), Some(b)) if a == b)
+    }
+
+    /// The batch's records handed back with their ids, for a batch that failed: decoded from
+    /// the open batch's buffer, or from the sealed bytes (decompressed if need be). The
+    /// producer keeps no other copy of a record once it is in a batch; failure is the rare
+    /// path, so it pays for the decoding. `None` for every record only if the bytes do not
+    /// decode, which a batch this producer built always does.
+    pub(crate) fn into_failed_records(
+        self,
+        topic: &str,
+        partition: i32,
+    ) -> impl Iterator<Item = (RecordId, Option<Box<Record>>)> + '_ {
+        let decoded = match (self.builder, self.wire) {
+            (Some(builder), _) => builder.into_batch().ok(),
+            (None, Some(wire)) => RecordBatch::decode_all(wire)
+                .ok()
+                .and_then(|v| v.into_iter().next()),
+            (None, None) => None,
+        }
+        .filter(|d| d.records.len() == self.records.len());
+        debug_assert!(
+            decoded.is_some() || self.records.is_empty(),
+            "undecodable batch"
+        );
+        let (base, records) = decoded.map_or((0, Vec::new()), |d| (d.base_timestamp, d.records));
+        let mut records = records.into_iter();
+        self.records.into_iter().map(move |id| {
+            let r = records.next().map(|r| {
+                Box::new(Record {
+                    topic: topic.to_owned(),
+                    partition: Some(partition),
+                    key: r.key,
+                    value: r.value,
+                    headers: r.headers,
+                    timestamp: base.wrapping_add(r.timestamp_delta),
+                })
+            });
+            (id, r)
+        })
     }
 }
 

@@ -121,6 +121,17 @@ pub enum SendError {
 
 impl SendError {
     /// The record that was refused.
+    pub fn record(&self) -> &Record {
+        match self {
+            Self::QueueFull(r)
+            | Self::TooLarge(r)
+            | Self::InvalidTopic(r)
+            | Self::InvalidPartition(r)
+            | Self::Closed(r) => r,
+        }
+    }
+
+    /// The record that was refused, by value.
     pub fn into_record(self) -> Record {
         match self {
             Self::QueueFull(r)
@@ -214,6 +225,12 @@ pub enum FatalError {
         /// Why, in the broker's words where it gave any. Never holds a secret.
         reason: String,
     },
+    /// The driver stopped the producer ([`crate::Producer::abort`]) on an error only it
+    /// sees that no retry can fix, such as a TLS certificate rejected by either side.
+    Aborted {
+        /// Why, in the driver's words.
+        reason: String,
+    },
 }
 
 impl std::fmt::Display for FatalError {
@@ -228,6 +245,7 @@ impl std::fmt::Display for FatalError {
                 "SASL {mechanism} authentication failed: {reason} \
                  (check sasl.mechanism, sasl.username and sasl.password)"
             ),
+            Self::Aborted { reason } => write!(f, "stopped by the driver: {reason}"),
         }
     }
 }
@@ -320,7 +338,8 @@ pub enum Event {
         /// Partition.
         partition: i32,
     },
-    /// The record failed, with a truthful persistence status.
+    /// The record failed, with a truthful persistence status, and the record itself handed
+    /// back so the application can re-route, resend or persist it.
     Failed {
         /// The record.
         id: RecordId,
@@ -328,6 +347,17 @@ pub enum Event {
         error: DeliveryError,
         /// Whether it may be in the log.
         persisted: Persistence,
+        /// The record: topic, key, value, headers and timestamp as sent. `partition` is the
+        /// partition it was assigned to once it had one (`Some` even if the partitioner chose
+        /// it; set it to `None` before sending it again to let the partitioner choose anew),
+        /// else the partition the application named, if any.
+        ///
+        /// Always `Some` in practice. A record still waiting for metadata or in an open batch
+        /// is at hand; a record in a sealed batch is decoded back from the batch's bytes
+        /// (decompressed if need be: failure is the rare path, so the producer keeps no
+        /// second copy of the records it sends). `None` would mean that kprod could not
+        /// decode a batch it built itself, a bug (debug builds assert it never happens).
+        record: Option<Box<Record>>,
     },
     /// The producer stopped for good; every pending record also gets a `Failed`.
     Fatal(FatalError),

@@ -116,11 +116,13 @@
 //! ([`Connector::fatal_reason`]) and the adapter fails the producer: every pending record
 //! resolves at once with [`ErrorKind::Connection`] (which names the broker address, the
 //! reason and the property to check), every later record is refused with it, flush and close
-//! return, and the core is never driven again, so nothing reconnects. Persistence stays
-//! truthful: `NotPersisted` when no connection ever delivered a byte to the core (no request
-//! was answered, so no record was sent), otherwise `PossiblyPersisted`, since the adapter
-//! does not know which records the core had sent. Anything else (refused, reset, a handshake
-//! cut short) stays an ordinary connection failure that the core retries.
+//! return, and the core is stopped ([`Producer::abort`]) and never driven again, so nothing
+//! reconnects. Persistence stays truthful: the core fails each record as after any fatal
+//! error, `PossiblyPersisted` only if an attempt of it went unanswered (nothing is sent before
+//! a broker answered on the connection, so a certificate rejected at the first connect fails
+//! every record `NotPersisted`), and hands each record back ([`DeliveryError::record`]).
+//! Anything else (refused, reset, a handshake cut short) stays an ordinary connection
+//! failure that the core retries.
 //!
 //! # SASL
 //!
@@ -297,14 +299,15 @@ pub enum Fatal {
 }
 
 impl Fatal {
-    /// The error a record gets from this failure.
-    fn record_error(&self, persisted: Persistence) -> DeliveryError {
+    /// The error a record gets from this failure, with the record handed back.
+    fn record_error(&self, persisted: Persistence, record: Option<Box<Record>>) -> DeliveryError {
         DeliveryError {
             kind: match self {
                 Self::Producer(e) => ErrorKind::Failed(FailureReason::Fatal(e.clone())),
                 Self::Connection(e) => ErrorKind::Connection(e.clone()),
             },
             persisted,
+            record,
         }
     }
 }
@@ -402,13 +405,55 @@ pub enum ErrorKind {
     DriverStopped,
 }
 
-/// A record's failure, with whether it may be in the log anyway.
+/// A record's failure, with whether it may be in the log anyway, and the record itself
+/// ([`Self::record`], [`Self::into_record`]) so that the application can send it again,
+/// re-route it or persist it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeliveryError {
     /// Why.
     pub kind: ErrorKind,
     /// Whether the record may be in the log.
     pub persisted: Persistence,
+    /// The record handed back (for `Refused`, it is inside the `SendError`).
+    record: Option<Box<Record>>,
+}
+
+impl DeliveryError {
+    /// An error without a record (for tests of application code; the producer's errors
+    /// carry theirs).
+    pub fn new(kind: ErrorKind, persisted: Persistence) -> Self {
+        Self {
+            kind,
+            persisted,
+            record: None,
+        }
+    }
+
+    /// The record that failed: topic, key, value, headers and timestamp as sent (a zero
+    /// timestamp was set to the wall-clock time at `enqueue`). Its `partition` is the one it
+    /// was assigned once it had one, so sending it again as it is keeps it there; set it to
+    /// `None` to let the partitioner choose anew.
+    ///
+    /// `Some` for every failure but [`ErrorKind::DriverStopped`] (the record was lost with
+    /// the driver task): refused records ([`ErrorKind::Refused`], and every record refused
+    /// after the producer failed), records that failed in the producer
+    /// ([`ErrorKind::Failed`], including the fatal path) and records failed by a
+    /// connection error ([`ErrorKind::Connection`]). The producer keeps no copy of a record
+    /// in a sealed batch: it decodes the batch's bytes back when the record fails.
+    pub fn record(&self) -> Option<&Record> {
+        match &self.kind {
+            ErrorKind::Refused(e) => Some(e.record()),
+            _ => self.record.as_deref(),
+        }
+    }
+
+    /// The record that failed, by value ([`Self::record`]).
+    pub fn into_record(self) -> Option<Record> {
+        match self.kind {
+            ErrorKind::Refused(e) => Some(e.into_record()),
+            _ => self.record.map(|r| *r),
+        }
+    }
 }
 
 impl std::fmt::Display for DeliveryError {
@@ -448,10 +493,7 @@ impl Future for DeliveryFuture {
                 acknowledgement,
             }),
             Ok(Err(e)) => Err(e),
-            Err(_) => Err(DeliveryError {
-                kind: ErrorKind::DriverStopped,
-                persisted: Persistence::PossiblyPersisted,
-            }),
+            Err(_) => Err(stopped()),
         })
     }
 }
@@ -620,7 +662,6 @@ impl ProducerHandle {
             close_requested: false,
             deadline: None,
             failed: None,
-            received_any: false,
             token_provider,
             fatal: fatal.clone(),
             finishing: Vec::new(),
@@ -663,18 +704,12 @@ impl ProducerHandle {
             done,
         };
         if let Err(mpsc::error::SendError(Command::Send { record, .. })) = self.tx.send(cmd).await {
-            return Err(match self.fatal.get() {
-                Some(f) => f.record_error(Persistence::NotPersisted),
-                None => refused(SendError::Closed(record)),
-            });
+            return Err(refused_after_stop(self.fatal.get(), record));
         }
         match accepted_rx.await {
             Ok(Ok(())) => Ok(DeliveryFuture { rx, timestamp }),
             Ok(Err(e)) => Err(e),
-            Err(_) => Err(DeliveryError {
-                kind: ErrorKind::DriverStopped,
-                persisted: Persistence::PossiblyPersisted,
-            }),
+            Err(_) => Err(stopped()),
         }
     }
 
@@ -743,24 +778,20 @@ impl ProducerHandle {
     }
 }
 
-fn connection_failed(e: &ConnectionError, persisted: Persistence) -> DeliveryError {
-    DeliveryError {
-        kind: ErrorKind::Connection(e.clone()),
-        persisted,
-    }
-}
-
 fn stopped() -> DeliveryError {
-    DeliveryError {
-        kind: ErrorKind::DriverStopped,
-        persisted: Persistence::PossiblyPersisted,
-    }
+    DeliveryError::new(ErrorKind::DriverStopped, Persistence::PossiblyPersisted)
 }
 
 fn refused(e: SendError) -> DeliveryError {
-    DeliveryError {
-        kind: ErrorKind::Refused(Box::new(e)),
-        persisted: Persistence::NotPersisted,
+    DeliveryError::new(ErrorKind::Refused(Box::new(e)), Persistence::NotPersisted)
+}
+
+/// A record refused once the producer is closed or failed: the fatal error if there is one
+/// (the error the pending records got), else `Closed`; the record is handed back either way.
+fn refused_after_stop(fatal: Option<&Fatal>, record: Record) -> DeliveryError {
+    match fatal {
+        Some(f) => f.record_error(Persistence::NotPersisted, Some(Box::new(record))),
+        None => refused(SendError::Closed(record)),
     }
 }
 
@@ -839,10 +870,6 @@ struct Driver<C: Connector> {
     /// Set once a connection error that no retry can fix failed the producer; the core is
     /// not driven any more.
     failed: Option<ConnectionError>,
-    /// Whether any connection ever handed the core a byte. Until then no request can have
-    /// been answered, and the core sends records only after a broker answered on the
-    /// connection, so no record can be in a log.
-    received_any: bool,
     /// Where OAUTHBEARER tokens come from.
     token_provider: Option<Arc<dyn TokenProvider>>,
     /// Shared with the handles: why the producer failed, once it has.
@@ -906,10 +933,7 @@ impl<C: Connector> Driver<C> {
                 Command::Send {
                     record, accepted, ..
                 } => {
-                    let _ = accepted.send(Err(match self.fatal.get() {
-                        Some(f) => f.record_error(Persistence::NotPersisted),
-                        None => refused(SendError::Closed(record)),
-                    }));
+                    let _ = accepted.send(Err(refused_after_stop(self.fatal.get(), record)));
                 }
                 Command::Flush(tx) | Command::Close(Some(tx)) => {
                     let _ = tx.send(());
@@ -930,14 +954,13 @@ impl<C: Connector> Driver<C> {
 
     /// Fails the producer on a connection error that no retry can fix: every pending and
     /// deferred record fails with it, flushes and closes resolve, every connection closes,
-    /// and from now on records are refused with it. The core is left as it is and never
-    /// driven again, so it cannot reconnect.
+    /// and from now on records are refused with it. The core is stopped
+    /// ([`Producer::abort`]) and never driven again, so it cannot reconnect.
     ///
-    /// Persistence: if no connection ever handed the core a byte, no request was answered,
-    /// and the core sends a record only on a connection a broker has answered on, so no
-    /// record can be in a log (`NotPersisted`). Otherwise the adapter cannot tell which
-    /// records the core had sent (it does not look inside frames), so every pending record
-    /// is reported `PossiblyPersisted`, which is truthful.
+    /// The core fails each pending record with its own truthful persistence (possibly
+    /// persisted only if an attempt of it went unanswered: nothing is sent before a broker
+    /// answered on the connection) and hands the record back; the adapter reports it as
+    /// [`ErrorKind::Connection`].
     fn fail(&mut self, addr: Arc<str>, reason: String) {
         let err = ConnectionError {
             addr,
@@ -945,15 +968,16 @@ impl<C: Connector> Driver<C> {
         };
         error!(error = %err, "producer failed");
         let _ = self.fatal.set(Fatal::Connection(err.clone()));
-        let persisted = if self.received_any {
-            Persistence::PossiblyPersisted
-        } else {
-            Persistence::NotPersisted
-        };
+        self.failed = Some(err.clone());
+        self.producer.abort(now(), err.to_string());
+        // The `Failed` events, and `Close` for every connection; nothing is sent any more.
+        self.drain();
         for (_, tx) in std::mem::take(&mut self.pending) {
-            let _ = tx.send(Err(connection_failed(&err, persisted)));
+            // Unreachable: the core failed every record it held.
+            let _ = tx
+                .send(Err(Fatal::Connection(err.clone())
+                    .record_error(Persistence::PossiblyPersisted, None)));
         }
-        self.failed = Some(err);
         self.conns.clear();
         self.connecting.abort_all();
         self.deadline = None;
@@ -1035,14 +1059,22 @@ impl<C: Connector> Driver<C> {
                 id,
                 error,
                 persisted,
+                record,
             } => {
                 if let Some(tx) = self.pending.remove(&id) {
+                    let kind = match &self.failed {
+                        // Failed by `fail`, through `Producer::abort`.
+                        Some(e) => ErrorKind::Connection(e.clone()),
+                        None => ErrorKind::Failed(error),
+                    };
                     let _ = tx.send(Err(DeliveryError {
-                        kind: ErrorKind::Failed(error),
+                        kind,
                         persisted,
+                        record,
                     }));
                 }
             }
+            Event::Fatal(_) if self.failed.is_some() => {} // our own abort, logged by `fail`
             Event::Fatal(e) => {
                 error!(error = %e, "producer failed");
                 // Before the `Failed` events that follow it, so that a record's failure
@@ -1102,12 +1134,10 @@ impl<C: Connector> Driver<C> {
     fn command(&mut self, cmd: Command) {
         if self.failed.is_some() {
             match cmd {
-                Command::Send { accepted, .. } => {
-                    let err = self
-                        .fatal
-                        .get()
-                        .map(|f| f.record_error(Persistence::NotPersisted));
-                    let _ = accepted.send(Err(err.unwrap_or_else(stopped)));
+                Command::Send {
+                    accepted, record, ..
+                } => {
+                    let _ = accepted.send(Err(refused_after_stop(self.fatal.get(), record)));
                 }
                 Command::Flush(tx) => {
                     let _ = tx.send(());
@@ -1151,10 +1181,7 @@ impl<C: Connector> Driver<C> {
                     }
                     // A failed core refuses every record as closed: say why instead.
                     Err(SendError::Closed(record)) => {
-                        let _ = accepted.send(Err(match self.fatal.get() {
-                            Some(f) => f.record_error(Persistence::NotPersisted),
-                            None => refused(SendError::Closed(record)),
-                        }));
+                        let _ = accepted.send(Err(refused_after_stop(self.fatal.get(), record)));
                     }
                     Err(e) => {
                         let _ = accepted.send(Err(refused(e)));
@@ -1212,7 +1239,6 @@ impl<C: Connector> Driver<C> {
         match r {
             ReadResult::Data(chunk) => {
                 if let Some(Conn::Open { buf, .. }) = self.conns.get_mut(&conn) {
-                    self.received_any = true;
                     if buf.is_empty() {
                         *buf = chunk;
                     } else {

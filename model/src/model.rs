@@ -608,6 +608,7 @@ impl KafkaModel {
                 id,
                 persisted,
                 error,
+                ..
             } => {
                 if let Some(&(p, k)) = s.ids.get(&id) {
                     let unsent = s.on_wire.get(p as usize).is_none_or(|w| k >= *w);

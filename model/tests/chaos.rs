@@ -260,6 +260,7 @@ fn walk(seed: u64, profile: Profile) -> Reached {
                     id,
                     error: DeliveryError::Broker(_),
                     persisted: Persistence::NotPersisted,
+                    ..
                 } = event
                 else {
                     continue;

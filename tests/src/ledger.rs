@@ -624,10 +624,10 @@ mod tests {
                         timestamp: 0,
                         acknowledgement: kprod_tokio::Acknowledgement::InSyncReplicas,
                     }),
-                    Err(persisted) => Err(DeliveryError {
-                        kind: ErrorKind::Failed(CoreError::DeliveryTimeout),
+                    Err(persisted) => Err(DeliveryError::new(
+                        ErrorKind::Failed(CoreError::DeliveryTimeout),
                         persisted,
-                    }),
+                    )),
                 }),
             });
         }

@@ -956,10 +956,10 @@ mod tests {
         };
         a.outcome = delivered(home, 0);
         b.outcome = delivered(home, 1);
-        c.outcome = Outcome::Failed(DeliveryError {
-            kind: ErrorKind::DriverStopped,
-            persisted: Persistence::NotPersisted,
-        });
+        c.outcome = Outcome::Failed(DeliveryError::new(
+            ErrorKind::DriverStopped,
+            Persistence::NotPersisted,
+        ));
         let rec = |offset, seq, key: Option<&Bytes>| ReadRecord {
             offset,
             key: key.map(|k| k.to_vec()),

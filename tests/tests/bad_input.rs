@@ -56,6 +56,7 @@ fn refusal(r: Result<impl std::fmt::Debug, DeliveryError>) -> SendError {
         Err(DeliveryError {
             kind: ErrorKind::Refused(e),
             persisted,
+            ..
         }) => {
             assert_eq!(persisted, Persistence::NotPersisted);
             *e

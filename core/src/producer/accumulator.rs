@@ -163,6 +163,7 @@ impl Producer {
                 id,
                 error: DeliveryError::UnknownPartition,
                 persisted: Persistence::NotPersisted,
+                record: Some(Box::new(record)),
             });
             return;
         }

@@ -228,6 +228,19 @@ impl Producer {
         self.closing = true;
     }
 
+    /// Stops the producer for good on the driver's decision: an error only the driver sees
+    /// and no retry can fix (a TLS certificate rejected by either side, say). As after any
+    /// fatal error, [`Event::Fatal`] ([`FatalError::Aborted`]) comes first, then every
+    /// unresolved record fails with a truthful persistence (possibly persisted only if an
+    /// attempt of it went unanswered) and its record handed back, every connection gets a
+    /// `Close`, and later records are refused. Does nothing once the producer has failed.
+    pub fn abort(&mut self, now: Instant, reason: impl Into<String>) {
+        self.advance(now);
+        self.fail_fatal(FatalError::Aborted {
+            reason: reason.into(),
+        });
+    }
+
     /// The connection asked for by `Output::Connect` is established.
     pub fn handle_connected(&mut self, now: Instant, conn: ConnId) {
         self.advance(now);

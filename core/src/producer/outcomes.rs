@@ -62,6 +62,7 @@ impl Producer {
             id: p.id,
             error,
             persisted: Persistence::NotPersisted,
+            record: Some(Box::new(p.record)),
         });
     }
 
@@ -92,11 +93,13 @@ impl Producer {
         p.update_inflight_conn();
         self.buffered_bytes -= b.size;
         self.pending_records -= b.records.len();
-        for id in b.records {
+        let topic = self.topics[ti].name.clone();
+        for (id, record) in b.into_failed_records(&topic, pi as i32) {
             self.emit(Event::Failed {
                 id,
                 error: error.clone(),
                 persisted,
+                record,
             });
         }
         self.request_bump_for(ti, pi);

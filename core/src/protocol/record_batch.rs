@@ -288,6 +288,27 @@ impl RecordBatchBuilder {
         self.count += 1;
     }
 
+    /// The records appended so far, decoded back, as an unsealed batch (no producer id,
+    /// epoch or sequence; timestamps as [`RecordBatch::timestamp_of`] gives them). Takes the
+    /// builder, so nothing is copied; for records that fail before their batch is sealed.
+    pub fn into_batch(self) -> Result<RecordBatch, DecodeError> {
+        let count = self.count;
+        let mut r = Reader::new(self.buf.freeze().slice(HEADER_LEN..));
+        let records = decode_records(&mut r, count)?;
+        Ok(RecordBatch {
+            base_offset: 0,
+            partition_leader_epoch: -1,
+            attributes: 0,
+            last_offset_delta: count - 1,
+            base_timestamp: self.base_timestamp,
+            max_timestamp: self.max_timestamp,
+            producer_id: NO_PRODUCER_ID,
+            producer_epoch: NO_PRODUCER_EPOCH,
+            base_sequence: NO_SEQUENCE,
+            records,
+        })
+    }
+
     /// Writes the header for `(producer_id, producer_epoch, base_sequence)`, compresses the
     /// records if asked to, computes the CRC, and returns the finished batch. Should
     /// compression fail (it does not for valid levels), the batch goes out uncompressed.
@@ -488,46 +509,7 @@ impl RecordBatch {
             let records = decompress(codec, b.peek_rest(), limit)?;
             b = Reader::new(Bytes::from(records));
         }
-        // Each record takes at least 7 bytes; reject counts that cannot fit before allocating.
-        if count as usize > b.remaining() / 7 {
-            return Err(DecodeError::Truncated);
-        }
-        let mut records =
-            Vec::with_capacity((count as usize).min(b.remaining() / size_of::<Record>()));
-        for _ in 0..count {
-            let len = b.varint()?;
-            if len < 0 {
-                return Err(DecodeError::InvalidLength(len.into()));
-            }
-            let mut rec = Reader::new(b.take(len as usize)?);
-            let attributes = rec.i8()?;
-            let timestamp_delta = rec.varlong()?;
-            let offset_delta = rec.varint()?;
-            let key = varint_blob(&mut rec)?;
-            let value = varint_blob(&mut rec)?;
-            let n = rec.varint()?;
-            if n < 0 || n as usize > rec.remaining() / 2 {
-                return Err(DecodeError::InvalidLength(n.into()));
-            }
-            let mut headers =
-                Vec::with_capacity((n as usize).min(rec.remaining() / size_of::<Header>()));
-            for _ in 0..n {
-                let key = varint_blob(&mut rec)?.ok_or(DecodeError::UnexpectedNull)?;
-                let key = String::from_utf8(key.to_vec()).map_err(|_| DecodeError::InvalidUtf8)?;
-                let value = varint_blob(&mut rec)?;
-                headers.push(Header { key, value });
-            }
-            rec.expect_end()?;
-            records.push(Record {
-                attributes,
-                timestamp_delta,
-                offset_delta,
-                key,
-                value,
-                headers,
-            });
-        }
-        b.expect_end()?;
+        let records = decode_records(&mut b, count)?;
         Ok(Self {
             base_offset,
             partition_leader_epoch,
@@ -551,6 +533,55 @@ impl RecordBatch {
         }
         Ok(out)
     }
+
+    /// The absolute create timestamp of record `r` of this batch.
+    pub fn timestamp_of(&self, r: &Record) -> i64 {
+        self.base_timestamp.wrapping_add(r.timestamp_delta)
+    }
+}
+
+/// Decodes `count` records, the whole of `b` (an uncompressed records section).
+fn decode_records(b: &mut Reader, count: i32) -> Result<Vec<Record>, DecodeError> {
+    // Each record takes at least 7 bytes; reject counts that cannot fit before allocating.
+    if count as usize > b.remaining() / 7 {
+        return Err(DecodeError::Truncated);
+    }
+    let mut records = Vec::with_capacity((count as usize).min(b.remaining() / size_of::<Record>()));
+    for _ in 0..count {
+        let len = b.varint()?;
+        if len < 0 {
+            return Err(DecodeError::InvalidLength(len.into()));
+        }
+        let mut rec = Reader::new(b.take(len as usize)?);
+        let attributes = rec.i8()?;
+        let timestamp_delta = rec.varlong()?;
+        let offset_delta = rec.varint()?;
+        let key = varint_blob(&mut rec)?;
+        let value = varint_blob(&mut rec)?;
+        let n = rec.varint()?;
+        if n < 0 || n as usize > rec.remaining() / 2 {
+            return Err(DecodeError::InvalidLength(n.into()));
+        }
+        let mut headers =
+            Vec::with_capacity((n as usize).min(rec.remaining() / size_of::<Header>()));
+        for _ in 0..n {
+            let key = varint_blob(&mut rec)?.ok_or(DecodeError::UnexpectedNull)?;
+            let key = String::from_utf8(key.to_vec()).map_err(|_| DecodeError::InvalidUtf8)?;
+            let value = varint_blob(&mut rec)?;
+            headers.push(Header { key, value });
+        }
+        rec.expect_end()?;
+        records.push(Record {
+            attributes,
+            timestamp_delta,
+            offset_delta,
+            key,
+            value,
+            headers,
+        });
+    }
+    b.expect_end()?;
+    Ok(records)
 }
 
 fn varint_blob(r: &mut Reader) -> Result<Option<Bytes>, DecodeError> {
@@ -608,6 +639,33 @@ mod tests {
             (h.base_sequence, h.records_count, h.last_offset_delta),
             (7, 3, 2)
         );
+    }
+
+    #[test]
+    fn an_unsealed_builder_decodes_back_to_its_records() {
+        let headers = vec![Header {
+            key: "h".into(),
+            value: None,
+        }];
+        let mut b = RecordBatchBuilder::with_capacity(0);
+        b.push(1_000, Some(b"k"), Some(b"v1"), &headers);
+        b.push(990, None, None, &[]);
+        let d = b.into_batch().unwrap();
+        assert_eq!(d.records.len(), 2);
+        assert_eq!(d.timestamp_of(&d.records[0]), 1_000);
+        assert_eq!(d.timestamp_of(&d.records[1]), 990);
+        assert_eq!(d.records[0].key.as_deref(), Some(&b"k"[..]));
+        assert_eq!(d.records[0].value.as_deref(), Some(&b"v1"[..]));
+        assert_eq!(d.records[0].headers, headers);
+        assert_eq!(
+            (d.records[1].key.clone(), d.records[1].value.clone()),
+            (None, None)
+        );
+        assert!(RecordBatchBuilder::with_capacity(0)
+            .into_batch()
+            .unwrap()
+            .records
+            .is_empty());
     }
 
     #[test]

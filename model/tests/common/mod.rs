@@ -160,6 +160,7 @@ pub fn failure(sim: &Sim, id: RecordId) -> (DeliveryError, Persistence) {
                 id: i,
                 error,
                 persisted,
+                ..
             } if *i == id => Some((error.clone(), *persisted)),
             _ => None,
         })
