@@ -6,7 +6,7 @@ use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use kprod_core::protocol::api_key;
 use kprod_core::{Persistence, ProducerConfig, Record, SendError};
 use kprod_model::broker::{split_frames, BrokerMode, Cluster};
@@ -512,8 +512,14 @@ async fn a_fatal_connect_error_fails_every_record_at_once_and_is_not_retried() {
         first.to_string().contains("retrying cannot fix this"),
         "{first}"
     );
-    for o in &outcomes {
-        assert_eq!(o.as_ref().unwrap_err(), &first);
+    for (i, o) in outcomes.iter().enumerate() {
+        let e = o.as_ref().unwrap_err();
+        assert_eq!((&e.kind, e.persisted), (&first.kind, first.persisted));
+        // Handed back as sent (with the timestamp `enqueue` gave it).
+        let r = e.record().expect("the record is handed back");
+        assert_eq!(r.value.as_deref(), Some(i.to_string().as_bytes()));
+        assert_eq!((&*r.topic, r.key.as_ref()), ("t", None));
+        assert!(r.timestamp > 0);
     }
     assert_eq!(
         first.persisted,
@@ -522,7 +528,15 @@ async fn a_fatal_connect_error_fails_every_record_at_once_and_is_not_retried() {
     );
     assert_eq!(broker.script.lock().unwrap().connects, 1, "not retried");
     let later = h.send(Record::new("t", "later")).await.unwrap_err();
-    assert_eq!(later, first, "later records fail with the same error");
+    assert_eq!(
+        (&later.kind, later.persisted),
+        (&first.kind, first.persisted),
+        "later records fail with the same error"
+    );
+    assert_eq!(
+        later.into_record().and_then(|r| r.value),
+        Some(Bytes::from("later"))
+    );
     h.flush().await;
     h.close().await;
     assert_eq!(broker.log("t", 0).len(), 0);
@@ -541,18 +555,24 @@ async fn a_fatal_error_after_records_were_sent_reports_them_possibly_persisted()
     check_truthful(&broker, "t", &outcomes);
     let in_log = broker.log("t", 0);
     assert!(!in_log.is_empty(), "the first batch was appended");
+    let mut possibly = 0;
     for (i, o) in outcomes.iter().enumerate() {
         let e = o.as_ref().unwrap_err();
         assert!(
             matches!(e.kind, ErrorKind::Connection(_)),
             "record {i}: {e}"
         );
-        assert_eq!(
-            e.persisted,
-            Persistence::PossiblyPersisted,
-            "record {i}: records were sent, so any may be in the log"
-        );
+        // The core says which: possibly persisted only if an attempt went unanswered.
+        if e.persisted == Persistence::PossiblyPersisted {
+            possibly += 1;
+        }
+        let r = e.record().expect("the record is handed back");
+        assert_eq!(r.value.as_deref(), Some(i.to_string().as_bytes()));
     }
+    assert!(
+        possibly >= in_log.len(),
+        "the records in the log are reported possibly persisted: {possibly}"
+    );
     h.close().await;
 }
 
@@ -694,13 +714,32 @@ mod handle_api {
         }
         // A later record is refused with the same cause, not a bare "closed".
         let later = h.send(Record::new("t", "later")).await.unwrap_err();
-        assert_eq!(later, outcomes[0].clone().unwrap_err());
+        let first = outcomes[0].clone().unwrap_err();
+        assert_eq!(
+            (&later.kind, later.persisted),
+            (&first.kind, first.persisted)
+        );
+        for (i, o) in outcomes.iter().enumerate() {
+            let r = o.as_ref().unwrap_err().record().expect("handed back");
+            assert_eq!(r.value.as_deref(), Some(i.to_string().as_bytes()));
+        }
+        assert_eq!(
+            later.record().unwrap().value.as_deref(),
+            Some(&b"later"[..])
+        );
         h.flush_timeout(Duration::from_secs(1)).await.unwrap();
         h.close_timeout(Duration::from_secs(1)).await.unwrap();
         assert_eq!(h.fatal(), Some(expected), "still there after close");
         // Once the driver has stopped, too.
         let after_close = h.send(Record::new("t", "after close")).await.unwrap_err();
-        assert_eq!(after_close, later);
+        assert_eq!(
+            (&after_close.kind, after_close.persisted),
+            (&later.kind, later.persisted)
+        );
+        assert_eq!(
+            after_close.into_record().unwrap().value.as_deref(),
+            Some(&b"after close"[..])
+        );
         assert!(broker.log("t", 0).is_empty());
     }
 

@@ -280,7 +280,12 @@ fn assert_fails_fast(what: &str, props: &[(&str, &str)], topic: &str, expect: &[
         );
     }
     for e in &errors {
-        assert_eq!(e, &first, "{what}: every record fails with the same error");
+        assert_eq!(
+            (&e.kind, e.persisted),
+            (&first.kind, first.persisted),
+            "{what}: every record fails with the same error"
+        );
+        assert!(e.record().is_some(), "{what}: the record is handed back");
         assert_eq!(
             e.persisted,
             Persistence::NotPersisted,
