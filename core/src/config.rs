@@ -33,6 +33,11 @@ pub enum DataLossPolicy {
 }
 
 /// Producer settings. Field names follow the Java client's properties.
+///
+/// Durations may be as large as `Duration::MAX`: a duration above
+/// [`ProducerConfig::MAX_DURATION`] (100 years) means "effectively never", and the producer
+/// uses `MAX_DURATION` instead ([`crate::Producer::config`] shows the value in use), so that
+/// no deadline computed from it can overflow an `Instant`. Validation never panics on one.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ProducerConfig {
     /// `bootstrap.servers`: `host:port` addresses used to discover the cluster.
@@ -142,6 +147,32 @@ pub struct ProducerConfig {
 }
 
 impl ProducerConfig {
+    /// The largest duration the producer uses (100 years): a larger one in any duration
+    /// setting means "effectively never" and is replaced by this one, small enough that a
+    /// deadline `now + MAX_DURATION` fits an `Instant` on every platform.
+    pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
+    /// This configuration with every duration capped at [`Self::MAX_DURATION`].
+    pub(crate) fn with_durations_capped(mut self) -> Self {
+        for d in [
+            &mut self.linger,
+            &mut self.request_timeout,
+            &mut self.connect_timeout,
+            &mut self.delivery_timeout,
+            &mut self.retry_backoff,
+            &mut self.retry_backoff_max,
+            &mut self.reconnect_backoff,
+            &mut self.metadata_max_age,
+            &mut self.max_block,
+        ] {
+            *d = (*d).min(Self::MAX_DURATION);
+        }
+        if let Some(d) = &mut self.producer_id_expiration {
+            *d = (*d).min(Self::MAX_DURATION);
+        }
+        self
+    }
+
     /// How long a partition may idle before the broker may have forgotten this producer.
     pub fn producer_state_expiry(&self) -> Duration {
         self.producer_id_expiration.unwrap_or(self.delivery_timeout)
@@ -304,7 +335,8 @@ impl ProducerConfig {
         if self.request_timeout.is_zero() {
             return Err(err("request.timeout.ms", "must be positive"));
         }
-        if self.delivery_timeout < self.linger + self.request_timeout {
+        // Saturating: huge durations mean "never" and must not overflow here.
+        if self.delivery_timeout < self.linger.saturating_add(self.request_timeout) {
             return Err(err(
                 "delivery.timeout.ms",
                 "must be at least linger.ms + request.timeout.ms",

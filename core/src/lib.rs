@@ -138,10 +138,12 @@
 //!   `handle_disconnected` for a connection it keeps open): the producer forgets it without a
 //!   `Close` and resolves what was in flight; the driver should close the socket.
 //!
-//! The one panic found near the contract is a configuration one: durations so large that
-//! `Instant + Duration` or `Duration + Duration` overflows panic. `Producer::new` with
-//! `request_timeout: Duration::MAX` panics in [`ProducerConfig::validate`] (it adds
-//! `linger + request_timeout`) instead of returning a [`ConfigError`].
+//! Configuration durations cannot make it panic either: validation adds them saturating,
+//! and the producer caps each at [`ProducerConfig::MAX_DURATION`] (100 years, "effectively
+//! never"), so `Duration::MAX` in any duration setting is accepted (or refused with a
+//! [`ConfigError`] where it breaks a rule, such as `request_timeout` above
+//! `delivery_timeout`) and no deadline overflows an `Instant`. A SASL session lifetime from
+//! the broker too long to fit an `Instant` means no re-authentication.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -79,9 +79,10 @@ impl SaslConn {
 
 /// When to re-authenticate a session of `lifetime` started at `started`: at 85–95% of it,
 /// spread over connections by id.
-fn reauth_deadline(started: Instant, lifetime: Duration, conn: ConnId) -> Instant {
+/// `None` when the lifetime is so long the deadline would not fit an `Instant`: never.
+fn reauth_deadline(started: Instant, lifetime: Duration, conn: ConnId) -> Option<Instant> {
     let permille = 850 + (conn.0.wrapping_mul(37) % 101) as u32;
-    started + lifetime * permille / 1000
+    started.checked_add(lifetime.checked_mul(permille)? / 1000)
 }
 
 impl Producer {
@@ -295,13 +296,16 @@ impl Producer {
             return;
         };
         let Some(s) = c.sasl.as_mut() else { return };
-        s.reauth_at = (session_lifetime_ms > 0).then(|| {
-            reauth_deadline(
-                s.started,
-                Duration::from_millis(session_lifetime_ms as u64),
-                conn,
-            )
-        });
+        // A lifetime from the broker: however large, it must not overflow.
+        s.reauth_at = (session_lifetime_ms > 0)
+            .then(|| {
+                reauth_deadline(
+                    s.started,
+                    Duration::from_millis(session_lifetime_ms as u64),
+                    conn,
+                )
+            })
+            .flatten();
         let reauthentication = std::mem::replace(&mut s.authenticated, true);
         c.state = ConnState::Ready;
         let (addr, target, versions) = (c.addr.clone(), c.target, c.versions);
@@ -324,5 +328,24 @@ impl Producer {
     fn sasl_failed(&mut self, reason: String) {
         let mechanism = self.cfg.sasl.as_ref().map_or("?", |s| s.mechanism.name());
         self.fail_fatal(FatalError::Authentication { mechanism, reason });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session lifetime from the broker, however long, never overflows: too long to fit
+    /// an `Instant` means no re-authentication.
+    #[test]
+    fn a_huge_session_lifetime_is_never_rather_than_a_panic() {
+        let now = Instant::now();
+        let lifetime = Duration::from_millis(i64::MAX as u64);
+        let d = reauth_deadline(now, lifetime, ConnId(3));
+        assert!(d.is_none_or(|d| d > now));
+        assert_eq!(reauth_deadline(now, Duration::MAX, ConnId(0)), None);
+        let hour = Duration::from_secs(3600);
+        let d = reauth_deadline(now, hour, ConnId(0)).unwrap();
+        assert!(d > now + hour * 8 / 10 && d < now + hour);
     }
 }

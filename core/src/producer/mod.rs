@@ -157,11 +157,12 @@ impl Producer {
             closing: false,
             closed: false,
             fatal: None,
-            cfg: config,
+            cfg: config.with_durations_capped(),
         })
     }
 
-    /// The configuration.
+    /// The configuration in use: as given, with durations capped at
+    /// [`ProducerConfig::MAX_DURATION`].
     pub fn config(&self) -> &ProducerConfig {
         &self.cfg
     }
