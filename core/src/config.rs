@@ -141,6 +141,11 @@ pub struct ProducerConfig {
     /// still negotiates: it never speaks above what the broker advertises either. Releases
     /// before 0.11 and unknown ones are refused.
     pub broker_version_max: Option<String>,
+    /// Emit [`crate::Diagnostic::BatchSent`], `BatchAcked` and `BatchFailed`: each batch's
+    /// lifecycle, for tracing one batch through the producer. Off by default (a few events
+    /// per batch); kprod-tokio turns it on when its `kprod_tokio::batch` log target is enabled
+    /// at debug level.
+    pub batch_diagnostics: bool,
     /// The planted bug to run with (model checking only).
     #[cfg(feature = "mutations")]
     pub mutation: crate::mutation::Mutation,
@@ -234,6 +239,7 @@ impl Default for ProducerConfig {
             sasl: None,
             max_versions: MaxVersions::NONE,
             broker_version_max: None,
+            batch_diagnostics: false,
             #[cfg(feature = "mutations")]
             mutation: crate::mutation::Mutation::None,
         }

@@ -160,6 +160,7 @@ macro_rules! mutated {
 }
 
 pub mod config;
+pub mod metrics;
 #[cfg(feature = "mutations")]
 pub mod mutation;
 mod partition;
@@ -170,6 +171,7 @@ pub mod sasl;
 mod types;
 
 pub use config::{ConfigError, DataLossPolicy, GapPolicy, ProducerConfig};
+pub use metrics::{Metrics, PartitionMetrics};
 pub use producer::{is_valid_topic_name, Producer};
 pub use protocol::compression::{Compression, CompressionType};
 pub use protocol::record_batch::Header;

@@ -166,6 +166,8 @@ pub(crate) struct Partition {
     /// When the last acknowledged batch was created: the broker's idle clock for this
     /// producer started no earlier.
     pub(crate) last_write: Option<Instant>,
+    /// The offset of the last record acknowledged, for metrics (history, not behaviour).
+    pub(crate) last_offset: crate::metrics::Observed<Option<i64>>,
 }
 
 /// What [`Partition::next_to_send`] chose.

@@ -292,8 +292,62 @@ pub enum Diagnostic {
         topic: Arc<str>,
         /// Partition.
         partition: i32,
+        /// The batch (as in [`Diagnostic::BatchSent`]).
+        batch: u64,
         /// The error that caused it.
         error: ErrorCode,
+    },
+    /// A batch went on the wire in a Produce request: its first transmission (when it is
+    /// sealed: sequenced and, if configured, compressed) or a retry. Only with
+    /// [`crate::ProducerConfig::batch_diagnostics`], like `BatchAcked` and `BatchFailed`.
+    BatchSent {
+        /// Topic.
+        topic: Arc<str>,
+        /// Partition.
+        partition: i32,
+        /// The batch: an id unique within this producer, the same in every event about it.
+        /// Halves of a split batch get new ids.
+        batch: u64,
+        /// The producer id and epoch it is sequenced under.
+        identity: Option<ProducerIdentity>,
+        /// Its first record's sequence number.
+        base_sequence: i32,
+        /// Records in it.
+        records: usize,
+        /// Its size on the wire (compressed, if it is).
+        bytes: usize,
+        /// The connection the request goes to.
+        conn: ConnId,
+        /// 1 for the first transmission, then one more for each retry.
+        attempt: u32,
+    },
+    /// A batch was acknowledged (each record then gets `Delivered`).
+    BatchAcked {
+        /// Topic.
+        topic: Arc<str>,
+        /// Partition.
+        partition: i32,
+        /// The batch.
+        batch: u64,
+        /// Its first record's offset, `None` for a duplicate the broker confirmed without one.
+        base_offset: Option<i64>,
+        /// Records in it.
+        records: usize,
+    },
+    /// A batch failed (each record then gets `Failed`).
+    BatchFailed {
+        /// Topic.
+        topic: Arc<str>,
+        /// Partition.
+        partition: i32,
+        /// The batch.
+        batch: u64,
+        /// Records in it.
+        records: usize,
+        /// Why.
+        error: DeliveryError,
+        /// Whether its records may be in the log.
+        persisted: Persistence,
     },
     /// The epoch was bumped locally.
     EpochBumped(ProducerIdentity),

@@ -179,7 +179,8 @@ pub use kprod_core::protocol::ErrorCode;
 pub use kprod_core::DeliveryError as FailureReason;
 pub use kprod_core::{
     Compression, CompressionType, ConfigError, DataLossPolicy, FatalError, GapPolicy, Header,
-    Persistence, ProducerConfig, Record, SaslConfig, SaslMechanism, Secret, SendError,
+    Metrics, PartitionMetrics, Persistence, ProducerConfig, Record, SaslConfig, SaslMechanism,
+    Secret, SendError,
 };
 
 /// How many application commands may wait for the driver before callers wait too.
@@ -506,6 +507,7 @@ enum Command {
     },
     Flush(oneshot::Sender<()>),
     Close(Option<oneshot::Sender<()>>),
+    Metrics(oneshot::Sender<Metrics>),
 }
 
 /// A cloneable handle to a producer driven by a tokio task. When every handle is dropped the
@@ -518,6 +520,8 @@ pub struct ProducerHandle {
     tx: mpsc::Sender<Command>,
     /// Set once, by the driver, when the producer fails as a whole.
     fatal: Arc<OnceLock<Fatal>>,
+    /// Set once, by the driver, as it stops: the last metrics.
+    final_metrics: Arc<OnceLock<Metrics>>,
 }
 
 impl ProducerHandle {
@@ -643,9 +647,14 @@ impl ProducerHandle {
         if let Some(t) = connect_timeout {
             config.connect_timeout = t;
         }
+        // The core reports each batch's lifecycle only when someone will see it.
+        if tracing::enabled!(target: "kprod_tokio::batch", tracing::Level::DEBUG) {
+            config.batch_diagnostics = true;
+        }
         let producer = Producer::new(config, now())?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
         let fatal = Arc::new(OnceLock::new());
+        let final_metrics = Arc::new(OnceLock::new());
         let (tx, commands) = mpsc::channel(COMMAND_QUEUE);
         let (io_tx, io_rx) = mpsc::channel(IO_QUEUE);
         let driver = Driver {
@@ -665,9 +674,14 @@ impl ProducerHandle {
             token_provider,
             fatal: fatal.clone(),
             finishing: Vec::new(),
+            final_metrics: final_metrics.clone(),
         };
         runtime.spawn(driver.run(commands, io_rx));
-        Ok(Self { tx, fatal })
+        Ok(Self {
+            tx,
+            fatal,
+            final_metrics,
+        })
     }
 
     /// Why the producer failed as a whole, once it has ([`Fatal`]); `None` while it works.
@@ -676,6 +690,23 @@ impl ProducerHandle {
     /// each record's error. Set before the failed records' futures resolve.
     pub fn fatal(&self) -> Option<Fatal> {
         self.fatal.get().cloned()
+    }
+
+    /// A snapshot of the producer's counters (records sent, delivered, failed by persistence,
+    /// batches sent, retries, epoch bumps, producer ids) and gauges (requests in flight,
+    /// buffered records and bytes against `buffer.memory`, per partition: queued records,
+    /// batches in flight, last acknowledged offset, next sequence): kprod-core's
+    /// [`Metrics`], each field documented there. Answered by the driver task between two
+    /// inputs (it waits behind commands queued before it); once the driver has stopped, the
+    /// metrics it had then.
+    pub async fn metrics(&self) -> Metrics {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Command::Metrics(tx)).await.is_ok() {
+            if let Ok(m) = rx.await {
+                return m;
+            }
+        }
+        self.final_metrics.get().cloned().unwrap_or_default()
     }
 
     /// Hands a record to the producer and returns once it is accepted, without waiting for
@@ -877,6 +908,8 @@ struct Driver<C: Connector> {
     /// Writers of connections closed with the producer, finishing the bytes they hold
     /// (acks=0 requests whose records are already `Sent`); `close` waits for them.
     finishing: Vec<tokio::task::JoinHandle<()>>,
+    /// Shared with the handles: the metrics when the driver stopped.
+    final_metrics: Arc<OnceLock<Metrics>>,
 }
 
 impl<C: Connector> Driver<C> {
@@ -924,6 +957,7 @@ impl<C: Connector> Driver<C> {
                 abort.abort();
             }
         }
+        let _ = self.final_metrics.set(self.producer.metrics());
         for tx in self.closers.drain(..) {
             let _ = tx.send(());
         }
@@ -937,6 +971,9 @@ impl<C: Connector> Driver<C> {
                 }
                 Command::Flush(tx) | Command::Close(Some(tx)) => {
                     let _ = tx.send(());
+                }
+                Command::Metrics(tx) => {
+                    let _ = tx.send(self.producer.metrics());
                 }
                 Command::Close(None) => {}
             }
@@ -1106,8 +1143,67 @@ impl<C: Connector> Driver<C> {
                 Diagnostic::Retry {
                     topic,
                     partition,
+                    batch,
                     error,
-                } => info!(%topic, partition, %error, "retrying batch"),
+                } => {
+                    info!(target: "kprod_tokio::batch", %topic, partition, batch, %error, "batch retry")
+                }
+                Diagnostic::BatchSent {
+                    topic,
+                    partition,
+                    batch,
+                    identity,
+                    base_sequence,
+                    records,
+                    bytes,
+                    conn,
+                    attempt,
+                } => debug!(
+                    target: "kprod_tokio::batch",
+                    %topic,
+                    partition,
+                    batch,
+                    producer_id = identity.map_or(-1, |i| i.producer_id),
+                    epoch = identity.map_or(-1, |i| i.epoch),
+                    base_sequence,
+                    records,
+                    bytes,
+                    conn = conn.0,
+                    attempt,
+                    "batch sent"
+                ),
+                Diagnostic::BatchAcked {
+                    topic,
+                    partition,
+                    batch,
+                    base_offset,
+                    records,
+                } => debug!(
+                    target: "kprod_tokio::batch",
+                    %topic,
+                    partition,
+                    batch,
+                    base_offset = base_offset.unwrap_or(-1),
+                    records,
+                    "batch acknowledged"
+                ),
+                Diagnostic::BatchFailed {
+                    topic,
+                    partition,
+                    batch,
+                    records,
+                    error,
+                    persisted,
+                } => debug!(
+                    target: "kprod_tokio::batch",
+                    %topic,
+                    partition,
+                    batch,
+                    records,
+                    %error,
+                    ?persisted,
+                    "batch failed"
+                ),
                 Diagnostic::EpochBumped(id) => {
                     info!(
                         producer_id = id.producer_id,
@@ -1132,6 +1228,11 @@ impl<C: Connector> Driver<C> {
 
     /// Applies an application command, or queues it behind a record waiting for memory.
     fn command(&mut self, cmd: Command) {
+        if let Command::Metrics(tx) = cmd {
+            // Never behind a record waiting for memory.
+            let _ = tx.send(self.producer.metrics());
+            return;
+        }
         if self.failed.is_some() {
             match cmd {
                 Command::Send {
@@ -1146,6 +1247,7 @@ impl<C: Connector> Driver<C> {
                     self.close_requested = true;
                     self.closers.extend(tx);
                 }
+                Command::Metrics(_) => {}
             }
         } else if !self.deferred.is_empty() {
             self.deferred.push_back(cmd);
@@ -1196,6 +1298,9 @@ impl<C: Connector> Driver<C> {
                 self.producer.close(now());
                 self.close_requested = true;
                 self.closers.extend(tx);
+            }
+            Command::Metrics(tx) => {
+                let _ = tx.send(self.producer.metrics());
             }
         }
         None

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 
 use crate::config::ProducerConfig;
+use crate::metrics::{Counters, Observed};
 use crate::partition::BatchState;
 use crate::types::{
     ConnId, Diagnostic, Event, FatalError, Output, ProducerIdentity, Record, RecordId, SendError,
@@ -35,6 +36,7 @@ mod auth;
 mod connections;
 mod identity;
 mod metadata;
+mod observe;
 mod outcomes;
 mod requests;
 mod responses;
@@ -107,6 +109,8 @@ pub struct Producer {
     closing: bool,
     closed: bool,
     fatal: Option<FatalError>,
+    /// Counters for [`Self::metrics`]: observability, not behaviour (equal in every state).
+    stats: Observed<Counters>,
 }
 
 /// Whether `name` is a legal Kafka topic name.
@@ -157,6 +161,7 @@ impl Producer {
             closing: false,
             closed: false,
             fatal: None,
+            stats: Observed::default(),
             cfg: config.with_durations_capped(),
         })
     }
@@ -314,6 +319,7 @@ impl Producer {
     }
 
     fn emit(&mut self, event: Event) {
+        self.stats.0.count(&event);
         self.out.push_back(Output::Event(event));
     }
 

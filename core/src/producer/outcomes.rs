@@ -93,6 +93,7 @@ impl Producer {
         p.update_inflight_conn();
         self.buffered_bytes -= b.size;
         self.pending_records -= b.records.len();
+        self.on_batch_failed(ti, pi, &b, &error, persisted);
         let topic = self.topics[ti].name.clone();
         for (id, record) in b.into_failed_records(&topic, pi as i32) {
             self.emit(Event::Failed {
@@ -128,6 +129,7 @@ impl Producer {
             }
         }
         p.update_inflight_conn();
+        self.on_batch_acked(ti, pi, &b, base_offset);
         self.buffered_bytes -= b.size;
         self.pending_records -= b.records.len();
         for (k, id) in b.records.into_iter().enumerate() {
@@ -180,6 +182,7 @@ impl Producer {
         self.diag(Diagnostic::Retry {
             topic,
             partition: r.partition as i32,
+            batch: r.batch,
             error,
         });
     }

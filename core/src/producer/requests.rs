@@ -202,6 +202,7 @@ impl Producer {
             topic_data,
         };
         let version = self.conns[&conn].versions.produce;
+        self.on_batches_sent(conn, &refs);
         if self.cfg.acks == 0 {
             // No answer will come: nothing waits in flight (acks.rs).
             self.transmit_unacknowledged(conn, &req, version, refs);

@@ -1,0 +1,121 @@
+//! A snapshot of what the producer has done and holds ([`crate::Producer::metrics`]).
+//!
+//! Counters are history: two producers that will behave the same may have counted different
+//! things on the way. They live in [`Observed`], whose equality and hash ignore the contents,
+//! so the producer's `PartialEq`/`Hash` (what the model checker tells states apart by) see
+//! only behaviour. The gauges are derived from the state when the snapshot is taken.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use crate::types::{Diagnostic, Event, Persistence};
+
+/// A value kept for observability, not behaviour: every two `Observed` values are equal and
+/// hash alike, so holding one in the producer's state never tells two states apart.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Observed<T>(pub(crate) T);
+
+impl<T> PartialEq for Observed<T> {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl<T> Eq for Observed<T> {}
+
+impl<T> Hash for Observed<T> {
+    fn hash<H: Hasher>(&self, _: &mut H) {}
+}
+
+/// The producer's counters since it was created.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Counters {
+    pub(crate) records_sent: u64,
+    pub(crate) records_delivered: u64,
+    pub(crate) records_failed_not_persisted: u64,
+    pub(crate) records_failed_possibly_persisted: u64,
+    pub(crate) batches_sent: u64,
+    pub(crate) retries: u64,
+    pub(crate) epoch_bumps: u64,
+    pub(crate) producer_ids: u64,
+}
+
+impl Counters {
+    /// Counts what an event emitted to the application says happened.
+    pub(crate) fn count(&mut self, event: &Event) {
+        match event {
+            Event::Delivered { .. } => self.records_delivered += 1,
+            Event::Failed { persisted, .. } => match persisted {
+                Persistence::NotPersisted => self.records_failed_not_persisted += 1,
+                Persistence::PossiblyPersisted => self.records_failed_possibly_persisted += 1,
+            },
+            Event::Diagnostic(Diagnostic::Retry { .. }) => self.retries += 1,
+            Event::Diagnostic(Diagnostic::EpochBumped(_)) => self.epoch_bumps += 1,
+            Event::Diagnostic(Diagnostic::ProducerId(_)) => self.producer_ids += 1,
+            _ => {}
+        }
+    }
+}
+
+/// What the producer has done since it was created (counters) and what it holds now
+/// (gauges). Taken with [`crate::Producer::metrics`]; cheap enough to poll every second,
+/// though it walks every partition.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Metrics {
+    /// Counter: records accepted by [`crate::Producer::send`] (refused ones are not counted).
+    pub records_sent: u64,
+    /// Counter: records acknowledged ([`Event::Delivered`]).
+    pub records_delivered: u64,
+    /// Counter: records failed [`Persistence::NotPersisted`] ([`Event::Failed`]).
+    pub records_failed_not_persisted: u64,
+    /// Counter: records failed [`Persistence::PossiblyPersisted`].
+    pub records_failed_possibly_persisted: u64,
+    /// Counter: batch transmissions in Produce requests, first attempts and retries alike.
+    pub batches_sent: u64,
+    /// Counter: batches scheduled for a retry ([`Diagnostic::Retry`]).
+    pub retries: u64,
+    /// Counter: local epoch bumps ([`Diagnostic::EpochBumped`], KIP-360).
+    pub epoch_bumps: u64,
+    /// Counter: producer ids obtained from InitProducerId, the first one included
+    /// ([`Diagnostic::ProducerId`]).
+    pub producer_ids: u64,
+    /// Gauge: requests of every kind (Produce, Metadata, InitProducerId, ...) written and
+    /// not yet answered, over all connections.
+    pub requests_in_flight: usize,
+    /// Gauge: of those, Produce requests.
+    pub produce_requests_in_flight: usize,
+    /// Gauge: records accepted and not yet resolved
+    /// (`records_sent - records_delivered - records_failed_*`).
+    pub buffered_records: usize,
+    /// Gauge: bytes those records hold against `buffer.memory`.
+    pub buffered_bytes: usize,
+    /// The `buffer.memory` limit: [`crate::Producer::send`] refuses a record that would take
+    /// `buffered_bytes` past it.
+    pub buffer_memory: usize,
+    /// Gauge: records waiting for their topic's metadata (not in any partition yet).
+    pub records_awaiting_metadata: usize,
+    /// One entry per partition of every topic the producer knows, by topic and partition.
+    pub partitions: Vec<PartitionMetrics>,
+}
+
+/// One partition in [`Metrics`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PartitionMetrics {
+    /// Topic.
+    pub topic: Arc<str>,
+    /// Partition.
+    pub partition: i32,
+    /// Gauge: records in this partition's batches that are not on the wire: open, ready,
+    /// waiting for a retry or for a new producer identity.
+    pub queued_records: usize,
+    /// Gauge: batches in a Produce request awaiting its answer.
+    pub in_flight_batches: usize,
+    /// The offset of the last record acknowledged in this partition (history: kept across
+    /// epoch bumps), `None` before the first acknowledgement with an offset.
+    pub last_acked_offset: Option<i64>,
+    /// The sequence number the next new batch gets under the partition's current producer
+    /// identity (restarts at 0 when the partition moves to a new identity).
+    pub next_sequence: i32,
+}
