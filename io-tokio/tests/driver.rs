@@ -757,3 +757,124 @@ mod handle_api {
         h.close().await;
     }
 }
+
+/// Metrics (`ProducerHandle::metrics`) and per-batch tracing (`kprod_tokio::batch`).
+mod observability {
+    use super::*;
+    use std::fmt::Write as _;
+
+    #[tokio::test(start_paused = true)]
+    async fn metrics_count_what_happened_and_survive_the_driver() {
+        let broker = FakeBroker::new("t", 1);
+        broker.script.lock().unwrap().produce = VecDeque::from([Action::AppendThenDrop]);
+        let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+        let before = h.metrics().await;
+        assert_eq!((before.records_sent, before.batches_sent), (0, 0));
+        assert_eq!(before.buffer_memory, 32 * 1024 * 1024);
+        let outcomes = produce_all(&h, "t", 300).await;
+        all_delivered(&outcomes);
+        let m = h.metrics().await;
+        assert_eq!((m.records_sent, m.records_delivered), (300, 300));
+        assert_eq!(
+            (
+                m.records_failed_not_persisted,
+                m.records_failed_possibly_persisted
+            ),
+            (0, 0)
+        );
+        assert!(m.retries >= 1, "the dropped request was retried: {m:?}");
+        assert!(m.batches_sent > m.retries, "{m:?}");
+        assert_eq!(m.producer_ids, 1);
+        assert_eq!((m.buffered_records, m.buffered_bytes), (0, 0));
+        assert_eq!(m.partitions.len(), 1);
+        let p = &m.partitions[0];
+        assert_eq!(p.last_acked_offset, Some(299));
+        assert_eq!((p.queued_records, p.in_flight_batches), (0, 0));
+        assert_eq!(p.next_sequence, 300);
+        h.close().await;
+        // Once the driver has stopped: its last snapshot.
+        let after = h.metrics().await;
+        assert_eq!(after.records_delivered, 300);
+        assert_eq!(after.partitions[0].last_acked_offset, Some(299));
+    }
+
+    /// Collects every event as `(target, fields)`.
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<(String, String)>>>);
+
+    impl tracing::Subscriber for Capture {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, e: &tracing::Event<'_>) {
+            struct Fields(String);
+            impl tracing::field::Visit for Fields {
+                fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+                    let _ = write!(self.0, "{}={:?} ", f.name(), v);
+                }
+            }
+            let mut fields = Fields(String::new());
+            e.record(&mut fields);
+            let target = e.metadata().target().to_owned();
+            self.0.lock().unwrap().push((target, fields.0));
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    /// With `kprod_tokio::batch` enabled at debug, one batch can be followed by its id: sent
+    /// (attempt 1), retried after the connection dropped, sent again (attempt 2),
+    /// acknowledged at its offset.
+    #[tokio::test(start_paused = true)]
+    async fn one_batch_can_be_followed_through_its_lifecycle() {
+        let capture = Capture::default();
+        let _guard = tracing::subscriber::set_default(capture.clone());
+        let broker = FakeBroker::new("t", 1);
+        broker.script.lock().unwrap().produce = VecDeque::from([Action::AppendThenDrop]);
+        let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+        all_delivered(&produce_all(&h, "t", 1).await);
+        h.close().await;
+        let events = capture.0.lock().unwrap().clone();
+        let batch: Vec<&String> = events
+            .iter()
+            .filter(|(t, _)| t == "kprod_tokio::batch")
+            .map(|(_, f)| f)
+            .collect();
+        let id = batch
+            .first()
+            .and_then(|f| f.split(' ').find(|kv| kv.starts_with("batch=")))
+            .expect("a batch event")
+            .to_owned();
+        let lifecycle: Vec<&String> = batch
+            .iter()
+            .copied()
+            .filter(|f| f.split(' ').any(|kv| kv == id))
+            .collect();
+        let has = |f: &String, parts: &[&str]| parts.iter().all(|p| f.contains(p));
+        assert_eq!(lifecycle.len(), 4, "{batch:#?}");
+        assert!(
+            has(
+                lifecycle[0],
+                &[
+                    "message=batch sent",
+                    "topic=t",
+                    "partition=0",
+                    "base_sequence=0"
+                ]
+            ),
+            "{lifecycle:#?}"
+        );
+        assert!(has(lifecycle[0], &["records=1", "attempt=1", "conn="]));
+        assert!(has(lifecycle[1], &["message=batch retry", "error="]));
+        assert!(has(lifecycle[2], &["message=batch sent", "attempt=2"]));
+        assert!(has(
+            lifecycle[3],
+            &["message=batch acknowledged", "base_offset=0", "records=1"]
+        ));
+    }
+}
