@@ -750,6 +750,11 @@ pub async fn delivery_timeout_while_blackholed(env: Env) -> Summary {
             "{k:?}"
         );
     }
+    // Every failed record comes back as sent, the sealed (possibly persisted) ones included.
+    assert_eq!(
+        l.assert_failed_records_returned(),
+        before.failed_possibly_persisted + before.failed_not_persisted
+    );
     env.heal().await;
     l.enqueue_n(&p, 20).await;
     l.resolve(RESOLVE).await;

@@ -521,6 +521,31 @@ impl Ledger {
         s
     }
 
+    /// Checks that every failed record was handed back (`DeliveryError::record`) equal to
+    /// what was sent: topic, partition, key, value. Returns how many failed.
+    ///
+    /// # Panics
+    /// If a failure holds no record or a different one.
+    pub fn assert_failed_records_returned(&self) -> usize {
+        let mut failed = 0;
+        for (i, e) in self.entries.iter().enumerate() {
+            let Some(Err(err)) = &e.outcome else { continue };
+            failed += 1;
+            let r = err
+                .record()
+                .unwrap_or_else(|| panic!("record {i} failed ({err}) without its record"));
+            assert_eq!(r.topic, self.topic, "record {i}");
+            assert_eq!(r.partition, Some(e.partition), "record {i}");
+            assert_eq!(
+                r.key.as_deref(),
+                Some(format!("k{i}").as_bytes()),
+                "record {i}"
+            );
+            assert_eq!(r.value.as_deref(), Some(&e.value[..]), "record {i}");
+        }
+        failed
+    }
+
     /// The failures' kinds, for assertions on why records failed.
     pub fn errors(&self) -> Vec<&ErrorKind> {
         self.entries
