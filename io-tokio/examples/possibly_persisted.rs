@@ -23,7 +23,15 @@ enum Next {
     Drop(String),
 }
 
-fn classify(record: Record, error: &kprod_tokio::DeliveryError) -> Next {
+/// Takes the failure apart: the error hands the record back (`into_record`), so the
+/// application keeps no copy of what it sent.
+fn classify(error: kprod_tokio::DeliveryError) -> Next {
+    let shown = error.to_string();
+    let (kind, persisted) = (error.kind.clone(), error.persisted);
+    let Some(record) = error.into_record() else {
+        // Only when the producer's task died with the record.
+        return Next::Drop(format!("record lost with the producer: {shown}"));
+    };
     let id = String::from_utf8_lossy(
         record
             .headers
@@ -33,13 +41,13 @@ fn classify(record: Record, error: &kprod_tokio::DeliveryError) -> Next {
             .unwrap_or_default(),
     )
     .into_owned();
-    match (&error.kind, error.persisted) {
+    match (&kind, persisted) {
         // Refused before the producer accepted it: an invalid topic, too large, closed.
-        (ErrorKind::Refused(_), _) => Next::Drop(format!("{id}: {error}")),
+        (ErrorKind::Refused(_), _) => Next::Drop(format!("{id}: {shown}")),
         (ErrorKind::Failed(FailureReason::Broker(code)), Persistence::NotPersisted)
             if !code.is_retriable() =>
         {
-            Next::Drop(format!("{id}: {error}"))
+            Next::Drop(format!("{id}: {shown}"))
         }
         (_, Persistence::NotPersisted) => Next::Resend(record),
         (_, Persistence::PossiblyPersisted) => Next::Reconcile(id),
@@ -65,9 +73,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let record = Record::new(topic.as_str(), format!("{{\"amount\": {}}}", 10 * i))
             .with_key(format!("account-{}", i % 2))
             .with_header("id", Some(Bytes::from(id.clone())));
-        let mut attempt = record.clone();
+        let mut attempt = record;
         for round in 1..=2 {
-            match producer.send(attempt.clone()).await {
+            match producer.send(attempt).await {
                 Ok(d) => {
                     println!(
                         "{id}: delivered at {}-{} {:?}",
@@ -75,23 +83,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     );
                     break;
                 }
-                Err(e) => match classify(attempt, &e) {
-                    Next::Resend(r) if round < 2 => {
+                Err(e) => match (e.to_string(), classify(e)) {
+                    (e, Next::Resend(r)) if round < 2 => {
                         println!("{id}: not persisted ({e}), sending it again");
                         attempt = r;
                     }
-                    Next::Resend(_) => {
+                    (e, Next::Resend(_)) => {
                         println!(
                             "{id}: not persisted again ({e}), giving up: it is not in the log"
                         );
                         break;
                     }
-                    Next::Reconcile(id) => {
+                    (e, Next::Reconcile(id)) => {
                         println!("{id}: possibly persisted ({e}), left to reconciliation");
                         to_reconcile.push(id);
                         break;
                     }
-                    Next::Drop(why) => {
+                    (_, Next::Drop(why)) => {
                         println!("dropped: {why}");
                         break;
                     }

@@ -52,6 +52,10 @@
 //!   after the request went out, a lost connection); it may be in the log, so sending it
 //!   again may duplicate it. Reconcile instead (see `examples/possibly_persisted.rs`).
 //!
+//! Each [`DeliveryError`] hands its record back ([`DeliveryError::record`],
+//! [`DeliveryError::into_record`]): send it again, re-route it or persist it without keeping
+//! a copy (see `examples/possibly_persisted.rs`).
+//!
 //! ## Trading durability for throughput: `acks` 0 and 1
 //!
 //! By default kprod is idempotent with `acks=all`. With `enable.idempotence=false` it also
@@ -63,6 +67,23 @@
 //! log). Without idempotence a retry may write a record twice and, with
 //! `max.in.flight.requests.per.connection` above 1, after a later record; failures keep their
 //! truthful [`Persistence`].
+//!
+//! # Metrics and tracing
+//!
+//! [`ProducerHandle::metrics`] returns a [`Metrics`] snapshot: records sent, delivered and
+//! failed (by persistence), batches sent, retries, epoch bumps, producer ids, requests in
+//! flight, buffered records and bytes against `buffer.memory`, and per partition queued
+//! records, batches in flight, the last acknowledged offset and the next sequence.
+//!
+//! Log events go through `tracing`. Each batch's lifecycle is on the target
+//! `kprod_tokio::batch`: `batch sent` (debug; `batch` id, `topic`, `partition`,
+//! `base_sequence`, `records`, `bytes`, `conn`, `attempt`), `batch retry` (info; `error`),
+//! `batch acknowledged` (debug; `base_offset`) and `batch failed` (debug; `error`,
+//! `persisted`): follow one batch by its `batch` field, for instance with
+//! `tracing_subscriber::fmt().with_env_filter(EnvFilter::from_default_env()).init()` and
+//! `RUST_LOG=kprod_tokio::batch=debug`. The core reports batches only when that target is
+//! enabled at debug level as the producer starts ([`ProducerConfig::batch_diagnostics`]), so
+//! an untraced producer pays nothing for it.
 //!
 //! # Cancellation
 //!
