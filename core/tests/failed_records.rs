@@ -167,7 +167,7 @@ fn record(i: usize) -> Record {
         .with_timestamp(1_700_000_000_000 + (i as i64 % 3) * 7 - 5)
         .with_header("trace", Some(Bytes::from(format!("t{i}"))))
         .with_header("empty", None);
-    if i % 2 == 0 {
+    if i & 1 == 0 {
         r = r.with_key(format!("key-{i}"));
     }
     r

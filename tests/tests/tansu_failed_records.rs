@@ -20,7 +20,7 @@ fn record(topic: &str, i: usize, partition: Option<i32>) -> Record {
         .with_timestamp(1_700_000_000_000 + i as i64)
         .with_header("id", Some(Bytes::from(format!("id-{i}"))))
         .with_header("null", None);
-    if i % 3 != 0 {
+    if !i.is_multiple_of(3) {
         r = r.with_key(format!("key-{}", i % 7));
     }
     if let Some(p) = partition {
@@ -61,7 +61,7 @@ fn records_that_time_out_against_a_dead_broker_come_back_as_sent() {
         let mut futures = Vec::new();
         let mut sent = Vec::new();
         for i in 1..N {
-            let partition = (i % 2 == 0).then_some((i % 4 / 2) as i32);
+            let partition = i.is_multiple_of(2).then_some((i % 4 / 2) as i32);
             let r = record(TOPIC, i, partition);
             futures.push(producer.enqueue(r.clone()).await.expect("accepted"));
             sent.push(r);
@@ -124,7 +124,7 @@ fn records_for_a_missing_topic_come_back_as_sent() {
         let producer = ProducerHandle::connect(config).unwrap();
         let mut futures = Vec::new();
         for i in 0..20 {
-            let r = record("kprod-no-such-topic", i, (i % 2 == 0).then_some(0));
+            let r = record("kprod-no-such-topic", i, i.is_multiple_of(2).then_some(0));
             futures.push((producer.enqueue(r.clone()).await.expect("accepted"), r));
         }
         for (f, sent) in futures {
