@@ -54,7 +54,8 @@
 //!
 //! - application commands: [`Producer::send`] (accepts a record and returns its
 //!   [`RecordId`], or hands it back in a [`SendError`]), [`Producer::flush`],
-//!   [`Producer::close`];
+//!   [`Producer::close`]; and [`Producer::abort`], for a driver that meets an error no
+//!   retry can fix (a rejected certificate): every record fails, handed back;
 //! - connection results: [`Producer::handle_connected`] and
 //!   [`Producer::handle_connect_failed`], exactly one of them for each `Connect`, under its
 //!   [`ConnId`];
@@ -80,9 +81,9 @@
 //!   framing. Never write bytes twice, and drop `Transmit`s for a connection that is gone;
 //! - `Close { conn }`: drop the connection; do not report `handle_disconnected` for it;
 //! - `Event(event)`: for the application. Every accepted record gets exactly one final event,
-//!   [`Event::Delivered`] or [`Event::Failed`] with a truthful [`Persistence`] (with
-//!   `acks=0`, [`Event::Sent`] instead of `Delivered`: handed to the driver, never
-//!   acknowledged);
+//!   [`Event::Delivered`] or [`Event::Failed`] with a truthful [`Persistence`] and the record
+//!   handed back (with `acks=0`, [`Event::Sent`] instead of `Delivered`: handed to the
+//!   driver, never acknowledged);
 //!   [`Event::Fatal`] and [`Event::Diagnostic`] are notices;
 //! - `SaslInput { conn, need }`: a SCRAM nonce or an OAUTHBEARER token (only when
 //!   [`ProducerConfig::sasl`] is set);
