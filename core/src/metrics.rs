@@ -1,7 +1,7 @@
 //! A snapshot of what the producer has done and holds ([`crate::Producer::metrics`]).
 //!
 //! Counters are history: two producers that will behave the same may have counted different
-//! things on the way. They live in [`Observed`], whose equality and hash ignore the contents,
+//! things on the way. They live in a wrapper whose equality and hash ignore the contents,
 //! so the producer's `PartialEq`/`Hash` (what the model checker tells states apart by) see
 //! only behaviour. The gauges are derived from the state when the snapshot is taken.
 
