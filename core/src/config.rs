@@ -341,8 +341,12 @@ impl ProducerConfig {
         if self.request_timeout.is_zero() {
             return Err(err("request.timeout.ms", "must be positive"));
         }
-        // Saturating: huge durations mean "never" and must not overflow here.
-        if self.delivery_timeout < self.linger.saturating_add(self.request_timeout) {
+        // Saturating: huge durations mean "never" and must not overflow here; a delivery
+        // timeout of "never" outlasts any linger and request timeout.
+        let never = Self::MAX_DURATION;
+        if self.delivery_timeout.min(never)
+            < self.linger.saturating_add(self.request_timeout).min(never)
+        {
             return Err(err(
                 "delivery.timeout.ms",
                 "must be at least linger.ms + request.timeout.ms",

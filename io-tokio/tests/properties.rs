@@ -346,3 +346,31 @@ async fn oauthbearer_without_a_token_provider_is_refused() {
     });
     assert!(p.is_ok());
 }
+
+/// Java's "forever", `Long.MAX_VALUE` ms, is accepted for the duration properties and means
+/// "effectively never" (capped at `ProducerConfig::MAX_DURATION`), never a panic.
+#[test]
+fn long_max_value_durations_mean_never() {
+    let forever = "9223372036854775807";
+    let config = kprod_tokio::config_from_properties(&[
+        ("bootstrap.servers", "localhost:9092"),
+        ("max.block.ms", forever),
+        ("delivery.timeout.ms", forever),
+        ("metadata.max.age.ms", forever),
+        ("request.timeout.ms", forever),
+        ("retry.backoff.max.ms", forever),
+    ])
+    .unwrap();
+    let p = kprod_tokio::kprod_core::Producer::new(config, std::time::Instant::now()).unwrap();
+    let never = kprod_tokio::ProducerConfig::MAX_DURATION;
+    let c = p.config();
+    assert_eq!(
+        (
+            c.max_block,
+            c.delivery_timeout,
+            c.metadata_max_age,
+            c.request_timeout
+        ),
+        (never, never, never, never)
+    );
+}
