@@ -352,7 +352,7 @@ async fn oauthbearer_without_a_token_provider_is_refused() {
 #[test]
 fn long_max_value_durations_mean_never() {
     let forever = "9223372036854775807";
-    let config = kprod_tokio::config_from_properties(&[
+    let config = config_from_properties(&[
         ("bootstrap.servers", "localhost:9092"),
         ("max.block.ms", forever),
         ("delivery.timeout.ms", forever),
@@ -361,8 +361,8 @@ fn long_max_value_durations_mean_never() {
         ("retry.backoff.max.ms", forever),
     ])
     .unwrap();
-    let p = kprod_tokio::kprod_core::Producer::new(config, std::time::Instant::now()).unwrap();
-    let never = kprod_tokio::ProducerConfig::MAX_DURATION;
+    let p = kprod_core::Producer::new(config, std::time::Instant::now()).unwrap();
+    let never = kprod_core::ProducerConfig::MAX_DURATION;
     let c = p.config();
     assert_eq!(
         (
