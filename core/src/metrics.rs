@@ -30,8 +30,9 @@ impl<T> Hash for Observed<T> {
 /// The producer's counters since it was created.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Counters {
-    pub(crate) records_sent: u64,
+    pub(crate) records_accepted: u64,
     pub(crate) records_delivered: u64,
+    pub(crate) records_sent_unacknowledged: u64,
     pub(crate) records_failed_not_persisted: u64,
     pub(crate) records_failed_possibly_persisted: u64,
     pub(crate) batches_sent: u64,
@@ -45,6 +46,7 @@ impl Counters {
     pub(crate) fn count(&mut self, event: &Event) {
         match event {
             Event::Delivered { .. } => self.records_delivered += 1,
+            Event::Sent { .. } => self.records_sent_unacknowledged += 1,
             Event::Failed { persisted, .. } => match persisted {
                 Persistence::NotPersisted => self.records_failed_not_persisted += 1,
                 Persistence::PossiblyPersisted => self.records_failed_possibly_persisted += 1,
@@ -64,9 +66,11 @@ impl Counters {
 #[non_exhaustive]
 pub struct Metrics {
     /// Counter: records accepted by [`crate::Producer::send`] (refused ones are not counted).
-    pub records_sent: u64,
+    pub records_accepted: u64,
     /// Counter: records acknowledged ([`Event::Delivered`]).
     pub records_delivered: u64,
+    /// Counter: `acks=0` records handed to the driver, never acknowledged ([`Event::Sent`]).
+    pub records_sent_unacknowledged: u64,
     /// Counter: records failed [`Persistence::NotPersisted`] ([`Event::Failed`]).
     pub records_failed_not_persisted: u64,
     /// Counter: records failed [`Persistence::PossiblyPersisted`].
@@ -86,7 +90,7 @@ pub struct Metrics {
     /// Gauge: of those, Produce requests.
     pub produce_requests_in_flight: usize,
     /// Gauge: records accepted and not yet resolved
-    /// (`records_sent - records_delivered - records_failed_*`).
+    /// (`records_accepted` minus the delivered, sent-unacknowledged and failed ones).
     pub buffered_records: usize,
     /// Gauge: bytes those records hold against `buffer.memory`.
     pub buffered_bytes: usize,

@@ -142,7 +142,7 @@ fn metrics_count_sends_acknowledgements_retries_and_failures() {
     let mut h = Harness::new(|c| c.buffer_memory = 4 << 20);
     let m = h.p.metrics();
     assert_eq!(
-        (m.records_sent, m.buffered_records, m.buffered_bytes),
+        (m.records_accepted, m.buffered_records, m.buffered_bytes),
         (0, 0, 0)
     );
     assert_eq!(m.buffer_memory, 4 << 20);
@@ -150,7 +150,7 @@ fn metrics_count_sends_acknowledgements_retries_and_failures() {
 
     h.send(3);
     let m = h.p.metrics();
-    assert_eq!((m.records_sent, m.buffered_records), (3, 3));
+    assert_eq!((m.records_accepted, m.buffered_records), (3, 3));
     assert_eq!(m.records_awaiting_metadata, 3, "no metadata yet");
     assert!(m.buffered_bytes > 0);
 
@@ -188,7 +188,7 @@ fn metrics_count_sends_acknowledgements_retries_and_failures() {
     let f = h.answer_until_produce().expect("produce");
     h.feed(produce_error(&f, ErrorCode::InvalidRecord));
     let m = h.p.metrics();
-    assert_eq!(m.records_sent, 5);
+    assert_eq!(m.records_accepted, 5);
     assert_eq!(
         (
             m.records_failed_not_persisted,

@@ -70,7 +70,7 @@
 //!
 //! # Metrics and tracing
 //!
-//! [`ProducerHandle::metrics`] returns a [`Metrics`] snapshot: records sent, delivered and
+//! [`ProducerHandle::metrics`] returns a [`Metrics`] snapshot: records accepted, delivered and
 //! failed (by persistence), batches sent, retries, epoch bumps, producer ids, requests in
 //! flight, buffered records and bytes against `buffer.memory`, and per partition queued
 //! records, batches in flight, the last acknowledged offset and the next sequence.
@@ -713,7 +713,7 @@ impl ProducerHandle {
         self.fatal.get().cloned()
     }
 
-    /// A snapshot of the producer's counters (records sent, delivered, failed by persistence,
+    /// A snapshot of the producer's counters (records accepted, delivered, failed by persistence,
     /// batches sent, retries, epoch bumps, producer ids) and gauges (requests in flight,
     /// buffered records and bytes against `buffer.memory`, per partition: queued records,
     /// batches in flight, last acknowledged offset, next sequence): kprod-core's

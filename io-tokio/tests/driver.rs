@@ -769,12 +769,12 @@ mod observability {
         broker.script.lock().unwrap().produce = VecDeque::from([Action::AppendThenDrop]);
         let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
         let before = h.metrics().await;
-        assert_eq!((before.records_sent, before.batches_sent), (0, 0));
+        assert_eq!((before.records_accepted, before.batches_sent), (0, 0));
         assert_eq!(before.buffer_memory, 32 * 1024 * 1024);
         let outcomes = produce_all(&h, "t", 300).await;
         all_delivered(&outcomes);
         let m = h.metrics().await;
-        assert_eq!((m.records_sent, m.records_delivered), (300, 300));
+        assert_eq!((m.records_accepted, m.records_delivered), (300, 300));
         assert_eq!(
             (
                 m.records_failed_not_persisted,

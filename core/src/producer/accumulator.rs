@@ -103,7 +103,7 @@ impl Producer {
         }
         let id = RecordId(self.next_record);
         self.next_record += 1;
-        self.stats.0.records_sent += 1;
+        self.stats.0.records_accepted += 1;
         self.buffered_bytes += size;
         self.pending_records += 1;
         self.dirty = true;

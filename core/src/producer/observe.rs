@@ -16,8 +16,9 @@ impl Producer {
     pub fn metrics(&self) -> Metrics {
         let c = self.stats.0;
         let mut m = Metrics {
-            records_sent: c.records_sent,
+            records_accepted: c.records_accepted,
             records_delivered: c.records_delivered,
+            records_sent_unacknowledged: c.records_sent_unacknowledged,
             records_failed_not_persisted: c.records_failed_not_persisted,
             records_failed_possibly_persisted: c.records_failed_possibly_persisted,
             batches_sent: c.batches_sent,
@@ -143,7 +144,7 @@ mod tests {
     fn observed_values_are_all_equal_and_hash_alike() {
         let a = Observed(Counters::default());
         let mut b = a;
-        b.0.records_sent = 7;
+        b.0.records_accepted = 7;
         b.0.retries = 3;
         assert_eq!(a, b);
         assert_eq!(hash_of(&a), hash_of(&b));
