@@ -829,20 +829,22 @@ mod observability {
 
     /// With `kprod_tokio::batch` enabled at debug, one batch can be followed by its id: sent
     /// (attempt 1), retried after the connection dropped, sent again (attempt 2),
-    /// acknowledged at its offset.
+    /// acknowledged at its offset. The subscriber is the global one (a thread-scoped one races
+    /// with the other tests' threads over tracing's per-callsite interest cache), so the
+    /// events are told apart by this test's own topic.
     #[tokio::test(start_paused = true)]
     async fn one_batch_can_be_followed_through_its_lifecycle() {
         let capture = Capture::default();
-        let _guard = tracing::subscriber::set_default(capture.clone());
-        let broker = FakeBroker::new("t", 1);
+        tracing::subscriber::set_global_default(capture.clone()).expect("the only global one");
+        let broker = FakeBroker::new("traced", 1);
         broker.script.lock().unwrap().produce = VecDeque::from([Action::AppendThenDrop]);
         let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
-        all_delivered(&produce_all(&h, "t", 1).await);
+        all_delivered(&produce_all(&h, "traced", 1).await);
         h.close().await;
         let events = capture.0.lock().unwrap().clone();
         let batch: Vec<&String> = events
             .iter()
-            .filter(|(t, _)| t == "kprod_tokio::batch")
+            .filter(|(t, f)| t == "kprod_tokio::batch" && f.contains("topic=traced "))
             .map(|(_, f)| f)
             .collect();
         let id = batch
