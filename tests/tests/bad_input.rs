@@ -394,17 +394,18 @@ async fn configuration_out_of_range() {
                 ..good.clone()
             },
         ),
+        // Idempotence needs acks=all (acks 0 and 1 go with enable.idempotence=false).
         (
-            "enable.idempotence",
+            "acks",
             ProducerConfig {
-                enable_idempotence: false,
+                acks: 0,
                 ..good.clone()
             },
         ),
         (
             "acks",
             ProducerConfig {
-                acks: 0,
+                acks: 1,
                 ..good.clone()
             },
         ),
@@ -536,8 +537,6 @@ async fn configuration_out_of_range() {
             "0",
             "max.in.flight.requests.per.connection",
         ),
-        ("acks", "1", "acks"),
-        ("enable.idempotence", "false", "enable.idempotence"),
         ("batch.size", "0", "batch.size"),
         ("max.request.size", "10", "max.request.size"),
         ("request.timeout.ms", "0", "request.timeout.ms"),
@@ -566,6 +565,17 @@ async fn configuration_out_of_range() {
                 assert!(e.to_string().contains(value), "{e}");
             }
             other => panic!("{name}={value}: {other:?}"),
+        }
+    }
+    // acks 0 and 1 turn idempotence off unless it is asked for: then they conflict.
+    for acks in ["0", "1"] {
+        match config_from_properties(&[
+            ("bootstrap.servers", bootstrap.as_str()),
+            ("enable.idempotence", "true"),
+            ("acks", acks),
+        ]) {
+            Err(PropertyError::Config(e)) => assert_eq!(e.setting, "acks", "acks={acks}"),
+            other => panic!("acks={acks} with idempotence: {other:?}"),
         }
     }
     match props(("linger", "10")) {
