@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 
 use crate::config::ProducerConfig;
-use crate::partition::BatchState;
 use crate::types::{
     ConnId, Diagnostic, Event, FatalError, Output, ProducerIdentity, Record, RecordId, SendError,
 };
@@ -34,6 +33,7 @@ mod acks;
 mod auth;
 mod connections;
 mod identity;
+mod index;
 mod metadata;
 mod outcomes;
 mod requests;
@@ -41,6 +41,7 @@ mod responses;
 
 use accumulator::Topic;
 use connections::{Backoff, Conn, ConnState, Target};
+use index::{Derived, Index};
 use metadata::MetadataState;
 use requests::RequestKind;
 
@@ -107,6 +108,8 @@ pub struct Producer {
     closing: bool,
     closed: bool,
     fatal: Option<FatalError>,
+    /// Which partitions have work (`index.rs`): derived, ignored by `PartialEq` and `Hash`.
+    index: Derived<Index>,
 }
 
 /// Whether `name` is a legal Kafka topic name.
@@ -157,6 +160,7 @@ impl Producer {
             closing: false,
             closed: false,
             fatal: None,
+            index: Derived::default(),
             cfg: config,
         })
     }
@@ -219,6 +223,7 @@ impl Producer {
             self.flush_upto = Some(RecordId(self.next_record - 1));
         }
         self.dirty = true;
+        self.mark_all_sendable();
     }
 
     /// Stops accepting records, sends what is buffered, and closes every connection once
@@ -286,9 +291,13 @@ impl Producer {
         }
         match self.out.pop_front() {
             Some(o) => o,
-            None => Output::Wait {
-                until: self.next_deadline(),
-            },
+            None => {
+                #[cfg(debug_assertions)]
+                self.check_index();
+                Output::Wait {
+                    until: self.next_deadline(),
+                }
+            }
         }
     }
 
@@ -356,14 +365,11 @@ impl Producer {
                     consider(p.enqueued + self.cfg.max_block);
                 }
             }
-            for p in &t.partitions {
-                p.deadlines(self.cfg.linger).for_each(&mut consider);
-                // Batches are in creation order; in-flight ones expire through their request.
-                if let Some(b) = p.batches.iter().find(|b| b.state != BatchState::InFlight) {
-                    consider(b.created + timeout);
-                }
-            }
         }
+        // Every partition's linger and retry-backoff expiries, and the delivery timeout of
+        // its first batch not in flight (batches are in creation order; in-flight ones
+        // expire through their request): kept sorted by the index.
+        self.index.0.next_timer(now).into_iter().for_each(&mut consider);
         if let Some(t) = self.metadata.last_refresh {
             if !self.topics.is_empty() {
                 consider(t + self.cfg.metadata_max_age);

@@ -101,6 +101,10 @@ impl Producer {
     }
 
     pub(super) fn send_produce_requests(&mut self) {
+        let topics = &self.topics;
+        self.index.0.fire_timers(self.now, |(ti, pi)| {
+            topics[ti].partitions[pi].leader
+        });
         let ready: SmallVec<[(ConnId, i32); 8]> = self
             .node_conns
             .iter()
@@ -126,7 +130,7 @@ impl Producer {
     }
 
     /// What a partition needs to know to pick (and sequence) its next batch for `conn`.
-    fn send_context(&self, conn: ConnId) -> SendContext {
+    pub(super) fn send_context(&self, conn: ConnId) -> SendContext {
         SendContext {
             now: self.now,
             identity: self.identity,
@@ -148,49 +152,91 @@ impl Producer {
 
     /// Builds one Produce request for `conn` with at most one batch per partition led by
     /// `node`. Returns whether a request was sent.
+    ///
+    /// Only the partitions the index holds as sendable to `node` are visited, in the order of
+    /// a walk over every partition (`index.rs`: the others would pick nothing); a visit that
+    /// picks nothing takes the partition out until it changes or a timer of its passes.
     pub(super) fn send_one_produce(&mut self, conn: ConnId, node: i32) -> bool {
         let ctx = self.send_context(conn);
         let mut refs: SmallVec<[BatchRef; 4]> = SmallVec::new();
+        let mut probed: SmallVec<[(usize, usize); 4]> = SmallVec::new();
         let mut topic_data: Vec<TopicProduceData> = Vec::new();
+        let mut parts = Vec::new();
         let mut total = REQUEST_OVERHEAD;
-        for (ti, t) in self.topics.iter_mut().enumerate() {
-            let mut parts = Vec::new();
-            for (pi, p) in t.partitions.iter_mut().enumerate() {
-                if p.leader != Some(node) {
-                    continue;
-                }
-                // Leave room: a batch that does not fit waits for the next request.
-                if let Some(b) = p.batches.iter().find(|b| b.state != BatchState::InFlight) {
-                    if !refs.is_empty()
-                        && total + b.wire_len() + PARTITION_OVERHEAD > self.cfg.max_request_size
-                    {
-                        continue;
+        let mut visit = std::mem::take(&mut self.index.0.scratch);
+        visit.clear();
+        visit.extend(
+            self.index
+                .0
+                .sendable
+                .range((node, 0, 0)..=(node, usize::MAX, usize::MAX))
+                .map(|&(_, ti, pi)| (ti, pi)),
+        );
+        let mut current = None;
+        for &(ti, pi) in &visit {
+            if current != Some(ti) {
+                if let Some(prev) = current.replace(ti) {
+                    if !parts.is_empty() {
+                        topic_data.push(TopicProduceData {
+                            name: self.topics[prev].name.to_string(),
+                            partition_data: std::mem::take(&mut parts),
+                        });
                     }
                 }
-                let unsealed = first_unsealed(p);
-                let Some(pick) = p.next_to_send(&ctx) else {
-                    continue;
-                };
-                let b = &p.batches[pick.index];
-                let wire = b.wire.clone().expect("a picked batch is sequenced");
-                observe_compression(t.compression, &mut t.ratio, unsealed, b.id, &wire);
-                total += wire.len() + PARTITION_OVERHEAD + t.name.len();
-                refs.push(BatchRef {
-                    topic: ti,
-                    partition: pi,
-                    batch: b.id,
-                });
-                parts.push(PartitionProduceData {
-                    index: pi as i32,
-                    records: Some(wire),
-                });
             }
+            let t = &mut self.topics[ti];
+            let p = &mut t.partitions[pi];
+            if p.leader != Some(node) {
+                self.index.0.sendable.remove(&(node, ti, pi));
+                continue;
+            }
+            // Leave room: a batch that does not fit waits for the next request.
+            if let Some(b) = p.batches.iter().find(|b| b.state != BatchState::InFlight) {
+                if !refs.is_empty()
+                    && total + b.wire_len() + PARTITION_OVERHEAD > self.cfg.max_request_size
+                {
+                    continue;
+                }
+            }
+            let unsealed = first_unsealed(p);
+            let probe = p.probe;
+            let Some(pick) = p.next_to_send(&ctx) else {
+                if p.probe != probe {
+                    probed.push((ti, pi));
+                }
+                self.index.0.sendable.remove(&(node, ti, pi));
+                continue;
+            };
+            let b = &p.batches[pick.index];
+            let wire = b.wire.clone().expect("a picked batch is sequenced");
+            observe_compression(t.compression, &mut t.ratio, unsealed, b.id, &wire);
+            total += wire.len() + PARTITION_OVERHEAD + t.name.len();
+            refs.push(BatchRef {
+                topic: ti,
+                partition: pi,
+                batch: b.id,
+            });
+            parts.push(PartitionProduceData {
+                index: pi as i32,
+                records: Some(wire),
+            });
+        }
+        if let Some(prev) = current {
             if !parts.is_empty() {
                 topic_data.push(TopicProduceData {
-                    name: t.name.to_string(),
+                    name: self.topics[prev].name.to_string(),
                     partition_data: parts,
                 });
             }
+        }
+        visit.clear();
+        self.index.0.scratch = visit;
+        for (ti, pi) in probed {
+            self.sync(ti, pi);
+            self.index.0.sendable.remove(&(node, ti, pi));
+        }
+        for r in &refs {
+            self.sync(r.topic, r.partition);
         }
         if refs.is_empty() {
             return false;
