@@ -145,7 +145,7 @@ impl Producer {
         if let (Target::Node(n), true) = (c.target, failed) {
             // A leader that cannot be reached may no longer lead: ask who does (the Java
             // client refreshes metadata on every failed connect).
-            let leads_something = self.index.0.queued_for(Some(n)).next().is_some();
+            let leads_something = self.index.0.leads_batches(Some(n));
             if leads_something {
                 self.metadata.needed = true;
             }

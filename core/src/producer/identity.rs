@@ -68,7 +68,7 @@ impl Producer {
             return;
         }
         // Only the partitions bound to another identity (the index keeps them).
-        let unbound: Vec<(usize, usize)> = self.index.0.unbound.iter().copied().collect();
+        let unbound: Vec<(usize, usize)> = self.index.0.unbound().collect();
         for (ti, pi) in unbound {
             {
                 let p = &self.topics[ti].partitions[pi];

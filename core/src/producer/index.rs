@@ -15,6 +15,8 @@
 //! the real `Producer`) sees exactly the states it saw before the index existed.
 
 use std::collections::BTreeSet;
+
+use smallvec::SmallVec;
 use std::ops::Bound::{Excluded, Included, Unbounded};
 use std::time::{Duration, Instant};
 
@@ -25,7 +27,7 @@ use super::Producer;
 
 /// A wrapper whose equality and hash ignore its content: for derived indexes and scratch
 /// space that are a function of the rest of the state (or do not influence behaviour).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(super) struct Derived<T>(pub(super) T);
 
 impl<T> PartialEq for Derived<T> {
@@ -40,7 +42,7 @@ impl<T> std::hash::Hash for Derived<T> {
     fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
 }
 
-/// What the exact indexes hold for one partition: a pure function of the partition, the
+/// What the indexes hold for one partition: a pure function of the partition, the
 /// producer's identity and the configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(super) struct Entry {
@@ -88,125 +90,218 @@ impl Entry {
     }
 }
 
-type Tp = (usize, usize);
+/// One partition's place in the indexes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Slot {
+    entry: Entry,
+    /// The leader it is marked sendable to, if any.
+    sendable: Option<i32>,
+    /// Its key in `oldest`: at most its oldest batch's creation (see `oldest`).
+    oldest: Option<u64>,
+    /// Its key in `idle`: at most its idle-probe time, and not yet fired (see `idle`).
+    idle: Option<u64>,
+}
 
-/// The indexes (see the module documentation).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// `(topic, partition)`.
+pub(super) type Tp = (usize, usize);
+
+/// `(topic, partition)` packed into one integer (cheaper keys for the sorted sets).
+fn pack(ti: usize, pi: usize) -> u64 {
+    ((ti as u64) << 32) | (pi as u64 & 0xffff_ffff)
+}
+
+fn unpack(k: u64) -> Tp {
+    ((k >> 32) as usize, (k & 0xffff_ffff) as usize)
+}
+
+/// The indexes (see the module documentation). Times are kept as nanoseconds since `base`
+/// (the producer's creation; no time the producer handles is earlier).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Index {
-    /// Per topic, per partition: what the sets below hold for it.
-    entries: Vec<Vec<Entry>>,
-    /// Partitions holding batches, by leader.
-    pub(super) queued: BTreeSet<(Option<i32>, usize, usize)>,
-    /// Partitions holding batches, by their oldest batch's creation.
-    pub(super) oldest: BTreeSet<(Instant, usize, usize)>,
-    /// Partitions that may start an idle probe, by when.
-    pub(super) idle: BTreeSet<(Instant, usize, usize)>,
-    /// Partitions bound to another identity than the producer's.
-    pub(super) unbound: BTreeSet<Tp>,
-    /// Deadlines of partitions (`Entry::timers`, with their slot).
-    pub(super) timers: BTreeSet<(Instant, u8, usize, usize)>,
-    /// Not exact, a superset: by leader, every partition that a Produce request to that
-    /// leader could take a batch from now (or that would start an idle probe). A partition
-    /// leaves it when a visit picks nothing, and comes back when it changes (`sync`), when
-    /// one of its timers passes, or when something every partition depends on changes
-    /// (identity, flush, close).
-    pub(super) sendable: BTreeSet<(i32, usize, usize)>,
-    /// Timers up to this instant have put their partitions back into `sendable`.
-    pub(super) timers_through: Option<Instant>,
-    /// Scratch space for the partitions of one request (kept to avoid an allocation each).
-    pub(super) scratch: Vec<Tp>,
+    base: Instant,
+    /// Per topic, per partition.
+    slots: Vec<Vec<Slot>>,
+    /// Exact: partitions holding batches, by leader.
+    queued: BTreeSet<(Option<i32>, u64)>,
+    /// Exact: partitions bound to another identity than the producer's.
+    unbound: BTreeSet<u64>,
+    /// Exact: the partitions' deadlines (`Entry::timers`), with their slot.
+    timers: BTreeSet<(u64, u64, u8)>,
+    /// Lazy: each partition holding batches under a time at most its oldest batch's creation
+    /// (batches leave from the front, so it only grows; `expire_deliveries` moves the key up
+    /// when it passes). A partition left out has not reached its delivery timeout.
+    oldest: BTreeSet<(u64, u64)>,
+    /// Lazy: each partition with an idle-probe time under a time at most that, until
+    /// `fire_timers` passes it (then the partition is made sendable, or moved up).
+    idle: BTreeSet<(u64, u64)>,
+    /// A superset: by leader, every partition that a Produce request to that leader could
+    /// take a batch from now (or that would start an idle probe). A partition leaves it when
+    /// a visit picks nothing, and comes back when it changes (`sync`), when one of its timers
+    /// passes, or when something every partition depends on changes (identity, flush).
+    sendable: BTreeSet<(i32, u64)>,
+    /// Timers up to this time have put their partitions back into `sendable`.
+    timers_through: Option<u64>,
 }
 
 impl Index {
-    fn entry(&self, ti: usize, pi: usize) -> Entry {
-        self.entries
+    pub(super) fn new(base: Instant) -> Self {
+        Self {
+            base,
+            slots: Vec::new(),
+            queued: BTreeSet::new(),
+            unbound: BTreeSet::new(),
+            timers: BTreeSet::new(),
+            oldest: BTreeSet::new(),
+            idle: BTreeSet::new(),
+            sendable: BTreeSet::new(),
+            timers_through: None,
+        }
+    }
+
+    fn nanos(&self, t: Instant) -> u64 {
+        u64::try_from(t.saturating_duration_since(self.base).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn slot(&self, ti: usize, pi: usize) -> Slot {
+        self.slots
             .get(ti)
             .and_then(|t| t.get(pi))
             .copied()
             .unwrap_or_default()
     }
 
-    fn set(&mut self, ti: usize, pi: usize, leader: Option<i32>, new: Entry) {
-        if let Some(l) = leader {
-            if new.queued.is_some() || new.idle.is_some() {
-                self.sendable.insert((l, ti, pi));
+    fn slot_mut(&mut self, ti: usize, pi: usize) -> &mut Slot {
+        if self.slots.len() <= ti {
+            self.slots.resize_with(ti + 1, Vec::new);
+        }
+        let row = &mut self.slots[ti];
+        if row.len() <= pi {
+            row.resize(pi + 1, Slot::default());
+        }
+        &mut row[pi]
+    }
+
+    fn mark_sendable(&mut self, leader: i32, ti: usize, pi: usize) {
+        let k = pack(ti, pi);
+        let slot = self.slot_mut(ti, pi);
+        match slot.sendable.replace(leader) {
+            Some(l) if l == leader => {}
+            Some(l) => {
+                self.sendable.remove(&(l, k));
+                self.sendable.insert((leader, k));
+            }
+            None => {
+                self.sendable.insert((leader, k));
             }
         }
-        let old = self.entry(ti, pi);
-        if old == new {
+    }
+
+    /// A visit to `(ti, pi)` for `leader` picked nothing (or it is led elsewhere).
+    pub(super) fn unmark_sendable(&mut self, leader: i32, ti: usize, pi: usize) {
+        let slot = self.slot_mut(ti, pi);
+        if slot.sendable == Some(leader) {
+            slot.sendable = None;
+            self.sendable.remove(&(leader, pack(ti, pi)));
+        }
+    }
+
+    fn set(&mut self, ti: usize, pi: usize, leader: Option<i32>, new: Entry) {
+        let k = pack(ti, pi);
+        let old = self.slot(ti, pi);
+        if let Some(l) = leader {
+            if (new.queued.is_some() || new.idle.is_some()) && old.sendable != Some(l) {
+                self.mark_sendable(l, ti, pi);
+            }
+        }
+        let old = self.slot(ti, pi);
+        // The lazy keys: keep one while it is at most the true time (and, for idle, still to
+        // fire); otherwise move it to the true time.
+        let oldest = new.oldest.map(|t| self.nanos(t));
+        let oldest_key = match (old.oldest, oldest) {
+            (Some(r), Some(c)) if r <= c => Some(r),
+            (Some(r), None) => Some(r),
+            (o, c) => {
+                if let Some(r) = o {
+                    self.oldest.remove(&(r, k));
+                }
+                if let Some(c) = c {
+                    self.oldest.insert((c, k));
+                }
+                c
+            }
+        };
+        let idle = new.idle.map(|t| self.nanos(t));
+        let pending = |r: u64| self.timers_through.is_none_or(|f| r > f);
+        let idle_key = match (old.idle, idle) {
+            (Some(r), Some(t)) if r <= t && pending(r) => Some(r),
+            (Some(r), None) => Some(r),
+            (o, t) => {
+                if let Some(r) = o {
+                    self.idle.remove(&(r, k));
+                }
+                if let Some(t) = t {
+                    self.idle.insert((t, k));
+                }
+                t
+            }
+        };
+        if old.entry == new && old.oldest == oldest_key && old.idle == idle_key {
             return;
         }
-        if self.entries.len() <= ti {
-            self.entries.resize_with(ti + 1, Vec::new);
-        }
-        let row = &mut self.entries[ti];
-        if row.len() <= pi {
-            row.resize(pi + 1, Entry::default());
-        }
-        row[pi] = new;
-        if old.queued != new.queued {
-            if let Some(l) = old.queued {
-                self.queued.remove(&(l, ti, pi));
+        if old.entry.queued != new.queued {
+            if let Some(l) = old.entry.queued {
+                self.queued.remove(&(l, k));
             }
             if let Some(l) = new.queued {
-                self.queued.insert((l, ti, pi));
+                self.queued.insert((l, k));
             }
         }
-        if old.oldest != new.oldest {
-            if let Some(t) = old.oldest {
-                self.oldest.remove(&(t, ti, pi));
-            }
-            if let Some(t) = new.oldest {
-                self.oldest.insert((t, ti, pi));
-            }
-        }
-        if old.idle != new.idle {
-            if let Some(t) = old.idle {
-                self.idle.remove(&(t, ti, pi));
-            }
-            if let Some(t) = new.idle {
-                self.idle.insert((t, ti, pi));
-            }
-        }
-        if old.unbound != new.unbound {
+        if old.entry.unbound != new.unbound {
             if new.unbound {
-                self.unbound.insert((ti, pi));
+                self.unbound.insert(k);
             } else {
-                self.unbound.remove(&(ti, pi));
+                self.unbound.remove(&k);
             }
         }
-        for (k, (o, n)) in old.timers.iter().zip(new.timers.iter()).enumerate() {
+        for (i, (o, n)) in old.entry.timers.iter().zip(new.timers.iter()).enumerate() {
             if o != n {
                 if let Some(t) = o {
-                    self.timers.remove(&(*t, k as u8, ti, pi));
+                    self.timers.remove(&(self.nanos(*t), k, i as u8));
                 }
                 if let Some(t) = n {
-                    self.timers.insert((*t, k as u8, ti, pi));
+                    self.timers.insert((self.nanos(*t), k, i as u8));
                 }
             }
         }
+        let slot = self.slot_mut(ti, pi);
+        slot.entry = new;
+        slot.oldest = oldest_key;
+        slot.idle = idle_key;
     }
 
     /// The earliest partition deadline after `now`.
     pub(super) fn next_timer(&self, now: Instant) -> Option<Instant> {
+        let n = self.nanos(now);
         self.timers
-            .range((Excluded((now, u8::MAX, usize::MAX, usize::MAX)), Unbounded))
+            .range((Excluded((n, u64::MAX, u8::MAX)), Unbounded))
             .next()
-            .map(|t| t.0)
+            .map(|t| self.base + Duration::from_nanos(t.0))
     }
 
-    /// Partitions whose oldest batch was created at or before `at`.
+    /// Partitions that may have a batch created at or before `at` (a superset).
     pub(super) fn oldest_through(&self, at: Instant) -> impl Iterator<Item = Tp> + '_ {
+        let n = self.nanos(at);
         self.oldest
-            .range(..=(at, usize::MAX, usize::MAX))
-            .map(|&(_, ti, pi)| (ti, pi))
+            .range(..=(n, u64::MAX))
+            .map(|&(_, k)| unpack(k))
     }
 
-    /// Partitions holding batches whose leader is `leader`.
-    pub(super) fn queued_for(&self, leader: Option<i32>) -> impl Iterator<Item = Tp> + '_ {
+    /// Whether some partition led by `leader` holds batches.
+    pub(super) fn leads_batches(&self, leader: Option<i32>) -> bool {
         self.queued
-            .range((leader, 0, 0)..=(leader, usize::MAX, usize::MAX))
-            .map(|&(_, ti, pi)| (ti, pi))
+            .range((leader, 0)..=(leader, u64::MAX))
+            .next()
+            .is_some()
     }
 
     /// The distinct leaders of partitions holding batches.
@@ -216,48 +311,91 @@ impl Index {
             let l = next?;
             next = self
                 .queued
-                .range((Excluded((l, usize::MAX, usize::MAX)), Unbounded))
+                .range((Excluded((l, u64::MAX)), Unbounded))
                 .next()
                 .map(|e| e.0);
             Some(l)
         })
     }
 
-    /// Puts back into `sendable` every partition whose timer (or idle probe time) passed
-    /// since the last call.
-    pub(super) fn fire_timers(&mut self, now: Instant, leader_of: impl Fn(Tp) -> Option<i32>) {
+    /// The partitions bound to another identity than the producer's.
+    pub(super) fn unbound(&self) -> impl Iterator<Item = Tp> + '_ {
+        self.unbound.iter().map(|&k| unpack(k))
+    }
+
+    /// The partitions marked sendable to `leader`, in (topic, partition) order.
+    pub(super) fn sendable_to(&self, leader: i32, out: &mut Vec<Tp>) {
+        out.extend(
+            self.sendable
+                .range((leader, 0)..=(leader, u64::MAX))
+                .map(|&(_, k)| unpack(k)),
+        );
+    }
+
+    /// Marks sendable every partition whose timer (or idle probe time) passed since the last
+    /// call; an idle key that was below the true time moves up to it.
+    fn fire_timers(&mut self, now: Instant, entry: impl Fn(Tp) -> (Option<i32>, Entry)) {
+        let n = self.nanos(now);
         let from = match self.timers_through {
-            Some(t) if t >= now => return,
+            Some(t) if t >= n => return,
             Some(t) => Excluded(t),
             None => Unbounded,
         };
-        let mut due: Vec<Tp> = std::mem::take(&mut self.scratch);
-        due.clear();
-        let upto = Included(now);
-        due.extend(
-            self.timers
-                .range((
-                    from.map(|t| (t, u8::MAX, usize::MAX, usize::MAX)),
-                    upto.map(|t| (t, u8::MAX, usize::MAX, usize::MAX)),
-                ))
-                .map(|&(_, _, ti, pi)| (ti, pi)),
-        );
-        due.extend(
-            self.idle
-                .range((
-                    from.map(|t| (t, usize::MAX, usize::MAX)),
-                    upto.map(|t| (t, usize::MAX, usize::MAX)),
-                ))
-                .map(|&(_, ti, pi)| (ti, pi)),
-        );
-        for &tp in &due {
-            if let Some(l) = leader_of(tp) {
-                self.sendable.insert((l, tp.0, tp.1));
+        let due: SmallVec<[(u64, u64); 8]> = self
+            .timers
+            .range((
+                from.map(|t| (t, u64::MAX, u8::MAX)),
+                Included((n, u64::MAX, u8::MAX)),
+            ))
+            .map(|&(t, k, _)| (t, k))
+            .collect();
+        self.timers_through = Some(n);
+        for (_, k) in due {
+            let (ti, pi) = unpack(k);
+            if let Some(l) = entry((ti, pi)).0 {
+                self.mark_sendable(l, ti, pi);
             }
         }
-        due.clear();
-        self.scratch = due;
-        self.timers_through = Some(now);
+        let idle: SmallVec<[(u64, u64); 8]> = self
+            .idle
+            .range((from.map(|t| (t, u64::MAX)), Included((n, u64::MAX))))
+            .copied()
+            .collect();
+        for (r, k) in idle {
+            let (ti, pi) = unpack(k);
+            self.idle.remove(&(r, k));
+            self.slot_mut(ti, pi).idle = None;
+            let (leader, e) = entry((ti, pi));
+            match e.idle.map(|t| self.nanos(t)) {
+                Some(t) if t <= n => {
+                    if let Some(l) = leader {
+                        self.mark_sendable(l, ti, pi);
+                    }
+                }
+                Some(t) => {
+                    self.idle.insert((t, k));
+                    self.slot_mut(ti, pi).idle = Some(t);
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// After `expire_deliveries` looked at `(ti, pi)`: its `oldest` key moves up to its true
+    /// oldest batch (or goes, if it has none).
+    fn reset_oldest(&mut self, ti: usize, pi: usize, oldest: Option<Instant>) {
+        let k = pack(ti, pi);
+        let c = oldest.map(|t| self.nanos(t));
+        let slot = self.slot(ti, pi);
+        if slot.oldest != c {
+            if let Some(r) = slot.oldest {
+                self.oldest.remove(&(r, k));
+            }
+            if let Some(c) = c {
+                self.oldest.insert((c, k));
+            }
+            self.slot_mut(ti, pi).oldest = c;
+        }
     }
 }
 
@@ -292,10 +430,13 @@ impl Producer {
 
     /// A flush or close: every open batch may go now.
     pub(super) fn mark_all_sendable(&mut self) {
-        let Index {
-            queued, sendable, ..
-        } = &mut self.index.0;
-        sendable.extend(queued.iter().filter_map(|&(l, ti, pi)| Some((l?, ti, pi))));
+        let queued: Vec<(Option<i32>, u64)> = self.index.0.queued.iter().copied().collect();
+        for (l, k) in queued {
+            if let Some(l) = l {
+                let (ti, pi) = unpack(k);
+                self.index.0.mark_sendable(l, ti, pi);
+            }
+        }
     }
 
     /// Sets the producer's identity; every partition's binding is re-indexed.
@@ -306,36 +447,77 @@ impl Producer {
         }
     }
 
-    /// Debug builds: the exact indexes equal a recomputation from the partitions, and no
-    /// partition left out of `sendable` would pick a batch (or change at all) if a Produce
-    /// request to its leader visited it now.
+    /// Marks sendable the partitions whose timers passed (before a round of Produce
+    /// requests).
+    pub(super) fn fire_timers(&mut self) {
+        let Self {
+            index, topics, cfg, ..
+        } = self;
+        let identity = self.identity;
+        index.0.fire_timers(self.now, |(ti, pi)| {
+            let p = &topics[ti].partitions[pi];
+            let e = Entry::of(
+                p,
+                identity,
+                cfg.linger,
+                cfg.delivery_timeout,
+                cfg.producer_state_expiry(),
+            );
+            (p.leader, e)
+        });
+    }
+
+    /// `expire_deliveries` looked at `(ti, pi)`: its delivery-timeout key moves up.
+    pub(super) fn expired_through(&mut self, ti: usize, pi: usize) {
+        let oldest = self.topics[ti].partitions[pi].batches.front().map(|b| b.created);
+        self.index.0.reset_oldest(ti, pi, oldest);
+    }
+
+    /// Debug builds: the exact indexes equal a recomputation from the partitions, every lazy
+    /// key is at most its true time (and an idle key is still to fire), and no partition left
+    /// out of `sendable` would pick a batch (or change at all) if a Produce request to its
+    /// leader visited it now.
     #[cfg(debug_assertions)]
     pub(super) fn check_index(&self) {
         let idx = &self.index.0;
-        let mut fresh = Index::default();
+        let mut fresh = Index::new(idx.base);
         for (ti, t) in self.topics.iter().enumerate() {
             for pi in 0..t.partitions.len() {
                 let e = self.entry_of(ti, pi);
-                assert_eq!(idx.entry(ti, pi), e, "index entry of {ti}/{pi}");
+                let slot = idx.slot(ti, pi);
+                assert_eq!(slot.entry, e, "index entry of {ti}/{pi}");
                 fresh.set(ti, pi, None, e);
+                let k = pack(ti, pi);
+                if let Some(c) = e.oldest {
+                    let r = slot.oldest.expect("a partition with batches has an oldest key");
+                    assert!(r <= idx.nanos(c) && idx.oldest.contains(&(r, k)));
+                }
+                if let Some(t) = e.idle {
+                    let t = idx.nanos(t);
+                    match slot.idle {
+                        Some(r) => assert!(r <= t && idx.idle.contains(&(r, k))),
+                        None => assert!(idx.timers_through.is_some_and(|f| t <= f)),
+                    }
+                }
+                if let Some(l) = slot.sendable {
+                    assert!(idx.sendable.contains(&(l, k)));
+                }
             }
         }
         assert_eq!(idx.queued, fresh.queued, "queued index");
-        assert_eq!(idx.oldest, fresh.oldest, "oldest index");
-        assert_eq!(idx.idle, fresh.idle, "idle index");
         assert_eq!(idx.unbound, fresh.unbound, "unbound index");
         assert_eq!(idx.timers, fresh.timers, "timer index");
         if self.fatal.is_some() {
             return;
         }
         assert!(
-            idx.timers_through.is_none_or(|t| t <= self.now),
+            idx.timers_through.is_none_or(|t| t <= idx.nanos(self.now)),
             "timers fired ahead of time"
         );
         for (ti, t) in self.topics.iter().enumerate() {
             for (pi, p) in t.partitions.iter().enumerate() {
                 let Some(node) = p.leader else { continue };
-                if idx.sendable.contains(&(node, ti, pi)) {
+                if idx.sendable.contains(&(node, pack(ti, pi))) {
                     continue;
                 }
                 let Some(&conn) = self.node_conns.get(&node) else {

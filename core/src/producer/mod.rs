@@ -110,6 +110,8 @@ pub struct Producer {
     fatal: Option<FatalError>,
     /// Which partitions have work (`index.rs`): derived, ignored by `PartialEq` and `Hash`.
     index: Derived<Index>,
+    /// Scratch space for the partitions one Produce request visits (no allocation each).
+    scratch: Derived<Vec<(usize, usize)>>,
 }
 
 /// Whether `name` is a legal Kafka topic name.
@@ -160,7 +162,8 @@ impl Producer {
             closing: false,
             closed: false,
             fatal: None,
-            index: Derived::default(),
+            index: Derived(Index::new(now)),
+            scratch: Derived(Vec::new()),
             cfg: config,
         })
     }

@@ -101,10 +101,7 @@ impl Producer {
     }
 
     pub(super) fn send_produce_requests(&mut self) {
-        let topics = &self.topics;
-        self.index.0.fire_timers(self.now, |(ti, pi)| {
-            topics[ti].partitions[pi].leader
-        });
+        self.fire_timers();
         let ready: SmallVec<[(ConnId, i32); 8]> = self
             .node_conns
             .iter()
@@ -163,15 +160,9 @@ impl Producer {
         let mut topic_data: Vec<TopicProduceData> = Vec::new();
         let mut parts = Vec::new();
         let mut total = REQUEST_OVERHEAD;
-        let mut visit = std::mem::take(&mut self.index.0.scratch);
+        let mut visit = std::mem::take(&mut self.scratch.0);
         visit.clear();
-        visit.extend(
-            self.index
-                .0
-                .sendable
-                .range((node, 0, 0)..=(node, usize::MAX, usize::MAX))
-                .map(|&(_, ti, pi)| (ti, pi)),
-        );
+        self.index.0.sendable_to(node, &mut visit);
         let mut current = None;
         for &(ti, pi) in &visit {
             if current != Some(ti) {
@@ -187,7 +178,7 @@ impl Producer {
             let t = &mut self.topics[ti];
             let p = &mut t.partitions[pi];
             if p.leader != Some(node) {
-                self.index.0.sendable.remove(&(node, ti, pi));
+                self.index.0.unmark_sendable(node, ti, pi);
                 continue;
             }
             // Leave room: a batch that does not fit waits for the next request.
@@ -204,7 +195,7 @@ impl Producer {
                 if p.probe != probe {
                     probed.push((ti, pi));
                 }
-                self.index.0.sendable.remove(&(node, ti, pi));
+                self.index.0.unmark_sendable(node, ti, pi);
                 continue;
             };
             let b = &p.batches[pick.index];
@@ -230,10 +221,10 @@ impl Producer {
             }
         }
         visit.clear();
-        self.index.0.scratch = visit;
+        self.scratch.0 = visit;
         for (ti, pi) in probed {
             self.sync(ti, pi);
-            self.index.0.sendable.remove(&(node, ti, pi));
+            self.index.0.unmark_sendable(node, ti, pi);
         }
         for r in &refs {
             self.sync(r.topic, r.partition);
