@@ -14,7 +14,7 @@
 //! bookkeeping, not behaviour, so the model checker's state deduplication (by `Hash`/`Eq` of
 //! the real `Producer`) sees exactly the states it saw before the index existed.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use smallvec::SmallVec;
 use std::ops::Bound::{Excluded, Included, Unbounded};
@@ -121,8 +121,8 @@ pub(super) struct Index {
     base: Instant,
     /// Per topic, per partition.
     slots: Vec<Vec<Slot>>,
-    /// Exact: partitions holding batches, by leader.
-    queued: BTreeSet<(Option<i32>, u64)>,
+    /// Exact: how many partitions hold batches, by leader.
+    queued: BTreeMap<Option<i32>, usize>,
     /// Exact: partitions bound to another identity than the producer's.
     unbound: BTreeSet<u64>,
     /// Exact: the partitions' deadlines (`Entry::timers`), with their slot.
@@ -148,7 +148,7 @@ impl Index {
         Self {
             base,
             slots: Vec::new(),
-            queued: BTreeSet::new(),
+            queued: BTreeMap::new(),
             unbound: BTreeSet::new(),
             timers: BTreeSet::new(),
             oldest: BTreeSet::new(),
@@ -250,10 +250,15 @@ impl Index {
         }
         if old.entry.queued != new.queued {
             if let Some(l) = old.entry.queued {
-                self.queued.remove(&(l, k));
+                if let Some(n) = self.queued.get_mut(&l) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.queued.remove(&l);
+                    }
+                }
             }
             if let Some(l) = new.queued {
-                self.queued.insert((l, k));
+                *self.queued.entry(l).or_insert(0) += 1;
             }
         }
         if old.entry.unbound != new.unbound {
@@ -298,24 +303,12 @@ impl Index {
 
     /// Whether some partition led by `leader` holds batches.
     pub(super) fn leads_batches(&self, leader: Option<i32>) -> bool {
-        self.queued
-            .range((leader, 0)..=(leader, u64::MAX))
-            .next()
-            .is_some()
+        self.queued.contains_key(&leader)
     }
 
     /// The distinct leaders of partitions holding batches.
     pub(super) fn queued_leaders(&self) -> impl Iterator<Item = Option<i32>> + '_ {
-        let mut next = self.queued.first().map(|e| e.0);
-        std::iter::from_fn(move || {
-            let l = next?;
-            next = self
-                .queued
-                .range((Excluded((l, u64::MAX)), Unbounded))
-                .next()
-                .map(|e| e.0);
-            Some(l)
-        })
+        self.queued.keys().copied()
     }
 
     /// The partitions bound to another identity than the producer's.
@@ -428,13 +421,14 @@ impl Producer {
         }
     }
 
-    /// A flush or close: every open batch may go now.
+    /// A flush or close: every open batch may go now (a walk over every partition, as
+    /// rare as flushes).
     pub(super) fn mark_all_sendable(&mut self) {
-        let queued: Vec<(Option<i32>, u64)> = self.index.0.queued.iter().copied().collect();
-        for (l, k) in queued {
-            if let Some(l) = l {
-                let (ti, pi) = unpack(k);
-                self.index.0.mark_sendable(l, ti, pi);
+        for (ti, t) in self.topics.iter().enumerate() {
+            for (pi, p) in t.partitions.iter().enumerate() {
+                if let (Some(l), false) = (p.leader, p.batches.is_empty()) {
+                    self.index.0.mark_sendable(l, ti, pi);
+                }
             }
         }
     }
