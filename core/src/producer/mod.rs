@@ -112,6 +112,9 @@ pub struct Producer {
     index: Derived<Index>,
     /// Scratch space for the partitions one Produce request visits (no allocation each).
     scratch: Derived<Vec<(usize, usize)>>,
+    /// Lists and topic names of earlier Produce requests, reused: capacity only, no state
+    /// (ignored by `PartialEq` and `Hash`).
+    request_pool: Derived<requests::RequestPool>,
 }
 
 /// Whether `name` is a legal Kafka topic name.
@@ -164,6 +167,7 @@ impl Producer {
             fatal: None,
             index: Derived(Index::new(now)),
             scratch: Derived(Vec::new()),
+            request_pool: Derived(requests::RequestPool::default()),
             cfg: config,
         })
     }

@@ -157,24 +157,23 @@ impl Producer {
         let ctx = self.send_context(conn);
         let mut refs: SmallVec<[BatchRef; 4]> = SmallVec::new();
         let mut probed: SmallVec<[(usize, usize); 4]> = SmallVec::new();
-        let mut topic_data: Vec<TopicProduceData> = Vec::new();
-        let mut parts = Vec::new();
+        // The request's lists and topic names reuse the previous requests' (no allocation
+        // per request in steady state).
+        let mut pool = std::mem::take(&mut self.request_pool.0);
+        let mut topic_data = std::mem::take(&mut pool.list);
+        let mut current: Option<(usize, TopicProduceData)> = None;
         let mut total = REQUEST_OVERHEAD;
         let mut visit = std::mem::take(&mut self.scratch.0);
         visit.clear();
         self.index.0.sendable_to(node, &mut visit);
-        let mut current = None;
         for &(ti, pi) in &visit {
-            if current != Some(ti) {
-                if let Some(prev) = current.replace(ti) {
-                    if !parts.is_empty() {
-                        topic_data.push(TopicProduceData {
-                            name: self.topics[prev].name.to_string(),
-                            partition_data: std::mem::take(&mut parts),
-                        });
-                    }
+            if current.as_ref().is_none_or(|c| c.0 != ti) {
+                if let Some((_, done)) = current.take() {
+                    pool.put(&mut topic_data, done);
                 }
+                current = Some((ti, pool.take(&self.topics[ti].name)));
             }
+            let parts = &mut current.as_mut().expect("just set").1.partition_data;
             let t = &mut self.topics[ti];
             let p = &mut t.partitions[pi];
             if p.leader != Some(node) {
@@ -212,13 +211,8 @@ impl Producer {
                 records: Some(wire),
             });
         }
-        if let Some(prev) = current {
-            if !parts.is_empty() {
-                topic_data.push(TopicProduceData {
-                    name: self.topics[prev].name.to_string(),
-                    partition_data: parts,
-                });
-            }
+        if let Some((_, done)) = current.take() {
+            pool.put(&mut topic_data, done);
         }
         visit.clear();
         self.scratch.0 = visit;
@@ -230,6 +224,8 @@ impl Producer {
             self.sync(r.topic, r.partition);
         }
         if refs.is_empty() {
+            pool.recycle(topic_data);
+            self.request_pool.0 = pool;
             return false;
         }
         let req = ProduceRequest {
@@ -245,6 +241,47 @@ impl Producer {
             return true;
         }
         self.transmit_produce(conn, &req, version, RequestKind::Produce(refs));
+        pool.recycle(req.topic_data);
+        self.request_pool.0 = pool;
         true
+    }
+}
+
+/// Lists and topic names of earlier Produce requests, kept for the next ones.
+#[derive(Debug, Clone, Default)]
+pub(super) struct RequestPool {
+    list: Vec<TopicProduceData>,
+    spare: Vec<TopicProduceData>,
+}
+
+impl RequestPool {
+    /// An empty entry for topic `name`.
+    fn take(&mut self, name: &str) -> TopicProduceData {
+        let mut t = self.spare.pop().unwrap_or_else(|| TopicProduceData {
+            name: String::new(),
+            partition_data: Vec::new(),
+        });
+        t.name.clear();
+        t.name.push_str(name);
+        t
+    }
+
+    /// A finished entry joins the request if it holds a batch.
+    fn put(&mut self, list: &mut Vec<TopicProduceData>, t: TopicProduceData) {
+        if t.partition_data.is_empty() {
+            self.spare.push(t);
+        } else {
+            list.push(t);
+        }
+    }
+
+    /// The request was written: its entries (emptied, the batches released) and its list
+    /// are kept.
+    fn recycle(&mut self, mut list: Vec<TopicProduceData>) {
+        for mut t in list.drain(..) {
+            t.partition_data.clear();
+            self.spare.push(t);
+        }
+        self.list = list;
     }
 }
