@@ -743,7 +743,9 @@ impl ProducerHandle {
             accepted,
         };
         let verdicts = match self.tx.send(cmd).await {
-            Ok(()) => accepted_rx.await.unwrap_or_else(|_| vec![Err(stopped_possibly()); n]),
+            Ok(()) => accepted_rx
+                .await
+                .unwrap_or_else(|_| vec![Err(stopped_possibly()); n]),
             Err(mpsc::error::SendError(cmd)) => {
                 let Command::SendMany { records, .. } = cmd else {
                     unreachable!("the command sent")

@@ -757,7 +757,9 @@ async fn enqueue_many_waits_for_memory_keeps_order_and_refuses_in_place() {
         .map(|i| format!("{i}-{value}"))
         .collect();
     assert_eq!(broker.log("t", 0), expected, "all records, once, in order");
-    let sent = h.send_many([Record::new("t", "a"), Record::new("t", "b")]).await;
+    let sent = h
+        .send_many([Record::new("t", "a"), Record::new("t", "b")])
+        .await;
     assert_eq!(
         sent.iter()
             .map(|d| d.as_ref().unwrap().offset)

@@ -296,9 +296,7 @@ impl Index {
     /// Partitions that may have a batch created at or before `at` (a superset).
     pub(super) fn oldest_through(&self, at: Instant) -> impl Iterator<Item = Tp> + '_ {
         let n = self.nanos(at);
-        self.oldest
-            .range(..=(n, u64::MAX))
-            .map(|&(_, k)| unpack(k))
+        self.oldest.range(..=(n, u64::MAX)).map(|&(_, k)| unpack(k))
     }
 
     /// Whether some partition led by `leader` holds batches.
@@ -463,7 +461,10 @@ impl Producer {
 
     /// `expire_deliveries` looked at `(ti, pi)`: its delivery-timeout key moves up.
     pub(super) fn expired_through(&mut self, ti: usize, pi: usize) {
-        let oldest = self.topics[ti].partitions[pi].batches.front().map(|b| b.created);
+        let oldest = self.topics[ti].partitions[pi]
+            .batches
+            .front()
+            .map(|b| b.created);
         self.index.0.reset_oldest(ti, pi, oldest);
     }
 
@@ -497,7 +498,9 @@ impl Producer {
                     }
                 }
                 if let Some(c) = e.oldest {
-                    let r = slot.oldest.expect("a partition with batches has an oldest key");
+                    let r = slot
+                        .oldest
+                        .expect("a partition with batches has an oldest key");
                     assert!(r <= idx.nanos(c) && idx.oldest.contains(&(r, k)));
                 }
                 if let Some(t) = e.idle {

@@ -376,7 +376,11 @@ impl Producer {
         // Every partition's linger and retry-backoff expiries, and the delivery timeout of
         // its first batch not in flight (batches are in creation order; in-flight ones
         // expire through their request): kept sorted by the index.
-        self.index.0.next_timer(now).into_iter().for_each(&mut consider);
+        self.index
+            .0
+            .next_timer(now)
+            .into_iter()
+            .for_each(&mut consider);
         if let Some(t) = self.metadata.last_refresh {
             if !self.topics.is_empty() {
                 consider(t + self.cfg.metadata_max_age);
