@@ -742,7 +742,9 @@ async fn enqueue_many_waits_for_memory_keeps_order_and_refuses_in_place() {
     let mut offsets = Vec::new();
     for (i, r) in results.into_iter().enumerate() {
         if i == 250 {
-            let err = r.err().expect("an invalid topic is refused");
+            let Err(err) = r else {
+                panic!("an invalid topic is refused")
+            };
             assert!(
                 matches!(err.kind, ErrorKind::Refused(ref e) if matches!(**e, SendError::InvalidTopic(_))),
                 "{err}"
@@ -769,7 +771,9 @@ async fn enqueue_many_waits_for_memory_keeps_order_and_refuses_in_place() {
     assert!(h.enqueue_many(Vec::new()).await.is_empty());
     h.close().await;
     let late = h.enqueue_many([Record::new("t", "late")]).await;
-    let err = late.into_iter().next().unwrap().err().expect("closed");
+    let Some(Err(err)) = late.into_iter().next() else {
+        panic!("refused once closed")
+    };
     assert!(
         matches!(err.kind, ErrorKind::Refused(ref e) if matches!(**e, SendError::Closed(_))),
         "{err}"
