@@ -238,6 +238,8 @@ impl Producer {
         if self.cfg.acks == 0 {
             // No answer will come: nothing waits in flight (acks.rs).
             self.transmit_unacknowledged(conn, &req, version, refs);
+            pool.recycle(req.topic_data);
+            self.request_pool.0 = pool;
             return true;
         }
         self.transmit_produce(conn, &req, version, RequestKind::Produce(refs));
