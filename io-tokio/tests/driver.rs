@@ -880,3 +880,65 @@ mod observability {
         ));
     }
 }
+
+/// `enqueue_many`: one hand-off for many records, through a buffer far smaller than them (the
+/// rest wait in order), with a refused record in the middle answered in its place; every
+/// accepted record is delivered once, in order.
+#[tokio::test(start_paused = true)]
+async fn enqueue_many_waits_for_memory_keeps_order_and_refuses_in_place() {
+    let broker = FakeBroker::new("t", 1);
+    let cfg = config(&[
+        ("buffer.memory", "2048"),
+        ("max.request.size", "1024"),
+        ("batch.size", "512"),
+    ]);
+    broker.script.lock().unwrap().latency = Duration::from_millis(10);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    let value = "x".repeat(100);
+    let mut records: Vec<Record> = (0..500)
+        .map(|i| Record::new("t", format!("{i}-{value}")).with_partition(0))
+        .collect();
+    records[250] = Record::new("bad topic!", "refused");
+    let results = h.enqueue_many(records).await;
+    assert_eq!(results.len(), 500);
+    let mut offsets = Vec::new();
+    for (i, r) in results.into_iter().enumerate() {
+        if i == 250 {
+            let Err(err) = r else {
+                panic!("an invalid topic is refused")
+            };
+            assert!(
+                matches!(err.kind, ErrorKind::Refused(ref e) if matches!(**e, SendError::InvalidTopic(_))),
+                "{err}"
+            );
+            continue;
+        }
+        offsets.push(r.expect("accepted").await.unwrap().offset.unwrap());
+    }
+    assert_eq!(offsets, (0..499).collect::<Vec<i64>>());
+    let expected: Vec<String> = (0..500)
+        .filter(|i| *i != 250)
+        .map(|i| format!("{i}-{value}"))
+        .collect();
+    assert_eq!(broker.log("t", 0), expected, "all records, once, in order");
+    let sent = h
+        .send_many([Record::new("t", "a"), Record::new("t", "b")])
+        .await;
+    assert_eq!(
+        sent.iter()
+            .map(|d| d.as_ref().unwrap().offset)
+            .collect::<Vec<_>>(),
+        vec![Some(499), Some(500)]
+    );
+    assert!(h.enqueue_many(Vec::new()).await.is_empty());
+    h.close().await;
+    let late = h.enqueue_many([Record::new("t", "late")]).await;
+    let Some(Err(err)) = late.into_iter().next() else {
+        panic!("refused once closed")
+    };
+    assert!(
+        matches!(err.kind, ErrorKind::Refused(ref e) if matches!(**e, SendError::Closed(_))),
+        "{err}"
+    );
+    assert_eq!(err.persisted, Persistence::NotPersisted);
+}

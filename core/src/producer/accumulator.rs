@@ -211,8 +211,13 @@ impl Producer {
         builder.push(record.timestamp, key, value, &record.headers);
         b.records.push(id);
         b.size += size;
-        if builder.is_full(batch_size) {
+        let full = builder.is_full(batch_size);
+        if full {
             b.state = BatchState::Ready;
+        }
+        // Only a new batch or a full one changes what the index holds for the partition.
+        if full || !fits {
+            self.sync(ti, part as usize);
         }
     }
 

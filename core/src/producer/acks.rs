@@ -84,6 +84,7 @@ impl Producer {
             return;
         };
         p.update_inflight_conn();
+        self.sync(r.topic, r.partition);
         self.buffered_bytes -= b.size;
         self.pending_records -= b.records.len();
         for id in b.records {

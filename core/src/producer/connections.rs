@@ -145,11 +145,7 @@ impl Producer {
         if let (Target::Node(n), true) = (c.target, failed) {
             // A leader that cannot be reached may no longer lead: ask who does (the Java
             // client refreshes metadata on every failed connect).
-            let leads_something = self
-                .topics
-                .iter()
-                .flat_map(|t| t.partitions.iter())
-                .any(|p| p.leader == Some(n) && !p.batches.is_empty());
+            let leads_something = self.index.0.leads_batches(Some(n));
             if leads_something {
                 self.metadata.needed = true;
             }
@@ -191,10 +187,12 @@ impl Producer {
                 }
             }
         }
-        for t in &mut self.topics {
-            for p in &mut t.partitions {
+        for ti in 0..self.topics.len() {
+            for pi in 0..self.topics[ti].partitions.len() {
+                let p = &mut self.topics[ti].partitions[pi];
                 if p.inflight_conn == Some(conn) {
                     p.inflight_conn = None;
+                    self.sync(ti, pi);
                 }
             }
         }
@@ -248,17 +246,13 @@ impl Producer {
     pub(super) fn connect_to_leaders(&mut self) {
         let mut wanted: Vec<i32> = Vec::new();
         let mut unknown_leader = false;
-        for t in &self.topics {
-            for p in &t.partitions {
-                if p.batches.is_empty() {
-                    continue;
-                }
-                match p.leader {
-                    Some(n) if !self.node_conns.contains_key(&n) => wanted.push(n),
-                    Some(n) if !self.brokers.contains_key(&n) => unknown_leader = true,
-                    None => unknown_leader = true,
-                    _ => {}
-                }
+        // The distinct leaders of partitions holding batches (the index keeps them).
+        for leader in self.index.0.queued_leaders() {
+            match leader {
+                Some(n) if !self.node_conns.contains_key(&n) => wanted.push(n),
+                Some(n) if !self.brokers.contains_key(&n) => unknown_leader = true,
+                None => unknown_leader = true,
+                _ => {}
             }
         }
         if unknown_leader && !self.metadata.in_flight {

@@ -37,7 +37,7 @@ impl Producer {
         match code {
             ErrorCode::None if producer_id >= 0 && epoch >= 0 => {
                 let id = ProducerIdentity { producer_id, epoch };
-                self.identity = Some(id);
+                self.set_identity(Some(id));
                 self.pid_failures = 0;
                 self.pid_retry_at = None;
                 self.diag(Diagnostic::ProducerId(id));
@@ -67,8 +67,10 @@ impl Producer {
         if identity.is_none() {
             return;
         }
-        for ti in 0..self.topics.len() {
-            for pi in 0..self.topics[ti].partitions.len() {
+        // Only the partitions bound to another identity (the index keeps them).
+        let unbound: Vec<(usize, usize)> = self.index.0.unbound().collect();
+        for (ti, pi) in unbound {
+            {
                 let p = &self.topics[ti].partitions[pi];
                 if p.bound == identity || !p.is_drained() {
                     continue;
@@ -101,6 +103,7 @@ impl Producer {
                 {
                     p.next_seq = old_seq;
                 }
+                self.sync(ti, pi);
             }
         }
     }
@@ -121,13 +124,13 @@ impl Producer {
             return;
         };
         if self.bump_refused || id.epoch >= self.cfg.max_epoch {
-            self.identity = None;
+            self.set_identity(None);
         } else {
             let next = ProducerIdentity {
                 producer_id: id.producer_id,
                 epoch: id.epoch + 1,
             };
-            self.identity = Some(next);
+            self.set_identity(Some(next));
             self.diag(Diagnostic::EpochBumped(next));
         }
     }
@@ -140,7 +143,7 @@ impl Producer {
         self.bump_refused = true;
         let b = &self.topics[ti].partitions[pi].batches[i];
         if b.seq.map(|s| s.0) == self.identity {
-            self.identity = None;
+            self.set_identity(None);
         }
     }
 }

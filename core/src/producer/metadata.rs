@@ -133,6 +133,9 @@ impl Producer {
             if topic.partitions.iter().any(|p| p.leader.is_none()) {
                 incomplete = true;
             }
+            for pi in 0..self.topics[ti].partitions.len() {
+                self.sync(ti, pi);
+            }
             self.route_pending(ti);
         }
         if incomplete {
@@ -164,5 +167,6 @@ impl Producer {
                 p.stale_leader = false;
             }
         }
+        self.sync(ti, pi);
     }
 }

@@ -25,7 +25,6 @@ use bytes::BytesMut;
 
 use crate::config::ProducerConfig;
 use crate::metrics::{Counters, Observed};
-use crate::partition::BatchState;
 use crate::types::{
     ConnId, Diagnostic, Event, FatalError, Output, ProducerIdentity, Record, RecordId, SendError,
 };
@@ -35,6 +34,7 @@ mod acks;
 mod auth;
 mod connections;
 mod identity;
+mod index;
 mod metadata;
 mod observe;
 mod outcomes;
@@ -43,6 +43,7 @@ mod responses;
 
 use accumulator::Topic;
 use connections::{Backoff, Conn, ConnState, Target};
+use index::{Derived, Index};
 use metadata::MetadataState;
 use requests::RequestKind;
 
@@ -111,6 +112,13 @@ pub struct Producer {
     fatal: Option<FatalError>,
     /// Counters for [`Self::metrics`]: observability, not behaviour (equal in every state).
     stats: Observed<Counters>,
+    /// Which partitions have work (`index.rs`): derived, ignored by `PartialEq` and `Hash`.
+    index: Derived<Index>,
+    /// Scratch space for the partitions one Produce request visits (no allocation each).
+    scratch: Derived<Vec<(usize, usize)>>,
+    /// Lists and topic names of earlier Produce requests, reused: capacity only, no state
+    /// (ignored by `PartialEq` and `Hash`).
+    request_pool: Derived<requests::RequestPool>,
 }
 
 /// Whether `name` is a legal Kafka topic name.
@@ -162,6 +170,9 @@ impl Producer {
             closed: false,
             fatal: None,
             stats: Observed::default(),
+            index: Derived(Index::new(now)),
+            scratch: Derived(Vec::new()),
+            request_pool: Derived(requests::RequestPool::default()),
             cfg: config.with_durations_capped(),
         })
     }
@@ -225,6 +236,7 @@ impl Producer {
             self.flush_upto = Some(RecordId(self.next_record - 1));
         }
         self.dirty = true;
+        self.mark_all_sendable();
     }
 
     /// Stops accepting records, sends what is buffered, and closes every connection once
@@ -305,9 +317,13 @@ impl Producer {
         }
         match self.out.pop_front() {
             Some(o) => o,
-            None => Output::Wait {
-                until: self.next_deadline(),
-            },
+            None => {
+                #[cfg(debug_assertions)]
+                self.check_index();
+                Output::Wait {
+                    until: self.next_deadline(),
+                }
+            }
         }
     }
 
@@ -376,14 +392,15 @@ impl Producer {
                     consider(p.enqueued + self.cfg.max_block);
                 }
             }
-            for p in &t.partitions {
-                p.deadlines(self.cfg.linger).for_each(&mut consider);
-                // Batches are in creation order; in-flight ones expire through their request.
-                if let Some(b) = p.batches.iter().find(|b| b.state != BatchState::InFlight) {
-                    consider(b.created + timeout);
-                }
-            }
         }
+        // Every partition's linger and retry-backoff expiries, and the delivery timeout of
+        // its first batch not in flight (batches are in creation order; in-flight ones
+        // expire through their request): kept sorted by the index.
+        self.index
+            .0
+            .next_timer(now)
+            .into_iter()
+            .for_each(&mut consider);
         if let Some(t) = self.metadata.last_refresh {
             if !self.topics.is_empty() {
                 consider(t + self.cfg.metadata_max_age);

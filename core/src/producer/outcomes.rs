@@ -5,6 +5,8 @@
 //! P9). Also the delivery timeout (§B.3: in-flight batches wait for their answer or request
 //! timeout) and the fatal stop (every unresolved record fails).
 
+use smallvec::SmallVec;
+
 use super::accumulator::PendingRecord;
 use super::requests::BatchRef;
 use super::{backoff_delay, Producer};
@@ -16,6 +18,14 @@ impl Producer {
     pub(super) fn expire_deliveries(&mut self) {
         let now = self.now;
         let timeout = self.cfg.delivery_timeout;
+        // Only partitions whose oldest batch may have reached the timeout (the index keeps
+        // them sorted by it), visited in the order of a walk over every partition.
+        let mut due: SmallVec<[(usize, usize); 8]> = match now.checked_sub(timeout) {
+            Some(created_by) => self.index.0.oldest_through(created_by).collect(),
+            None => SmallVec::new(),
+        };
+        due.sort_unstable();
+        let mut due = due.into_iter().peekable();
         for ti in 0..self.topics.len() {
             while let Some(p) = self.topics[ti].pending.front() {
                 let error = if p.enqueued + timeout <= now {
@@ -31,7 +41,7 @@ impl Producer {
                 let p = self.topics[ti].pending.pop_front().expect("front exists");
                 self.resolve_pending(p, error);
             }
-            for pi in 0..self.topics[ti].partitions.len() {
+            while let Some((_, pi)) = due.next_if(|d| d.0 == ti) {
                 // Batches are in creation order: stop at the first one not yet expired.
                 // In-flight batches wait for their answer or their request timeout (P8).
                 let mut i = 0;
@@ -51,6 +61,7 @@ impl Producer {
                     }
                     self.fail_batch(ti, pi, i, DeliveryError::DeliveryTimeout, persisted);
                 }
+                self.expired_through(ti, pi);
             }
         }
     }
@@ -91,6 +102,7 @@ impl Producer {
             p.needs_rebase = true;
         }
         p.update_inflight_conn();
+        self.sync(ti, pi);
         self.buffered_bytes -= b.size;
         self.pending_records -= b.records.len();
         self.on_batch_failed(ti, pi, &b, &error, persisted);
@@ -129,6 +141,7 @@ impl Producer {
             }
         }
         p.update_inflight_conn();
+        self.sync(ti, pi);
         self.on_batch_acked(ti, pi, &b, base_offset);
         self.buffered_bytes -= b.size;
         self.pending_records -= b.records.len();
@@ -178,6 +191,7 @@ impl Producer {
             at: self.now + delay,
         };
         p.update_inflight_conn();
+        self.sync(r.topic, r.partition);
         let topic = self.topics[r.topic].name.clone();
         self.diag(Diagnostic::Retry {
             topic,
@@ -198,6 +212,7 @@ impl Producer {
         err: FatalError,
     ) {
         self.topics[ti].partitions[pi].batches[i].state = BatchState::AwaitRebase;
+        self.sync(ti, pi);
         self.fail_fatal(err);
     }
 

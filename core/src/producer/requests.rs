@@ -101,6 +101,7 @@ impl Producer {
     }
 
     pub(super) fn send_produce_requests(&mut self) {
+        self.fire_timers();
         let ready: SmallVec<[(ConnId, i32); 8]> = self
             .node_conns
             .iter()
@@ -126,7 +127,7 @@ impl Producer {
     }
 
     /// What a partition needs to know to pick (and sequence) its next batch for `conn`.
-    fn send_context(&self, conn: ConnId) -> SendContext {
+    pub(super) fn send_context(&self, conn: ConnId) -> SendContext {
         SendContext {
             now: self.now,
             identity: self.identity,
@@ -148,51 +149,83 @@ impl Producer {
 
     /// Builds one Produce request for `conn` with at most one batch per partition led by
     /// `node`. Returns whether a request was sent.
+    ///
+    /// Only the partitions the index holds as sendable to `node` are visited, in the order of
+    /// a walk over every partition (`index.rs`: the others would pick nothing); a visit that
+    /// picks nothing takes the partition out until it changes or a timer of its passes.
     pub(super) fn send_one_produce(&mut self, conn: ConnId, node: i32) -> bool {
         let ctx = self.send_context(conn);
         let mut refs: SmallVec<[BatchRef; 4]> = SmallVec::new();
-        let mut topic_data: Vec<TopicProduceData> = Vec::new();
+        let mut probed: SmallVec<[(usize, usize); 4]> = SmallVec::new();
+        // The request's lists and topic names reuse the previous requests' (no allocation
+        // per request in steady state).
+        let mut pool = std::mem::take(&mut self.request_pool.0);
+        let mut topic_data = std::mem::take(&mut pool.list);
+        let mut current: Option<(usize, TopicProduceData)> = None;
         let mut total = REQUEST_OVERHEAD;
-        for (ti, t) in self.topics.iter_mut().enumerate() {
-            let mut parts = Vec::new();
-            for (pi, p) in t.partitions.iter_mut().enumerate() {
-                if p.leader != Some(node) {
+        let mut visit = std::mem::take(&mut self.scratch.0);
+        visit.clear();
+        self.index.0.sendable_to(node, &mut visit);
+        for &(ti, pi) in &visit {
+            if current.as_ref().is_none_or(|c| c.0 != ti) {
+                if let Some((_, done)) = current.take() {
+                    pool.put(&mut topic_data, done);
+                }
+                current = Some((ti, pool.take(&self.topics[ti].name)));
+            }
+            let parts = &mut current.as_mut().expect("just set").1.partition_data;
+            let t = &mut self.topics[ti];
+            let p = &mut t.partitions[pi];
+            if p.leader != Some(node) {
+                self.index.0.unmark_sendable(node, ti, pi);
+                continue;
+            }
+            // Leave room: a batch that does not fit waits for the next request.
+            if let Some(b) = p.batches.iter().find(|b| b.state != BatchState::InFlight) {
+                if !refs.is_empty()
+                    && total + b.wire_len() + PARTITION_OVERHEAD > self.cfg.max_request_size
+                {
                     continue;
                 }
-                // Leave room: a batch that does not fit waits for the next request.
-                if let Some(b) = p.batches.iter().find(|b| b.state != BatchState::InFlight) {
-                    if !refs.is_empty()
-                        && total + b.wire_len() + PARTITION_OVERHEAD > self.cfg.max_request_size
-                    {
-                        continue;
-                    }
+            }
+            let unsealed = first_unsealed(p);
+            let probe = p.probe;
+            let Some(pick) = p.next_to_send(&ctx) else {
+                if p.probe != probe {
+                    probed.push((ti, pi));
                 }
-                let unsealed = first_unsealed(p);
-                let Some(pick) = p.next_to_send(&ctx) else {
-                    continue;
-                };
-                let b = &p.batches[pick.index];
-                let wire = b.wire.clone().expect("a picked batch is sequenced");
-                observe_compression(t.compression, &mut t.ratio, unsealed, b.id, &wire);
-                total += wire.len() + PARTITION_OVERHEAD + t.name.len();
-                refs.push(BatchRef {
-                    topic: ti,
-                    partition: pi,
-                    batch: b.id,
-                });
-                parts.push(PartitionProduceData {
-                    index: pi as i32,
-                    records: Some(wire),
-                });
-            }
-            if !parts.is_empty() {
-                topic_data.push(TopicProduceData {
-                    name: t.name.to_string(),
-                    partition_data: parts,
-                });
-            }
+                self.index.0.unmark_sendable(node, ti, pi);
+                continue;
+            };
+            let b = &p.batches[pick.index];
+            let wire = b.wire.clone().expect("a picked batch is sequenced");
+            observe_compression(t.compression, &mut t.ratio, unsealed, b.id, &wire);
+            total += wire.len() + PARTITION_OVERHEAD + t.name.len();
+            refs.push(BatchRef {
+                topic: ti,
+                partition: pi,
+                batch: b.id,
+            });
+            parts.push(PartitionProduceData {
+                index: pi as i32,
+                records: Some(wire),
+            });
+        }
+        if let Some((_, done)) = current.take() {
+            pool.put(&mut topic_data, done);
+        }
+        visit.clear();
+        self.scratch.0 = visit;
+        for (ti, pi) in probed {
+            self.sync(ti, pi);
+            self.index.0.unmark_sendable(node, ti, pi);
+        }
+        for r in &refs {
+            self.sync(r.topic, r.partition);
         }
         if refs.is_empty() {
+            pool.recycle(topic_data);
+            self.request_pool.0 = pool;
             return false;
         }
         let req = ProduceRequest {
@@ -206,9 +239,52 @@ impl Producer {
         if self.cfg.acks == 0 {
             // No answer will come: nothing waits in flight (acks.rs).
             self.transmit_unacknowledged(conn, &req, version, refs);
+            pool.recycle(req.topic_data);
+            self.request_pool.0 = pool;
             return true;
         }
         self.transmit_produce(conn, &req, version, RequestKind::Produce(refs));
+        pool.recycle(req.topic_data);
+        self.request_pool.0 = pool;
         true
+    }
+}
+
+/// Lists and topic names of earlier Produce requests, kept for the next ones.
+#[derive(Debug, Clone, Default)]
+pub(super) struct RequestPool {
+    list: Vec<TopicProduceData>,
+    spare: Vec<TopicProduceData>,
+}
+
+impl RequestPool {
+    /// An empty entry for topic `name`.
+    fn take(&mut self, name: &str) -> TopicProduceData {
+        let mut t = self.spare.pop().unwrap_or_else(|| TopicProduceData {
+            name: String::new(),
+            partition_data: Vec::new(),
+        });
+        t.name.clear();
+        t.name.push_str(name);
+        t
+    }
+
+    /// A finished entry joins the request if it holds a batch.
+    fn put(&mut self, list: &mut Vec<TopicProduceData>, t: TopicProduceData) {
+        if t.partition_data.is_empty() {
+            self.spare.push(t);
+        } else {
+            list.push(t);
+        }
+    }
+
+    /// The request was written: its entries (emptied, the batches released) and its list
+    /// are kept.
+    fn recycle(&mut self, mut list: Vec<TopicProduceData>) {
+        for mut t in list.drain(..) {
+            t.partition_data.clear();
+            self.spare.push(t);
+        }
+        self.list = list;
     }
 }

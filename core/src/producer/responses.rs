@@ -83,17 +83,36 @@ impl Producer {
         refs: SmallVec<[BatchRef; 4]>,
         resp: protocol::produce::ProduceResponse,
     ) {
+        // Each batch's answer: the first entry for its topic and partition. A request with
+        // many batches looks them up in a table sorted (stably) by topic and partition
+        // rather than walking the whole answer once per batch.
+        let mut table: Vec<(&str, i32, &PartitionProduceResponse)> = Vec::new();
+        if refs.len() > 8 {
+            table.extend(resp.responses.iter().flat_map(|t| {
+                t.partition_responses
+                    .iter()
+                    .map(move |p| (t.name.as_str(), p.index, p))
+            }));
+            table.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        }
         for r in refs {
-            let name = &self.topics[r.topic].name;
-            let result = resp
-                .responses
-                .iter()
-                .filter(|t| t.name.as_str() == &**name)
-                .flat_map(|t| t.partition_responses.iter())
-                .find(|p| p.index == r.partition as i32)
-                .cloned();
+            let name = &*self.topics[r.topic].name;
+            let index = r.partition as i32;
+            let result = if table.is_empty() {
+                resp.responses
+                    .iter()
+                    .filter(|t| t.name.as_str() == name)
+                    .flat_map(|t| t.partition_responses.iter())
+                    .find(|p| p.index == index)
+            } else {
+                let at = table.partition_point(|e| (e.0, e.1) < (name, index));
+                table
+                    .get(at)
+                    .filter(|e| (e.0, e.1) == (name, index))
+                    .map(|e| e.2)
+            };
             match result {
-                Some(pr) => self.on_partition_result(r, &pr),
+                Some(pr) => self.on_partition_result(r, pr),
                 // A response that leaves a partition out tells us nothing about it.
                 None => self.retry_batch(r, ErrorCode::NetworkException, true),
             }
@@ -210,6 +229,7 @@ impl Producer {
         } else {
             b.state = BatchState::AwaitRebase;
             p.update_inflight_conn();
+            self.sync(ti, pi);
             self.request_bump_for(ti, pi);
         }
     }
@@ -414,5 +434,6 @@ impl Producer {
             p.batches.insert(i + k, piece);
         }
         p.update_inflight_conn();
+        self.sync(ti, pi);
     }
 }

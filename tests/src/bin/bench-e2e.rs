@@ -6,7 +6,7 @@
 //! cargo run --release -p kprod-tests --bin bench-e2e -- [--broker tansu|kafka]
 //!     [--kafka-nodes 1|3] [--messages N] [--rounds R] [--warmup-rounds W]
 //!     [--partitions P] [--size BYTES] [--linger-ms MS] [--batch-size BYTES]
-//!     [--clients kprod,rdkafka,java,rdkafka-future] [--only CLIENT] [--keyless]
+//!     [--clients kprod,kprod-many,rdkafka,java,rdkafka-future] [--only CLIENT] [--keyless]
 //!     [--wire-stats] [--rdkafka-queue-kbytes KIB]
 //! ```
 //!
@@ -40,6 +40,9 @@
 //!   the `DeliveryFuture`s are kept in send order, the completed ones at the front are taken
 //!   after every send, the rest awaited at the end. Idempotence, acks and max in-flight are
 //!   kprod's defaults (true, all, 5); `linger.ms` and `batch.size` as given.
+//! - `kprod-many`: the same, but the records go in chunks of 1,024 through
+//!   `ProducerHandle::enqueue_many` (one hand-off to the driver task per chunk instead of one
+//!   per record). Not run unless asked for.
 //! - `rdkafka`: a `ThreadedProducer` whose delivery callback counts the results in atomics;
 //!   the crate's polling thread serves the callbacks, and the sending thread (the main
 //!   thread; the tokio runtime exists but idles) only sends: on `QueueFull` it parks until
@@ -127,7 +130,7 @@ usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--roun
   --size        message value size in bytes, at least 8 (default 100)
   --linger-ms   linger.ms for every client (default 5)
   --batch-size  batch.size for every client (default 16384)
-  --clients     comma-separated: kprod, rdkafka, java, rdkafka-future
+  --clients     comma-separated: kprod, kprod-many, rdkafka, java, rdkafka-future
                 (default kprod,rdkafka)
   --only        one client only (for profiling), same as --clients CLIENT
   --keyless     let each client's partitioner choose (default: message i to partition i mod P)
@@ -138,12 +141,17 @@ usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--roun
                 requests, batches and records per batch; its threads' CPU then counts as
                 the client's, so use this mode to compare batching, not CPU";
 
+/// Records per `enqueue_many` call of the `kprod-many` client.
+const KPROD_MANY_CHUNK: usize = 1024;
+
 /// The longest a single run may take before it counts as failed.
 const RUN_TIMEOUT: Duration = Duration::from_secs(300);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Client {
     Kprod,
+    /// kprod with `ProducerHandle::enqueue_many`, [`KPROD_MANY_CHUNK`] records per call.
+    KprodMany,
     Rdkafka,
     RdkafkaFuture,
     Java,
@@ -153,6 +161,7 @@ impl Client {
     fn name(self) -> &'static str {
         match self {
             Self::Kprod => "kprod",
+            Self::KprodMany => "kprod-many",
             Self::Rdkafka => "rdkafka",
             Self::RdkafkaFuture => "rdkafka-future",
             Self::Java => "java",
@@ -162,6 +171,7 @@ impl Client {
     fn parse(s: &str) -> Option<Self> {
         match s.trim() {
             "kprod" => Some(Self::Kprod),
+            "kprod-many" => Some(Self::KprodMany),
             "rdkafka" => Some(Self::Rdkafka),
             "rdkafka-future" => Some(Self::RdkafkaFuture),
             "java" => Some(Self::Java),
@@ -766,6 +776,7 @@ async fn run_kprod(
     bootstrap: String,
     topic: String,
     meter: Meter,
+    chunk: usize,
 ) -> Result<Measured, String> {
     let linger = args.linger_ms.to_string();
     let batch = args.batch_size.to_string();
@@ -790,15 +801,39 @@ async fn run_kprod(
     let start = meter.start();
     let mut tally = Tally::default();
     let mut pending = InOrder::new();
-    for i in 0..args.messages {
-        fill(&mut buf, i);
-        let mut record = Record::new(topic.as_str(), Bytes::copy_from_slice(&buf));
-        record.partition = args.partition(i);
-        match producer.enqueue(record).await {
-            Ok(f) => pending.push(f),
-            Err(e) => {
-                tally.record(Err(e));
-                break;
+    let mut i = 0;
+    'send: while i < args.messages {
+        if chunk <= 1 {
+            fill(&mut buf, i);
+            let mut record = Record::new(topic.as_str(), Bytes::copy_from_slice(&buf));
+            record.partition = args.partition(i);
+            i += 1;
+            match producer.enqueue(record).await {
+                Ok(f) => pending.push(f),
+                Err(e) => {
+                    tally.record(Err(e));
+                    break;
+                }
+            }
+        } else {
+            let end = (i + chunk as u64).min(args.messages);
+            let records: Vec<Record> = (i..end)
+                .map(|k| {
+                    fill(&mut buf, k);
+                    let mut record = Record::new(topic.as_str(), Bytes::copy_from_slice(&buf));
+                    record.partition = args.partition(k);
+                    record
+                })
+                .collect();
+            i = end;
+            for r in producer.enqueue_many(records).await {
+                match r {
+                    Ok(f) => pending.push(f),
+                    Err(e) => {
+                        tally.record(Err(e));
+                        break 'send;
+                    }
+                }
             }
         }
         pending.take_ready(|r| tally.record(r.map(drop)));
@@ -1320,7 +1355,8 @@ fn run_one(
         meter.clone(),
     );
     let task = match client {
-        Client::Kprod => rt.spawn(run_kprod(args2, b, t, m)),
+        Client::Kprod => rt.spawn(run_kprod(args2, b, t, m, 1)),
+        Client::KprodMany => rt.spawn(run_kprod(args2, b, t, m, KPROD_MANY_CHUNK)),
         Client::RdkafkaFuture => rt.spawn(run_rdkafka_future(args2, b, t, m)),
         Client::Rdkafka => return run_rdkafka(args, bootstrap, topic, meter),
         Client::Java => {
@@ -1464,6 +1500,9 @@ fn report(args: &Args, runs: &[Run]) -> String {
     let pairs = [
         (Client::Kprod, Client::Rdkafka),
         (Client::Kprod, Client::Java),
+        (Client::KprodMany, Client::Rdkafka),
+        (Client::KprodMany, Client::Java),
+        (Client::KprodMany, Client::Kprod),
         (Client::Java, Client::Rdkafka),
         (Client::Kprod, Client::RdkafkaFuture),
     ];

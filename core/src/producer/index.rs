@@ -1,0 +1,548 @@
+//! Derived indexes over the partitions, so that a drain touches only the partitions that have
+//! work instead of walking every partition of every topic (issue 12: at 10,000 partitions the
+//! walks cost 31× the CPU per record of one partition).
+//!
+//! Every index here is derived: it is rebuilt from the partitions by `sync(ti, pi)` after
+//! each change to partition `(ti, pi)` (and wholesale after a change of producer identity),
+//! and nothing the producer decides depends on it except *which* partitions it looks at. A
+//! partition the indexes leave out is one that the old walk would have visited without
+//! effect. [`Producer::check_index`] (debug builds: every unit test and every state of the
+//! model check, at the end of every drain) proves both halves: the exact indexes equal a
+//! recomputation from scratch, and a partition missing from `sendable` would pick nothing.
+//!
+//! The whole index is wrapped in [`Derived`], whose `PartialEq` and `Hash` ignore it: it is
+//! bookkeeping, not behaviour, so the model checker's state deduplication (by `Hash`/`Eq` of
+//! the real `Producer`) sees exactly the states it saw before the index existed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use smallvec::SmallVec;
+use std::ops::Bound::{Excluded, Included, Unbounded};
+use std::time::{Duration, Instant};
+
+use crate::partition::{BatchState, Partition};
+use crate::types::ProducerIdentity;
+
+use super::Producer;
+
+/// A wrapper whose equality and hash ignore its content: for derived indexes and scratch
+/// space that are a function of the rest of the state (or do not influence behaviour).
+#[derive(Debug, Clone)]
+pub(super) struct Derived<T>(pub(super) T);
+
+impl<T> PartialEq for Derived<T> {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl<T> Eq for Derived<T> {}
+
+impl<T> std::hash::Hash for Derived<T> {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
+}
+
+/// What the indexes hold for one partition: a pure function of the partition, the
+/// producer's identity and the configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct Entry {
+    /// The partition holds batches: its leader.
+    queued: Option<Option<i32>>,
+    /// Creation time of its oldest batch (the first to reach `delivery.timeout.ms`).
+    oldest: Option<Instant>,
+    /// When it may start an idle probe (it was acknowledged before and is not probing).
+    idle: Option<Instant>,
+    /// The producer has an identity and this partition is bound to another one.
+    unbound: bool,
+    /// The deadlines [`Producer::next_deadline`] considers for it: the head retry's backoff,
+    /// the open batch's linger, and the delivery timeout of the first batch not in flight.
+    timers: [Option<Instant>; 3],
+}
+
+impl Entry {
+    fn of(
+        p: &Partition,
+        identity: Option<ProducerIdentity>,
+        linger: Duration,
+        delivery_timeout: Duration,
+        idle_expiry: Duration,
+    ) -> Self {
+        let mut timers = [None; 3];
+        for (slot, d) in timers.iter_mut().zip(p.deadlines(linger)) {
+            *slot = Some(d);
+        }
+        timers[2] = p
+            .batches
+            .iter()
+            .find(|b| b.state != BatchState::InFlight)
+            .and_then(|b| b.created.checked_add(delivery_timeout));
+        Self {
+            queued: (!p.batches.is_empty()).then_some(p.leader),
+            oldest: p.batches.front().map(|b| b.created),
+            idle: if p.probe {
+                None
+            } else {
+                p.last_write.and_then(|t| t.checked_add(idle_expiry))
+            },
+            unbound: identity.is_some() && p.bound != identity,
+            timers,
+        }
+    }
+}
+
+/// One partition's place in the indexes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Slot {
+    entry: Entry,
+    /// The leader it is marked sendable to, if any.
+    sendable: Option<i32>,
+    /// Its key in `oldest`: at most its oldest batch's creation (see `oldest`).
+    oldest: Option<u64>,
+    /// Its key in `idle`: at most its idle-probe time, and not yet fired (see `idle`).
+    idle: Option<u64>,
+}
+
+/// `(topic, partition)`.
+pub(super) type Tp = (usize, usize);
+
+/// `(topic, partition)` packed into one integer (cheaper keys for the sorted sets).
+fn pack(ti: usize, pi: usize) -> u64 {
+    ((ti as u64) << 32) | (pi as u64 & 0xffff_ffff)
+}
+
+fn unpack(k: u64) -> Tp {
+    ((k >> 32) as usize, (k & 0xffff_ffff) as usize)
+}
+
+/// The indexes (see the module documentation). Times are kept as nanoseconds since `base`
+/// (the producer's creation; no time the producer handles is earlier).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Index {
+    base: Instant,
+    /// Per topic, per partition.
+    slots: Vec<Vec<Slot>>,
+    /// Exact: how many partitions hold batches, by leader.
+    queued: BTreeMap<Option<i32>, usize>,
+    /// Exact: partitions bound to another identity than the producer's.
+    unbound: BTreeSet<u64>,
+    /// Exact: the partitions' deadlines (`Entry::timers`), with their slot.
+    timers: BTreeSet<(u64, u64, u8)>,
+    /// Lazy: each partition holding batches under a time at most its oldest batch's creation
+    /// (batches leave from the front, so it only grows; `expire_deliveries` moves the key up
+    /// when it passes). A partition left out has not reached its delivery timeout.
+    oldest: BTreeSet<(u64, u64)>,
+    /// Lazy: each partition with an idle-probe time under a time at most that, until
+    /// `fire_timers` passes it (then the partition is made sendable, or moved up).
+    idle: BTreeSet<(u64, u64)>,
+    /// A superset: by leader, every partition that a Produce request to that leader could
+    /// take a batch from now (or that would start an idle probe). A partition leaves it when
+    /// a visit picks nothing, and comes back when it changes (`sync`), when one of its timers
+    /// passes, or when something every partition depends on changes (identity, flush).
+    sendable: BTreeSet<(i32, u64)>,
+    /// Timers up to this time have put their partitions back into `sendable`.
+    timers_through: Option<u64>,
+}
+
+impl Index {
+    pub(super) fn new(base: Instant) -> Self {
+        Self {
+            base,
+            slots: Vec::new(),
+            queued: BTreeMap::new(),
+            unbound: BTreeSet::new(),
+            timers: BTreeSet::new(),
+            oldest: BTreeSet::new(),
+            idle: BTreeSet::new(),
+            sendable: BTreeSet::new(),
+            timers_through: None,
+        }
+    }
+
+    fn nanos(&self, t: Instant) -> u64 {
+        u64::try_from(t.saturating_duration_since(self.base).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn slot(&self, ti: usize, pi: usize) -> Slot {
+        self.slots
+            .get(ti)
+            .and_then(|t| t.get(pi))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    fn slot_mut(&mut self, ti: usize, pi: usize) -> &mut Slot {
+        if self.slots.len() <= ti {
+            self.slots.resize_with(ti + 1, Vec::new);
+        }
+        let row = &mut self.slots[ti];
+        if row.len() <= pi {
+            row.resize(pi + 1, Slot::default());
+        }
+        &mut row[pi]
+    }
+
+    fn mark_sendable(&mut self, leader: i32, ti: usize, pi: usize) {
+        let k = pack(ti, pi);
+        let slot = self.slot_mut(ti, pi);
+        match slot.sendable.replace(leader) {
+            Some(l) if l == leader => {}
+            Some(l) => {
+                self.sendable.remove(&(l, k));
+                self.sendable.insert((leader, k));
+            }
+            None => {
+                self.sendable.insert((leader, k));
+            }
+        }
+    }
+
+    /// A visit to `(ti, pi)` for `leader` picked nothing (or it is led elsewhere).
+    pub(super) fn unmark_sendable(&mut self, leader: i32, ti: usize, pi: usize) {
+        let slot = self.slot_mut(ti, pi);
+        if slot.sendable == Some(leader) {
+            slot.sendable = None;
+            self.sendable.remove(&(leader, pack(ti, pi)));
+        }
+    }
+
+    fn set(&mut self, ti: usize, pi: usize, leader: Option<i32>, new: Entry) {
+        let k = pack(ti, pi);
+        let old = self.slot(ti, pi);
+        if let Some(l) = leader {
+            if (new.queued.is_some() || new.idle.is_some()) && old.sendable != Some(l) {
+                self.mark_sendable(l, ti, pi);
+            }
+        }
+        let old = self.slot(ti, pi);
+        // The lazy keys: keep one while it is at most the true time (and, for idle, still to
+        // fire); otherwise move it to the true time.
+        let oldest = new.oldest.map(|t| self.nanos(t));
+        let oldest_key = match (old.oldest, oldest) {
+            (Some(r), Some(c)) if r <= c => Some(r),
+            (Some(r), None) => Some(r),
+            (o, c) => {
+                if let Some(r) = o {
+                    self.oldest.remove(&(r, k));
+                }
+                if let Some(c) = c {
+                    self.oldest.insert((c, k));
+                }
+                c
+            }
+        };
+        let idle = new.idle.map(|t| self.nanos(t));
+        let pending = |r: u64| self.timers_through.is_none_or(|f| r > f);
+        let idle_key = match (old.idle, idle) {
+            (Some(r), Some(t)) if r <= t && pending(r) => Some(r),
+            (Some(r), None) => Some(r),
+            (o, t) => {
+                if let Some(r) = o {
+                    self.idle.remove(&(r, k));
+                }
+                if let Some(t) = t {
+                    self.idle.insert((t, k));
+                }
+                t
+            }
+        };
+        if old.entry == new && old.oldest == oldest_key && old.idle == idle_key {
+            return;
+        }
+        if old.entry.queued != new.queued {
+            if let Some(l) = old.entry.queued {
+                if let Some(n) = self.queued.get_mut(&l) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.queued.remove(&l);
+                    }
+                }
+            }
+            if let Some(l) = new.queued {
+                *self.queued.entry(l).or_insert(0) += 1;
+            }
+        }
+        if old.entry.unbound != new.unbound {
+            if new.unbound {
+                self.unbound.insert(k);
+            } else {
+                self.unbound.remove(&k);
+            }
+        }
+        for (i, (o, n)) in old.entry.timers.iter().zip(new.timers.iter()).enumerate() {
+            if o != n {
+                if let Some(t) = o {
+                    self.timers.remove(&(self.nanos(*t), k, i as u8));
+                }
+                if let Some(t) = n {
+                    self.timers.insert((self.nanos(*t), k, i as u8));
+                }
+            }
+        }
+        let slot = self.slot_mut(ti, pi);
+        slot.entry = new;
+        slot.oldest = oldest_key;
+        slot.idle = idle_key;
+    }
+
+    /// The earliest partition deadline after `now`.
+    pub(super) fn next_timer(&self, now: Instant) -> Option<Instant> {
+        let n = self.nanos(now);
+        self.timers
+            .range((Excluded((n, u64::MAX, u8::MAX)), Unbounded))
+            .next()
+            .map(|t| self.base + Duration::from_nanos(t.0))
+    }
+
+    /// Partitions that may have a batch created at or before `at` (a superset).
+    pub(super) fn oldest_through(&self, at: Instant) -> impl Iterator<Item = Tp> + '_ {
+        let n = self.nanos(at);
+        self.oldest.range(..=(n, u64::MAX)).map(|&(_, k)| unpack(k))
+    }
+
+    /// Whether some partition led by `leader` holds batches.
+    pub(super) fn leads_batches(&self, leader: Option<i32>) -> bool {
+        self.queued.contains_key(&leader)
+    }
+
+    /// The distinct leaders of partitions holding batches.
+    pub(super) fn queued_leaders(&self) -> impl Iterator<Item = Option<i32>> + '_ {
+        self.queued.keys().copied()
+    }
+
+    /// The partitions bound to another identity than the producer's.
+    pub(super) fn unbound(&self) -> impl Iterator<Item = Tp> + '_ {
+        self.unbound.iter().map(|&k| unpack(k))
+    }
+
+    /// The partitions marked sendable to `leader`, in (topic, partition) order.
+    pub(super) fn sendable_to(&self, leader: i32, out: &mut Vec<Tp>) {
+        out.extend(
+            self.sendable
+                .range((leader, 0)..=(leader, u64::MAX))
+                .map(|&(_, k)| unpack(k)),
+        );
+    }
+
+    /// Marks sendable every partition whose timer (or idle probe time) passed since the last
+    /// call; an idle key that was below the true time moves up to it.
+    fn fire_timers(&mut self, now: Instant, entry: impl Fn(Tp) -> (Option<i32>, Entry)) {
+        let n = self.nanos(now);
+        let from = match self.timers_through {
+            Some(t) if t >= n => return,
+            Some(t) => Excluded(t),
+            None => Unbounded,
+        };
+        let due: SmallVec<[(u64, u64); 8]> = self
+            .timers
+            .range((
+                from.map(|t| (t, u64::MAX, u8::MAX)),
+                Included((n, u64::MAX, u8::MAX)),
+            ))
+            .map(|&(t, k, _)| (t, k))
+            .collect();
+        self.timers_through = Some(n);
+        for (_, k) in due {
+            let (ti, pi) = unpack(k);
+            if let Some(l) = entry((ti, pi)).0 {
+                self.mark_sendable(l, ti, pi);
+            }
+        }
+        let idle: SmallVec<[(u64, u64); 8]> = self
+            .idle
+            .range((from.map(|t| (t, u64::MAX)), Included((n, u64::MAX))))
+            .copied()
+            .collect();
+        for (r, k) in idle {
+            let (ti, pi) = unpack(k);
+            self.idle.remove(&(r, k));
+            self.slot_mut(ti, pi).idle = None;
+            let (leader, e) = entry((ti, pi));
+            match e.idle.map(|t| self.nanos(t)) {
+                Some(t) if t <= n => {
+                    if let Some(l) = leader {
+                        self.mark_sendable(l, ti, pi);
+                    }
+                }
+                Some(t) => {
+                    self.idle.insert((t, k));
+                    self.slot_mut(ti, pi).idle = Some(t);
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// After `expire_deliveries` looked at `(ti, pi)`: its `oldest` key moves up to its true
+    /// oldest batch (or goes, if it has none).
+    fn reset_oldest(&mut self, ti: usize, pi: usize, oldest: Option<Instant>) {
+        let k = pack(ti, pi);
+        let c = oldest.map(|t| self.nanos(t));
+        let slot = self.slot(ti, pi);
+        if slot.oldest != c {
+            if let Some(r) = slot.oldest {
+                self.oldest.remove(&(r, k));
+            }
+            if let Some(c) = c {
+                self.oldest.insert((c, k));
+            }
+            self.slot_mut(ti, pi).oldest = c;
+        }
+    }
+}
+
+impl Producer {
+    fn entry_of(&self, ti: usize, pi: usize) -> Entry {
+        Entry::of(
+            &self.topics[ti].partitions[pi],
+            self.identity,
+            self.cfg.linger,
+            self.cfg.delivery_timeout,
+            self.cfg.producer_state_expiry(),
+        )
+    }
+
+    /// Brings the indexes up to date after a change to partition `(ti, pi)`, and marks it for
+    /// a visit by the next Produce request to its leader.
+    pub(super) fn sync(&mut self, ti: usize, pi: usize) {
+        let e = self.entry_of(ti, pi);
+        let leader = self.topics[ti].partitions[pi].leader;
+        self.index.0.set(ti, pi, leader, e);
+    }
+
+    /// Every partition: after a change of identity (which binds them all), a flush or close
+    /// (which makes open batches sendable), or a fatal stop.
+    pub(super) fn sync_all(&mut self) {
+        for ti in 0..self.topics.len() {
+            for pi in 0..self.topics[ti].partitions.len() {
+                self.sync(ti, pi);
+            }
+        }
+    }
+
+    /// A flush or close: every open batch may go now (a walk over every partition, as
+    /// rare as flushes).
+    pub(super) fn mark_all_sendable(&mut self) {
+        for (ti, t) in self.topics.iter().enumerate() {
+            for (pi, p) in t.partitions.iter().enumerate() {
+                if let (Some(l), false) = (p.leader, p.batches.is_empty()) {
+                    self.index.0.mark_sendable(l, ti, pi);
+                }
+            }
+        }
+    }
+
+    /// Sets the producer's identity; every partition's binding is re-indexed.
+    pub(super) fn set_identity(&mut self, identity: Option<ProducerIdentity>) {
+        if self.identity != identity {
+            self.identity = identity;
+            self.sync_all();
+        }
+    }
+
+    /// Marks sendable the partitions whose timers passed (before a round of Produce
+    /// requests).
+    pub(super) fn fire_timers(&mut self) {
+        let Self {
+            index, topics, cfg, ..
+        } = self;
+        let identity = self.identity;
+        index.0.fire_timers(self.now, |(ti, pi)| {
+            let p = &topics[ti].partitions[pi];
+            let e = Entry::of(
+                p,
+                identity,
+                cfg.linger,
+                cfg.delivery_timeout,
+                cfg.producer_state_expiry(),
+            );
+            (p.leader, e)
+        });
+    }
+
+    /// `expire_deliveries` looked at `(ti, pi)`: its delivery-timeout key moves up.
+    pub(super) fn expired_through(&mut self, ti: usize, pi: usize) {
+        let oldest = self.topics[ti].partitions[pi]
+            .batches
+            .front()
+            .map(|b| b.created);
+        self.index.0.reset_oldest(ti, pi, oldest);
+    }
+
+    /// Debug builds: the exact indexes equal a recomputation from the partitions, every lazy
+    /// key is at most its true time (and an idle key is still to fire), and no partition left
+    /// out of `sendable` would pick a batch (or change at all) if a Produce request to its
+    /// leader visited it now.
+    #[cfg(debug_assertions)]
+    pub(super) fn check_index(&self) {
+        let idx = &self.index.0;
+        let mut queued: BTreeMap<Option<i32>, usize> = BTreeMap::new();
+        let (mut unbound, mut timers) = (0, 0);
+        for (ti, t) in self.topics.iter().enumerate() {
+            for pi in 0..t.partitions.len() {
+                let e = self.entry_of(ti, pi);
+                let slot = idx.slot(ti, pi);
+                assert_eq!(slot.entry, e, "index entry of {ti}/{pi}");
+                let k = pack(ti, pi);
+                if let Some(l) = e.queued {
+                    *queued.entry(l).or_insert(0) += 1;
+                }
+                if e.unbound {
+                    unbound += 1;
+                    assert!(idx.unbound.contains(&k), "unbound index of {ti}/{pi}");
+                }
+                for (i, d) in e.timers.iter().enumerate() {
+                    if let Some(d) = d {
+                        timers += 1;
+                        let key = (idx.nanos(*d), k, i as u8);
+                        assert!(idx.timers.contains(&key), "timer index of {ti}/{pi}");
+                    }
+                }
+                if let Some(c) = e.oldest {
+                    let r = slot
+                        .oldest
+                        .expect("a partition with batches has an oldest key");
+                    assert!(r <= idx.nanos(c) && idx.oldest.contains(&(r, k)));
+                }
+                if let Some(t) = e.idle {
+                    let t = idx.nanos(t);
+                    match slot.idle {
+                        Some(r) => assert!(r <= t && idx.idle.contains(&(r, k))),
+                        None => assert!(idx.timers_through.is_some_and(|f| t <= f)),
+                    }
+                }
+                if let Some(l) = slot.sendable {
+                    assert!(idx.sendable.contains(&(l, k)));
+                }
+            }
+        }
+        assert_eq!(idx.queued, queued, "queued index");
+        assert_eq!(idx.unbound.len(), unbound, "unbound index");
+        assert_eq!(idx.timers.len(), timers, "timer index");
+        if self.fatal.is_some() {
+            return;
+        }
+        assert!(
+            idx.timers_through.is_none_or(|t| t <= idx.nanos(self.now)),
+            "timers fired ahead of time"
+        );
+        for (ti, t) in self.topics.iter().enumerate() {
+            for (pi, p) in t.partitions.iter().enumerate() {
+                let Some(node) = p.leader else { continue };
+                if idx.sendable.contains(&(node, pack(ti, pi))) {
+                    continue;
+                }
+                let Some(&conn) = self.node_conns.get(&node) else {
+                    continue;
+                };
+                let mut probe = p.clone();
+                let ctx = self.send_context(conn);
+                assert_eq!(
+                    probe.next_to_send(&ctx),
+                    None,
+                    "partition {ti}/{pi} is not sendable per the index but would send"
+                );
+                assert_eq!(&probe, p, "partition {ti}/{pi} changed on a visit");
+            }
+        }
+    }
+}
