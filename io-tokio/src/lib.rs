@@ -171,6 +171,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -179,7 +180,7 @@ use bytes::BytesMut;
 use kprod_core::{ConnId, Diagnostic, Event, Output, Producer, RecordId};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::{AbortHandle, JoinError, JoinSet};
 use tracing::{debug, error, info};
 
@@ -707,6 +708,8 @@ impl ProducerHandle {
             fatal: fatal.clone(),
             finishing: Vec::new(),
             final_metrics: final_metrics.clone(),
+            write_backlog_limit: None,
+            written: Arc::new(Notify::new()),
         };
         runtime.spawn(driver.run(commands, io_rx));
         Ok(Self {
@@ -959,6 +962,8 @@ enum Conn {
     },
     Open {
         tx: mpsc::UnboundedSender<Bytes>,
+        /// Bytes sent to the writer and not yet written (or dropped with a failed writer).
+        unwritten: Arc<AtomicUsize>,
         reader: AbortHandle,
         /// `None` once the writer may finish on its own (the producer closed).
         writer: Option<tokio::task::JoinHandle<()>>,
@@ -1018,6 +1023,13 @@ struct Driver<C: Connector> {
     finishing: Vec<tokio::task::JoinHandle<()>>,
     /// Shared with the handles: the metrics when the driver stopped.
     final_metrics: Arc<OnceLock<Metrics>>,
+    /// With `acks=0` a record leaves `buffer.memory` when its request is handed over, so
+    /// this bounds the bytes queued for the writers instead: above it the driver takes no
+    /// new command (the application's sends wait) until the writers catch up. `None` for
+    /// acks 1 and all, where `buffer.memory` already bounds them.
+    write_backlog_limit: Option<usize>,
+    /// Notified by every writer after each write.
+    written: Arc<Notify>,
 }
 
 impl<C: Connector> Driver<C> {
@@ -1029,6 +1041,10 @@ impl<C: Connector> Driver<C> {
         let sleep = tokio::time::sleep_until(tokio::time::Instant::now());
         tokio::pin!(sleep);
         let mut commands_open = true;
+        if self.producer.config().acks == 0 {
+            self.write_backlog_limit = Some(self.producer.config().buffer_memory);
+        }
+        let written = Arc::clone(&self.written);
         loop {
             if self.failed.is_none() {
                 self.drain();
@@ -1041,8 +1057,9 @@ impl<C: Connector> Driver<C> {
             if let Some(until) = self.deadline {
                 sleep.as_mut().reset(tokio::time::Instant::from_std(until));
             }
+            let backlogged = self.write_backlogged();
             tokio::select! {
-                cmd = commands.recv(), if commands_open => match cmd {
+                cmd = commands.recv(), if commands_open && !backlogged => match cmd {
                     Some(cmd) => {
                         self.command(cmd);
                         // Whatever else is queued goes in before the one drain below: one
@@ -1071,6 +1088,7 @@ impl<C: Connector> Driver<C> {
                     self.connect_done(r);
                 }
                 () = &mut sleep, if self.deadline.is_some() => self.producer.handle_timeout(now()),
+                () = written.notified(), if backlogged => {}
             }
         }
         self.conns.clear();
@@ -1165,8 +1183,14 @@ impl<C: Connector> Driver<C> {
         loop {
             match self.producer.poll_output() {
                 Output::Transmit { conn, bytes } => {
-                    if let Some(Conn::Open { tx, .. }) = self.conns.get(&conn) {
-                        let _ = tx.send(bytes);
+                    if let Some(Conn::Open { tx, unwritten, .. }) = self.conns.get(&conn) {
+                        // Counted before the writer can see them, so it never subtracts
+                        // bytes that were not added.
+                        let n = bytes.len();
+                        unwritten.fetch_add(n, Ordering::Relaxed);
+                        if tx.send(bytes).is_err() {
+                            unwritten.fetch_sub(n, Ordering::Relaxed);
+                        }
                     }
                 }
                 Output::Connect { conn, addr } => {
@@ -1488,6 +1512,20 @@ impl<C: Connector> Driver<C> {
         None
     }
 
+    /// Whether the writers hold more unwritten bytes than `write_backlog_limit` allows
+    /// (acks=0 only): then no new command is taken until a writer catches up.
+    fn write_backlogged(&self) -> bool {
+        self.write_backlog_limit.is_some_and(|limit| {
+            let unwritten: usize = (self.conns.values())
+                .map(|c| match c {
+                    Conn::Open { unwritten, .. } => unwritten.load(Ordering::Relaxed),
+                    Conn::Connecting { .. } => 0,
+                })
+                .sum();
+            unwritten > limit
+        })
+    }
+
     /// Retries deferred commands in order once memory was freed.
     fn pump_deferred(&mut self) {
         while let Some(cmd) = self.deferred.pop_front() {
@@ -1621,12 +1659,19 @@ impl<C: Connector> Driver<C> {
         });
         let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
         let io_tx = self.io_tx.clone();
+        let unwritten = Arc::new(AtomicUsize::new(0));
+        let (count, written) = (Arc::clone(&unwritten), Arc::clone(&self.written));
         let writer = tokio::spawn(async move {
             // A request arrives as several chunks (its record batches are not copied by the
             // core): gather everything queued and hand it to the socket in vectored writes.
             let mut queued: Vec<Bytes> = Vec::new();
             while rx.recv_many(&mut queued, 256).await > 0 {
-                if let Err(e) = write_all_vectored(&mut wr, &mut queued).await {
+                let n: usize = queued.iter().map(Bytes::len).sum();
+                let result = write_all_vectored(&mut wr, &mut queued).await;
+                // Written, or lost with the connection: either way no longer queued.
+                count.fetch_sub(n, Ordering::Relaxed);
+                written.notify_one();
+                if let Err(e) = result {
                     debug!(conn = conn.0, error = %e, "write failed");
                     let _ = io_tx.send((conn, ReadResult::Failed(e))).await;
                     return;
@@ -1635,6 +1680,7 @@ impl<C: Connector> Driver<C> {
         });
         Conn::Open {
             tx,
+            unwritten,
             reader: reader.abort_handle(),
             writer: Some(writer),
             buf: BytesMut::new(),

@@ -25,6 +25,8 @@ enum Action {
     AppendThenDrop,
     /// Append, then answer after this long.
     Delay(Duration),
+    /// Append, then never read from the connection again (it stays open).
+    Stall,
 }
 
 #[derive(Default)]
@@ -110,6 +112,7 @@ impl FakeBroker {
                             return;
                         }
                         Action::Delay(d) => tokio::time::sleep(d).await,
+                        Action::Stall => std::future::pending::<()>().await,
                     }
                 }
                 if stream.write_all(&response).await.is_err() {
@@ -941,4 +944,51 @@ async fn enqueue_many_waits_for_memory_keeps_order_and_refuses_in_place() {
         "{err}"
     );
     assert_eq!(err.persisted, Persistence::NotPersisted);
+}
+
+/// acks=0: a record leaves `buffer.memory` once its request is handed to the writer, so a
+/// broker that stops reading must not let the writer's queue grow without bound: past
+/// `buffer.memory` unwritten bytes the driver takes no new command and the sends wait.
+#[tokio::test(start_paused = true)]
+async fn acks_zero_sends_wait_while_the_writer_is_backed_up() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const RECORDS: usize = 10_000;
+    let broker = FakeBroker::new("t", 1);
+    broker.script.lock().unwrap().produce = VecDeque::from([Action::Stall]);
+    let cfg = config(&[
+        ("acks", "0"),
+        ("retries", "0"),
+        ("buffer.memory", "65536"),
+        ("max.request.size", "65536"),
+        ("batch.size", "16384"),
+    ]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let sender = {
+        let (h, accepted) = (h.clone(), accepted.clone());
+        tokio::spawn(async move {
+            let value = "x".repeat(1_000);
+            for _ in 0..RECORDS {
+                let r = Record::new("t", value.clone()).with_partition(0);
+                // The delivery future is dropped: the record is still sent (or reported).
+                drop(h.enqueue(r).await.expect("accepted"));
+                accepted.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+    };
+    // Virtual time: 30 s pass only once every task waits.
+    let finished = tokio::time::timeout(Duration::from_secs(30), sender).await;
+    let n = accepted.load(Ordering::SeqCst);
+    println!("acks=0, broker not reading: {n} of {RECORDS} records accepted");
+    assert!(
+        finished.is_err(),
+        "all {RECORDS} records of 1 kB were accepted while the broker read nothing"
+    );
+    // What may be accepted: the command queue, buffer.memory of batches, buffer.memory of
+    // unwritten requests, the 64 KiB in the (in-memory) socket, and one batch of slack each.
+    let bound = 1_024 + 3 * 66 + 2 * 17;
+    assert!(n <= bound, "{n} records accepted (at most {bound})");
+    assert!(n > 100, "the first requests went out: {n} accepted");
+    let stored: usize = broker.log("t", 0).len();
+    assert!(stored > 0, "the broker appended the first request");
 }
