@@ -1,22 +1,17 @@
 //! `acks` 0 and 1 with `enable.idempotence=false`: the real `Producer` driven by hand against
 //! the minimal in-process responder of the benches.
 
-#[path = "../benches/support/mod.rs"]
-#[allow(dead_code)]
-mod support;
+mod harness;
 
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use kprod_core::protocol::produce::{
-    PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse,
-};
+use harness::{api_of, produce_error, produce_of, respond, TOPIC};
 use kprod_core::protocol::record_batch::BatchHeader;
-use kprod_core::protocol::{api_key, encode_response, ErrorCode, Message, Reader, RequestHeader};
+use kprod_core::protocol::{api_key, ErrorCode};
 use kprod_core::{
     ConnId, DeliveryError, Diagnostic, Event, Output, Persistence, Producer, ProducerConfig, Record,
 };
-use support::{respond, TOPIC};
 
 struct Harness {
     p: Producer,
@@ -126,19 +121,6 @@ impl Harness {
     }
 }
 
-fn api_of(frame: &[u8]) -> (i16, i16, i32) {
-    let mut r = Reader::new(Bytes::copy_from_slice(&frame[4..]));
-    (r.i16().unwrap(), r.i16().unwrap(), r.i32().unwrap())
-}
-
-fn produce_of(frame: &Bytes) -> ProduceRequest {
-    let (key, version, _) = api_of(frame);
-    assert_eq!(key, api_key::PRODUCE);
-    let mut r = Reader::new(frame.slice(4..));
-    RequestHeader::decode(2, &mut r).unwrap();
-    ProduceRequest::decode_exact(version, Bytes::copy_from_slice(r.peek_rest())).unwrap()
-}
-
 fn headers_of(frame: &Bytes) -> Vec<BatchHeader> {
     produce_of(frame)
         .topic_data
@@ -146,38 +128,6 @@ fn headers_of(frame: &Bytes) -> Vec<BatchHeader> {
         .flat_map(|t| t.partition_data.iter())
         .map(|p| BatchHeader::peek(p.records.as_deref().unwrap()).unwrap())
         .collect()
-}
-
-/// A Produce answer with `code` for every partition of the request `frame`.
-fn produce_error(frame: &Bytes, code: ErrorCode) -> Bytes {
-    let (_, version, corr) = api_of(frame);
-    let req = produce_of(frame);
-    let resp = ProduceResponse {
-        responses: req
-            .topic_data
-            .iter()
-            .map(|t| TopicProduceResponse {
-                name: t.name.clone(),
-                partition_responses: t
-                    .partition_data
-                    .iter()
-                    .map(|p| PartitionProduceResponse {
-                        index: p.index,
-                        error_code: code.as_i16(),
-                        base_offset: -1,
-                        log_append_time_ms: -1,
-                        log_start_offset: 0,
-                        record_errors: vec![],
-                        error_message: None,
-                        current_leader: None,
-                    })
-                    .collect(),
-            })
-            .collect(),
-        throttle_time_ms: 0,
-        node_endpoints: vec![],
-    };
-    encode_response::<ProduceRequest>(&resp, version, corr)
 }
 
 fn record(v: &str) -> Record {

@@ -3,101 +3,18 @@
 //! on the fatal path (a fatal broker error and the driver's `abort`). The real `Producer`
 //! driven by hand with a minimal in-process responder.
 
-#[path = "../benches/support/mod.rs"]
-#[allow(dead_code)]
-mod support;
+mod harness;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use kprod_core::protocol::produce::{
-    PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse,
-};
-use kprod_core::protocol::{api_key, encode_response, ErrorCode, Message, Reader};
+use bytes::Bytes;
+use harness::{produce_error, Harness, TOPIC};
+use kprod_core::protocol::ErrorCode;
 use kprod_core::{
-    Compression, CompressionType, ConnId, DeliveryError, Event, FatalError, Output, Persistence,
-    Producer, ProducerConfig, Record, RecordId,
+    Compression, CompressionType, DeliveryError, Event, FatalError, Persistence, Record, RecordId,
 };
-use support::{respond, TOPIC};
-
-struct Harness {
-    p: Producer,
-    now: Instant,
-    conn: Option<ConnId>,
-    partial: BytesMut,
-    events: Vec<Event>,
-    next_offset: i64,
-}
 
 impl Harness {
-    fn new(tune: impl FnOnce(&mut ProducerConfig)) -> Self {
-        let now = Instant::now();
-        let mut cfg = ProducerConfig {
-            bootstrap_servers: vec!["bench:9092".into()],
-            linger: Duration::ZERO,
-            ..ProducerConfig::default()
-        };
-        tune(&mut cfg);
-        Self {
-            p: Producer::new(cfg, now).unwrap(),
-            now,
-            conn: None,
-            partial: BytesMut::new(),
-            events: Vec::new(),
-            next_offset: 0,
-        }
-    }
-
-    fn drain(&mut self) {
-        loop {
-            match self.p.poll_output() {
-                Output::Wait { .. } => return,
-                Output::Connect { conn, .. } => {
-                    self.conn = Some(conn);
-                    self.partial.clear();
-                    self.p.handle_connected(self.now, conn);
-                }
-                Output::Transmit { bytes, .. } => self.partial.extend_from_slice(&bytes),
-                Output::Close { .. } => self.conn = None,
-                Output::Event(e) => self.events.push(e),
-                Output::SaslInput { .. } => unreachable!("no SASL here"),
-            }
-        }
-    }
-
-    fn next_frame(&mut self) -> Option<Bytes> {
-        if self.partial.len() < 4 {
-            return None;
-        }
-        let len = 4 + i32::from_be_bytes(self.partial[..4].try_into().unwrap()) as usize;
-        (self.partial.len() >= len).then(|| self.partial.split_to(len).freeze())
-    }
-
-    fn feed(&mut self, answer: Bytes) {
-        let conn = self.conn.expect("connected");
-        let mut buf = BytesMut::from(&answer[..]);
-        self.p.handle_read(self.now, conn, &mut buf);
-        self.drain();
-    }
-
-    /// Answers every request healthily except Produce and the APIs in `skip`; returns the
-    /// first Produce request, if one was written.
-    fn answer_until_produce(&mut self, skip: &[i16]) -> Option<Bytes> {
-        self.drain();
-        while let Some(f) = self.next_frame() {
-            let key = api_of(&f).0;
-            if key == api_key::PRODUCE {
-                return Some(f);
-            }
-            if skip.contains(&key) {
-                continue;
-            }
-            let a = respond(&f, &mut self.next_offset);
-            self.feed(a);
-        }
-        None
-    }
-
     /// `(id, error, persisted, record)` of every `Failed` event, in order.
     fn failures(&self) -> Vec<(RecordId, DeliveryError, Persistence, Record)> {
         self.events
@@ -118,46 +35,6 @@ impl Harness {
             })
             .collect()
     }
-}
-
-fn api_of(frame: &[u8]) -> (i16, i16, i32) {
-    let mut r = Reader::new(Bytes::copy_from_slice(&frame[4..]));
-    (r.i16().unwrap(), r.i16().unwrap(), r.i32().unwrap())
-}
-
-/// A Produce answer with `code` for every partition of the request `frame`.
-fn produce_error(frame: &Bytes, code: ErrorCode) -> Bytes {
-    let (key, version, corr) = api_of(frame);
-    assert_eq!(key, api_key::PRODUCE);
-    let mut r = Reader::new(frame.slice(4..));
-    kprod_core::protocol::RequestHeader::decode(2, &mut r).unwrap();
-    let req = ProduceRequest::decode_exact(version, Bytes::copy_from_slice(r.peek_rest())).unwrap();
-    let resp = ProduceResponse {
-        responses: req
-            .topic_data
-            .iter()
-            .map(|t| TopicProduceResponse {
-                name: t.name.clone(),
-                partition_responses: t
-                    .partition_data
-                    .iter()
-                    .map(|p| PartitionProduceResponse {
-                        index: p.index,
-                        error_code: code.as_i16(),
-                        base_offset: -1,
-                        log_append_time_ms: -1,
-                        log_start_offset: 0,
-                        record_errors: vec![],
-                        error_message: None,
-                        current_leader: None,
-                    })
-                    .collect(),
-            })
-            .collect(),
-        throttle_time_ms: 0,
-        node_endpoints: vec![],
-    };
-    encode_response::<ProduceRequest>(&resp, version, corr)
 }
 
 /// Record `i`: a key (or none), a value, headers (one with a null value) and a timestamp

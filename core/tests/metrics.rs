@@ -1,95 +1,15 @@
 //! `Producer::metrics`: counters and gauges through sends, acknowledgements, retries and
 //! failures; and the per-batch lifecycle diagnostics (`ProducerConfig::batch_diagnostics`).
 
-#[path = "../benches/support/mod.rs"]
-#[allow(dead_code)]
-mod support;
+mod harness;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use kprod_core::protocol::produce::{
-    PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse,
-};
-use kprod_core::protocol::{api_key, encode_response, ErrorCode, Message, Reader};
-use kprod_core::{
-    ConnId, DeliveryError, Diagnostic, Event, Output, Persistence, Producer, ProducerConfig, Record,
-};
-use support::{respond, TOPIC};
-
-struct Harness {
-    p: Producer,
-    now: Instant,
-    conn: Option<ConnId>,
-    partial: BytesMut,
-    events: Vec<Event>,
-    next_offset: i64,
-}
+use harness::{produce_error, respond, Harness, TOPIC};
+use kprod_core::protocol::ErrorCode;
+use kprod_core::{DeliveryError, Diagnostic, Event, Persistence, Record};
 
 impl Harness {
-    fn new(tune: impl FnOnce(&mut ProducerConfig)) -> Self {
-        let now = Instant::now();
-        let mut cfg = ProducerConfig {
-            bootstrap_servers: vec!["bench:9092".into()],
-            linger: Duration::ZERO,
-            ..ProducerConfig::default()
-        };
-        tune(&mut cfg);
-        Self {
-            p: Producer::new(cfg, now).unwrap(),
-            now,
-            conn: None,
-            partial: BytesMut::new(),
-            events: Vec::new(),
-            next_offset: 0,
-        }
-    }
-
-    fn drain(&mut self) {
-        loop {
-            match self.p.poll_output() {
-                Output::Wait { .. } => return,
-                Output::Connect { conn, .. } => {
-                    self.conn = Some(conn);
-                    self.partial.clear();
-                    self.p.handle_connected(self.now, conn);
-                }
-                Output::Transmit { bytes, .. } => self.partial.extend_from_slice(&bytes),
-                Output::Close { .. } => self.conn = None,
-                Output::Event(e) => self.events.push(e),
-                Output::SaslInput { .. } => unreachable!("no SASL here"),
-            }
-        }
-    }
-
-    fn next_frame(&mut self) -> Option<Bytes> {
-        if self.partial.len() < 4 {
-            return None;
-        }
-        let len = 4 + i32::from_be_bytes(self.partial[..4].try_into().unwrap()) as usize;
-        (self.partial.len() >= len).then(|| self.partial.split_to(len).freeze())
-    }
-
-    fn feed(&mut self, answer: Bytes) {
-        let conn = self.conn.expect("connected");
-        let mut buf = BytesMut::from(&answer[..]);
-        self.p.handle_read(self.now, conn, &mut buf);
-        self.drain();
-    }
-
-    /// Answers every request healthily except Produce; returns the first Produce request.
-    fn answer_until_produce(&mut self) -> Option<Bytes> {
-        self.drain();
-        while let Some(f) = self.next_frame() {
-            if api_of(&f).0 == api_key::PRODUCE {
-                return Some(f);
-            }
-            let a = respond(&f, &mut self.next_offset);
-            self.feed(a);
-        }
-        None
-    }
-
     fn send(&mut self, n: usize) {
         for i in 0..n {
             self.p
@@ -97,44 +17,6 @@ impl Harness {
                 .unwrap();
         }
     }
-}
-
-fn api_of(frame: &[u8]) -> (i16, i16, i32) {
-    let mut r = Reader::new(Bytes::copy_from_slice(&frame[4..]));
-    (r.i16().unwrap(), r.i16().unwrap(), r.i32().unwrap())
-}
-
-fn produce_error(frame: &Bytes, code: ErrorCode) -> Bytes {
-    let (_, version, corr) = api_of(frame);
-    let mut r = Reader::new(frame.slice(4..));
-    kprod_core::protocol::RequestHeader::decode(2, &mut r).unwrap();
-    let req = ProduceRequest::decode_exact(version, Bytes::copy_from_slice(r.peek_rest())).unwrap();
-    let resp = ProduceResponse {
-        responses: req
-            .topic_data
-            .iter()
-            .map(|t| TopicProduceResponse {
-                name: t.name.clone(),
-                partition_responses: t
-                    .partition_data
-                    .iter()
-                    .map(|p| PartitionProduceResponse {
-                        index: p.index,
-                        error_code: code.as_i16(),
-                        base_offset: -1,
-                        log_append_time_ms: -1,
-                        log_start_offset: 0,
-                        record_errors: vec![],
-                        error_message: None,
-                        current_leader: None,
-                    })
-                    .collect(),
-            })
-            .collect(),
-        throttle_time_ms: 0,
-        node_endpoints: vec![],
-    };
-    encode_response::<ProduceRequest>(&resp, version, corr)
 }
 
 #[test]
@@ -155,7 +37,7 @@ fn metrics_count_sends_acknowledgements_retries_and_failures() {
     assert!(m.buffered_bytes > 0);
 
     // The first batch goes out: in flight, not queued.
-    let f = h.answer_until_produce().expect("produce");
+    let f = h.answer_until_produce(&[]).expect("produce");
     let m = h.p.metrics();
     assert_eq!(m.records_awaiting_metadata, 0);
     assert_eq!((m.batches_sent, m.produce_requests_in_flight), (1, 1));
@@ -174,7 +56,7 @@ fn metrics_count_sends_acknowledgements_retries_and_failures() {
     assert_eq!(m.partitions[0].queued_records, 3, "waiting for its retry");
     h.now += Duration::from_secs(1);
     h.p.handle_timeout(h.now);
-    let f = h.answer_until_produce().expect("the retry");
+    let f = h.answer_until_produce(&[]).expect("the retry");
     let a = respond(&f, &mut h.next_offset);
     h.feed(a);
     let m = h.p.metrics();
@@ -185,7 +67,7 @@ fn metrics_count_sends_acknowledgements_retries_and_failures() {
 
     // Refused for good: failed, not persisted; an epoch bump follows the gap.
     h.send(2);
-    let f = h.answer_until_produce().expect("produce");
+    let f = h.answer_until_produce(&[]).expect("produce");
     h.feed(produce_error(&f, ErrorCode::InvalidRecord));
     let m = h.p.metrics();
     assert_eq!(m.records_accepted, 5);
@@ -229,15 +111,15 @@ fn batch_events(h: &Harness) -> Vec<&Diagnostic> {
 fn batch_diagnostics_follow_one_batch() {
     let mut h = Harness::new(|c| c.batch_diagnostics = true);
     h.send(2);
-    let f = h.answer_until_produce().expect("produce");
+    let f = h.answer_until_produce(&[]).expect("produce");
     h.feed(produce_error(&f, ErrorCode::NotEnoughReplicas));
     h.now += Duration::from_secs(1);
     h.p.handle_timeout(h.now);
-    let f = h.answer_until_produce().expect("the retry");
+    let f = h.answer_until_produce(&[]).expect("the retry");
     let a = respond(&f, &mut h.next_offset);
     h.feed(a);
     h.send(1);
-    let f = h.answer_until_produce().expect("produce");
+    let f = h.answer_until_produce(&[]).expect("produce");
     h.feed(produce_error(&f, ErrorCode::InvalidRecord));
     let events = batch_events(&h);
     let Diagnostic::BatchSent {
@@ -280,7 +162,7 @@ fn batch_diagnostics_follow_one_batch() {
     // Off by default: only the retries (always reported) appear.
     let mut h = Harness::new(|_| {});
     h.send(1);
-    let f = h.answer_until_produce().expect("produce");
+    let f = h.answer_until_produce(&[]).expect("produce");
     let a = respond(&f, &mut h.next_offset);
     h.feed(a);
     assert_eq!(h.p.metrics().records_delivered, 1);

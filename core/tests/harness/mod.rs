@@ -1,0 +1,157 @@
+//! What the core's hand-driven tests share: the real `Producer` driven by hand against the
+//! benches' minimal in-process responder, and hand-made Produce error answers.
+
+#![allow(dead_code)]
+
+#[path = "../../benches/support/mod.rs"]
+pub mod support;
+
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kprod_core::protocol::produce::{
+    PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse,
+};
+use kprod_core::protocol::{api_key, encode_response, ErrorCode, Message, Reader, RequestHeader};
+use kprod_core::{ConnId, Event, Output, Producer, ProducerConfig};
+pub use support::{respond, TOPIC};
+
+/// One producer, one connection at a time, every event kept.
+pub struct Harness {
+    pub p: Producer,
+    pub now: Instant,
+    pub conn: Option<ConnId>,
+    pub partial: BytesMut,
+    pub events: Vec<Event>,
+    pub next_offset: i64,
+}
+
+impl Harness {
+    /// A producer bootstrapping from `bench:9092` with no linger, tuned by `tune`.
+    pub fn new(tune: impl FnOnce(&mut ProducerConfig)) -> Self {
+        let now = Instant::now();
+        let mut cfg = ProducerConfig {
+            bootstrap_servers: vec!["bench:9092".into()],
+            linger: Duration::ZERO,
+            ..ProducerConfig::default()
+        };
+        tune(&mut cfg);
+        Self {
+            p: Producer::new(cfg, now).unwrap(),
+            now,
+            conn: None,
+            partial: BytesMut::new(),
+            events: Vec::new(),
+            next_offset: 0,
+        }
+    }
+
+    /// Carries out every output until the producer waits: connects succeed at once.
+    pub fn drain(&mut self) {
+        loop {
+            match self.p.poll_output() {
+                Output::Wait { .. } => return,
+                Output::Connect { conn, .. } => {
+                    self.conn = Some(conn);
+                    self.partial.clear();
+                    self.p.handle_connected(self.now, conn);
+                }
+                Output::Transmit { bytes, .. } => self.partial.extend_from_slice(&bytes),
+                Output::Close { .. } => self.conn = None,
+                Output::Event(e) => self.events.push(e),
+                Output::SaslInput { .. } => unreachable!("no SASL here"),
+            }
+        }
+    }
+
+    /// The next whole request frame written, if any.
+    pub fn next_frame(&mut self) -> Option<Bytes> {
+        if self.partial.len() < 4 {
+            return None;
+        }
+        let len = 4 + i32::from_be_bytes(self.partial[..4].try_into().unwrap()) as usize;
+        (self.partial.len() >= len).then(|| self.partial.split_to(len).freeze())
+    }
+
+    /// Hands `answer` to the producer on the current connection, then drains.
+    pub fn feed(&mut self, answer: Bytes) {
+        let conn = self.conn.expect("connected");
+        let mut buf = BytesMut::from(&answer[..]);
+        self.p.handle_read(self.now, conn, &mut buf);
+        self.drain();
+    }
+
+    /// Answers every request healthily until nothing is left to answer.
+    pub fn answer_all(&mut self) {
+        self.drain();
+        while let Some(f) = self.next_frame() {
+            let a = respond(&f, &mut self.next_offset);
+            self.feed(a);
+        }
+    }
+
+    /// Answers every request healthily except Produce and the APIs in `skip`; returns the
+    /// first Produce request, if one was written.
+    pub fn answer_until_produce(&mut self, skip: &[i16]) -> Option<Bytes> {
+        self.drain();
+        while let Some(f) = self.next_frame() {
+            let key = api_of(&f).0;
+            if key == api_key::PRODUCE {
+                return Some(f);
+            }
+            if skip.contains(&key) {
+                continue;
+            }
+            let a = respond(&f, &mut self.next_offset);
+            self.feed(a);
+        }
+        None
+    }
+}
+
+/// Api key, version and correlation id of a request frame.
+pub fn api_of(frame: &[u8]) -> (i16, i16, i32) {
+    let mut r = Reader::new(Bytes::copy_from_slice(&frame[4..]));
+    (r.i16().unwrap(), r.i16().unwrap(), r.i32().unwrap())
+}
+
+/// The Produce request in `frame` (asserting it is one).
+pub fn produce_of(frame: &Bytes) -> ProduceRequest {
+    let (key, version, _) = api_of(frame);
+    assert_eq!(key, api_key::PRODUCE);
+    let mut r = Reader::new(frame.slice(4..));
+    RequestHeader::decode(2, &mut r).unwrap();
+    ProduceRequest::decode_exact(version, Bytes::copy_from_slice(r.peek_rest())).unwrap()
+}
+
+/// A Produce answer with `code` for every partition of the request `frame`.
+pub fn produce_error(frame: &Bytes, code: ErrorCode) -> Bytes {
+    let (_, version, corr) = api_of(frame);
+    let req = produce_of(frame);
+    let resp = ProduceResponse {
+        responses: req
+            .topic_data
+            .iter()
+            .map(|t| TopicProduceResponse {
+                name: t.name.clone(),
+                partition_responses: t
+                    .partition_data
+                    .iter()
+                    .map(|p| PartitionProduceResponse {
+                        index: p.index,
+                        error_code: code.as_i16(),
+                        base_offset: -1,
+                        log_append_time_ms: -1,
+                        log_start_offset: 0,
+                        record_errors: vec![],
+                        error_message: None,
+                        current_leader: None,
+                    })
+                    .collect(),
+            })
+            .collect(),
+        throttle_time_ms: 0,
+        node_endpoints: vec![],
+    };
+    encode_response::<ProduceRequest>(&resp, version, corr)
+}
