@@ -928,6 +928,29 @@ fn refused(e: SendError) -> DeliveryError {
     DeliveryError::new(ErrorKind::Refused(Box::new(e)), Persistence::NotPersisted)
 }
 
+/// Answers a `Send` or `SendMany` that arrived once the producer stopped: every record is
+/// refused with [`refused_after_stop`] and handed back. Other commands are left alone.
+fn refuse_records(fatal: Option<&Fatal>, cmd: Command) {
+    match cmd {
+        Command::Send {
+            record, accepted, ..
+        } => {
+            let _ = accepted.send(Err(refused_after_stop(fatal, record)));
+        }
+        Command::SendMany {
+            records,
+            mut results,
+            accepted,
+        } => {
+            results.extend(
+                (records.into_iter()).map(|(record, _)| Err(refused_after_stop(fatal, record))),
+            );
+            let _ = accepted.send(results);
+        }
+        _ => {}
+    }
+}
+
 /// A record refused once the producer is closed or failed: the fatal error if there is one
 /// (the error the pending records got), else `Closed`; the record is handed back either way.
 fn refused_after_stop(fatal: Option<&Fatal>, record: Record) -> DeliveryError {
@@ -1107,22 +1130,8 @@ impl<C: Connector> Driver<C> {
         commands.close();
         while let Ok(cmd) = commands.try_recv() {
             match cmd {
-                Command::Send {
-                    record, accepted, ..
-                } => {
-                    let _ = accepted.send(Err(refused_after_stop(self.fatal.get(), record)));
-                }
-                Command::SendMany {
-                    records,
-                    mut results,
-                    accepted,
-                } => {
-                    results.extend(
-                        records
-                            .into_iter()
-                            .map(|(record, _)| Err(refused_after_stop(self.fatal.get(), record))),
-                    );
-                    let _ = accepted.send(results);
+                cmd @ (Command::Send { .. } | Command::SendMany { .. }) => {
+                    refuse_records(self.fatal.get(), cmd);
                 }
                 Command::Flush(tx) | Command::Close(Some(tx)) => {
                     let _ = tx.send(());
@@ -1396,22 +1405,8 @@ impl<C: Connector> Driver<C> {
         }
         if self.failed.is_some() {
             match cmd {
-                Command::Send {
-                    accepted, record, ..
-                } => {
-                    let _ = accepted.send(Err(refused_after_stop(self.fatal.get(), record)));
-                }
-                Command::SendMany {
-                    records,
-                    mut results,
-                    accepted,
-                } => {
-                    results.extend(
-                        records
-                            .into_iter()
-                            .map(|(record, _)| Err(refused_after_stop(self.fatal.get(), record))),
-                    );
-                    let _ = accepted.send(results);
+                cmd @ (Command::Send { .. } | Command::SendMany { .. }) => {
+                    refuse_records(self.fatal.get(), cmd);
                 }
                 Command::Flush(tx) => {
                     let _ = tx.send(());
