@@ -45,6 +45,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use kprod_core::{ConnId, Event, Output, Producer, ProducerConfig, Record};
 use kprod_model::broker::{split_frames, BrokerMode, Cluster};
+use kprod_tests::e2e::runtime;
 use kprod_tests::javaref;
 use kprod_tests::seed::{fresh_run_id, SeedPlan, Source};
 use kprod_tests::{Kafka, Tansu};
@@ -560,6 +561,29 @@ fn percentile(sorted: &[Duration], q: f64) -> Duration {
     sorted[i]
 }
 
+/// `which` (tansu, or kafka: one node) with the topic of `partitions` partitions, and its
+/// bootstrap address.
+fn start_broker(which: &str, partitions: usize) -> (Broker, String) {
+    let broker = match which {
+        "tansu" => {
+            let t = Tansu::start();
+            t.create_topic(TOPIC, partitions as u32);
+            Broker::Tansu(t)
+        }
+        "kafka" => {
+            let k = Kafka::start(1);
+            k.create_topic(TOPIC, partitions as i32, 1, None);
+            Broker::Kafka(k)
+        }
+        other => panic!("--broker {other}: tansu or kafka"),
+    };
+    let bootstrap = match &broker {
+        Broker::Tansu(t) => t.addr().to_string(),
+        Broker::Kafka(k) => k.bootstrap(),
+    };
+    (broker, bootstrap)
+}
+
 fn latency(opts: &BTreeMap<String, String>) {
     let ticks = num(opts, "ticks", 5_000);
     let burst = num(opts, "burst", 50_000);
@@ -580,28 +604,8 @@ fn latency(opts: &BTreeMap<String, String>) {
             "--clients {c}: kprod, rdkafka or java"
         );
     }
-    let broker = match which {
-        "tansu" => {
-            let t = Tansu::start();
-            t.create_topic(TOPIC, partitions as u32);
-            Broker::Tansu(t)
-        }
-        "kafka" => {
-            let k = Kafka::start(1);
-            k.create_topic(TOPIC, partitions as i32, 1, None);
-            Broker::Kafka(k)
-        }
-        other => panic!("--broker {other}: tansu or kafka"),
-    };
-    let bootstrap = match &broker {
-        Broker::Tansu(t) => t.addr().to_string(),
-        Broker::Kafka(k) => k.bootstrap(),
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let (broker, bootstrap) = start_broker(which, partitions);
+    let rt = runtime();
     let version = match &broker {
         Broker::Tansu(_) => format!("Tansu {}", kprod_tests::TANSU_VERSION),
         Broker::Kafka(k) => format!("Apache Kafka {} (1 node)", k.version()),
@@ -952,28 +956,8 @@ fn steady(opts: &BTreeMap<String, String>) {
     let size = num(opts, "size", 100);
     let partitions = num(opts, "partitions", 6);
     let which = opts.get("broker").map_or("tansu", String::as_str);
-    let broker = match which {
-        "tansu" => {
-            let t = Tansu::start();
-            t.create_topic(TOPIC, partitions as u32);
-            Broker::Tansu(t)
-        }
-        "kafka" => {
-            let k = Kafka::start(1);
-            k.create_topic(TOPIC, partitions as i32, 1, None);
-            Broker::Kafka(k)
-        }
-        other => panic!("--broker {other}: tansu or kafka"),
-    };
-    let bootstrap = match &broker {
-        Broker::Tansu(t) => t.addr().to_string(),
-        Broker::Kafka(k) => k.bootstrap(),
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let (broker, bootstrap) = start_broker(which, partitions);
+    let rt = runtime();
     println!(
         "kprod-tokio on {which}: {rate} records/s of {size} B over {partitions} partitions for \
          {seconds} s (a send every 10 ms, every record awaited), idempotent, acks=all; VmRSS \
