@@ -82,56 +82,20 @@ fn log_of(
 fn acks_one_and_zero_without_idempotence_on_kafka_4_4() {
     let started = Instant::now();
     let kafka = Kafka::start(1);
-
-    let topic = "kprod-acks-1";
-    kafka.create_topic(topic, PARTITIONS, 1, None);
-    let deliveries = produce(&kafka.bootstrap(), topic, "acks1", &[("acks", "1")]);
-    let (at, copies) = log_of(&kafka.bootstrap(), topic, "acks1");
-    for (i, d) in deliveries.iter().enumerate() {
-        assert_eq!(d.acknowledgement, Acknowledgement::Leader, "record {i}");
-        assert!(d.is_acknowledged());
-        let offset = d
-            .offset
-            .unwrap_or_else(|| panic!("record {i} has no offset"));
-        assert_eq!(
-            at.get(&value("acks1", i)),
-            Some(&(d.partition, offset)),
-            "record {i} is in the log at its reported offset"
-        );
-    }
-    assert_eq!(copies.len(), RECORDS);
-    assert!(copies.values().all(|&n| n == 1), "no duplicates");
+    kafka.create_topic("kprod-acks-1", PARTITIONS, 1, None);
+    acks_run(
+        &kafka.bootstrap(),
+        "kprod-acks-1",
+        "acks1",
+        &[("acks", "1")],
+    );
     println!(
         "acks=1: {RECORDS} records delivered at their offsets ({:.2?})",
         started.elapsed()
     );
-
-    let topic = "kprod-acks-0";
-    kafka.create_topic(topic, PARTITIONS, 1, None);
-    let sent = produce(
-        &kafka.bootstrap(),
-        topic,
-        "acks0",
-        &[("acks", "0"), ("enable.idempotence", "false")],
-    );
-    for (i, d) in sent.iter().enumerate() {
-        assert_eq!(
-            d.acknowledgement,
-            Acknowledgement::Unacknowledged,
-            "record {i}"
-        );
-        assert!(!d.is_acknowledged());
-        assert_eq!(d.offset, None, "record {i}: acks=0 has no offset");
-        assert_eq!(d.partition, i as i32 % PARTITIONS);
-    }
-    let (at, copies) = log_of(&kafka.bootstrap(), topic, "acks0");
-    for i in 0..RECORDS {
-        let (p, _) = at
-            .get(&value("acks0", i))
-            .unwrap_or_else(|| panic!("record {i} sent but not in the log"));
-        assert_eq!(*p, i as i32 % PARTITIONS);
-    }
-    assert!(copies.values().all(|&n| n == 1), "no duplicates");
+    kafka.create_topic("kprod-acks-0", PARTITIONS, 1, None);
+    let props = [("acks", "0"), ("enable.idempotence", "false")];
+    acks_run(&kafka.bootstrap(), "kprod-acks-0", "acks0", &props);
     println!(
         "acks=0: {RECORDS} records sent, all found in the log ({:.2?})",
         started.elapsed()
@@ -148,30 +112,46 @@ fn acks_one_and_zero_without_idempotence_on_tansu() {
     for (acks, label) in [("1", "tansu1"), ("0", "tansu0")] {
         let topic = format!("kprod-acks-{label}");
         tansu.create_topic(&topic, PARTITIONS as u32);
-        let outcomes = produce(&brokers, &topic, label, &[("acks", acks)]);
-        let (at, copies) = log_of(&brokers, &topic, label);
-        for (i, d) in outcomes.iter().enumerate() {
-            let (p, offset) = *at
-                .get(&value(label, i))
-                .unwrap_or_else(|| panic!("acks={acks}: record {i} not in the log"));
-            assert_eq!(d.partition, p);
-            match acks {
-                "1" => {
-                    assert_eq!(d.acknowledgement, Acknowledgement::Leader);
-                    assert_eq!(d.offset, Some(offset), "acks=1: record {i} at its offset");
-                }
-                _ => {
-                    assert_eq!(d.acknowledgement, Acknowledgement::Unacknowledged);
-                    assert_eq!(d.offset, None);
-                }
-            }
-        }
-        assert_eq!(copies.len(), RECORDS, "acks={acks}");
-        assert!(
-            copies.values().all(|&n| n == 1),
-            "acks={acks}: no duplicates"
-        );
+        acks_run(&brokers, &topic, label, &[("acks", acks)]);
     }
+}
+
+/// Sends `RECORDS` records with `props` (which name `acks`, 0 or 1) and checks each outcome
+/// against the log read back: every record once, on its partition; with acks=1 acknowledged
+/// by the leader at the offset where the log holds it, with acks=0 unacknowledged and without
+/// an offset.
+fn acks_run(brokers: &str, topic: &str, label: &str, props: &[(&str, &str)]) {
+    let acks = props
+        .iter()
+        .find_map(|(k, v)| (*k == "acks").then_some(*v))
+        .expect("acks given");
+    let outcomes = produce(brokers, topic, label, props);
+    let (at, copies) = log_of(brokers, topic, label);
+    for (i, d) in outcomes.iter().enumerate() {
+        let (p, offset) = *at
+            .get(&value(label, i))
+            .unwrap_or_else(|| panic!("acks={acks}: record {i} not in the log"));
+        assert_eq!(d.partition, p, "acks={acks}: record {i}");
+        assert_eq!(p, i as i32 % PARTITIONS, "acks={acks}: record {i}");
+        if acks == "1" {
+            assert_eq!(d.acknowledgement, Acknowledgement::Leader, "record {i}");
+            assert!(d.is_acknowledged());
+            assert_eq!(d.offset, Some(offset), "acks=1: record {i} at its offset");
+        } else {
+            assert_eq!(
+                d.acknowledgement,
+                Acknowledgement::Unacknowledged,
+                "record {i}"
+            );
+            assert!(!d.is_acknowledged());
+            assert_eq!(d.offset, None, "record {i}: acks=0 has no offset");
+        }
+    }
+    assert_eq!(copies.len(), RECORDS, "acks={acks}");
+    assert!(
+        copies.values().all(|&n| n == 1),
+        "acks={acks}: no duplicates"
+    );
 }
 
 /// Drives the core with blocking sockets until `record` resolves; returns the versions of
