@@ -40,14 +40,13 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kprod_core::protocol::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
 use kprod_core::protocol::frame::DEFAULT_MAX_FRAME_SIZE;
 use kprod_core::protocol::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
-use kprod_core::protocol::metadata::MetadataRequest;
 use kprod_core::protocol::produce::{
     PartitionProduceData, PartitionProduceResponse, ProduceRequest, TopicProduceData,
 };
 use kprod_core::protocol::record_batch::RecordBatchBuilder;
 use kprod_core::protocol::{
-    api_key, decode_response, encode_request, negotiate, DecodeError, ErrorCode, Message, Request,
-    RequestHeader, ResponseHeader, VersionRange,
+    decode_response, encode_request, negotiate_versions, DecodeError, ErrorCode, MaxVersions,
+    Request, RequestHeader, ResponseHeader, VersionRange,
 };
 
 /// Tansu's version, as installed by `scripts/install-tansu.sh`.
@@ -587,8 +586,9 @@ impl WireVersions {
 }
 
 impl WireClient {
-    /// ApiVersions v3 with kprod's software name and version, then kprod's newest common version
-    /// of Produce, Metadata and InitProducerId (panics if there is none: the broker is unusable).
+    /// ApiVersions v3 with kprod's software name and version, then the versions kprod's own
+    /// negotiation picks from the answer, uncapped (panics if an API has none: the broker is
+    /// unusable).
     pub fn negotiate(&mut self) -> WireVersions {
         let req = ApiVersionsRequest {
             client_software_name: "kprod".into(),
@@ -599,17 +599,12 @@ impl WireClient {
             advertised.error_code, 0,
             "ApiVersions error: {advertised:?}"
         );
-        let pick = |key, ours| {
-            let theirs = advertised
-                .range_of(key)
-                .unwrap_or_else(|| panic!("api key {key} not advertised: {advertised:?}"));
-            negotiate(key, ours, theirs)
-                .unwrap_or_else(|| panic!("no common version for api key {key}"))
-        };
+        let v = negotiate_versions(&advertised, 3, &MaxVersions::NONE)
+            .unwrap_or_else(|api| panic!("no common version of {api}: {advertised:?}"));
         WireVersions {
-            produce: pick(api_key::PRODUCE, ProduceRequest::VERSIONS),
-            metadata: pick(api_key::METADATA, MetadataRequest::VERSIONS),
-            init_producer_id: pick(api_key::INIT_PRODUCER_ID, InitProducerIdRequest::VERSIONS),
+            produce: v.produce,
+            metadata: v.metadata,
+            init_producer_id: v.init_producer_id,
             advertised,
         }
     }
