@@ -168,6 +168,7 @@ impl Producer {
                 self.bootstrap_next = (i + 1) % self.cfg.bootstrap_servers.len();
             }
         }
+        let mut touched: Vec<(usize, usize)> = Vec::new();
         for req in c.inflight {
             match req.kind {
                 RequestKind::ApiVersions(_)
@@ -183,17 +184,35 @@ impl Producer {
                 RequestKind::Produce(refs) => {
                     for r in refs {
                         self.retry_batch(r, ErrorCode::NetworkException, true);
+                        touched.push((r.topic, r.partition));
                     }
                 }
             }
         }
-        for ti in 0..self.topics.len() {
-            for pi in 0..self.topics[ti].partitions.len() {
-                let p = &mut self.topics[ti].partitions[pi];
-                if p.inflight_conn == Some(conn) {
-                    p.inflight_conn = None;
-                    self.sync(ti, pi);
-                }
+        // Only the partitions that had a batch in flight here can name this connection (a
+        // partition's `inflight_conn` is set when a batch goes out on it and cleared when its
+        // last in-flight batch resolves): no walk over every partition.
+        for (ti, pi) in touched {
+            let Some(p) = self
+                .topics
+                .get_mut(ti)
+                .and_then(|t| t.partitions.get_mut(pi))
+            else {
+                continue;
+            };
+            if p.inflight_conn == Some(conn) {
+                p.inflight_conn = None;
+                self.sync(ti, pi);
+            }
+        }
+        #[cfg(debug_assertions)]
+        for t in &self.topics {
+            for p in &t.partitions {
+                debug_assert_ne!(
+                    p.inflight_conn,
+                    Some(conn),
+                    "a partition outlived its connection"
+                );
             }
         }
         if self.fatal.is_none() {

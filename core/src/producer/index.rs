@@ -299,6 +299,12 @@ impl Index {
         self.oldest.range(..=(n, u64::MAX)).map(|&(_, k)| unpack(k))
     }
 
+    /// Every partition that may hold batches (a superset: the `oldest` index keeps each
+    /// partition holding batches, and a few that held some).
+    pub(super) fn holding_batches(&self) -> impl Iterator<Item = Tp> + '_ {
+        self.oldest.iter().map(|&(_, k)| unpack(k))
+    }
+
     /// Whether some partition led by `leader` holds batches.
     pub(super) fn leads_batches(&self, leader: Option<i32>) -> bool {
         self.queued.contains_key(&leader)
@@ -419,14 +425,16 @@ impl Producer {
         }
     }
 
-    /// A flush or close: every open batch may go now (a walk over every partition, as
-    /// rare as flushes).
+    /// A flush or close: every open batch may go now. Visits only the partitions holding
+    /// batches (the `oldest` index, a superset of them), not every partition: an application
+    /// that flushes after each few records pays for what it buffered, not for the topic's
+    /// size.
     pub(super) fn mark_all_sendable(&mut self) {
-        for (ti, t) in self.topics.iter().enumerate() {
-            for (pi, p) in t.partitions.iter().enumerate() {
-                if let (Some(l), false) = (p.leader, p.batches.is_empty()) {
-                    self.index.0.mark_sendable(l, ti, pi);
-                }
+        let holding: Vec<Tp> = self.index.0.holding_batches().collect();
+        for (ti, pi) in holding {
+            let p = &self.topics[ti].partitions[pi];
+            if let (Some(l), false) = (p.leader, p.batches.is_empty()) {
+                self.index.0.mark_sendable(l, ti, pi);
             }
         }
     }
