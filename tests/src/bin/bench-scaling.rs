@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! bench-scaling cpu [--records N] [--rounds N] [--window N] [--partitions 1,100,1000,10000]
-//!                   [--in-flight 1,5] [--brokers 1,3]
+//!                   [--in-flight 1,5] [--brokers 1,3] [--svg PATH]
 //! bench-scaling memory [--records N] [--size BYTES]
 //! bench-scaling latency [--broker tansu|kafka] [--ticks N] [--burst N] [--bursts N]
 //!                       [--partitions N] [--size BYTES] [--rounds N]
@@ -18,7 +18,8 @@
 //! calls are timed (`send`, `handle_timeout`, `handle_read`, the `poll_output` drains); the
 //! model broker's work is outside. The same total of records for every row; ratios are
 //! against the 1-partition row of the same brokers and in-flight group in the same run, best
-//! of `--rounds`.
+//! of `--rounds`. `--svg PATH` also draws the table as two log-log plots (ns per record and
+//! `poll_output` ns per call against partitions, one line per brokers/in-flight group).
 //!
 //! `memory`: one process per case (the binary runs itself): a producer made ready against the
 //! model broker, then the broker stops answering and `--records` records of `--size` bytes are
@@ -417,15 +418,23 @@ fn cpu(opts: &BTreeMap<String, String>) {
         records.min(100_000),
         window,
     );
+    let mut curves: Vec<Curve> = Vec::new();
     for &b in &brokers {
         for &f in &in_flights {
             let mut base: Option<f64> = None;
+            let mut curve = Curve {
+                label: format!("{b} broker{}, {f} in flight", if b == 1 { "" } else { "s" }),
+                points: Vec::new(),
+            };
             for &p in &parts {
                 let best = (0..rounds)
                     .map(|_| run_cpu(p, b, f, records, window))
                     .min_by_key(Costs::total)
                     .expect("at least one round");
                 let per_rec = best.total().as_nanos() as f64 / records as f64;
+                curve
+                    .points
+                    .push((p as f64, per_rec, best.poll.ns_per_call()));
                 let base = *base.get_or_insert(per_rec);
                 println!(
                     "{:>6} {:>3} {:>4} {:>9.0} {:>6.2}x {:>8.1} {:>9.0} {:>8.0} {:>9.0} {:>9.0} {:>9.0} {:>9.2}",
@@ -443,7 +452,15 @@ fn cpu(opts: &BTreeMap<String, String>) {
                     best.poll.calls as f64 / records as f64,
                 );
             }
+            curves.push(curve);
         }
+    }
+    if let Some(path) = opts.get("svg") {
+        let title = format!(
+            "kprod Producer, {records} records of 100 B, {window}/ms, best of {rounds} (bench-scaling cpu)"
+        );
+        std::fs::write(path, scaling_svg(&title, &curves)).expect("write the plot");
+        println!("plot written to {path}");
     }
     println!(
         "ns/rec: every producer call's time / records; ratio: against the first \
@@ -451,6 +468,134 @@ fn cpu(opts: &BTreeMap<String, String>) {
          records per Produce batch; *_ns: per call of send, poll_output (each output, the Wait \
          included), handle_read (one per connection per tick with answers), handle_timeout"
     );
+}
+
+/// One line of the scaling plot: (partitions, ns per record, `poll_output` ns per call).
+struct Curve {
+    label: String,
+    points: Vec<(f64, f64, f64)>,
+}
+
+/// Which figure of a point a panel plots.
+type Axis = fn(&(f64, f64, f64)) -> f64;
+
+/// Two log-log panels as an SVG document: ns per record and `poll_output` ns per call
+/// against partitions, one line per brokers/in-flight group.
+fn scaling_svg(title: &str, curves: &[Curve]) -> String {
+    const W: f64 = 900.0;
+    const H: f64 = 420.0;
+    const COLORS: [&str; 6] = [
+        "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+    ];
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" \
+         font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" \
+         fill=\"white\"/>\n<text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">{}</text>\n",
+        W / 2.0,
+        xml_escape(title)
+    );
+    let panels: [(&str, Axis); 2] = [
+        ("ns per record (all producer calls)", |p| p.1),
+        ("poll_output ns per call", |p| p.2),
+    ];
+    let xs: Vec<f64> = curves
+        .iter()
+        .flat_map(|c| c.points.iter().map(|p| p.0))
+        .collect();
+    let (x_lo, x_hi) = decades(&xs);
+    for (i, (name, y_of)) in panels.iter().enumerate() {
+        let left = 70.0 + i as f64 * (W / 2.0);
+        let (top, width, height) = (50.0, W / 2.0 - 100.0, H - 130.0);
+        let ys: Vec<f64> = curves
+            .iter()
+            .flat_map(|c| c.points.iter().map(y_of))
+            .collect();
+        let (y_lo, y_hi) = decades(&ys);
+        let px = |x: f64| left + (x.log10() - x_lo) / (x_hi - x_lo) * width;
+        let py = |y: f64| top + height - (y.max(1e-9).log10() - y_lo) / (y_hi - y_lo) * height;
+        out.push_str(&format!(
+            "<rect x=\"{left}\" y=\"{top}\" width=\"{width}\" height=\"{height}\" fill=\"none\" \
+             stroke=\"#888\"/>\n<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{name}</text>\n\
+             <text x=\"{}\" y=\"{}\" text-anchor=\"middle\">partitions (log)</text>\n",
+            left + width / 2.0,
+            top - 8.0,
+            left + width / 2.0,
+            top + height + 36.0,
+        ));
+        for d in (x_lo as i32)..=(x_hi as i32) {
+            let x = px(10f64.powi(d));
+            out.push_str(&format!(
+                "<line x1=\"{x:.1}\" y1=\"{top}\" x2=\"{x:.1}\" y2=\"{}\" stroke=\"#eee\"/>\n\
+                 <text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
+                top + height,
+                top + height + 16.0,
+                10u64.pow(d.max(0) as u32)
+            ));
+        }
+        for d in (y_lo as i32)..=(y_hi as i32) {
+            let y = py(10f64.powi(d));
+            out.push_str(&format!(
+                "<line x1=\"{left}\" y1=\"{y:.1}\" x2=\"{}\" y2=\"{y:.1}\" stroke=\"#eee\"/>\n\
+                 <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\n",
+                left + width,
+                left - 6.0,
+                y + 4.0,
+                10u64.pow(d.max(0) as u32)
+            ));
+        }
+        for (ci, c) in curves.iter().enumerate() {
+            let color = COLORS[ci % COLORS.len()];
+            let pts: Vec<String> = c
+                .points
+                .iter()
+                .map(|p| format!("{:.1},{:.1}", px(p.0), py(y_of(p))))
+                .collect();
+            out.push_str(&format!(
+                "<polyline points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/>\n",
+                pts.join(" ")
+            ));
+            for p in &c.points {
+                out.push_str(&format!(
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"/>\n",
+                    px(p.0),
+                    py(y_of(p))
+                ));
+            }
+        }
+    }
+    for (ci, c) in curves.iter().enumerate() {
+        let color = COLORS[ci % COLORS.len()];
+        let x = 70.0 + (ci % 3) as f64 * 260.0;
+        let y = H - 40.0 + (ci / 3) as f64 * 18.0;
+        out.push_str(&format!(
+            "<line x1=\"{x}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"{color}\" stroke-width=\"2\"/>\n\
+             <text x=\"{}\" y=\"{}\">{}</text>\n",
+            x + 24.0,
+            x + 30.0,
+            y + 4.0,
+            xml_escape(&c.label)
+        ));
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+/// The whole decades (log10) around the values.
+fn decades(values: &[f64]) -> (f64, f64) {
+    let logs = values.iter().filter(|v| **v > 0.0).map(|v| v.log10());
+    let lo = logs.clone().fold(f64::INFINITY, f64::min).floor();
+    let hi = logs.fold(f64::NEG_INFINITY, f64::max).ceil();
+    if lo.is_finite() && hi.is_finite() && hi > lo {
+        (lo, hi)
+    } else {
+        (0.0, 1.0)
+    }
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 // ---------------------------------------------------------------------------------------------
