@@ -7,6 +7,16 @@
 //! do. Both run in the same process, alternating, and the ratio of their throughputs is
 //! printed. Run with `cargo bench -p kprod-core --bench encode`; under `cargo test` it runs
 //! one small round as a smoke test.
+//!
+//! Instruction counts (stable on a loaded machine, unlike wall-clock): with
+//! `KPROD_BENCH_CALLGRIND=kprod` (or `=floor`) and `KPROD_BENCH_VALUE=<bytes>` the binary
+//! runs one warm-up round and then one measured round of `KPROD_BENCH_RECORDS` (default
+//! 20,000) records through only that side, in `measured_kprod` (or `measured_floor`). Run
+//! it under `valgrind --tool=callgrind --collect-atstart=no
+//! --toggle-collect='*measured_kprod' --toggle-collect='*untimed'` (the bench's own broker
+//! work inside the measured round runs in `untimed`, which toggles collection off again), or
+//! with `--toggle-collect='*measured_floor'` for the floor; the ratio of the two totals
+//! (same records, same bytes) is the floor's share. `scripts/encode-callgrind.sh` does both.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -20,6 +30,9 @@ use support::{floor, records, Rig};
 const WINDOW: usize = 64;
 
 fn main() {
+    if let Ok(side) = std::env::var("KPROD_BENCH_CALLGRIND") {
+        return callgrind(&side);
+    }
     let full = std::env::args().any(|a| a == "--bench");
     let (n, rounds) = if full { (20_000, 15) } else { (200, 1) };
     println!(
@@ -70,4 +83,78 @@ fn main() {
             "every record acknowledged"
         );
     }
+}
+
+/// One measured round of one side, for callgrind (see the module documentation).
+fn callgrind(side: &str) {
+    let env = |k: &str, d: usize| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let n = env("KPROD_BENCH_RECORDS", 20_000);
+    let value_size = env("KPROD_BENCH_VALUE", 100);
+    let mut rig = Rig::new(env("KPROD_BENCH_BATCH", 16 * 1024));
+    let mut buf = BytesMut::with_capacity(n * value_size);
+    match side {
+        "kprod" => {
+            rig.run(records(n, value_size), WINDOW);
+            let batch = records(n, value_size);
+            let sent = measured_kprod(&mut rig, batch);
+            assert!(sent > n * value_size, "requests must carry every value");
+            assert_eq!(rig.producer.pending_records(), 0, "every record acknowledged");
+        }
+        "floor" => {
+            std::hint::black_box(floor(records(n, value_size), &mut buf));
+            let crc = measured_floor(records(n, value_size), &mut buf);
+            std::hint::black_box(crc);
+        }
+        _ => panic!("KPROD_BENCH_CALLGRIND is kprod or floor"),
+    }
+    println!("{side}: {n} records of {value_size} B");
+}
+
+#[inline(never)]
+fn measured_floor(records: Vec<support::Record>, buf: &mut BytesMut) -> u32 {
+    floor(records, buf)
+}
+
+/// [`Rig::run`]'s loop, with the bench's own work (assembling frames, answering them) in
+/// [`untimed`].
+#[inline(never)]
+fn measured_kprod(rig: &mut Rig, records: Vec<support::Record>) -> usize {
+    let conn = rig.conn.expect("connected");
+    let mut bytes = 0;
+    let mut records = records.into_iter().peekable();
+    while records.peek().is_some() || rig.producer.pending_records() > 0 {
+        for r in records.by_ref().take(WINDOW) {
+            rig.producer.send(rig.now, r).unwrap();
+        }
+        rig.producer.flush(rig.now);
+        bytes += rig.drain_collect();
+        let mut bufs = untimed(rig);
+        assert!(!bufs.is_empty() || records.peek().is_none(), "producer stalled");
+        for buf in &mut bufs {
+            rig.producer.handle_read(rig.now, conn, buf);
+            bytes += rig.drain_collect();
+        }
+        untimed_drop(bufs);
+    }
+    bytes
+}
+
+/// The broker's answers to every frame sent so far, as fresh read buffers.
+#[inline(never)]
+fn untimed(rig: &mut Rig) -> Vec<BytesMut> {
+    let frames = rig.take_frames();
+    frames
+        .iter()
+        .map(|f| BytesMut::from(&support::respond(f, &mut rig.next_offset)[..]))
+        .collect()
+}
+
+#[inline(never)]
+fn untimed_drop(bufs: Vec<BytesMut>) {
+    drop(bufs);
 }

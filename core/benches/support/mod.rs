@@ -13,7 +13,8 @@ use kprod_core::protocol::produce::{
     PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse,
 };
 use kprod_core::protocol::{api_key, encode_response, Message, Reader, Request, RequestHeader};
-use kprod_core::{ConnId, Output, Producer, ProducerConfig, Record};
+pub use kprod_core::Record;
+use kprod_core::{ConnId, Output, Producer, ProducerConfig};
 
 pub const TOPIC: &str = "bench";
 
@@ -192,7 +193,7 @@ impl Rig {
     }
 
     /// The whole request frames transmitted so far.
-    fn take_frames(&mut self) -> Vec<Bytes> {
+    pub fn take_frames(&mut self) -> Vec<Bytes> {
         for c in std::mem::take(&mut self.chunks) {
             self.partial.extend_from_slice(&c);
         }
