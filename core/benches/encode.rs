@@ -103,7 +103,11 @@ fn callgrind(side: &str) {
             let batch = records(n, value_size);
             let sent = measured_kprod(&mut rig, batch);
             assert!(sent > n * value_size, "requests must carry every value");
-            assert_eq!(rig.producer.pending_records(), 0, "every record acknowledged");
+            assert_eq!(
+                rig.producer.pending_records(),
+                0,
+                "every record acknowledged"
+            );
         }
         "floor" => {
             std::hint::black_box(floor(records(n, value_size), &mut buf));
@@ -134,7 +138,10 @@ fn measured_kprod(rig: &mut Rig, records: Vec<support::Record>) -> usize {
         rig.producer.flush(rig.now);
         bytes += rig.drain_collect();
         let mut bufs = untimed(rig);
-        assert!(!bufs.is_empty() || records.peek().is_none(), "producer stalled");
+        assert!(
+            !bufs.is_empty() || records.peek().is_none(),
+            "producer stalled"
+        );
         for buf in &mut bufs {
             rig.producer.handle_read(rig.now, conn, buf);
             bytes += rig.drain_collect();

@@ -62,11 +62,29 @@ pub(crate) struct Batch {
 impl Batch {
     /// A batch with room for `capacity` bytes and about `records` records, so that filling
     /// it allocates nothing more.
+    #[cfg(test)]
     pub(crate) fn new(id: u64, now: Instant, capacity: usize, records: usize) -> Self {
+        Self::with_buffers(
+            id,
+            now,
+            crate::protocol::record_batch::shared_buffer(capacity),
+            Vec::with_capacity(records),
+        )
+    }
+
+    /// A batch written into `buf`, listing its records in `records` (both emptied first):
+    /// the buffers of an acknowledged batch, reused.
+    pub(crate) fn with_buffers(
+        id: u64,
+        now: Instant,
+        buf: bytes::BytesMut,
+        mut records: Vec<RecordId>,
+    ) -> Self {
+        records.clear();
         Self {
             id,
-            records: Vec::with_capacity(records),
-            builder: Some(RecordBatchBuilder::with_capacity(capacity)),
+            records,
+            builder: Some(RecordBatchBuilder::with_buffer(buf)),
             wire: None,
             seq: None,
             size: 0,

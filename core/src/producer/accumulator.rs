@@ -17,7 +17,7 @@ use super::{is_valid_topic_name, Producer};
 use crate::partition::{Batch, BatchState, Partition};
 use crate::partitioner::partition_for_key;
 use crate::protocol::compression::{Compression, RatioEstimate};
-use crate::protocol::record_batch::{record_encoded_len, HEADER_LEN};
+use crate::protocol::record_batch::{record_encoded_len, shared_buffer, HEADER_LEN};
 use crate::protocol::ErrorCode;
 use crate::types::{DeliveryError, Event, Persistence, Record, RecordId, SendError};
 
@@ -196,7 +196,11 @@ impl Producer {
             let cap = (HEADER_LEN + size).max(batch_size.min(self.cfg.max_request_size));
             // Sized from this record, the batch's records rarely outgrow their list.
             let expected = (cap / size.max(1)).clamp(1, 1024);
-            let mut batch = Batch::new(*next_batch, now, cap, expected);
+            // An acknowledged batch's buffers if one is idle (no allocation).
+            let pool = &mut self.batch_pool.0;
+            let buf = pool.buffer(cap).unwrap_or_else(|| shared_buffer(cap));
+            let list = pool.list().unwrap_or_else(|| Vec::with_capacity(expected));
+            let mut batch = Batch::with_buffers(*next_batch, now, buf, list);
             if let Some(bb) = batch.builder.as_mut() {
                 bb.set_compression(t.compression, t.ratio);
             }

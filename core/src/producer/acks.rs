@@ -58,6 +58,7 @@ impl Producer {
         req: &ProduceRequest,
         version: i16,
         refs: SmallVec<[BatchRef; 4]>,
+        framing: &mut bytes::BytesMut,
     ) {
         let correlation_id = self.next_correlation_id();
         let Some(c) = self.conns.get_mut(&conn) else {
@@ -67,7 +68,8 @@ impl Producer {
             Some((first, _)) => (first, correlation_id),
             None => (correlation_id, correlation_id),
         });
-        let chunks = req.encode_chunks(version, correlation_id, self.cfg.client_id.as_deref());
+        let client_id = self.cfg.client_id.as_deref();
+        let chunks = req.encode_chunks_into(version, correlation_id, client_id, framing);
         for bytes in chunks {
             self.out.push_back(Output::Transmit { conn, bytes });
         }

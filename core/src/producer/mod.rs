@@ -38,6 +38,7 @@ mod index;
 mod metadata;
 mod observe;
 mod outcomes;
+mod pool;
 mod requests;
 mod responses;
 
@@ -119,6 +120,9 @@ pub struct Producer {
     /// Lists and topic names of earlier Produce requests, reused: capacity only, no state
     /// (ignored by `PartialEq` and `Hash`).
     request_pool: Derived<requests::RequestPool>,
+    /// Buffers and record lists of acknowledged batches, reused: capacity only, no state
+    /// (ignored by `PartialEq` and `Hash`).
+    batch_pool: Derived<pool::BatchPool>,
 }
 
 /// Whether `name` is a legal Kafka topic name.
@@ -173,6 +177,7 @@ impl Producer {
             index: Derived(Index::new(now)),
             scratch: Derived(Vec::new()),
             request_pool: Derived(requests::RequestPool::default()),
+            batch_pool: Derived(pool::BatchPool::default()),
             cfg: config.with_durations_capped(),
         })
     }

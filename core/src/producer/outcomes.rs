@@ -10,7 +10,8 @@ use smallvec::SmallVec;
 use super::accumulator::PendingRecord;
 use super::requests::BatchRef;
 use super::{backoff_delay, Producer};
-use crate::partition::BatchState;
+use crate::partition::{Batch, BatchState};
+use crate::protocol::record_batch::HEADER_LEN;
 use crate::protocol::ErrorCode;
 use crate::types::{ConnId, DeliveryError, Diagnostic, Event, FatalError, Output, Persistence};
 
@@ -145,13 +146,23 @@ impl Producer {
         self.on_batch_acked(ti, pi, &b, base_offset);
         self.buffered_bytes -= b.size;
         self.pending_records -= b.records.len();
-        for (k, id) in b.records.into_iter().enumerate() {
+        let Batch {
+            mut records, wire, ..
+        } = b;
+        for (k, id) in records.drain(..).enumerate() {
             self.emit(Event::Delivered {
                 id,
                 topic: topic.clone(),
                 partition: pi as i32,
                 offset: base_offset.map(|o| o + k as i64),
             });
+        }
+        // The batch's buffers serve the next batches.
+        let pool = &mut self.batch_pool.0;
+        pool.put_list(records);
+        if let Some(wire) = wire {
+            let cap = self.cfg.batch_size.min(self.cfg.max_request_size);
+            pool.put_wire(wire, 2 * cap + HEADER_LEN);
         }
         if mutated!(self.cfg, ImplicitAckOvertaken) {
             // librdkafka's implicit acknowledgement: the earlier batches count as delivered.

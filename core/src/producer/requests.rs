@@ -67,16 +67,23 @@ impl Producer {
         self.track_and_send(conn, correlation_id, kind, std::iter::once(bytes));
     }
 
-    /// A Produce request goes out as chunks: its record batches are not copied (§E.3).
+    /// A Produce request goes out as chunks: its record batches are not copied (§E.3); its
+    /// framing is written into `framing`'s spare capacity.
     pub(super) fn transmit_produce(
         &mut self,
         conn: ConnId,
         req: &ProduceRequest,
         version: i16,
         kind: RequestKind,
+        framing: &mut bytes::BytesMut,
     ) {
         let correlation_id = self.next_correlation_id();
-        let chunks = req.encode_chunks(version, correlation_id, self.cfg.client_id.as_deref());
+        let chunks = req.encode_chunks_into(
+            version,
+            correlation_id,
+            self.cfg.client_id.as_deref(),
+            framing,
+        );
         self.track_and_send(conn, correlation_id, kind, chunks);
     }
 
@@ -238,23 +245,26 @@ impl Producer {
         self.on_batches_sent(conn, &refs);
         if self.cfg.acks == 0 {
             // No answer will come: nothing waits in flight (acks.rs).
-            self.transmit_unacknowledged(conn, &req, version, refs);
+            self.transmit_unacknowledged(conn, &req, version, refs, &mut pool.framing);
             pool.recycle(req.topic_data);
             self.request_pool.0 = pool;
             return true;
         }
-        self.transmit_produce(conn, &req, version, RequestKind::Produce(refs));
+        let kind = RequestKind::Produce(refs);
+        self.transmit_produce(conn, &req, version, kind, &mut pool.framing);
         pool.recycle(req.topic_data);
         self.request_pool.0 = pool;
         true
     }
 }
 
-/// Lists and topic names of earlier Produce requests, kept for the next ones.
+/// Lists, topic names and framing space of earlier Produce requests, kept for the next ones.
 #[derive(Debug, Clone, Default)]
 pub(super) struct RequestPool {
     list: Vec<TopicProduceData>,
     spare: Vec<TopicProduceData>,
+    /// Where the requests' framing is written (`ProduceRequest::encode_chunks_into`).
+    framing: bytes::BytesMut,
 }
 
 impl RequestPool {

@@ -140,8 +140,31 @@ impl ProduceRequest {
         correlation_id: i32,
         client_id: Option<&str>,
     ) -> SmallVec<[Bytes; 4]> {
+        let mut meta = BytesMut::new();
+        self.encode_chunks_into(version, correlation_id, client_id, &mut meta)
+    }
+
+    /// [`Self::encode_chunks`], writing the framing into `arena`: its spare capacity is used
+    /// and the framing split off it (frozen), so a caller that keeps the arena from request
+    /// to request allocates no framing buffer in steady state (once the chunks of earlier
+    /// requests are dropped, `reserve` takes their space back).
+    pub fn encode_chunks_into(
+        &self,
+        version: i16,
+        correlation_id: i32,
+        client_id: Option<&str>,
+        arena: &mut BytesMut,
+    ) -> SmallVec<[Bytes; 4]> {
         debug_assert!(Self::VERSIONS.contains(version));
-        let mut meta = BytesMut::with_capacity(64 + client_id.map_or(0, str::len));
+        let mut need = 64 + client_id.map_or(0, str::len);
+        for t in &self.topic_data {
+            need += 16 + t.name.len() + 24 * t.partition_data.len();
+        }
+        let mut meta = std::mem::take(arena);
+        meta.clear();
+        if meta.capacity() < need {
+            meta.reserve(need.max(4096));
+        }
         meta.put_i32(0);
         super::header::encode_request_header(
             Self::API_KEY,
@@ -190,7 +213,10 @@ impl ProduceRequest {
         }
         let size = (meta.len() + batch_bytes - 4) as i32;
         meta[..4].copy_from_slice(&size.to_be_bytes());
-        let meta = meta.freeze();
+        // The framing leaves; the rest of the capacity stays in the arena for the next one.
+        let framing = meta.split();
+        *arena = meta;
+        let meta = framing.freeze();
         let mut chunks = SmallVec::new();
         let mut from = 0;
         for (at, batch) in splits {

@@ -144,6 +144,17 @@ fn put_blob(buf: &mut BytesMut, b: Option<&[u8]>) {
     }
 }
 
+/// An empty buffer with room for `capacity` bytes, already in the shared representation of
+/// `bytes`: the sealed batch it becomes is then cloned (the chunk on the wire and the copy kept
+/// for retries) without allocating, and turns back into this buffer with
+/// [`Bytes::try_into_mut`] once the clones are gone. (A plain `BytesMut::with_capacity` is
+/// promoted, with an allocation, at its first clone, and demoted again by `try_into_mut`.)
+pub fn shared_buffer(capacity: usize) -> BytesMut {
+    let mut buf = BytesMut::with_capacity(capacity);
+    drop(buf.split());
+    buf
+}
+
 /// Builds one batch in a single buffer: records are appended as they arrive, and the header
 /// and CRC are written by [`Self::seal`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -159,7 +170,14 @@ pub struct RecordBatchBuilder {
 impl RecordBatchBuilder {
     /// An empty batch with room for `capacity` bytes.
     pub fn with_capacity(capacity: usize) -> Self {
-        let mut buf = BytesMut::with_capacity(capacity.max(HEADER_LEN));
+        Self::with_buffer(shared_buffer(capacity.max(HEADER_LEN)))
+    }
+
+    /// An empty batch written into `buf` (cleared first): a buffer of an earlier batch,
+    /// taken back from its sealed bytes with [`Bytes::try_into_mut`], so that a producer in
+    /// steady state allocates no batch buffers.
+    pub fn with_buffer(mut buf: BytesMut) -> Self {
+        buf.clear();
         buf.put_bytes(0, HEADER_LEN);
         Self {
             buf,

@@ -1,0 +1,63 @@
+//! Buffers of acknowledged batches, kept for the next batches (issue 12: a batch used to cost
+//! two allocations, its buffer and its record list).
+//!
+//! When a batch is acknowledged its sealed bytes are usually no longer shared (the driver
+//! dropped the `Transmit` chunk once written), so [`bytes::Bytes::try_into_mut`] gives the
+//! buffer back without copying; with the emptied record list it waits here for the next batch
+//! that fits. The pool holds capacity only: it is scratch space, so the producer's
+//! `PartialEq`/`Hash` ignore it (it lives in [`super::index::Derived`]) and a clone of the
+//! producer starts with an empty pool.
+
+use bytes::{Bytes, BytesMut};
+
+use crate::types::RecordId;
+
+/// At most this many idle buffers (and record lists) are kept: enough for the batches of a
+/// few requests in flight; the rest are freed.
+const MAX_IDLE: usize = 16;
+
+#[derive(Debug, Default)]
+pub(super) struct BatchPool {
+    bufs: Vec<BytesMut>,
+    lists: Vec<Vec<RecordId>>,
+}
+
+impl Clone for BatchPool {
+    /// Capacity only: a clone starts empty.
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl BatchPool {
+    /// A buffer with room for `capacity` bytes, if one is idle.
+    pub(super) fn buffer(&mut self, capacity: usize) -> Option<BytesMut> {
+        let i = self.bufs.iter().rposition(|b| b.capacity() >= capacity)?;
+        Some(self.bufs.swap_remove(i))
+    }
+
+    /// A record list, if one is idle.
+    pub(super) fn list(&mut self) -> Option<Vec<RecordId>> {
+        self.lists.pop()
+    }
+
+    /// Takes back the bytes of an acknowledged batch if nothing else holds them and they
+    /// are not oversized (more than `max_capacity`).
+    pub(super) fn put_wire(&mut self, wire: Bytes, max_capacity: usize) {
+        if self.bufs.len() < MAX_IDLE {
+            if let Ok(buf) = wire.try_into_mut() {
+                if buf.capacity() <= max_capacity {
+                    self.bufs.push(buf);
+                }
+            }
+        }
+    }
+
+    /// Takes back the (emptied) record list of an acknowledged batch.
+    pub(super) fn put_list(&mut self, mut list: Vec<RecordId>) {
+        if self.lists.len() < MAX_IDLE && list.capacity() > 0 {
+            list.clear();
+            self.lists.push(list);
+        }
+    }
+}
