@@ -136,6 +136,9 @@ pub struct Rig {
     pub next_offset: i64,
     pub chunks: Vec<Bytes>,
     pub partial: BytesMut,
+    /// Where the broker's answers are received, as a driver's read buffer (`kprod-tokio`
+    /// reads into one buffer and hands the producer chunks split off it).
+    pub read: BytesMut,
     /// Record batches acknowledged so far.
     pub batches_acked: usize,
 }
@@ -158,6 +161,7 @@ impl Rig {
             next_offset: 0,
             chunks: Vec::new(),
             partial: BytesMut::new(),
+            read: BytesMut::new(),
             batches_acked: 0,
         };
         // One record drives the bootstrap: connect, handshake, metadata, producer id.
@@ -214,10 +218,16 @@ impl Rig {
         let conn = self.conn.expect("connected");
         for frame in self.take_frames() {
             let resp = respond(&frame, &mut self.next_offset);
-            let mut buf = BytesMut::from(&resp[..]);
+            let mut buf = self.received(&resp);
             self.producer.handle_read(self.now, conn, &mut buf);
             self.drain_collect();
         }
+    }
+
+    /// `answer` as the producer gets it from a driver: a chunk split off the read buffer.
+    pub fn received(&mut self, answer: &[u8]) -> BytesMut {
+        self.read.extend_from_slice(answer);
+        self.read.split()
     }
 
     /// The measured path, in steady state: records are handed to the producer a window at a
@@ -262,7 +272,7 @@ impl Rig {
                 .map(|f| respond(f, &mut self.next_offset))
                 .collect();
             self.batches_acked += frames.len();
-            let mut bufs: Vec<BytesMut> = answers.iter().map(|a| BytesMut::from(&a[..])).collect();
+            let mut bufs: Vec<BytesMut> = answers.iter().map(|a| self.received(a)).collect();
             let (t, m) = (Instant::now(), meter());
             for buf in &mut bufs {
                 self.producer.handle_read(self.now, conn, buf);

@@ -12,7 +12,7 @@ use super::requests::RequestKind;
 use super::Producer;
 use crate::partition::Partition;
 use crate::protocol::metadata::{MetadataRequest, MetadataRequestTopic};
-use crate::protocol::produce::PartitionProduceResponse;
+use crate::protocol::produce::PartitionResult;
 use crate::protocol::{self, ErrorCode};
 use crate::types::DeliveryError;
 
@@ -152,7 +152,7 @@ impl Producer {
         ti: usize,
         pi: usize,
         code: ErrorCode,
-        pr: &PartitionProduceResponse,
+        pr: &PartitionResult,
     ) {
         if code.needs_metadata_refresh() {
             self.metadata.needed = true;

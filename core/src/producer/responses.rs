@@ -15,9 +15,9 @@ use crate::config::{DataLossPolicy, GapPolicy};
 use crate::partition::{Batch, BatchState};
 use crate::protocol::init_producer_id::InitProducerIdRequest;
 use crate::protocol::metadata::MetadataRequest;
-use crate::protocol::produce::{PartitionProduceResponse, ProduceRequest};
+use crate::protocol::produce::{PartitionResult, ProduceResponseReader};
 use crate::protocol::record_batch::{RecordBatch, RecordBatchBuilder};
-use crate::protocol::{self, decode_response, ErrorCode, ResponseHeader};
+use crate::protocol::{decode_response, ErrorCode, ResponseHeader};
 use crate::types::{ConnId, DeliveryError, Diagnostic, FatalError, Persistence, RecordId};
 
 /// How often CORRUPT_MESSAGE is retried before it counts as a permanent failure.
@@ -62,9 +62,10 @@ impl Producer {
                 Ok(())
             }
             RequestKind::Produce(refs) => {
-                match decode_response::<ProduceRequest>(versions.produce, frame) {
-                    Ok((_, resp)) => {
-                        self.on_produce(refs, resp);
+                // Read in place (no allocation); checked whole before anything is acted on.
+                match ProduceResponseReader::from_frame(versions.produce, frame) {
+                    Ok(resp) => {
+                        self.on_produce(refs, &resp);
                         Ok(())
                     }
                     Err(_) => {
@@ -81,45 +82,41 @@ impl Producer {
     pub(super) fn on_produce(
         &mut self,
         refs: SmallVec<[BatchRef; 4]>,
-        resp: protocol::produce::ProduceResponse,
+        resp: &ProduceResponseReader,
     ) {
         // Each batch's answer: the first entry for its topic and partition. A request with
-        // many batches looks them up in a table sorted (stably) by topic and partition
-        // rather than walking the whole answer once per batch.
-        let mut table: Vec<(&str, i32, &PartitionProduceResponse)> = Vec::new();
+        // many batches looks them up in a table sorted (stably) by topic and partition, built
+        // in one walk of the answer, rather than walking the answer once per batch.
+        let mut table: Vec<(Bytes, i32, PartitionResult)> = Vec::new();
         if refs.len() > 8 {
-            table.extend(resp.responses.iter().flat_map(|t| {
-                t.partition_responses
-                    .iter()
-                    .map(move |p| (t.name.as_str(), p.index, p))
-            }));
-            table.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+            resp.for_each(|t, p| {
+                table.push((t.clone(), p.index, *p));
+                true
+            });
+            table.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
         }
         for r in refs {
             let name = &*self.topics[r.topic].name;
             let index = r.partition as i32;
             let result = if table.is_empty() {
-                resp.responses
-                    .iter()
-                    .filter(|t| t.name.as_str() == name)
-                    .flat_map(|t| t.partition_responses.iter())
-                    .find(|p| p.index == index)
+                resp.find(name, index)
             } else {
-                let at = table.partition_point(|e| (e.0, e.1) < (name, index));
+                let key = (name.as_bytes(), index);
+                let at = table.partition_point(|e| (&e.0[..], e.1) < key);
                 table
                     .get(at)
-                    .filter(|e| (e.0, e.1) == (name, index))
+                    .filter(|e| (&e.0[..], e.1) == key)
                     .map(|e| e.2)
             };
             match result {
-                Some(pr) => self.on_partition_result(r, pr),
+                Some(pr) => self.on_partition_result(r, &pr),
                 // A response that leaves a partition out tells us nothing about it.
                 None => self.retry_batch(r, ErrorCode::NetworkException, true),
             }
         }
     }
 
-    pub(super) fn on_partition_result(&mut self, r: BatchRef, pr: &PartitionProduceResponse) {
+    pub(super) fn on_partition_result(&mut self, r: BatchRef, pr: &PartitionResult) {
         let (ti, pi) = (r.topic, r.partition);
         let Some(i) = self.topics[ti].partitions[pi].position(r.batch) else {
             return;

@@ -194,6 +194,19 @@ impl Reader {
         }
     }
 
+    /// Reads a nullable string without copying it: its bytes (a slice of the frame), checked
+    /// to be UTF-8 as [`Self::nullable_string`] checks them.
+    pub fn nullable_str_bytes(&mut self, compact: bool) -> Result<Option<Bytes>, DecodeError> {
+        match self.blob_len(compact, false)? {
+            None => Ok(None),
+            Some(n) => {
+                let bytes = self.take(n)?;
+                std::str::from_utf8(&bytes).map_err(|_| DecodeError::InvalidUtf8)?;
+                Ok(Some(bytes))
+            }
+        }
+    }
+
     /// Reads a non-null string.
     pub fn string(&mut self, compact: bool) -> Result<String, DecodeError> {
         self.nullable_string(compact)?

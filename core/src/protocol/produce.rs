@@ -437,6 +437,171 @@ impl Message for ProduceResponse {
     }
 }
 
+/// One partition's result in a Produce response as [`ProduceResponseReader`] reads it in
+/// place: every field the producer acts on. (The record errors and error message of v8+ are
+/// checked, not kept.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PartitionResult {
+    /// Partition index.
+    pub index: i32,
+    /// Error code.
+    pub error_code: i16,
+    /// Offset of the first record, or -1.
+    pub base_offset: i64,
+    /// Broker append time with LogAppendTime, else -1.
+    pub log_append_time_ms: i64,
+    /// The partition's log start offset, or -1 (always before v5).
+    pub log_start_offset: i64,
+    /// Since v10 (tag 0): the leader the broker knows of, on NOT_LEADER_OR_FOLLOWER.
+    pub current_leader: Option<LeaderIdAndEpoch>,
+}
+
+/// A Produce response (v3–v12) read in place, without building [`ProduceResponse`]: no
+/// allocation. [`Self::new`] walks the whole body once and checks everything
+/// [`ProduceResponse::decode`] checks (every length against the bytes present, UTF-8 of every
+/// string, tagged-field order and sizes), so a truncated or hostile answer is an error before
+/// anything is acted on; the partition results are then walked again as often as needed.
+#[derive(Debug, Clone)]
+pub struct ProduceResponseReader {
+    version: i16,
+    body: Bytes,
+    throttle_time_ms: i32,
+}
+
+impl ProduceResponseReader {
+    /// Checks the response body `body` of `version`.
+    pub fn new(version: i16, body: Bytes) -> Result<Self, DecodeError> {
+        ProduceResponse::check_version(version)?;
+        let throttle_time_ms = walk_response(version, &mut Reader::new(body.clone()), |_, _| true)?;
+        Ok(Self {
+            version,
+            body,
+            throttle_time_ms,
+        })
+    }
+
+    /// Checks a whole response frame (without its size prefix): the response header, then
+    /// the body as [`Self::new`]. Bytes after the body are ignored, as by
+    /// [`super::decode_response`].
+    pub fn from_frame(version: i16, frame: Bytes) -> Result<Self, DecodeError> {
+        ProduceResponse::check_version(version)?;
+        let mut r = Reader::new(frame);
+        let header_version = ProduceRequest::response_header_version(version);
+        super::ResponseHeader::decode(header_version, &mut r)?;
+        let body = r.take(r.remaining())?;
+        Self::new(version, body)
+    }
+
+    /// The throttle time.
+    pub fn throttle_time_ms(&self) -> i32 {
+        self.throttle_time_ms
+    }
+
+    /// Calls `f` with each partition result and the name of its topic (UTF-8, a slice of the
+    /// response), in the order
+    /// of the response, until `f` returns `false`.
+    pub fn for_each(&self, mut f: impl FnMut(&Bytes, &PartitionResult) -> bool) {
+        // `new` walked the same bytes without error, so this walk cannot fail.
+        let walked = walk_response(self.version, &mut Reader::new(self.body.clone()), &mut f);
+        debug_assert!(walked.is_ok(), "a checked response walks again");
+    }
+
+    /// The first result for partition `index` of `topic`.
+    pub fn find(&self, topic: &str, index: i32) -> Option<PartitionResult> {
+        let mut found = None;
+        self.for_each(|t, p| {
+            if p.index == index && t[..] == *topic.as_bytes() {
+                found = Some(*p);
+            }
+            found.is_none()
+        });
+        found
+    }
+}
+
+/// Walks a Produce response body of `version` (v3–v12, classic or flexible), checking every
+/// field, and calls `f` with each partition's topic name and result until it returns
+/// `false`. Returns the throttle time (0 if `f` stopped the walk).
+fn walk_response(
+    version: i16,
+    r: &mut Reader,
+    mut f: impl FnMut(&Bytes, &PartitionResult) -> bool,
+) -> Result<i32, DecodeError> {
+    let flex = ProduceResponse::is_flexible(version);
+    for _ in 0..r.array_len(flex)? {
+        let name = r
+            .nullable_str_bytes(flex)?
+            .ok_or(DecodeError::UnexpectedNull)?;
+        for _ in 0..r.array_len(flex)? {
+            let index = r.i32()?;
+            let error_code = r.i16()?;
+            let base_offset = r.i64()?;
+            let log_append_time_ms = r.i64()?;
+            let log_start_offset = if version >= 5 { r.i64()? } else { -1 };
+            if version >= 8 {
+                // record_errors, then error_message: checked, not kept.
+                for _ in 0..r.array_len(flex)? {
+                    r.i32()?;
+                    r.nullable_str_bytes(flex)?;
+                    if flex {
+                        r.skip_tagged_fields()?;
+                    }
+                }
+                r.nullable_str_bytes(flex)?;
+            }
+            let mut current_leader = None;
+            if flex {
+                r.tagged_fields(|tag, t| {
+                    if tag == 0 && version >= 10 {
+                        current_leader = Some(LeaderIdAndEpoch {
+                            leader_id: t.i32()?,
+                            leader_epoch: t.i32()?,
+                        });
+                        t.skip_tagged_fields()?;
+                        Ok(true)
+                    } else {
+                        Ok(false)
+                    }
+                })?;
+            }
+            let result = PartitionResult {
+                index,
+                error_code,
+                base_offset,
+                log_append_time_ms,
+                log_start_offset,
+                current_leader,
+            };
+            if !f(&name, &result) {
+                return Ok(0);
+            }
+        }
+        if flex {
+            r.skip_tagged_fields()?;
+        }
+    }
+    let throttle_time_ms = r.i32()?;
+    if flex {
+        r.tagged_fields(|tag, t| {
+            if tag == 0 && version >= 10 {
+                // node_endpoints: checked, not kept.
+                for _ in 0..t.array_len(true)? {
+                    t.i32()?;
+                    t.nullable_str_bytes(true)?
+                        .ok_or(DecodeError::UnexpectedNull)?;
+                    t.i32()?;
+                    t.nullable_str_bytes(true)?;
+                    t.skip_tagged_fields()?;
+                }
+                Ok(true)
+            } else {
+                Ok(false)
+            }
+        })?;
+    }
+    Ok(throttle_time_ms)
+}
+
 impl ProduceResponse {
     /// The non-flexible layout of v3–v8: fields absent at `version` are not written.
     fn encode_classic(&self, version: i16, buf: &mut BytesMut) {
