@@ -198,9 +198,12 @@ impl Rig {
 
     /// The whole request frames transmitted so far.
     pub fn take_frames(&mut self) -> Vec<Bytes> {
-        for c in std::mem::take(&mut self.chunks) {
+        // The chunk list keeps its capacity: the drains push into it while they are metered.
+        let mut chunks = std::mem::take(&mut self.chunks);
+        for c in chunks.drain(..) {
             self.partial.extend_from_slice(&c);
         }
+        self.chunks = chunks;
         let mut frames = Vec::new();
         while self.partial.len() >= 4 {
             let size = i32::from_be_bytes(self.partial[..4].try_into().unwrap());
