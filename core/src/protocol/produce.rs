@@ -723,4 +723,119 @@ mod tests {
             assert_eq!(joined, plain.to_vec(), "version {v}");
         }
     }
+
+    fn sample_response() -> ProduceResponse {
+        let part = |index: i32, error_code: i16| PartitionProduceResponse {
+            index,
+            error_code,
+            base_offset: 1000 + i64::from(index),
+            log_append_time_ms: -1,
+            log_start_offset: 7,
+            record_errors: vec![BatchIndexAndErrorMessage {
+                batch_index: 2,
+                batch_index_error_message: Some("bad record".into()),
+            }],
+            error_message: Some("an error".into()),
+            current_leader: (error_code == 6).then_some(LeaderIdAndEpoch {
+                leader_id: 3,
+                leader_epoch: 9,
+            }),
+        };
+        ProduceResponse {
+            responses: vec![
+                TopicProduceResponse {
+                    name: "a".into(),
+                    partition_responses: vec![part(0, 0), part(4, 6)],
+                },
+                TopicProduceResponse {
+                    name: "bb".into(),
+                    partition_responses: vec![part(1, 0), part(1, 47)],
+                },
+            ],
+            throttle_time_ms: 12,
+            node_endpoints: vec![NodeEndpoint {
+                node_id: 3,
+                host: "h".into(),
+                port: 9092,
+                rack: None,
+            }],
+        }
+    }
+
+    /// What the reader yields, from the owned decoding of the same bytes.
+    fn results_of(resp: &ProduceResponse) -> Vec<(Vec<u8>, PartitionResult)> {
+        resp.responses
+            .iter()
+            .flat_map(|t| {
+                t.partition_responses.iter().map(|p| {
+                    let r = PartitionResult {
+                        index: p.index,
+                        error_code: p.error_code,
+                        base_offset: p.base_offset,
+                        log_append_time_ms: p.log_append_time_ms,
+                        log_start_offset: p.log_start_offset,
+                        current_leader: p.current_leader,
+                    };
+                    (t.name.as_bytes().to_vec(), r)
+                })
+            })
+            .collect()
+    }
+
+    fn read_all(r: &ProduceResponseReader) -> Vec<(Vec<u8>, PartitionResult)> {
+        let mut out = Vec::new();
+        r.for_each(|t, p| {
+            out.push((t.to_vec(), *p));
+            true
+        });
+        out
+    }
+
+    /// The in-place reader and the owned decoder agree on every version: the same results,
+    /// and the same verdict on every truncation and on every single-byte corruption.
+    #[test]
+    fn the_reader_agrees_with_the_owned_decoder() {
+        let resp = sample_response();
+        for v in 3..=12 {
+            let mut buf = BytesMut::new();
+            resp.encode(v, &mut buf);
+            let bytes = buf.freeze();
+            let owned = ProduceResponse::decode(v, &mut Reader::new(bytes.clone())).unwrap();
+            let reader = ProduceResponseReader::new(v, bytes.clone()).unwrap();
+            assert_eq!(read_all(&reader), results_of(&owned), "version {v}");
+            assert_eq!(reader.throttle_time_ms(), 12);
+            let leader = reader.find("a", 4).unwrap().current_leader;
+            assert_eq!(leader.is_some(), v >= 10, "version {v}");
+            assert_eq!(
+                reader.find("bb", 1).unwrap().error_code,
+                0,
+                "first entry wins"
+            );
+            assert_eq!(reader.find("a", 1), None);
+            assert_eq!(reader.find("b", 1), None);
+            for n in 0..bytes.len() {
+                let cut = bytes.slice(..n);
+                assert_eq!(
+                    ProduceResponseReader::new(v, cut.clone()).err(),
+                    ProduceResponse::decode(v, &mut Reader::new(cut)).err(),
+                    "version {v}, cut at {n}"
+                );
+            }
+            for at in 0..bytes.len() {
+                for x in [0x01u8, 0x80, 0xff] {
+                    let mut b = bytes.to_vec();
+                    b[at] ^= x;
+                    let b = Bytes::from(b);
+                    let owned = ProduceResponse::decode(v, &mut Reader::new(b.clone()));
+                    let read = ProduceResponseReader::new(v, b);
+                    match (owned, read) {
+                        (Ok(o), Ok(r)) => assert_eq!(read_all(&r), results_of(&o)),
+                        (o, r) => assert_eq!(o.err(), r.err(), "version {v}, byte {at} ^ {x}"),
+                    }
+                }
+            }
+        }
+        assert!(ProduceResponseReader::new(2, Bytes::new()).is_err());
+        assert!(ProduceResponseReader::new(13, Bytes::new()).is_err());
+    }
 }
