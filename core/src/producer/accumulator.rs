@@ -17,6 +17,7 @@ use super::{is_valid_topic_name, Producer};
 use crate::partition::{Batch, BatchState, Partition};
 use crate::partitioner::partition_for_key;
 use crate::protocol::compression::{Compression, RatioEstimate};
+use crate::protocol::primitives::varint_len;
 use crate::protocol::record_batch::{record_encoded_len, shared_buffer, HEADER_LEN};
 use crate::protocol::ErrorCode;
 use crate::types::{DeliveryError, Event, Persistence, Record, RecordId, SendError};
@@ -76,7 +77,9 @@ impl Producer {
     // The error hands the whole record back on purpose (rskafka's `TryPush::NoCapacity`).
     #[allow(clippy::result_large_err)]
     pub(super) fn accept(&mut self, now: Instant, record: Record) -> Result<RecordId, SendError> {
-        if !is_valid_topic_name(&record.topic) {
+        // A registered topic's name was checked when it was registered.
+        let known = self.topic_index.get(record.topic.as_str()).copied();
+        if known.is_none() && !is_valid_topic_name(&record.topic) {
             return Err(SendError::InvalidTopic(record));
         }
         if record.partition.is_some_and(|p| p < 0) {
@@ -96,7 +99,10 @@ impl Producer {
         if self.buffered_bytes + size > self.cfg.buffer_memory {
             return Err(SendError::QueueFull(record));
         }
-        let ti = self.topic_index_for(&record.topic);
+        let ti = match known {
+            Some(ti) => ti,
+            None => self.topic_index_for(&record.topic),
+        };
         let n = self.topics[ti].partitions.len() as i32;
         if n > 0 && record.partition.is_some_and(|p| p >= n) {
             return Err(SendError::InvalidPartition(record));
@@ -174,13 +180,15 @@ impl Producer {
         let t = &mut self.topics[ti];
         let p = &mut t.partitions[part as usize];
         let (key, value) = (record.key.as_deref(), record.value.as_deref());
+        // The record's body length in the open batch, measured once for the room check and
+        // the append.
+        let mut body = None;
         let fits = p.batches.back().is_some_and(|b| {
             b.state == BatchState::Open
                 && b.builder.as_ref().is_some_and(|bb| {
-                    bb.has_room_for(
-                        bb.size_of(record.timestamp, key, value, &record.headers),
-                        batch_size,
-                    )
+                    let len = bb.body_len_of(record.timestamp, key, value, &record.headers);
+                    body = Some(len);
+                    bb.has_room_for(varint_len(len as i32) + len, batch_size)
                 })
         });
         if !fits {
@@ -212,7 +220,11 @@ impl Producer {
         }
         let b = p.batches.back_mut().expect("just ensured");
         let builder = b.builder.as_mut().expect("open batch has a builder");
-        builder.push(record.timestamp, key, value, &record.headers);
+        let body = match body.filter(|_| fits) {
+            Some(body) => body,
+            None => builder.body_len_of(record.timestamp, key, value, &record.headers),
+        };
+        builder.push_measured(record.timestamp, key, value, &record.headers, body);
         b.records.push(id);
         b.size += size;
         let full = builder.is_full(batch_size);

@@ -275,6 +275,29 @@ impl RecordBatchBuilder {
         )
     }
 
+    /// The body length (without its own length prefix) `push` would write for this record:
+    /// [`Self::size_of`] is this plus the prefix.
+    pub fn body_len_of(
+        &self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header],
+    ) -> usize {
+        let base = if self.count == 0 {
+            timestamp
+        } else {
+            self.base_timestamp
+        };
+        record_body_len(
+            timestamp.wrapping_sub(base),
+            self.count,
+            key,
+            value,
+            headers,
+        )
+    }
+
     /// Appends one record.
     pub fn push(
         &mut self,
@@ -283,13 +306,27 @@ impl RecordBatchBuilder {
         value: Option<&[u8]>,
         headers: &[Header],
     ) {
+        let body = self.body_len_of(timestamp, key, value, headers);
+        self.push_measured(timestamp, key, value, headers, body);
+    }
+
+    /// [`Self::push`] for a record whose body length was just measured with
+    /// [`Self::body_len_of`] on this builder as it is now (so it is not measured twice).
+    pub fn push_measured(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header],
+        body: usize,
+    ) {
+        debug_assert_eq!(body, self.body_len_of(timestamp, key, value, headers));
         if self.count == 0 {
             self.base_timestamp = timestamp;
             self.max_timestamp = timestamp;
         }
         self.max_timestamp = self.max_timestamp.max(timestamp);
         let delta = timestamp.wrapping_sub(self.base_timestamp);
-        let body = record_body_len(delta, self.count, key, value, headers);
         let buf = &mut self.buf;
         buf.reserve(varint_len(body as i32) + body);
         buf.put_varint(body as i32);
