@@ -449,6 +449,28 @@ mod tests {
     }
 
     #[test]
+    fn varint_lengths_match_the_encodings() {
+        let mut edges: Vec<i64> = vec![0, 1, -1, i64::MIN, i64::MAX];
+        for bits in 1..64 {
+            let p = 1i64 << bits;
+            edges.extend([p, p - 1, -p, -p + 1, p >> 1, -(p >> 1) - 1]);
+        }
+        for v in edges {
+            let mut b = BytesMut::new();
+            b.put_varlong(v);
+            assert_eq!(varlong_len(v), b.len(), "varlong {v}");
+            if let Ok(v) = i32::try_from(v) {
+                let mut b = BytesMut::new();
+                b.put_varint(v);
+                assert_eq!(varint_len(v), b.len(), "varint {v}");
+                let mut b = BytesMut::new();
+                b.put_uvarint(v as u32);
+                assert_eq!(uvarint_len(v as u32), b.len(), "uvarint {v}");
+            }
+        }
+    }
+
+    #[test]
     fn known_varint_encodings() {
         // Zigzag: 0 -> 0, -1 -> 1, 1 -> 2, -64 -> 127, 64 -> 128 (two bytes).
         let cases: [(i32, &[u8]); 5] = [
