@@ -306,42 +306,56 @@ impl Message for ProduceResponse {
     const VERSIONS: VersionRange = VersionRange::new(3, 12);
     const FLEXIBLE_SINCE: i16 = 9;
 
+    // One layout for v3–v12: the flexible versions (v9+) add compact lengths and tagged
+    // fields; fields absent at `version` are not written, and read as Kafka's generated code
+    // defaults them (`log_start_offset` -1, no record errors, no message).
     fn encode(&self, version: i16, buf: &mut BytesMut) {
-        if !Self::is_flexible(version) {
-            return self.encode_classic(version, buf);
-        }
-        buf.put_array_len(Some(self.responses.len()), true);
+        let flex = Self::is_flexible(version);
+        buf.put_array_len(Some(self.responses.len()), flex);
         for t in &self.responses {
-            buf.put_string(&t.name, true);
-            buf.put_array_len(Some(t.partition_responses.len()), true);
+            buf.put_string(&t.name, flex);
+            buf.put_array_len(Some(t.partition_responses.len()), flex);
             for p in &t.partition_responses {
                 buf.put_i32(p.index);
                 buf.put_i16(p.error_code);
                 buf.put_i64(p.base_offset);
                 buf.put_i64(p.log_append_time_ms);
-                buf.put_i64(p.log_start_offset);
-                buf.put_array_len(Some(p.record_errors.len()), true);
-                for e in &p.record_errors {
-                    buf.put_i32(e.batch_index);
-                    buf.put_nullable_string(e.batch_index_error_message.as_deref(), true);
-                    buf.put_empty_tags();
+                if version >= 5 {
+                    buf.put_i64(p.log_start_offset);
                 }
-                buf.put_nullable_string(p.error_message.as_deref(), true);
-                match p.current_leader {
-                    Some(l) if version >= 10 => {
-                        buf.put_uvarint(1);
-                        put_tagged_field(buf, 0, |f| {
-                            f.put_i32(l.leader_id);
-                            f.put_i32(l.leader_epoch);
-                            f.put_empty_tags();
-                        });
+                if version >= 8 {
+                    buf.put_array_len(Some(p.record_errors.len()), flex);
+                    for e in &p.record_errors {
+                        buf.put_i32(e.batch_index);
+                        buf.put_nullable_string(e.batch_index_error_message.as_deref(), flex);
+                        if flex {
+                            buf.put_empty_tags();
+                        }
                     }
-                    _ => buf.put_empty_tags(),
+                    buf.put_nullable_string(p.error_message.as_deref(), flex);
+                }
+                if flex {
+                    match p.current_leader {
+                        Some(l) if version >= 10 => {
+                            buf.put_uvarint(1);
+                            put_tagged_field(buf, 0, |f| {
+                                f.put_i32(l.leader_id);
+                                f.put_i32(l.leader_epoch);
+                                f.put_empty_tags();
+                            });
+                        }
+                        _ => buf.put_empty_tags(),
+                    }
                 }
             }
-            buf.put_empty_tags();
+            if flex {
+                buf.put_empty_tags();
+            }
         }
         buf.put_i32(self.throttle_time_ms);
+        if !flex {
+            return;
+        }
         if version >= 10 && !self.node_endpoints.is_empty() {
             buf.put_uvarint(1);
             put_tagged_field(buf, 0, |f| {
@@ -360,39 +374,45 @@ impl Message for ProduceResponse {
     }
 
     fn decode(version: i16, r: &mut Reader) -> Result<Self, DecodeError> {
-        if !Self::is_flexible(version) {
-            return Self::decode_classic(version, r);
-        }
-        let responses = r.array(true, |r| {
-            let name = r.string(true)?;
-            let partition_responses = r.array(true, |r| {
+        let flex = Self::is_flexible(version);
+        let responses = r.array(flex, |r| {
+            let name = r.string(flex)?;
+            let partition_responses = r.array(flex, |r| {
                 let index = r.i32()?;
                 let error_code = r.i16()?;
                 let base_offset = r.i64()?;
                 let log_append_time_ms = r.i64()?;
-                let log_start_offset = r.i64()?;
-                let record_errors = r.array(true, |r| {
-                    let e = BatchIndexAndErrorMessage {
-                        batch_index: r.i32()?,
-                        batch_index_error_message: r.nullable_string(true)?,
-                    };
-                    r.skip_tagged_fields()?;
-                    Ok(e)
-                })?;
-                let error_message = r.nullable_string(true)?;
+                let log_start_offset = if version >= 5 { r.i64()? } else { -1 };
+                let (record_errors, error_message) = if version >= 8 {
+                    let errors = r.array(flex, |r| {
+                        let e = BatchIndexAndErrorMessage {
+                            batch_index: r.i32()?,
+                            batch_index_error_message: r.nullable_string(flex)?,
+                        };
+                        if flex {
+                            r.skip_tagged_fields()?;
+                        }
+                        Ok(e)
+                    })?;
+                    (errors, r.nullable_string(flex)?)
+                } else {
+                    (Vec::new(), None)
+                };
                 let mut current_leader = None;
-                r.tagged_fields(|tag, f| {
-                    if tag == 0 && version >= 10 {
-                        current_leader = Some(LeaderIdAndEpoch {
-                            leader_id: f.i32()?,
-                            leader_epoch: f.i32()?,
-                        });
-                        f.skip_tagged_fields()?;
-                        Ok(true)
-                    } else {
-                        Ok(false)
-                    }
-                })?;
+                if flex {
+                    r.tagged_fields(|tag, f| {
+                        if tag == 0 && version >= 10 {
+                            current_leader = Some(LeaderIdAndEpoch {
+                                leader_id: f.i32()?,
+                                leader_epoch: f.i32()?,
+                            });
+                            f.skip_tagged_fields()?;
+                            Ok(true)
+                        } else {
+                            Ok(false)
+                        }
+                    })?;
+                }
                 Ok(PartitionProduceResponse {
                     index,
                     error_code,
@@ -404,7 +424,9 @@ impl Message for ProduceResponse {
                     current_leader,
                 })
             })?;
-            r.skip_tagged_fields()?;
+            if flex {
+                r.skip_tagged_fields()?;
+            }
             Ok(TopicProduceResponse {
                 name,
                 partition_responses,
@@ -412,23 +434,25 @@ impl Message for ProduceResponse {
         })?;
         let throttle_time_ms = r.i32()?;
         let mut node_endpoints = Vec::new();
-        r.tagged_fields(|tag, f| {
-            if tag == 0 && version >= 10 {
-                node_endpoints = f.array(true, |f| {
-                    let n = NodeEndpoint {
-                        node_id: f.i32()?,
-                        host: f.string(true)?,
-                        port: f.i32()?,
-                        rack: f.nullable_string(true)?,
-                    };
-                    f.skip_tagged_fields()?;
-                    Ok(n)
-                })?;
-                Ok(true)
-            } else {
-                Ok(false)
-            }
-        })?;
+        if flex {
+            r.tagged_fields(|tag, f| {
+                if tag == 0 && version >= 10 {
+                    node_endpoints = f.array(true, |f| {
+                        let n = NodeEndpoint {
+                            node_id: f.i32()?,
+                            host: f.string(true)?,
+                            port: f.i32()?,
+                            rack: f.nullable_string(true)?,
+                        };
+                        f.skip_tagged_fields()?;
+                        Ok(n)
+                    })?;
+                    Ok(true)
+                } else {
+                    Ok(false)
+                }
+            })?;
+        }
         Ok(Self {
             responses,
             throttle_time_ms,
@@ -600,81 +624,6 @@ fn walk_response(
         })?;
     }
     Ok(throttle_time_ms)
-}
-
-impl ProduceResponse {
-    /// The non-flexible layout of v3–v8: fields absent at `version` are not written.
-    fn encode_classic(&self, version: i16, buf: &mut BytesMut) {
-        buf.put_array_len(Some(self.responses.len()), false);
-        for t in &self.responses {
-            buf.put_string(&t.name, false);
-            buf.put_array_len(Some(t.partition_responses.len()), false);
-            for p in &t.partition_responses {
-                buf.put_i32(p.index);
-                buf.put_i16(p.error_code);
-                buf.put_i64(p.base_offset);
-                buf.put_i64(p.log_append_time_ms);
-                if version >= 5 {
-                    buf.put_i64(p.log_start_offset);
-                }
-                if version >= 8 {
-                    buf.put_array_len(Some(p.record_errors.len()), false);
-                    for e in &p.record_errors {
-                        buf.put_i32(e.batch_index);
-                        buf.put_nullable_string(e.batch_index_error_message.as_deref(), false);
-                    }
-                    buf.put_nullable_string(p.error_message.as_deref(), false);
-                }
-            }
-        }
-        buf.put_i32(self.throttle_time_ms);
-    }
-
-    /// The non-flexible layout of v3–v8: fields absent at `version` take the value Kafka's
-    /// generated code gives them (`log_start_offset` -1, no record errors, no message).
-    fn decode_classic(version: i16, r: &mut Reader) -> Result<Self, DecodeError> {
-        let responses = r.array(false, |r| {
-            let name = r.string(false)?;
-            let partition_responses = r.array(false, |r| {
-                let index = r.i32()?;
-                let error_code = r.i16()?;
-                let base_offset = r.i64()?;
-                let log_append_time_ms = r.i64()?;
-                let log_start_offset = if version >= 5 { r.i64()? } else { -1 };
-                let (record_errors, error_message) = if version >= 8 {
-                    let errors = r.array(false, |r| {
-                        Ok(BatchIndexAndErrorMessage {
-                            batch_index: r.i32()?,
-                            batch_index_error_message: r.nullable_string(false)?,
-                        })
-                    })?;
-                    (errors, r.nullable_string(false)?)
-                } else {
-                    (Vec::new(), None)
-                };
-                Ok(PartitionProduceResponse {
-                    index,
-                    error_code,
-                    base_offset,
-                    log_append_time_ms,
-                    log_start_offset,
-                    record_errors,
-                    error_message,
-                    current_leader: None,
-                })
-            })?;
-            Ok(TopicProduceResponse {
-                name,
-                partition_responses,
-            })
-        })?;
-        let throttle_time_ms = r.i32()?;
-        Ok(Self {
-            responses,
-            throttle_time_ms,
-            node_endpoints: Vec::new(),
-        })
-    }
 }
 
 #[cfg(test)]
