@@ -430,13 +430,18 @@ impl Producer {
     /// that flushes after each few records pays for what it buffered, not for the topic's
     /// size.
     pub(super) fn mark_all_sendable(&mut self) {
-        let holding: Vec<Tp> = self.index.0.holding_batches().collect();
-        for (ti, pi) in holding {
+        // Listed in the scratch space first (no allocation per flush).
+        let mut holding = std::mem::take(&mut self.scratch.0);
+        holding.clear();
+        holding.extend(self.index.0.holding_batches());
+        for &(ti, pi) in &holding {
             let p = &self.topics[ti].partitions[pi];
             if let (Some(l), false) = (p.leader, p.batches.is_empty()) {
                 self.index.0.mark_sendable(l, ti, pi);
             }
         }
+        holding.clear();
+        self.scratch.0 = holding;
     }
 
     /// Sets the producer's identity; every partition's binding is re-indexed.

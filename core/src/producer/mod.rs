@@ -115,7 +115,8 @@ pub struct Producer {
     stats: Observed<Counters>,
     /// Which partitions have work (`index.rs`): derived, ignored by `PartialEq` and `Hash`.
     index: Derived<Index>,
-    /// Scratch space for the partitions one Produce request visits (no allocation each).
+    /// Scratch space for the partitions one Produce request or one flush visits (no
+    /// allocation each).
     scratch: Derived<Vec<(usize, usize)>>,
     /// Lists and topic names of earlier Produce requests, reused: capacity only, no state
     /// (ignored by `PartialEq` and `Hash`).
