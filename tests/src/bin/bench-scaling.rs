@@ -19,7 +19,7 @@
 //! model broker's work is outside. The same total of records for every row; ratios are
 //! against the 1-partition row of the same brokers and in-flight group in the same run, best
 //! of `--rounds`. `--svg PATH` also draws the table as two log-log plots (ns per record and
-//! `poll_output` ns per call against partitions, one line per brokers/in-flight group).
+//! ns per Produce batch against partitions, one line per brokers/in-flight group).
 //!
 //! `memory`: one process per case (the binary runs itself): a producer made ready against the
 //! model broker, then the broker stops answering and `--records` records of `--size` bytes are
@@ -432,9 +432,8 @@ fn cpu(opts: &BTreeMap<String, String>) {
                     .min_by_key(Costs::total)
                     .expect("at least one round");
                 let per_rec = best.total().as_nanos() as f64 / records as f64;
-                curve
-                    .points
-                    .push((p as f64, per_rec, best.poll.ns_per_call()));
+                let per_batch = best.total().as_nanos() as f64 / best.batches.max(1) as f64;
+                curve.points.push((p as f64, per_rec, per_batch));
                 let base = *base.get_or_insert(per_rec);
                 println!(
                     "{:>6} {:>3} {:>4} {:>9.0} {:>6.2}x {:>8.1} {:>9.0} {:>8.0} {:>9.0} {:>9.0} {:>9.0} {:>9.2}",
@@ -470,7 +469,7 @@ fn cpu(opts: &BTreeMap<String, String>) {
     );
 }
 
-/// One line of the scaling plot: (partitions, ns per record, `poll_output` ns per call).
+/// One line of the scaling plot: (partitions, ns per record, ns per batch).
 struct Curve {
     label: String,
     points: Vec<(f64, f64, f64)>,
@@ -479,8 +478,8 @@ struct Curve {
 /// Which figure of a point a panel plots.
 type Axis = fn(&(f64, f64, f64)) -> f64;
 
-/// Two log-log panels as an SVG document: ns per record and `poll_output` ns per call
-/// against partitions, one line per brokers/in-flight group.
+/// Two log-log panels as an SVG document: ns per record and ns per Produce batch against
+/// partitions, one line per brokers/in-flight group.
 fn scaling_svg(title: &str, curves: &[Curve]) -> String {
     const W: f64 = 900.0;
     const H: f64 = 420.0;
@@ -496,7 +495,7 @@ fn scaling_svg(title: &str, curves: &[Curve]) -> String {
     );
     let panels: [(&str, Axis); 2] = [
         ("ns per record (all producer calls)", |p| p.1),
-        ("poll_output ns per call", |p| p.2),
+        ("ns per Produce batch (all producer calls)", |p| p.2),
     ];
     let xs: Vec<f64> = curves
         .iter()
