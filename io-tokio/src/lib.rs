@@ -116,11 +116,19 @@
 //!
 //! # How it works
 //!
-//! One task owns the sans-IO core. It applies exactly one input at a time (an application
+//! One task drives the sans-IO core. It applies exactly one input at a time (an application
 //! command, bytes or a disconnect from a connection, a finished connect, or the timer), then
 //! drains [`Producer::poll_output`] until `Wait`. Per-connection reader and writer tasks only
 //! move bytes. The adapter makes no protocol decisions: it never retries, re-sends or looks
 //! inside a frame.
+//!
+//! The core sits behind a mutex shared by the driver task and the handles. `enqueue` and
+//! `send` call [`Producer::send`] on the application's own task, so a record is accepted (or
+//! refused) at once with no hand-off to the driver; the driver is woken only when the record
+//! gave the core something to do before the deadline the driver already waits for (it opened
+//! or filled a batch, or its topic needs metadata: [`Producer::wake_generation`]), and only
+//! once until it drains again. A record that must wait (`buffer.memory` full, or records
+//! already waiting) goes to the driver as a message and is accepted there in arrival order.
 //!
 //! # Secured clusters
 //!
@@ -172,7 +180,7 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -521,11 +529,80 @@ impl Future for DeliveryFuture {
     }
 }
 
+/// What the driver task and the handles share: the core itself, behind a mutex, so that a
+/// record is accepted on the application's task with no hand-off (see [`ProducerHandle::enqueue`]).
+struct Shared {
+    core: Mutex<Core>,
+    /// Wakes the driver when a record accepted outside it gave the core something to do before
+    /// the deadline the driver waits for ([`Producer::wake_generation`]).
+    wake: Notify,
+    /// Records that go through the driver (commands `Send` and `SendMany` not yet applied or
+    /// dropped: see [`Ticket`]). While there are any, new records go the same way, behind
+    /// them, so that records waiting for `buffer.memory` keep their order.
+    waiting: AtomicUsize,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("waiting", &self.waiting)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Core> {
+        // A panic while the lock was held left the core as it was then: keep using it.
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The state behind [`Shared::core`].
+struct Core {
+    producer: Producer,
+    /// Accepted records by id, until their final event.
+    pending: BTreeMap<RecordId, oneshot::Sender<Outcome>>,
+    /// The driver was woken and has not drained since: no need to wake it again.
+    notified: bool,
+    /// Records must go through the driver: the acks=0 write backlog is over its bound.
+    backlogged: bool,
+    /// The driver task is gone: records are refused.
+    stopped: bool,
+}
+
+/// Counts one command in [`Shared::waiting`] from its creation until it is dropped (applied,
+/// refused, or given up by its caller).
+#[derive(Debug)]
+struct Ticket(Arc<Shared>);
+
+impl Ticket {
+    fn new(shared: &Arc<Shared>) -> Self {
+        shared.waiting.fetch_add(1, Ordering::SeqCst);
+        Self(Arc::clone(shared))
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// What [`ProducerHandle::try_accept`] did with a record.
+enum Accept {
+    Accepted,
+    Refused(DeliveryError),
+    /// Not accepted now (a full buffer, records waiting before it, a write backlog): it goes
+    /// to the driver, which accepts it in order once there is room.
+    Wait(Record, oneshot::Sender<Outcome>, Ticket),
+}
+
 enum Command {
     Send {
         record: Record,
         accepted: oneshot::Sender<Result<(), DeliveryError>>,
         done: oneshot::Sender<Outcome>,
+        _ticket: Ticket,
     },
     /// Several records in one hand-off ([`ProducerHandle::enqueue_many`]): accepted in order;
     /// a record refused for lack of memory waits (with those behind it) as a `Send` would.
@@ -534,6 +611,7 @@ enum Command {
         /// The verdicts so far, one per record taken from the front of `records`.
         results: Vec<Result<(), DeliveryError>>,
         accepted: oneshot::Sender<Vec<Result<(), DeliveryError>>>,
+        _ticket: Ticket,
     },
     Flush(oneshot::Sender<()>),
     Close(Option<oneshot::Sender<()>>),
@@ -551,6 +629,7 @@ const MAX_PER_WAKEUP: usize = 256;
 #[derive(Debug, Clone)]
 pub struct ProducerHandle {
     tx: mpsc::Sender<Command>,
+    shared: Arc<Shared>,
     /// Set once, by the driver, when the producer fails as a whole.
     fatal: Arc<OnceLock<Fatal>>,
     /// Set once, by the driver, as it stops: the last metrics.
@@ -686,17 +765,28 @@ impl ProducerHandle {
         }
         let producer = Producer::new(config, now())?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+        let shared = Arc::new(Shared {
+            core: Mutex::new(Core {
+                producer,
+                pending: BTreeMap::new(),
+                notified: false,
+                backlogged: false,
+                stopped: false,
+            }),
+            wake: Notify::new(),
+            waiting: AtomicUsize::new(0),
+        });
         let fatal = Arc::new(OnceLock::new());
         let final_metrics = Arc::new(OnceLock::new());
         let (tx, commands) = mpsc::channel(COMMAND_QUEUE);
         let (io_tx, io_rx) = mpsc::channel(IO_QUEUE);
         let driver = Driver {
-            producer,
+            shared: Arc::clone(&shared),
             connector: Arc::new(connector),
             conns: HashMap::new(),
             connecting: JoinSet::new(),
             io_tx,
-            pending: BTreeMap::new(),
+            outbox: Vec::new(),
             deferred: VecDeque::new(),
             refused_at: None,
             flushes: Vec::new(),
@@ -714,6 +804,7 @@ impl ProducerHandle {
         runtime.spawn(driver.run(commands, io_rx));
         Ok(Self {
             tx,
+            shared,
             fatal,
             final_metrics,
         })
@@ -745,8 +836,12 @@ impl ProducerHandle {
     }
 
     /// Hands a record to the producer and returns once it is accepted, without waiting for
-    /// delivery. While `buffer.memory` is full this waits for records to resolve. A zero
-    /// timestamp is set to the current wall-clock time.
+    /// delivery. While `buffer.memory` is full this waits for records to resolve (behind the
+    /// records already waiting, in order). A zero timestamp is set to the current wall-clock
+    /// time.
+    ///
+    /// When there is room the record is accepted on the caller's task, without waiting for
+    /// the producer's task (a short lock shared with it), and this returns at its first poll.
     ///
     /// Cancellation: if this future is dropped before it returns, the record is either never
     /// accepted (then it is not sent at all: that is the case while it waits for memory) or
@@ -762,12 +857,18 @@ impl ProducerHandle {
             record.timestamp = wall_clock_ms();
         }
         let timestamp = record.timestamp;
-        let (accepted, accepted_rx) = oneshot::channel();
         let (done, rx) = oneshot::channel();
+        let (record, done, ticket) = match self.try_accept(record, done) {
+            Accept::Accepted => return Ok(DeliveryFuture { rx, timestamp }),
+            Accept::Refused(e) => return Err(e),
+            Accept::Wait(record, done, ticket) => (record, done, ticket),
+        };
+        let (accepted, accepted_rx) = oneshot::channel();
         let cmd = Command::Send {
             record,
             accepted,
             done,
+            _ticket: ticket,
         };
         if let Err(mpsc::error::SendError(Command::Send { record, .. })) = self.tx.send(cmd).await {
             return Err(refused_after_stop(self.fatal.get(), record));
@@ -776,6 +877,45 @@ impl ProducerHandle {
             Ok(Ok(())) => Ok(DeliveryFuture { rx, timestamp }),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(stopped()),
+        }
+    }
+
+    /// Accepts `record` into the core on the caller's task, under the lock it shares with the
+    /// driver, unless records already wait for the driver (then it goes behind them) or the
+    /// buffer is full. Wakes the driver only if the core now has something to do before the
+    /// deadline the driver waits for, and only if it was not woken already since it last
+    /// drained: at high rates about once per batch, not once per record.
+    fn try_accept(&self, record: Record, done: oneshot::Sender<Outcome>) -> Accept {
+        let shared = &self.shared;
+        let mut core = shared.lock();
+        if core.stopped {
+            drop(core);
+            return Accept::Refused(refused_after_stop(self.fatal.get(), record));
+        }
+        if core.backlogged || shared.waiting.load(Ordering::SeqCst) > 0 {
+            return Accept::Wait(record, done, Ticket::new(shared));
+        }
+        let before = core.producer.wake_generation();
+        match core.producer.send(now(), record) {
+            Ok(id) => {
+                core.pending.insert(id, done);
+                let wake = !core.notified && core.producer.wake_generation() != before;
+                if wake {
+                    core.notified = true;
+                }
+                drop(core);
+                if wake {
+                    shared.wake.notify_one();
+                }
+                Accept::Accepted
+            }
+            Err(SendError::QueueFull(record)) => Accept::Wait(record, done, Ticket::new(shared)),
+            // A failed core refuses every record as closed: say why instead.
+            Err(SendError::Closed(record)) => {
+                drop(core);
+                Accept::Refused(refused_after_stop(self.fatal.get(), record))
+            }
+            Err(e) => Accept::Refused(refused(e)),
         }
     }
 
@@ -831,6 +971,7 @@ impl ProducerHandle {
             records: queued,
             results: Vec::with_capacity(n),
             accepted,
+            _ticket: Ticket::new(&self.shared),
         };
         let verdicts = match self.tx.send(cmd).await {
             Ok(()) => accepted_rx
@@ -941,6 +1082,7 @@ fn refuse_records(fatal: Option<&Fatal>, cmd: Command) {
             records,
             mut results,
             accepted,
+            ..
         } => {
             results.extend(
                 (records.into_iter()).map(|(record, _)| Err(refused_after_stop(fatal, record))),
@@ -985,8 +1127,9 @@ enum Conn {
     },
     Open {
         tx: mpsc::UnboundedSender<Bytes>,
-        /// Bytes sent to the writer and not yet written (or dropped with a failed writer).
-        unwritten: Arc<AtomicUsize>,
+        /// Bytes sent to the writer and not yet written (or dropped with a failed writer);
+        /// counted only under acks=0 (`Driver::write_backlog_limit`).
+        unwritten: Option<Arc<AtomicUsize>>,
         reader: AbortHandle,
         /// `None` once the writer may finish on its own (the producer closed).
         writer: Option<tokio::task::JoinHandle<()>>,
@@ -1018,13 +1161,14 @@ impl Drop for Conn {
 }
 
 struct Driver<C: Connector> {
-    producer: Producer,
+    /// The core and the accepted records' senders, shared with the handles.
+    shared: Arc<Shared>,
     connector: Arc<C>,
     conns: HashMap<ConnId, Conn>,
     connecting: JoinSet<(ConnId, io::Result<C::Stream>)>,
     io_tx: mpsc::Sender<(ConnId, ReadResult)>,
-    /// Accepted records by id, until their final event.
-    pending: BTreeMap<RecordId, oneshot::Sender<Outcome>>,
+    /// Outcomes taken from `Core::pending` under the lock, sent once it is released.
+    outbox: Vec<(oneshot::Sender<Outcome>, Outcome)>,
     /// Commands waiting behind a record refused with `QueueFull`, in arrival order.
     deferred: VecDeque<Command>,
     /// `buffered_bytes()` when the front of `deferred` was last refused.
@@ -1055,6 +1199,32 @@ struct Driver<C: Connector> {
     written: Arc<Notify>,
 }
 
+/// What woke the driver.
+enum Input<S> {
+    Command(Command),
+    CommandsClosed,
+    Io(ConnId, ReadResult),
+    Connected(Result<(ConnId, io::Result<S>), JoinError>),
+    Timer,
+    /// A handle accepted a record that gives the core something to do, or (acks=0) a writer
+    /// caught up.
+    Woken,
+}
+
+impl<C: Connector> Drop for Driver<C> {
+    /// However the driver ends (finished, or dropped with its runtime), records are refused
+    /// from now on, and accepted records still pending resolve as
+    /// [`ErrorKind::DriverStopped`] rather than never.
+    fn drop(&mut self) {
+        self.deliver();
+        let mut core = self.shared.lock();
+        core.stopped = true;
+        let pending = std::mem::take(&mut core.pending);
+        drop(core);
+        drop(pending);
+    }
+}
+
 impl<C: Connector> Driver<C> {
     async fn run(
         mut self,
@@ -1063,67 +1233,96 @@ impl<C: Connector> Driver<C> {
     ) {
         let sleep = tokio::time::sleep_until(tokio::time::Instant::now());
         tokio::pin!(sleep);
+        let mut armed = None;
         let mut commands_open = true;
-        if self.producer.config().acks == 0 {
-            self.write_backlog_limit = Some(self.producer.config().buffer_memory);
+        let shared = Arc::clone(&self.shared);
+        let acks = shared.lock().producer.config().acks;
+        if acks == 0 {
+            self.write_backlog_limit = Some(shared.lock().producer.config().buffer_memory);
         }
         let written = Arc::clone(&self.written);
+        let mut input = None;
         loop {
-            if self.failed.is_none() {
-                self.drain();
-                self.pump_deferred();
-            }
-            self.resolve_flushes();
-            if self.finished() {
-                break;
-            }
-            if let Some(until) = self.deadline {
-                sleep.as_mut().reset(tokio::time::Instant::from_std(until));
-            }
-            let backlogged = self.write_backlogged();
-            tokio::select! {
-                cmd = commands.recv(), if commands_open && !backlogged => match cmd {
-                    Some(cmd) => {
-                        self.command(cmd);
+            // One input, then one drain, under the lock the handles take to accept records.
+            let (lowest, finished, backlogged) = {
+                let mut guard = shared.lock();
+                let core = &mut *guard;
+                core.notified = false;
+                match input.take() {
+                    Some(Input::Command(cmd)) => {
+                        self.command(core, cmd);
                         // Whatever else is queued goes in before the one drain below: one
                         // drain (and one wake-up) per burst of records, not per record.
                         for _ in 1..MAX_PER_WAKEUP {
                             let Ok(cmd) = commands.try_recv() else { break };
-                            self.command(cmd);
+                            self.command(core, cmd);
                         }
                     }
-                    None => {
+                    Some(Input::CommandsClosed) => {
                         commands_open = false;
-                        self.command(Command::Close(None));
+                        self.command(core, Command::Close(None));
                     }
-                },
-                Some((conn, r)) = io_rx.recv() => {
-                    self.io(conn, r);
-                    for _ in 1..MAX_PER_WAKEUP {
-                        if self.failed.is_some() {
-                            break;
+                    Some(Input::Io(conn, r)) => {
+                        self.io(core, conn, r);
+                        for _ in 1..MAX_PER_WAKEUP {
+                            if self.failed.is_some() {
+                                break;
+                            }
+                            let Ok((conn, r)) = io_rx.try_recv() else {
+                                break;
+                            };
+                            self.io(core, conn, r);
                         }
-                        let Ok((conn, r)) = io_rx.try_recv() else { break };
-                        self.io(conn, r);
                     }
+                    Some(Input::Connected(r)) => self.connect_done(core, r),
+                    Some(Input::Timer) => core.producer.handle_timeout(now()),
+                    Some(Input::Woken) | None => {}
                 }
-                Some(r) = self.connecting.join_next(), if !self.connecting.is_empty() => {
-                    self.connect_done(r);
+                if self.failed.is_none() {
+                    self.drain(core);
+                    self.pump_deferred(core);
                 }
-                () = &mut sleep, if self.deadline.is_some() => self.producer.handle_timeout(now()),
-                () = written.notified(), if backlogged => {}
+                let backlogged = self.write_backlogged();
+                core.backlogged = backlogged;
+                let lowest = core.pending.keys().next().copied();
+                (lowest, self.finished(core), backlogged)
+            };
+            // Outcomes, then flushes (a flush never resolves before the records it waits for).
+            self.deliver();
+            self.resolve_flushes(lowest);
+            if finished {
+                break;
             }
+            if self.deadline != armed {
+                armed = self.deadline;
+                if let Some(until) = armed {
+                    sleep.as_mut().reset(tokio::time::Instant::from_std(until));
+                }
+            }
+            input = Some(tokio::select! {
+                cmd = commands.recv(), if commands_open && !backlogged => match cmd {
+                    Some(cmd) => Input::Command(cmd),
+                    None => Input::CommandsClosed,
+                },
+                Some((conn, r)) = io_rx.recv() => Input::Io(conn, r),
+                Some(r) = self.connecting.join_next(), if !self.connecting.is_empty() => {
+                    Input::Connected(r)
+                }
+                () = &mut sleep, if self.deadline.is_some() => Input::Timer,
+                () = written.notified(), if backlogged => Input::Woken,
+                () = shared.wake.notified() => Input::Woken,
+            });
         }
         self.conns.clear();
         // Bounded like any request: a broker that stopped reading cannot hold close forever.
-        let bound = self.producer.config().request_timeout;
+        let bound = shared.lock().producer.config().request_timeout;
         for w in std::mem::take(&mut self.finishing) {
             let abort = w.abort_handle();
             if tokio::time::timeout(bound, w).await.is_err() {
                 abort.abort();
             }
         }
-        let _ = self.final_metrics.set(self.producer.metrics());
+        let _ = self.final_metrics.set(shared.lock().producer.metrics());
         for tx in self.closers.drain(..) {
             let _ = tx.send(());
         }
@@ -1137,7 +1336,7 @@ impl<C: Connector> Driver<C> {
                     let _ = tx.send(());
                 }
                 Command::Metrics(tx) => {
-                    let _ = tx.send(self.producer.metrics());
+                    let _ = tx.send(shared.lock().producer.metrics());
                 }
                 Command::Close(None) => {}
             }
@@ -1145,12 +1344,19 @@ impl<C: Connector> Driver<C> {
         debug!("producer driver stopped");
     }
 
-    fn finished(&self) -> bool {
+    /// Sends the outcomes taken under the lock.
+    fn deliver(&mut self) {
+        for (tx, outcome) in self.outbox.drain(..) {
+            let _ = tx.send(outcome);
+        }
+    }
+
+    fn finished(&self, core: &Core) -> bool {
         self.close_requested
             && (self.failed.is_some()
                 || (self.deferred.is_empty()
-                    && self.pending.is_empty()
-                    && (self.producer.is_closed() || self.producer.fatal_error().is_some())))
+                    && core.pending.is_empty()
+                    && (core.producer.is_closed() || core.producer.fatal_error().is_some())))
     }
 
     /// Fails the producer on a connection error that no retry can fix: every pending and
@@ -1162,7 +1368,7 @@ impl<C: Connector> Driver<C> {
     /// persisted only if an attempt of it went unanswered: nothing is sent before a broker
     /// answered on the connection) and hands the record back; the adapter reports it as
     /// [`ErrorKind::Connection`].
-    fn fail(&mut self, addr: Arc<str>, reason: String) {
+    fn fail(&mut self, core: &mut Core, addr: Arc<str>, reason: String) {
         let err = ConnectionError {
             addr,
             reason: reason.into(),
@@ -1170,10 +1376,10 @@ impl<C: Connector> Driver<C> {
         error!(error = %err, "producer failed");
         let _ = self.fatal.set(Fatal::Connection(err.clone()));
         self.failed = Some(err.clone());
-        self.producer.abort(now(), err.to_string());
+        core.producer.abort(now(), err.to_string());
         // The `Failed` events, and `Close` for every connection; nothing is sent any more.
-        self.drain();
-        for (_, tx) in std::mem::take(&mut self.pending) {
+        self.drain(core);
+        for (_, tx) in std::mem::take(&mut core.pending) {
             // Unreachable: the core failed every record it held.
             let _ = tx
                 .send(Err(Fatal::Connection(err.clone())
@@ -1183,22 +1389,26 @@ impl<C: Connector> Driver<C> {
         self.connecting.abort_all();
         self.deadline = None;
         for cmd in std::mem::take(&mut self.deferred) {
-            self.command(cmd);
+            self.command(core, cmd);
         }
     }
 
     /// Carries out outputs until the core waits.
-    fn drain(&mut self) {
+    fn drain(&mut self, core: &mut Core) {
         loop {
-            match self.producer.poll_output() {
+            match core.producer.poll_output() {
                 Output::Transmit { conn, bytes } => {
                     if let Some(Conn::Open { tx, unwritten, .. }) = self.conns.get(&conn) {
                         // Counted before the writer can see them, so it never subtracts
                         // bytes that were not added.
                         let n = bytes.len();
-                        unwritten.fetch_add(n, Ordering::Relaxed);
+                        if let Some(u) = unwritten {
+                            u.fetch_add(n, Ordering::Relaxed);
+                        }
                         if tx.send(bytes).is_err() {
-                            unwritten.fetch_sub(n, Ordering::Relaxed);
+                            if let Some(u) = unwritten {
+                                u.fetch_sub(n, Ordering::Relaxed);
+                            }
                         }
                     }
                 }
@@ -1212,7 +1422,7 @@ impl<C: Connector> Driver<C> {
                     self.conns.insert(conn, Conn::Connecting { task, addr });
                 }
                 Output::Close { conn } => {
-                    if self.producer.is_closed() {
+                    if core.producer.is_closed() {
                         // The producer closed with every record resolved: under acks=0 the
                         // last requests may still be queued (their records already Sent), so
                         // the writer finishes what it holds and ends when the queue closes.
@@ -1222,10 +1432,10 @@ impl<C: Connector> Driver<C> {
                     }
                     self.conns.remove(&conn);
                 }
-                Output::Event(event) => self.event(event),
+                Output::Event(event) => self.event(core, event),
                 Output::SaslInput { conn, need } => {
                     let input = sasl::answer(need, self.token_provider.as_ref());
-                    self.producer.handle_sasl_input(now(), conn, input);
+                    core.producer.handle_sasl_input(now(), conn, input);
                 }
                 Output::Wait { until } => {
                     self.deadline = until;
@@ -1235,7 +1445,7 @@ impl<C: Connector> Driver<C> {
         }
     }
 
-    fn event(&mut self, event: Event) {
+    fn event(&mut self, core: &mut Core, event: Event) {
         match event {
             Event::Delivered {
                 id,
@@ -1243,13 +1453,13 @@ impl<C: Connector> Driver<C> {
                 partition,
                 offset,
             } => {
-                if let Some(tx) = self.pending.remove(&id) {
-                    let ack = if self.producer.config().acks == 1 {
+                if let Some(tx) = core.pending.remove(&id) {
+                    let ack = if core.producer.config().acks == 1 {
                         Acknowledgement::Leader
                     } else {
                         Acknowledgement::InSyncReplicas
                     };
-                    let _ = tx.send(Ok((topic, partition, offset, ack)));
+                    self.outbox.push((tx, Ok((topic, partition, offset, ack))));
                 }
             }
             Event::Sent {
@@ -1257,9 +1467,9 @@ impl<C: Connector> Driver<C> {
                 topic,
                 partition,
             } => {
-                if let Some(tx) = self.pending.remove(&id) {
+                if let Some(tx) = core.pending.remove(&id) {
                     let ack = Acknowledgement::Unacknowledged;
-                    let _ = tx.send(Ok((topic, partition, None, ack)));
+                    self.outbox.push((tx, Ok((topic, partition, None, ack))));
                 }
             }
             Event::Failed {
@@ -1268,17 +1478,18 @@ impl<C: Connector> Driver<C> {
                 persisted,
                 record,
             } => {
-                if let Some(tx) = self.pending.remove(&id) {
+                if let Some(tx) = core.pending.remove(&id) {
                     let kind = match &self.failed {
                         // Failed by `fail`, through `Producer::abort`.
                         Some(e) => ErrorKind::Connection(e.clone()),
                         None => ErrorKind::Failed(error),
                     };
-                    let _ = tx.send(Err(DeliveryError {
+                    let error = DeliveryError {
                         kind,
                         persisted,
                         record,
-                    }));
+                    };
+                    self.outbox.push((tx, Err(error)));
                 }
             }
             Event::Fatal(_) if self.failed.is_some() => {} // our own abort, logged by `fail`
@@ -1397,10 +1608,10 @@ impl<C: Connector> Driver<C> {
     }
 
     /// Applies an application command, or queues it behind a record waiting for memory.
-    fn command(&mut self, cmd: Command) {
+    fn command(&mut self, core: &mut Core, cmd: Command) {
         if let Command::Metrics(tx) = cmd {
             // Never behind a record waiting for memory.
-            let _ = tx.send(self.producer.metrics());
+            let _ = tx.send(core.producer.metrics());
             return;
         }
         if self.failed.is_some() {
@@ -1419,34 +1630,36 @@ impl<C: Connector> Driver<C> {
             }
         } else if !self.deferred.is_empty() {
             self.deferred.push_back(cmd);
-        } else if let Some(cmd) = self.apply(cmd) {
+        } else if let Some(cmd) = self.apply(core, cmd) {
             self.deferred.push_back(cmd);
         }
     }
 
     /// Applies a command; hands a record refused for lack of memory back.
-    fn apply(&mut self, cmd: Command) -> Option<Command> {
+    fn apply(&mut self, core: &mut Core, cmd: Command) -> Option<Command> {
         match cmd {
             Command::Send {
                 record,
                 accepted,
                 done,
+                _ticket,
             } => {
                 if accepted.is_closed() {
                     return None; // the caller gave up before the record was accepted
                 }
-                match self.producer.send(now(), record) {
+                match core.producer.send(now(), record) {
                     Ok(id) => {
                         self.refused_at = None;
-                        self.pending.insert(id, done);
+                        core.pending.insert(id, done);
                         let _ = accepted.send(Ok(()));
                     }
                     Err(SendError::QueueFull(record)) => {
-                        self.refused_at = Some(self.producer.buffered_bytes());
+                        self.refused_at = Some(core.producer.buffered_bytes());
                         return Some(Command::Send {
                             record,
                             accepted,
                             done,
+                            _ticket,
                         });
                     }
                     // A failed core refuses every record as closed: say why instead.
@@ -1462,25 +1675,27 @@ impl<C: Connector> Driver<C> {
                 mut records,
                 mut results,
                 accepted,
+                _ticket,
             } => {
                 if accepted.is_closed() {
                     return None; // the caller gave up; the records not accepted yet are dropped
                 }
                 let at = now();
                 while let Some((record, done)) = records.pop_front() {
-                    match self.producer.send(at, record) {
+                    match core.producer.send(at, record) {
                         Ok(id) => {
                             self.refused_at = None;
-                            self.pending.insert(id, done);
+                            core.pending.insert(id, done);
                             results.push(Ok(()));
                         }
                         Err(SendError::QueueFull(record)) => {
-                            self.refused_at = Some(self.producer.buffered_bytes());
+                            self.refused_at = Some(core.producer.buffered_bytes());
                             records.push_front((record, done));
                             return Some(Command::SendMany {
                                 records,
                                 results,
                                 accepted,
+                                _ticket,
                             });
                         }
                         Err(SendError::Closed(record)) => {
@@ -1492,16 +1707,16 @@ impl<C: Connector> Driver<C> {
                 let _ = accepted.send(results);
             }
             Command::Flush(tx) => {
-                self.producer.flush(now());
-                self.flushes.push((self.producer.next_record_id(), tx));
+                core.producer.flush(now());
+                self.flushes.push((core.producer.next_record_id(), tx));
             }
             Command::Close(tx) => {
-                self.producer.close(now());
+                core.producer.close(now());
                 self.close_requested = true;
                 self.closers.extend(tx);
             }
             Command::Metrics(tx) => {
-                let _ = tx.send(self.producer.metrics());
+                let _ = tx.send(core.producer.metrics());
             }
         }
         None
@@ -1513,8 +1728,10 @@ impl<C: Connector> Driver<C> {
         self.write_backlog_limit.is_some_and(|limit| {
             let unwritten: usize = (self.conns.values())
                 .map(|c| match c {
-                    Conn::Open { unwritten, .. } => unwritten.load(Ordering::Relaxed),
-                    Conn::Connecting { .. } => 0,
+                    Conn::Open {
+                        unwritten: Some(u), ..
+                    } => u.load(Ordering::Relaxed),
+                    Conn::Open { .. } | Conn::Connecting { .. } => 0,
                 })
                 .sum();
             unwritten > limit
@@ -1522,11 +1739,11 @@ impl<C: Connector> Driver<C> {
     }
 
     /// Retries deferred commands in order once memory was freed.
-    fn pump_deferred(&mut self) {
+    fn pump_deferred(&mut self, core: &mut Core) {
         while let Some(cmd) = self.deferred.pop_front() {
             let freed = match self.refused_at {
                 Some(at) => {
-                    self.producer.buffered_bytes() < at || self.producer.fatal_error().is_some()
+                    core.producer.buffered_bytes() < at || core.producer.fatal_error().is_some()
                 }
                 None => true,
             };
@@ -1534,17 +1751,17 @@ impl<C: Connector> Driver<C> {
                 self.deferred.push_front(cmd);
                 return;
             }
-            if let Some(cmd) = self.apply(cmd) {
+            if let Some(cmd) = self.apply(core, cmd) {
                 self.deferred.push_front(cmd);
-                self.drain();
+                self.drain(core);
                 return;
             }
-            self.drain();
+            self.drain(core);
         }
     }
 
-    fn resolve_flushes(&mut self) {
-        let lowest = self.pending.keys().next().copied();
+    /// Resolves the flushes no pending record is below; `lowest` is the first pending one.
+    fn resolve_flushes(&mut self, lowest: Option<RecordId>) {
         let mut i = 0;
         while i < self.flushes.len() {
             if lowest.is_none_or(|l| l >= self.flushes[i].0) {
@@ -1555,7 +1772,7 @@ impl<C: Connector> Driver<C> {
         }
     }
 
-    fn io(&mut self, conn: ConnId, r: ReadResult) {
+    fn io(&mut self, core: &mut Core, conn: ConnId, r: ReadResult) {
         match r {
             ReadResult::Data(chunk) => {
                 if let Some(Conn::Open { buf, .. }) = self.conns.get_mut(&conn) {
@@ -1564,31 +1781,35 @@ impl<C: Connector> Driver<C> {
                     } else {
                         buf.extend_from_slice(&chunk);
                     }
-                    self.producer.handle_read(now(), conn, buf);
+                    core.producer.handle_read(now(), conn, buf);
                 }
             }
             ReadResult::Closed => {
                 if let Some(Conn::Open { .. }) = self.conns.get(&conn) {
                     self.conns.remove(&conn);
-                    self.producer.handle_disconnected(now(), conn);
+                    core.producer.handle_disconnected(now(), conn);
                 }
             }
             ReadResult::Failed(e) => {
                 if let Some(c @ Conn::Open { .. }) = self.conns.get(&conn) {
                     if let Some(reason) = self.connector.fatal_reason(&e) {
                         let addr = c.addr().clone();
-                        self.fail(addr, reason);
+                        self.fail(core, addr, reason);
                         return;
                     }
                     info!(conn = conn.0, error = %e, "connection failed");
                     self.conns.remove(&conn);
-                    self.producer.handle_disconnected(now(), conn);
+                    core.producer.handle_disconnected(now(), conn);
                 }
             }
         }
     }
 
-    fn connect_done(&mut self, r: Result<(ConnId, io::Result<C::Stream>), JoinError>) {
+    fn connect_done(
+        &mut self,
+        core: &mut Core,
+        r: Result<(ConnId, io::Result<C::Stream>), JoinError>,
+    ) {
         let (conn, result) = match r {
             Ok(r) => r,
             Err(e) if e.is_cancelled() => return,
@@ -1610,16 +1831,16 @@ impl<C: Connector> Driver<C> {
             Ok(stream) => {
                 let open = self.spawn_io(conn, stream, addr);
                 self.conns.insert(conn, open);
-                self.producer.handle_connected(now(), conn);
+                core.producer.handle_connected(now(), conn);
             }
             Err(e) => {
                 if let Some(reason) = self.connector.fatal_reason(&e) {
-                    self.fail(addr, reason);
+                    self.fail(core, addr, reason);
                     return;
                 }
                 info!(conn = conn.0, error = %e, "connect failed");
                 self.conns.remove(&conn);
-                self.producer.handle_connect_failed(now(), conn);
+                core.producer.handle_connect_failed(now(), conn);
             }
         }
     }
@@ -1654,8 +1875,10 @@ impl<C: Connector> Driver<C> {
         });
         let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
         let io_tx = self.io_tx.clone();
-        let unwritten = Arc::new(AtomicUsize::new(0));
-        let (count, written) = (Arc::clone(&unwritten), Arc::clone(&self.written));
+        // The backlog is counted only where it is bounded (acks=0): two atomic operations
+        // per write saved otherwise.
+        let unwritten = (self.write_backlog_limit.is_some()).then(|| Arc::new(AtomicUsize::new(0)));
+        let (count, written) = (unwritten.clone(), Arc::clone(&self.written));
         let writer = tokio::spawn(async move {
             // A request arrives as several chunks (its record batches are not copied by the
             // core): gather everything queued and hand it to the socket in vectored writes.
@@ -1664,8 +1887,10 @@ impl<C: Connector> Driver<C> {
                 let n: usize = queued.iter().map(Bytes::len).sum();
                 let result = write_all_vectored(&mut wr, &mut queued).await;
                 // Written, or lost with the connection: either way no longer queued.
-                count.fetch_sub(n, Ordering::Relaxed);
-                written.notify_one();
+                if let Some(count) = &count {
+                    count.fetch_sub(n, Ordering::Relaxed);
+                    written.notify_one();
+                }
                 if let Err(e) = result {
                     debug!(conn = conn.0, error = %e, "write failed");
                     let _ = io_tx.send((conn, ReadResult::Failed(e))).await;

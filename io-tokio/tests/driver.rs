@@ -629,20 +629,48 @@ mod handle_api {
     #[tokio::test(start_paused = true)]
     async fn a_send_dropped_before_acceptance_is_never_sent() {
         let broker = FakeBroker::new("t", 1);
+        // Room for one of these records at a time: the second waits for the first.
+        let cfg = config(&[("buffer.memory", "1024"), ("max.request.size", "1024")]);
+        let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+        let big = |name: &str| format!("{name}-{}", "x".repeat(600));
+        h.send(Record::new("t", big("first"))).await.unwrap();
+        // Accepted at once (there is room): it holds the buffer until acknowledged.
+        let held = h.enqueue(Record::new("t", big("held"))).await.unwrap();
+        {
+            // The buffer is full: one poll queues the record for the driver task, where it
+            // waits for memory; then the future is dropped.
+            let mut send = pin!(h.send(Record::new("t", big("cancelled"))));
+            let mut cx = Context::from_waker(Waker::noop());
+            assert!(send.as_mut().poll(&mut cx).is_pending());
+        }
+        let d = h.send(Record::new("t", big("after"))).await.unwrap();
+        assert_eq!(held.await.unwrap().offset, Some(1));
+        h.flush().await;
+        assert_eq!(d.offset, Some(2));
+        assert_eq!(
+            broker.log("t", 0),
+            [big("first"), big("held"), big("after")]
+        );
+        assert!(!counts(&broker, "t").contains_key(&big("cancelled")));
+        h.close().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_send_dropped_after_its_first_poll_with_room_is_delivered() {
+        let broker = FakeBroker::new("t", 1);
         let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
         h.send(Record::new("t", "first")).await.unwrap();
         {
-            // One poll queues the record for the driver task, which has not run yet (this
-            // runtime has one thread); then the future is dropped.
-            let mut send = pin!(h.send(Record::new("t", "cancelled")));
+            // With room in the buffer the record is accepted at the first poll, on this
+            // task: dropping the send afterwards only leaves its outcome unobserved.
+            let mut send = pin!(h.send(Record::new("t", "dropped")));
             let mut cx = Context::from_waker(Waker::noop());
             assert!(send.as_mut().poll(&mut cx).is_pending());
         }
         let d = h.send(Record::new("t", "after")).await.unwrap();
         h.flush().await;
-        assert_eq!(d.offset, Some(1));
-        assert_eq!(broker.log("t", 0), ["first", "after"]);
-        assert!(!counts(&broker, "t").contains_key("cancelled"));
+        assert_eq!(d.offset, Some(2));
+        assert_eq!(broker.log("t", 0), ["first", "dropped", "after"]);
         h.close().await;
     }
 

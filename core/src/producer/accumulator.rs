@@ -116,6 +116,7 @@ impl Producer {
         if n > 0 && self.topics[ti].pending.is_empty() {
             self.append(ti, id, record, size);
         } else {
+            self.wakes.0 += 1;
             self.topics[ti].pending.push_back(PendingRecord {
                 id,
                 record,
@@ -143,6 +144,7 @@ impl Producer {
                 });
                 self.topic_index.insert(shared, self.topics.len() - 1);
                 self.metadata.needed = true;
+                self.wakes.0 += 1;
                 self.topics.len() - 1
             }
         }
@@ -164,6 +166,7 @@ impl Producer {
         let n = self.topics[ti].partitions.len() as i32;
         let part = self.choose_partition(ti, &record);
         if part >= n {
+            self.wakes.0 += 1;
             self.buffered_bytes -= size;
             self.pending_records -= 1;
             self.emit(Event::Failed {
@@ -233,6 +236,7 @@ impl Producer {
         }
         // Only a new batch or a full one changes what the index holds for the partition.
         if full || !fits {
+            self.wakes.0 += 1;
             self.sync(ti, part as usize);
         }
     }

@@ -124,6 +124,9 @@ pub struct Producer {
     /// Buffers and record lists of acknowledged batches, reused: capacity only, no state
     /// (ignored by `PartialEq` and `Hash`).
     batch_pool: Derived<pool::BatchPool>,
+    /// [`Self::wake_generation`]: a count for drivers, not behaviour (ignored by `PartialEq`
+    /// and `Hash`).
+    wakes: Derived<u64>,
 }
 
 /// Whether `name` is a legal Kafka topic name.
@@ -179,6 +182,7 @@ impl Producer {
             scratch: Derived(Vec::new()),
             request_pool: Derived(requests::RequestPool::default()),
             batch_pool: Derived(pool::BatchPool::default()),
+            wakes: Derived(0),
             cfg: config.with_durations_capped(),
         })
     }
@@ -217,6 +221,20 @@ impl Producer {
     /// The id the next accepted record will get.
     pub fn next_record_id(&self) -> RecordId {
         RecordId(self.next_record)
+    }
+
+    /// A number that changes whenever [`Self::send`] accepted a record in a way that may give
+    /// the drain something to do before the deadline of the last [`Output::Wait`]: the record
+    /// opened a new batch (a new linger deadline), filled one (sendable now), waits for its
+    /// topic's metadata (a new topic, a delivery deadline) or failed at once (an event). A
+    /// record that joined an open batch which still has room leaves it unchanged: until the
+    /// deadline the driver already waits for, the drain would do nothing more than before.
+    ///
+    /// For a driver that calls `send` outside its drain loop (from the application's thread,
+    /// say): compare it before and after `send` and run the drain only if it changed. Reading
+    /// it changes nothing; it is not part of the producer's state (`PartialEq`, `Hash`).
+    pub fn wake_generation(&self) -> u64 {
+        self.wakes.0
     }
 
     /// Connections the producer currently tracks.
