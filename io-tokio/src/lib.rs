@@ -175,7 +175,7 @@ mod sasl;
 #[cfg(feature = "tls")]
 mod tls;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -561,13 +561,64 @@ impl Shared {
 struct Core {
     producer: Producer,
     /// Accepted records by id, until their final event.
-    pending: BTreeMap<RecordId, oneshot::Sender<Outcome>>,
+    pending: Pending,
     /// The driver was woken and has not drained since: no need to wake it again.
     notified: bool,
     /// Records must go through the driver: the acks=0 write backlog is over its bound.
     backlogged: bool,
     /// The driver task is gone: records are refused.
     stopped: bool,
+}
+
+/// The senders of accepted records' outcomes, by record id. The core hands ids out
+/// consecutively and every accepted record is inserted at once, so this is a deque from the
+/// lowest unresolved id (a `BTreeMap` cost a few hundred instructions per record).
+#[derive(Default)]
+struct Pending {
+    /// The id of `slots[0]`.
+    base: u64,
+    /// `None` for a resolved record behind an unresolved one; never `None` at the front.
+    slots: VecDeque<Option<oneshot::Sender<Outcome>>>,
+    len: usize,
+}
+
+impl Pending {
+    fn insert(&mut self, id: RecordId, tx: oneshot::Sender<Outcome>) {
+        if self.slots.is_empty() {
+            self.base = id.0;
+        }
+        let Some(at) = id.0.checked_sub(self.base) else {
+            return; // unreachable: ids only grow (dropping `tx` resolves it as stopped)
+        };
+        // Ids are consecutive; a gap would only hold `None`s.
+        while (self.slots.len() as u64) < at {
+            self.slots.push_back(None);
+        }
+        if self.slots.len() as u64 == at {
+            self.slots.push_back(Some(tx));
+            self.len += 1;
+        }
+    }
+
+    fn remove(&mut self, id: RecordId) -> Option<oneshot::Sender<Outcome>> {
+        let at = usize::try_from(id.0.checked_sub(self.base)?).ok()?;
+        let tx = self.slots.get_mut(at)?.take()?;
+        self.len -= 1;
+        while let Some(None) = self.slots.front() {
+            self.slots.pop_front();
+            self.base += 1;
+        }
+        Some(tx)
+    }
+
+    /// The lowest unresolved id.
+    fn first(&self) -> Option<RecordId> {
+        (!self.slots.is_empty()).then_some(RecordId(self.base))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
 /// Counts one command in [`Shared::waiting`] from its creation until it is dropped (applied,
@@ -768,7 +819,7 @@ impl ProducerHandle {
         let shared = Arc::new(Shared {
             core: Mutex::new(Core {
                 producer,
-                pending: BTreeMap::new(),
+                pending: Pending::default(),
                 notified: false,
                 backlogged: false,
                 stopped: false,
@@ -1284,7 +1335,7 @@ impl<C: Connector> Driver<C> {
                 }
                 let backlogged = self.write_backlogged();
                 core.backlogged = backlogged;
-                let lowest = core.pending.keys().next().copied();
+                let lowest = core.pending.first();
                 (lowest, self.finished(core), backlogged)
             };
             // Outcomes, then flushes (a flush never resolves before the records it waits for).
@@ -1379,7 +1430,11 @@ impl<C: Connector> Driver<C> {
         core.producer.abort(now(), err.to_string());
         // The `Failed` events, and `Close` for every connection; nothing is sent any more.
         self.drain(core);
-        for (_, tx) in std::mem::take(&mut core.pending) {
+        for tx in std::mem::take(&mut core.pending)
+            .slots
+            .into_iter()
+            .flatten()
+        {
             // Unreachable: the core failed every record it held.
             let _ = tx
                 .send(Err(Fatal::Connection(err.clone())
@@ -1453,7 +1508,7 @@ impl<C: Connector> Driver<C> {
                 partition,
                 offset,
             } => {
-                if let Some(tx) = core.pending.remove(&id) {
+                if let Some(tx) = core.pending.remove(id) {
                     let ack = if core.producer.config().acks == 1 {
                         Acknowledgement::Leader
                     } else {
@@ -1467,7 +1522,7 @@ impl<C: Connector> Driver<C> {
                 topic,
                 partition,
             } => {
-                if let Some(tx) = core.pending.remove(&id) {
+                if let Some(tx) = core.pending.remove(id) {
                     let ack = Acknowledgement::Unacknowledged;
                     self.outbox.push((tx, Ok((topic, partition, None, ack))));
                 }
@@ -1478,7 +1533,7 @@ impl<C: Connector> Driver<C> {
                 persisted,
                 record,
             } => {
-                if let Some(tx) = core.pending.remove(&id) {
+                if let Some(tx) = core.pending.remove(id) {
                     let kind = match &self.failed {
                         // Failed by `fail`, through `Producer::abort`.
                         Some(e) => ErrorKind::Connection(e.clone()),
@@ -1942,4 +1997,44 @@ async fn write_all_vectored<W: AsyncWrite + Unpin>(
     }
     chunks.clear();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn senders(n: usize) -> Vec<(oneshot::Sender<Outcome>, oneshot::Receiver<Outcome>)> {
+        (0..n).map(|_| oneshot::channel()).collect()
+    }
+
+    #[test]
+    fn pending_resolves_out_of_order_and_reports_the_lowest_unresolved_id() {
+        let mut p = Pending::default();
+        assert!(p.is_empty());
+        assert_eq!(p.first(), None);
+        let mut rxs = Vec::new();
+        for (i, (tx, rx)) in senders(5).into_iter().enumerate() {
+            p.insert(RecordId(10 + i as u64), tx);
+            rxs.push(rx);
+        }
+        assert_eq!(p.first(), Some(RecordId(10)));
+        assert!(p.remove(RecordId(12)).is_some());
+        assert!(p.remove(RecordId(12)).is_none(), "resolved once");
+        assert_eq!(p.first(), Some(RecordId(10)));
+        assert!(p.remove(RecordId(10)).is_some());
+        assert_eq!(p.first(), Some(RecordId(11)));
+        assert!(p.remove(RecordId(11)).is_some());
+        assert_eq!(p.first(), Some(RecordId(13)), "skips the resolved 12");
+        assert!(p.remove(RecordId(9)).is_none());
+        assert!(p.remove(RecordId(99)).is_none());
+        assert!(p.remove(RecordId(14)).is_some());
+        assert!(p.remove(RecordId(13)).is_some());
+        assert!(p.is_empty());
+        assert_eq!(p.first(), None);
+        // Empty again: the next id starts a new run.
+        let (tx, _rx) = oneshot::channel();
+        p.insert(RecordId(20), tx);
+        assert_eq!(p.first(), Some(RecordId(20)));
+        assert!(!p.is_empty());
+    }
 }
