@@ -1089,6 +1089,20 @@ impl ProducerHandle {
     /// Stops accepting records, delivers everything accepted, and ends the driver task.
     /// Later records are refused ([`SendError::Closed`]). Dropping it does not undo the close.
     pub async fn close(&self) {
+        {
+            // Records are accepted outside the driver, so the core stops accepting them here,
+            // at once: a record enqueued after this call started is refused. Unless records
+            // already wait for memory: they go first, and the driver closes the core behind
+            // them when it takes the command below (as do records enqueued meanwhile, which
+            // queue behind those).
+            let mut core = self.shared.lock();
+            if self.shared.waiting.load(Ordering::SeqCst) == 0
+                && !core.stopped
+                && core.producer.fatal_error().is_none()
+            {
+                core.producer.close(now());
+            }
+        }
         let (tx, rx) = oneshot::channel();
         if self.tx.send(Command::Close(Some(tx))).await.is_ok() {
             let _ = rx.await;
