@@ -970,6 +970,47 @@ impl ProducerHandle {
         }
     }
 
+    /// [`Self::try_accept`] for the front of `queued`, under one lock: each record accepted or
+    /// refused is taken off with its verdict pushed to `results`, until one must wait (the
+    /// rest stay in `queued`, for the driver).
+    fn accept_many(
+        &self,
+        queued: &mut VecDeque<(Record, oneshot::Sender<Outcome>)>,
+        results: &mut Vec<Result<(), DeliveryError>>,
+    ) {
+        let shared = &self.shared;
+        let mut core = shared.lock();
+        if core.stopped || core.backlogged || shared.waiting.load(Ordering::SeqCst) > 0 {
+            return; // the driver refuses them, or accepts them in order
+        }
+        let before = core.producer.wake_generation();
+        let at = now();
+        while let Some((record, done)) = queued.pop_front() {
+            match core.producer.send(at, record) {
+                Ok(id) => {
+                    core.pending.insert(id, done);
+                    results.push(Ok(()));
+                }
+                Err(SendError::QueueFull(record)) => {
+                    queued.push_front((record, done));
+                    break;
+                }
+                Err(SendError::Closed(record)) => {
+                    results.push(Err(refused_after_stop(self.fatal.get(), record)));
+                }
+                Err(e) => results.push(Err(refused(e))),
+            }
+        }
+        let wake = !core.notified && core.producer.wake_generation() != before;
+        if wake {
+            core.notified = true;
+        }
+        drop(core);
+        if wake {
+            shared.wake.notify_one();
+        }
+    }
+
     /// Sends a record and waits for its outcome: [`Self::enqueue`], then the
     /// [`DeliveryFuture`].
     ///
@@ -984,12 +1025,11 @@ impl ProducerHandle {
         self.enqueue(record).await?.await
     }
 
-    /// [`Self::enqueue`] for several records in one hand-off to the producer task: one
-    /// message and one wake-up for the lot instead of one per record, which is most of the
-    /// cost of a record at high rates. Returns one result per record, in order, once every
+    /// [`Self::enqueue`] for several records at once: one lock (and at most one wake-up of
+    /// the producer task) for the lot. Returns one result per record, in order, once every
     /// record was accepted or refused; records are accepted in order, and while
-    /// `buffer.memory` is full the rest wait, as with `enqueue`. A zero timestamp is set to
-    /// the current wall-clock time.
+    /// `buffer.memory` is full the rest wait (handed to the producer task in one message), as
+    /// with `enqueue`. A zero timestamp is set to the current wall-clock time.
     ///
     /// Cancellation: if this future is dropped before it returns, a prefix of the records
     /// may have been accepted (those are delivered like any other record) and the rest are
@@ -1017,25 +1057,36 @@ impl ProducerHandle {
             return Vec::new();
         }
         let n = futures.len();
-        let (accepted, accepted_rx) = oneshot::channel();
-        let cmd = Command::SendMany {
-            records: queued,
-            results: Vec::with_capacity(n),
-            accepted,
-            _ticket: Ticket::new(&self.shared),
-        };
-        let verdicts = match self.tx.send(cmd).await {
-            Ok(()) => accepted_rx
-                .await
-                .unwrap_or_else(|_| vec![Err(stopped()); n]),
-            Err(mpsc::error::SendError(cmd)) => {
-                let Command::SendMany { records, .. } = cmd else {
-                    unreachable!("the command sent")
-                };
-                records
-                    .into_iter()
-                    .map(|(record, _)| Err(refused_after_stop(self.fatal.get(), record)))
-                    .collect()
+        let mut results = Vec::with_capacity(n);
+        self.accept_many(&mut queued, &mut results);
+        let verdicts = if queued.is_empty() {
+            results
+        } else {
+            let (accepted, accepted_rx) = oneshot::channel();
+            let cmd = Command::SendMany {
+                records: queued,
+                results,
+                accepted,
+                _ticket: Ticket::new(&self.shared),
+            };
+            match self.tx.send(cmd).await {
+                Ok(()) => accepted_rx
+                    .await
+                    .unwrap_or_else(|_| vec![Err(stopped()); n]),
+                Err(mpsc::error::SendError(cmd)) => {
+                    let Command::SendMany {
+                        records,
+                        mut results,
+                        ..
+                    } = cmd
+                    else {
+                        unreachable!("the command sent")
+                    };
+                    results.extend(records.into_iter().map(|(record, _)| {
+                        Err(refused_after_stop(self.fatal.get(), record))
+                    }));
+                    results
+                }
             }
         };
         futures
