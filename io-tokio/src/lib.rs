@@ -1082,9 +1082,11 @@ impl ProducerHandle {
                     else {
                         unreachable!("the command sent")
                     };
-                    results.extend(records.into_iter().map(|(record, _)| {
-                        Err(refused_after_stop(self.fatal.get(), record))
-                    }));
+                    results.extend(
+                        records
+                            .into_iter()
+                            .map(|(record, _)| Err(refused_after_stop(self.fatal.get(), record))),
+                    );
                     results
                 }
             }

@@ -656,6 +656,32 @@ mod handle_api {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_record_that_fits_waits_behind_a_record_waiting_for_memory() {
+        let broker = FakeBroker::new("t", 1);
+        let cfg = config(&[("buffer.memory", "1024"), ("max.request.size", "1024")]);
+        let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+        let big = |name: &str| format!("{name}-{}", "x".repeat(600));
+        let held = h.enqueue(Record::new("t", big("held"))).await.unwrap();
+        let mut cx = Context::from_waker(Waker::noop());
+        // Too big for what is left: it waits for `held` to be acknowledged.
+        let mut waiting = pin!(h.enqueue(Record::new("t", big("waiting"))));
+        assert!(waiting.as_mut().poll(&mut cx).is_pending());
+        // Small enough for what is left, but it must not overtake the waiting record.
+        let mut small = pin!(h.enqueue(Record::new("t", "small")));
+        assert!(small.as_mut().poll(&mut cx).is_pending());
+        let small = small.await.unwrap();
+        let waiting = waiting.await.unwrap();
+        assert_eq!(held.await.unwrap().offset, Some(0));
+        assert_eq!(waiting.await.unwrap().offset, Some(1));
+        assert_eq!(small.await.unwrap().offset, Some(2));
+        assert_eq!(
+            broker.log("t", 0),
+            [big("held"), big("waiting"), "small".to_owned()]
+        );
+        h.close().await;
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_send_dropped_after_its_first_poll_with_room_is_delivered() {
         let broker = FakeBroker::new("t", 1);
         let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
