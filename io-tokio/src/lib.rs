@@ -891,8 +891,10 @@ impl ProducerHandle {
     /// records already waiting, in order). A zero timestamp is set to the current wall-clock
     /// time.
     ///
-    /// When there is room the record is accepted on the caller's task, without waiting for
-    /// the producer's task (a short lock shared with it), and this returns at its first poll.
+    /// When there is room the record is accepted on the caller's task at the first poll,
+    /// without waiting for the producer's task (a short lock shared with it). Like tokio's own
+    /// channels, this then spends the task's cooperative budget, so a loop of enqueues yields
+    /// to other tasks now and then (and to the producer's task on a single-threaded runtime).
     ///
     /// Cancellation: if this future is dropped before it returns, the record is either never
     /// accepted (then it is not sent at all: that is the case while it waits for memory) or
@@ -910,7 +912,12 @@ impl ProducerHandle {
         let timestamp = record.timestamp;
         let (done, rx) = oneshot::channel();
         let (record, done, ticket) = match self.try_accept(record, done) {
-            Accept::Accepted => return Ok(DeliveryFuture { rx, timestamp }),
+            Accept::Accepted => {
+                // The only await point on this path: without it a loop of enqueues would
+                // never yield to the scheduler.
+                tokio::task::coop::consume_budget().await;
+                return Ok(DeliveryFuture { rx, timestamp });
+            }
             Accept::Refused(e) => return Err(e),
             Accept::Wait(record, done, ticket) => (record, done, ticket),
         };
@@ -1060,6 +1067,7 @@ impl ProducerHandle {
         let mut results = Vec::with_capacity(n);
         self.accept_many(&mut queued, &mut results);
         let verdicts = if queued.is_empty() {
+            tokio::task::coop::consume_budget().await;
             results
         } else {
             let (accepted, accepted_rx) = oneshot::channel();

@@ -682,6 +682,34 @@ mod handle_api {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_loop_of_enqueues_yields_to_other_tasks() {
+        // One thread: another task runs only if the enqueues yield now and then, although
+        // each record is accepted at once.
+        let broker = FakeBroker::new("t", 1);
+        let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+        let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = ran.clone();
+        tokio::spawn(async move { flag.store(true, std::sync::atomic::Ordering::SeqCst) });
+        let mut futures = Vec::new();
+        let mut seen_at = None;
+        for i in 0..1_000 {
+            futures.push(h.enqueue(Record::new("t", i.to_string())).await.unwrap());
+            if ran.load(std::sync::atomic::Ordering::SeqCst) {
+                seen_at = Some(i);
+                break;
+            }
+        }
+        assert!(
+            seen_at.is_some(),
+            "the other task never ran during 1,000 enqueues"
+        );
+        for f in futures {
+            f.await.unwrap();
+        }
+        h.close().await;
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_send_dropped_after_its_first_poll_with_room_is_delivered() {
         let broker = FakeBroker::new("t", 1);
         let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
