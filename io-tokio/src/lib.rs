@@ -979,16 +979,18 @@ impl ProducerHandle {
 
     /// [`Self::try_accept`] for the front of `queued`, under one lock: each record accepted or
     /// refused is taken off with its verdict pushed to `results`, until one must wait (the
-    /// rest stay in `queued`, for the driver).
+    /// rest stay in `queued`, for the driver, and the ticket taken under the lock counts
+    /// them as waiting before any later record can be accepted).
     fn accept_many(
         &self,
         queued: &mut VecDeque<(Record, oneshot::Sender<Outcome>)>,
         results: &mut Vec<Result<(), DeliveryError>>,
-    ) {
+    ) -> Option<Ticket> {
         let shared = &self.shared;
         let mut core = shared.lock();
         if core.stopped || core.backlogged || shared.waiting.load(Ordering::SeqCst) > 0 {
-            return; // the driver refuses them, or accepts them in order
+            // The driver refuses them, or accepts them in order.
+            return Some(Ticket::new(shared));
         }
         let before = core.producer.wake_generation();
         let at = now();
@@ -1008,6 +1010,7 @@ impl ProducerHandle {
                 Err(e) => results.push(Err(refused(e))),
             }
         }
+        let ticket = (!queued.is_empty()).then(|| Ticket::new(shared));
         let wake = !core.notified && core.producer.wake_generation() != before;
         if wake {
             core.notified = true;
@@ -1016,6 +1019,7 @@ impl ProducerHandle {
         if wake {
             shared.wake.notify_one();
         }
+        ticket
     }
 
     /// Sends a record and waits for its outcome: [`Self::enqueue`], then the
@@ -1065,7 +1069,7 @@ impl ProducerHandle {
         }
         let n = futures.len();
         let mut results = Vec::with_capacity(n);
-        self.accept_many(&mut queued, &mut results);
+        let ticket = self.accept_many(&mut queued, &mut results);
         let verdicts = if queued.is_empty() {
             tokio::task::coop::consume_budget().await;
             results
@@ -1075,7 +1079,7 @@ impl ProducerHandle {
                 records: queued,
                 results,
                 accepted,
-                _ticket: Ticket::new(&self.shared),
+                _ticket: ticket.unwrap_or_else(|| Ticket::new(&self.shared)),
             };
             match self.tx.send(cmd).await {
                 Ok(()) => accepted_rx
