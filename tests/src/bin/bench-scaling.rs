@@ -482,7 +482,7 @@ type Axis = fn(&(f64, f64, f64)) -> f64;
 /// partitions, one line per brokers/in-flight group.
 fn scaling_svg(title: &str, curves: &[Curve]) -> String {
     const W: f64 = 900.0;
-    const H: f64 = 420.0;
+    const H: f64 = 470.0;
     const COLORS: [&str; 6] = [
         "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
     ];
@@ -504,7 +504,7 @@ fn scaling_svg(title: &str, curves: &[Curve]) -> String {
     let (x_lo, x_hi) = decades(&xs);
     for (i, (name, y_of)) in panels.iter().enumerate() {
         let left = 70.0 + i as f64 * (W / 2.0);
-        let (top, width, height) = (50.0, W / 2.0 - 100.0, H - 130.0);
+        let (top, width, height) = (50.0, W / 2.0 - 100.0, H - 160.0);
         let ys: Vec<f64> = curves
             .iter()
             .flat_map(|c| c.points.iter().map(y_of))
@@ -565,7 +565,7 @@ fn scaling_svg(title: &str, curves: &[Curve]) -> String {
     for (ci, c) in curves.iter().enumerate() {
         let color = COLORS[ci % COLORS.len()];
         let x = 70.0 + (ci % 3) as f64 * 260.0;
-        let y = H - 40.0 + (ci / 3) as f64 * 18.0;
+        let y = H - 44.0 + (ci / 3) as f64 * 18.0;
         out.push_str(&format!(
             "<line x1=\"{x}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"{color}\" stroke-width=\"2\"/>\n\
              <text x=\"{}\" y=\"{}\">{}</text>\n",
