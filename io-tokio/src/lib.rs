@@ -957,14 +957,7 @@ impl ProducerHandle {
         match core.producer.send(now(), record) {
             Ok(id) => {
                 core.pending.insert(id, done);
-                let wake = !core.notified && core.producer.wake_generation() != before;
-                if wake {
-                    core.notified = true;
-                }
-                drop(core);
-                if wake {
-                    shared.wake.notify_one();
-                }
+                wake_if_changed(shared, core, before);
                 Accept::Accepted
             }
             Err(SendError::QueueFull(record)) => Accept::Wait(record, done, Ticket::new(shared)),
@@ -1011,14 +1004,7 @@ impl ProducerHandle {
             }
         }
         let ticket = (!queued.is_empty()).then(|| Ticket::new(shared));
-        let wake = !core.notified && core.producer.wake_generation() != before;
-        if wake {
-            core.notified = true;
-        }
-        drop(core);
-        if wake {
-            shared.wake.notify_one();
-        }
+        wake_if_changed(shared, core, before);
         ticket
     }
 
@@ -1188,6 +1174,20 @@ impl ProducerHandle {
                 operation: "close",
                 after: timeout,
             })
+    }
+}
+
+/// Releases the lock, then wakes the driver if records accepted under it changed the core's
+/// [`Producer::wake_generation`] since `before` and the driver was not woken already since it
+/// last drained.
+fn wake_if_changed(shared: &Shared, mut core: MutexGuard<'_, Core>, before: u64) {
+    let wake = !core.notified && core.producer.wake_generation() != before;
+    if wake {
+        core.notified = true;
+    }
+    drop(core);
+    if wake {
+        shared.wake.notify_one();
     }
 }
 

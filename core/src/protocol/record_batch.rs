@@ -261,18 +261,17 @@ impl RecordBatchBuilder {
         value: Option<&[u8]>,
         headers: &[Header],
     ) -> usize {
+        record_encoded_len(self.delta_of(timestamp), self.count, key, value, headers)
+    }
+
+    /// The timestamp delta `push` would write for a record stamped `timestamp`.
+    fn delta_of(&self, timestamp: i64) -> i64 {
         let base = if self.count == 0 {
             timestamp
         } else {
             self.base_timestamp
         };
-        record_encoded_len(
-            timestamp.wrapping_sub(base),
-            self.count,
-            key,
-            value,
-            headers,
-        )
+        timestamp.wrapping_sub(base)
     }
 
     /// The body length (without its own length prefix) `push` would write for this record:
@@ -284,18 +283,7 @@ impl RecordBatchBuilder {
         value: Option<&[u8]>,
         headers: &[Header],
     ) -> usize {
-        let base = if self.count == 0 {
-            timestamp
-        } else {
-            self.base_timestamp
-        };
-        record_body_len(
-            timestamp.wrapping_sub(base),
-            self.count,
-            key,
-            value,
-            headers,
-        )
+        record_body_len(self.delta_of(timestamp), self.count, key, value, headers)
     }
 
     /// Appends one record.
