@@ -335,18 +335,25 @@ async fn slow_broker_times_out_reconnects_and_resolves_truthfully() {
     h.close().await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn full_buffer_makes_senders_wait_and_drops_nothing() {
-    let broker = FakeBroker::new("t", 2);
-    // About 2 KiB of buffer for ~2 x 120 KiB of records: enqueue must wait many times.
+/// A producer with about 2 KiB of `buffer.memory` (batches of 512 B, requests of at most
+/// 1 KiB) against a broker of topic "t" with `partitions` partitions that takes 10 ms per
+/// Produce, so that senders outrun the broker and wait for memory.
+fn slow_broker_small_buffer(partitions: i32) -> (FakeBroker, ProducerHandle) {
+    let broker = FakeBroker::new("t", partitions);
     let cfg = config(&[
         ("buffer.memory", "2048"),
         ("max.request.size", "1024"),
         ("batch.size", "512"),
     ]);
-    // Each Produce takes 10 ms, so the senders outrun the broker.
     broker.script.lock().unwrap().latency = Duration::from_millis(10);
     let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    (broker, h)
+}
+
+#[tokio::test(start_paused = true)]
+async fn full_buffer_makes_senders_wait_and_drops_nothing() {
+    // About 2 KiB of buffer for ~2 x 120 KiB of records: enqueue must wait many times.
+    let (broker, h) = slow_broker_small_buffer(2);
     let value = "x".repeat(100);
     let start = Instant::now();
     let mut tasks = Vec::new();
@@ -971,14 +978,7 @@ mod observability {
 /// accepted record is delivered once, in order.
 #[tokio::test(start_paused = true)]
 async fn enqueue_many_waits_for_memory_keeps_order_and_refuses_in_place() {
-    let broker = FakeBroker::new("t", 1);
-    let cfg = config(&[
-        ("buffer.memory", "2048"),
-        ("max.request.size", "1024"),
-        ("batch.size", "512"),
-    ]);
-    broker.script.lock().unwrap().latency = Duration::from_millis(10);
-    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    let (broker, h) = slow_broker_small_buffer(1);
     let value = "x".repeat(100);
     let mut records: Vec<Record> = (0..500)
         .map(|i| Record::new("t", format!("{i}-{value}")).with_partition(0))
