@@ -18,7 +18,19 @@ done
 
 # Both at once, so that kprod-tokio's kprod-core dependency resolves to the packaged one;
 # each is verified by building it from its .crate file.
-cargo package -p kprod-core -p kprod-tokio --allow-dirty --locked
+# cargo puts the packaged kprod-core into a temporary registry under the target directory,
+# unpacks it into $CARGO_HOME/registry/src/-<hash of that registry's path>/, and builds it as a
+# registry crate, which it never rebuilds for a changed source (registry crates cannot change).
+# So with a target directory or $CARGO_HOME kept from an earlier run at the same path (as on a
+# CI machine with caches), kprod-tokio would be verified against the earlier run's kprod-core.
+# The verification therefore builds in a new target directory of its own, and unpacked copies
+# left by earlier runs are removed (crates.io's own live in index.crates.io-*, left alone).
+cargo_home=${CARGO_HOME:-$HOME/.cargo}
+rm -rf "$cargo_home"/registry/src/-*/kprod-* "$cargo_home"/registry/cache/-*/kprod-*
+package_target=$(mktemp -d "${TMPDIR:-/tmp}/kprod-package.XXXXXX")
+trap 'rm -rf "$package_target"' EXIT
+CARGO_TARGET_DIR="$package_target" \
+    cargo package -p kprod-core -p kprod-tokio --allow-dirty --locked
 
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 cargo build --examples -p kprod-tokio --locked
