@@ -570,6 +570,39 @@ struct Core {
     stopped: bool,
 }
 
+impl Core {
+    /// Offers `record` to the core: the one place a `Producer::send` result becomes a verdict,
+    /// for the handles' direct path and the driver alike.
+    fn offer(
+        &mut self,
+        fatal: Option<&Fatal>,
+        at: Instant,
+        record: Record,
+        done: oneshot::Sender<Outcome>,
+    ) -> Verdict {
+        match self.producer.send(at, record) {
+            Ok(id) => {
+                self.pending.insert(id, done);
+                Verdict::Accepted
+            }
+            Err(SendError::QueueFull(record)) => Verdict::Full(record, done),
+            // A failed core refuses every record as closed: say why instead.
+            Err(SendError::Closed(record)) => Verdict::Refused(refused_after_stop(fatal, record)),
+            Err(e) => Verdict::Refused(refused(e)),
+        }
+    }
+}
+
+/// What the core made of an offered record.
+enum Verdict {
+    /// Accepted; its completion waits in `pending`.
+    Accepted,
+    /// The buffer is full: the record and its completion are handed back to wait.
+    Full(Record, oneshot::Sender<Outcome>),
+    /// Refused for good, the record inside the error.
+    Refused(DeliveryError),
+}
+
 /// The senders of accepted records' outcomes, by record id. The core hands ids out
 /// consecutively and every accepted record is inserted at once, so this is a deque from the
 /// lowest unresolved id (a `BTreeMap` cost a few hundred instructions per record).
@@ -954,19 +987,13 @@ impl ProducerHandle {
             return Accept::Wait(record, done, Ticket::new(shared));
         }
         let before = core.producer.wake_generation();
-        match core.producer.send(now(), record) {
-            Ok(id) => {
-                core.pending.insert(id, done);
+        match core.offer(self.fatal.get(), now(), record, done) {
+            Verdict::Accepted => {
                 wake_if_changed(shared, core, before);
                 Accept::Accepted
             }
-            Err(SendError::QueueFull(record)) => Accept::Wait(record, done, Ticket::new(shared)),
-            // A failed core refuses every record as closed: say why instead.
-            Err(SendError::Closed(record)) => {
-                drop(core);
-                Accept::Refused(refused_after_stop(self.fatal.get(), record))
-            }
-            Err(e) => Accept::Refused(refused(e)),
+            Verdict::Full(record, done) => Accept::Wait(record, done, Ticket::new(shared)),
+            Verdict::Refused(e) => Accept::Refused(e),
         }
     }
 
@@ -988,19 +1015,13 @@ impl ProducerHandle {
         let before = core.producer.wake_generation();
         let at = now();
         while let Some((record, done)) = queued.pop_front() {
-            match core.producer.send(at, record) {
-                Ok(id) => {
-                    core.pending.insert(id, done);
-                    results.push(Ok(()));
-                }
-                Err(SendError::QueueFull(record)) => {
+            match core.offer(self.fatal.get(), at, record, done) {
+                Verdict::Accepted => results.push(Ok(())),
+                Verdict::Full(record, done) => {
                     queued.push_front((record, done));
                     break;
                 }
-                Err(SendError::Closed(record)) => {
-                    results.push(Err(refused_after_stop(self.fatal.get(), record)));
-                }
-                Err(e) => results.push(Err(refused(e))),
+                Verdict::Refused(e) => results.push(Err(e)),
             }
         }
         let ticket = (!queued.is_empty()).then(|| Ticket::new(shared));
@@ -1781,13 +1802,12 @@ impl<C: Connector> Driver<C> {
                 if accepted.is_closed() {
                     return None; // the caller gave up before the record was accepted
                 }
-                match core.producer.send(now(), record) {
-                    Ok(id) => {
+                match core.offer(self.fatal.get(), now(), record, done) {
+                    Verdict::Accepted => {
                         self.refused_at = None;
-                        core.pending.insert(id, done);
                         let _ = accepted.send(Ok(()));
                     }
-                    Err(SendError::QueueFull(record)) => {
+                    Verdict::Full(record, done) => {
                         self.refused_at = Some(core.producer.buffered_bytes());
                         return Some(Command::Send {
                             record,
@@ -1796,12 +1816,8 @@ impl<C: Connector> Driver<C> {
                             _ticket,
                         });
                     }
-                    // A failed core refuses every record as closed: say why instead.
-                    Err(SendError::Closed(record)) => {
-                        let _ = accepted.send(Err(refused_after_stop(self.fatal.get(), record)));
-                    }
-                    Err(e) => {
-                        let _ = accepted.send(Err(refused(e)));
+                    Verdict::Refused(e) => {
+                        let _ = accepted.send(Err(e));
                     }
                 }
             }
@@ -1816,13 +1832,12 @@ impl<C: Connector> Driver<C> {
                 }
                 let at = now();
                 while let Some((record, done)) = records.pop_front() {
-                    match core.producer.send(at, record) {
-                        Ok(id) => {
+                    match core.offer(self.fatal.get(), at, record, done) {
+                        Verdict::Accepted => {
                             self.refused_at = None;
-                            core.pending.insert(id, done);
                             results.push(Ok(()));
                         }
-                        Err(SendError::QueueFull(record)) => {
+                        Verdict::Full(record, done) => {
                             self.refused_at = Some(core.producer.buffered_bytes());
                             records.push_front((record, done));
                             return Some(Command::SendMany {
@@ -1832,10 +1847,7 @@ impl<C: Connector> Driver<C> {
                                 _ticket,
                             });
                         }
-                        Err(SendError::Closed(record)) => {
-                            results.push(Err(refused_after_stop(self.fatal.get(), record)));
-                        }
-                        Err(e) => results.push(Err(refused(e))),
+                        Verdict::Refused(e) => results.push(Err(e)),
                     }
                 }
                 let _ = accepted.send(results);
