@@ -61,7 +61,9 @@ pub struct ProducerConfig {
     pub linger: Duration,
     /// `batch.size` in bytes.
     pub batch_size: usize,
-    /// `buffer.memory` in bytes: records held until they resolve. `send` refuses beyond it.
+    /// `buffer.memory` in bytes: records held until they resolve, each charged its encoded
+    /// size in a batch (up to 10 bytes over) plus the 8-byte id the producer keeps with it.
+    /// `send` refuses beyond it.
     pub buffer_memory: usize,
     /// `max.request.size` in bytes: the largest Produce request, and so the largest record.
     pub max_request_size: usize,

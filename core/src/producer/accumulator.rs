@@ -22,6 +22,21 @@ use crate::protocol::record_batch::{record_encoded_len, shared_buffer, HEADER_LE
 use crate::protocol::ErrorCode;
 use crate::types::{DeliveryError, Event, Persistence, Record, RecordId, SendError};
 
+/// What a record waiting for its topic's metadata is charged against `buffer.memory` beyond
+/// its encoded size: its place in the topic's queue (the record's own allocations are its
+/// encoded size, give or take).
+const PENDING_CHARGE: usize = size_of::<PendingRecord>();
+
+/// What a new batch is charged against `buffer.memory`: the memory it holds, whatever it is
+/// filled with (as Java's `BufferPool` charges `batch.size` per batch), so that a batch
+/// holding one small record costs what it occupies. Its records add only the growth of these
+/// buffers (see [`Producer::append`]).
+fn batch_charge(b: &Batch) -> usize {
+    size_of::<Batch>()
+        + b.records.capacity() * size_of::<RecordId>()
+        + b.builder.as_ref().map_or(0, |bb| bb.capacity())
+}
+
 /// A record waiting for its topic's metadata.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) struct PendingRecord {
@@ -96,6 +111,10 @@ impl Producer {
         if size + overhead > self.cfg.max_request_size {
             return Err(SendError::TooLarge(record));
         }
+        // The record's own size is the estimate checked here; a record that opens a batch is
+        // then charged the batch (`append`), which can take `buffer.memory` past its limit by
+        // at most one batch (no larger than `max.request.size`, itself within
+        // `buffer.memory`); later records are refused until it resolves.
         if self.buffered_bytes + size > self.cfg.buffer_memory {
             return Err(SendError::QueueFull(record));
         }
@@ -110,13 +129,14 @@ impl Producer {
         let id = RecordId(self.next_record);
         self.next_record += 1;
         self.stats.0.records_accepted += 1;
-        self.buffered_bytes += size;
         self.pending_records += 1;
         self.dirty = true;
         if n > 0 && self.topics[ti].pending.is_empty() {
-            self.append(ti, id, record, size);
+            self.append(ti, id, record, 0);
         } else {
             self.wakes.0 += 1;
+            let size = size + PENDING_CHARGE;
+            self.buffered_bytes += size;
             self.topics[ti].pending.push_back(PendingRecord {
                 id,
                 record,
@@ -162,12 +182,14 @@ impl Producer {
 
     /// Appends a record to its partition's open batch, opening a new batch when the open one
     /// is full. The sticky partition moves on when a new batch is opened for it (KIP-480).
-    pub(super) fn append(&mut self, ti: usize, id: RecordId, record: Record, size: usize) {
+    /// `charged` is what the record was charged against `buffer.memory` while it waited for
+    /// metadata (0 if it did not): released, as the batch's charge replaces it.
+    pub(super) fn append(&mut self, ti: usize, id: RecordId, record: Record, charged: usize) {
         let n = self.topics[ti].partitions.len() as i32;
         let part = self.choose_partition(ti, &record);
         if part >= n {
             self.wakes.0 += 1;
-            self.buffered_bytes -= size;
+            self.buffered_bytes -= charged;
             self.pending_records -= 1;
             self.emit(Event::Failed {
                 id,
@@ -204,9 +226,12 @@ impl Producer {
             } else {
                 false
             };
+            let size = record_encoded_len(0, 0, key, value, &record.headers);
             let cap = (HEADER_LEN + size).max(batch_size.min(self.cfg.max_request_size));
-            // Sized from this record, the batch's records rarely outgrow their list.
-            let expected = (cap / size.max(1)).clamp(1, 1024);
+            // Sized from this record, up to 128 ids (1 KiB, charged to the batch): a list
+            // grows past that only in a batch that fills with more records, and an
+            // acknowledged batch's list is reused at its grown size.
+            let expected = (cap / size.max(1)).clamp(1, 128);
             // An acknowledged batch's buffers if one is idle (no allocation).
             let pool = &mut self.batch_pool.0;
             let buf = pool.buffer(cap).unwrap_or_else(|| shared_buffer(cap));
@@ -222,15 +247,20 @@ impl Producer {
             }
         }
         let b = p.batches.back_mut().expect("just ensured");
+        // A new batch is charged what it holds; a record adds what the batch's buffers grew by
+        // (a compressed batch's raw records can outgrow `batch.size`, its list the estimate).
+        let before = if fits { batch_charge(b) } else { 0 };
         let builder = b.builder.as_mut().expect("open batch has a builder");
         let body = match body.filter(|_| fits) {
             Some(body) => body,
             None => builder.body_len_of(record.timestamp, key, value, &record.headers),
         };
         builder.push_measured(record.timestamp, key, value, &record.headers, body);
-        b.records.push(id);
-        b.size += size;
         let full = builder.is_full(batch_size);
+        b.records.push(id);
+        let charge = batch_charge(b) - before;
+        b.size += charge;
+        self.buffered_bytes = self.buffered_bytes + charge - charged;
         if full {
             b.state = BatchState::Ready;
         }

@@ -3,7 +3,7 @@
 //! ```text
 //! bench-scaling cpu [--records N] [--rounds N] [--window N] [--partitions 1,100,1000,10000]
 //!                   [--in-flight 1,5] [--brokers 1,3] [--svg PATH]
-//! bench-scaling memory [--records N] [--size BYTES]
+//! bench-scaling memory [--records N] [--size BYTES] [--partitions N]
 //! bench-scaling latency [--broker tansu|kafka] [--ticks N] [--burst N] [--bursts N]
 //!                       [--partitions N] [--size BYTES] [--rounds N]
 //!                       [--clients kprod,rdkafka,java]
@@ -613,8 +613,9 @@ fn rss_bytes() -> usize {
 fn memory(opts: &BTreeMap<String, String>) {
     let records = num(opts, "records", 1_000_000);
     let size = num(opts, "size", 100);
+    let partitions = num(opts, "partitions", 4);
     println!(
-        "{records} records of {size} B, 4 partitions, broker not answering after the producer \
+        "{records} records of {size} B, {partitions} partitions, broker not answering after the producer \
          is ready; one process per row (2 cores shared with other builds; RSS is not \
          load-dependent)"
     );
@@ -634,6 +635,7 @@ fn memory(opts: &BTreeMap<String, String>) {
         let out = Command::new(&exe)
             .args(["memory-case", "--records", &records.to_string()])
             .args(["--size", &size.to_string(), "--buffer", &buffer.to_string()])
+            .args(["--partitions", &partitions.to_string()])
             .output()
             .expect("run memory case");
         assert!(
@@ -653,8 +655,9 @@ fn memory_case(opts: &BTreeMap<String, String>) {
     let records = num(opts, "records", 1_000_000);
     let size = num(opts, "size", 100);
     let buffer = num(opts, "buffer", 1 << 30);
+    let partitions = num(opts, "partitions", 4);
     let before = rss_bytes();
-    let mut rig = Rig::new(4, 1, 5, buffer);
+    let mut rig = Rig::new(partitions as i32, 1, 5, buffer);
     rig.send_all(vec![record(0, size, 0)]);
     rig.settle();
     rig.answering = false;
@@ -663,7 +666,10 @@ fn memory_case(opts: &BTreeMap<String, String>) {
     'outer: while i < records {
         let end = (i + 10_000).min(records);
         for j in i..end {
-            match rig.producer.send(rig.now, record((j % 4) as i32, size, j)) {
+            match rig
+                .producer
+                .send(rig.now, record((j % partitions) as i32, size, j))
+            {
                 Ok(_) => accepted += 1,
                 Err(_) => break 'outer,
             }
