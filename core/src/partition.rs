@@ -57,6 +57,18 @@ pub(crate) struct Batch {
     pub(crate) overtaken: bool,
     pub(crate) retries: u32,
     pub(crate) corrupt_retries: u8,
+    /// The room the batch was charged for against `buffer.memory` when it opened.
+    pub(crate) reserve: Reserve,
+}
+
+/// The room a batch is charged for when it opens, as sized for its first record: bytes of
+/// buffer and ids in its record list. It is charged more only as its records outgrow them.
+/// A function of the batch's records and the configuration (not of which reused buffer it
+/// got), so equal batches are charged alike.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Reserve {
+    pub(crate) bytes: usize,
+    pub(crate) ids: usize,
 }
 
 impl Batch {
@@ -94,6 +106,7 @@ impl Batch {
             overtaken: false,
             retries: 0,
             corrupt_retries: 0,
+            reserve: Reserve::default(),
         }
     }
 

@@ -14,7 +14,8 @@ use bytes::Bytes;
 
 use super::requests::{PARTITION_OVERHEAD, REQUEST_OVERHEAD};
 use super::{is_valid_topic_name, Producer};
-use crate::partition::{Batch, BatchState, Partition};
+use crate::config::ProducerConfig;
+use crate::partition::{Batch, BatchState, Partition, Reserve};
 use crate::partitioner::partition_for_key;
 use crate::protocol::compression::{Compression, RatioEstimate};
 use crate::protocol::primitives::varint_len;
@@ -27,14 +28,42 @@ use crate::types::{DeliveryError, Event, Persistence, Record, RecordId, SendErro
 /// encoded size, give or take).
 const PENDING_CHARGE: usize = size_of::<PendingRecord>();
 
-/// What a new batch is charged against `buffer.memory`: the memory it holds, whatever it is
+/// What an open batch is charged against `buffer.memory`: the memory it holds whatever it is
 /// filled with (as Java's `BufferPool` charges `batch.size` per batch), so that a batch
-/// holding one small record costs what it occupies. Its records add only the growth of these
-/// buffers (see [`Producer::append`]).
-fn batch_charge(b: &Batch) -> usize {
+/// holding one small record costs what it occupies. That is its struct, the room it was
+/// reserved when it opened, and whatever its records outgrew that room by (a compressed
+/// batch's raw records can pass `batch.size`, its ids the list's first size).
+pub(super) fn batch_charge(b: &Batch) -> usize {
+    let bytes = match (&b.builder, &b.wire) {
+        (Some(bb), _) => bb.size(),
+        (None, Some(wire)) => wire.len(),
+        (None, None) => 0,
+    };
     size_of::<Batch>()
-        + b.records.capacity() * size_of::<RecordId>()
-        + b.builder.as_ref().map_or(0, |bb| bb.capacity())
+        + b.reserve.bytes.max(bytes)
+        + ids_room(b.reserve.ids, b.records.len()) * size_of::<RecordId>()
+}
+
+/// The ids a record list reserved for `reserved` holds room for with `n` in it: it doubles
+/// when full, as a `Vec` grows.
+fn ids_room(reserved: usize, n: usize) -> usize {
+    let mut room = reserved.max(1);
+    while room < n {
+        room *= 2;
+    }
+    room
+}
+
+/// The room reserved for a new batch whose first record takes `size` bytes: a buffer of
+/// `batch.size` (or the record, if larger), and an id list sized for records like it (up to
+/// 256 ids, 2 KiB: a list grows past that only in a batch that fills with more records, and
+/// an acknowledged batch's list is reused at its grown size).
+pub(super) fn reserve_for(cfg: &ProducerConfig, size: usize) -> Reserve {
+    let bytes = (HEADER_LEN + size).max(cfg.batch_size.min(cfg.max_request_size));
+    Reserve {
+        bytes,
+        ids: (bytes / size.max(1)).clamp(1, 256),
+    }
 }
 
 /// A record waiting for its topic's metadata.
@@ -226,17 +255,19 @@ impl Producer {
             } else {
                 false
             };
-            let size = record_encoded_len(0, 0, key, value, &record.headers);
-            let cap = (HEADER_LEN + size).max(batch_size.min(self.cfg.max_request_size));
-            // Sized from this record, up to 128 ids (1 KiB, charged to the batch): a list
-            // grows past that only in a batch that fills with more records, and an
-            // acknowledged batch's list is reused at its grown size.
-            let expected = (cap / size.max(1)).clamp(1, 128);
+            let reserve = reserve_for(
+                &self.cfg,
+                record_encoded_len(0, 0, key, value, &record.headers),
+            );
             // An acknowledged batch's buffers if one is idle (no allocation).
             let pool = &mut self.batch_pool.0;
-            let buf = pool.buffer(cap).unwrap_or_else(|| shared_buffer(cap));
-            let list = pool.list().unwrap_or_else(|| Vec::with_capacity(expected));
+            let buf = pool.buffer(reserve.bytes);
+            let buf = buf.unwrap_or_else(|| shared_buffer(reserve.bytes));
+            let list = pool
+                .list()
+                .unwrap_or_else(|| Vec::with_capacity(reserve.ids));
             let mut batch = Batch::with_buffers(*next_batch, now, buf, list);
+            batch.reserve = reserve;
             if let Some(bb) = batch.builder.as_mut() {
                 bb.set_compression(t.compression, t.ratio);
             }
@@ -247,8 +278,7 @@ impl Producer {
             }
         }
         let b = p.batches.back_mut().expect("just ensured");
-        // A new batch is charged what it holds; a record adds what the batch's buffers grew by
-        // (a compressed batch's raw records can outgrow `batch.size`, its list the estimate).
+        // A new batch is charged its room; a record adds only what it outgrew it by.
         let before = if fits { batch_charge(b) } else { 0 };
         let builder = b.builder.as_mut().expect("open batch has a builder");
         let body = match body.filter(|_| fits) {

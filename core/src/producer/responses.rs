@@ -9,6 +9,7 @@
 use bytes::Bytes;
 use smallvec::SmallVec;
 
+use super::accumulator::{batch_charge, reserve_for};
 use super::requests::{BatchRef, RequestKind};
 use super::Producer;
 use crate::config::{DataLossPolicy, GapPolicy};
@@ -16,7 +17,7 @@ use crate::partition::{Batch, BatchState};
 use crate::protocol::init_producer_id::InitProducerIdRequest;
 use crate::protocol::metadata::MetadataRequest;
 use crate::protocol::produce::{PartitionResult, ProduceResponseReader};
-use crate::protocol::record_batch::{RecordBatch, RecordBatchBuilder};
+use crate::protocol::record_batch::{record_encoded_len, RecordBatch, RecordBatchBuilder};
 use crate::protocol::{decode_response, ErrorCode, ResponseHeader};
 use crate::types::{ConnId, DeliveryError, Diagnostic, FatalError, Persistence, RecordId};
 
@@ -401,33 +402,39 @@ impl Producer {
                 old.records[half..].to_vec()
             };
             let count = ids.len() as i32;
-            let size = if k == 0 {
-                old.size / 2
-            } else {
-                old.size - old.size / 2
-            };
-            pieces.push(Batch {
+            let wire = builder.seal(
+                identity.producer_id,
+                identity.epoch,
+                identity.wire_sequence(seq),
+            );
+            // A piece is charged as a new batch of its records would be, and the batch it
+            // replaces is released.
+            let first = chunk.first().map_or(0, |r| {
+                record_encoded_len(0, 0, r.key.as_deref(), r.value.as_deref(), &r.headers)
+            });
+            let mut piece = Batch {
                 id: self.next_batch,
                 records: ids,
                 builder: None,
-                wire: Some(builder.seal(
-                    identity.producer_id,
-                    identity.epoch,
-                    identity.wire_sequence(seq),
-                )),
+                wire: Some(wire),
                 seq: Some((identity, seq)),
-                size,
+                size: 0,
                 created: old.created,
                 state: BatchState::Retry { at: self.now },
                 maybe_persisted: false,
                 overtaken: old.overtaken,
                 retries: old.retries,
                 corrupt_retries: 0,
-            });
+                reserve: reserve_for(&self.cfg, first),
+            };
+            piece.size = batch_charge(&piece);
+            pieces.push(piece);
             self.next_batch += 1;
             seq = crate::partition::seq_add(seq, count, max_seq);
         }
+        self.buffered_bytes -= old.size;
         for (k, piece) in pieces.into_iter().enumerate() {
+            self.buffered_bytes += piece.size;
             p.batches.insert(i + k, piece);
         }
         p.update_inflight_conn();

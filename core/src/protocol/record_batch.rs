@@ -238,11 +238,6 @@ impl RecordBatchBuilder {
         self.estimated_size() >= limit
     }
 
-    /// The bytes the builder's buffer holds room for (what it costs in memory).
-    pub fn capacity(&self) -> usize {
-        self.buf.capacity()
-    }
-
     /// Number of records.
     pub fn len(&self) -> usize {
         self.count as usize
