@@ -19,7 +19,7 @@ use crate::partition::{Batch, BatchState, Partition, Reserve};
 use crate::partitioner::partition_for_key;
 use crate::protocol::compression::{Compression, RatioEstimate};
 use crate::protocol::primitives::varint_len;
-use crate::protocol::record_batch::{record_encoded_len, shared_buffer, HEADER_LEN};
+use crate::protocol::record_batch::{body_len, record_payload_len, shared_buffer, HEADER_LEN};
 use crate::protocol::ErrorCode;
 use crate::types::{DeliveryError, Event, Persistence, Record, RecordId, SendError};
 
@@ -64,6 +64,13 @@ pub(super) fn reserve_for(cfg: &ProducerConfig, size: usize) -> Reserve {
         bytes,
         ids: (bytes / size.max(1)).clamp(1, 256),
     }
+}
+
+/// The bytes a record of `payload` ([`record_payload_len`]) adds to a batch as its first
+/// record (both deltas 0), length prefix included.
+pub(super) fn encoded_len(payload: usize) -> usize {
+    let body = body_len(0, 0, payload);
+    varint_len(body as i32) + body
 }
 
 /// A record waiting for its topic's metadata.
@@ -129,13 +136,13 @@ impl Producer {
         if record.partition.is_some_and(|p| p < 0) {
             return Err(SendError::InvalidPartition(record));
         }
-        let size = record_encoded_len(
-            0,
-            0,
+        // Measured once: `append` places the record in a batch from this.
+        let payload = record_payload_len(
             record.key.as_deref(),
             record.value.as_deref(),
             &record.headers,
-        ) + 10;
+        );
+        let size = encoded_len(payload) + 10;
         let overhead = REQUEST_OVERHEAD + PARTITION_OVERHEAD + record.topic.len() + HEADER_LEN;
         if size + overhead > self.cfg.max_request_size {
             return Err(SendError::TooLarge(record));
@@ -161,7 +168,7 @@ impl Producer {
         self.pending_records += 1;
         self.dirty = true;
         if n > 0 && self.topics[ti].pending.is_empty() {
-            self.append(ti, id, record, 0);
+            self.append(ti, id, record, 0, payload);
         } else {
             self.wakes.0 += 1;
             let size = size + PENDING_CHARGE;
@@ -213,7 +220,15 @@ impl Producer {
     /// is full. The sticky partition moves on when a new batch is opened for it (KIP-480).
     /// `charged` is what the record was charged against `buffer.memory` while it waited for
     /// metadata (0 if it did not): released, as the batch's charge replaces it.
-    pub(super) fn append(&mut self, ti: usize, id: RecordId, record: Record, charged: usize) {
+    /// `payload` is the record's [`record_payload_len`].
+    pub(super) fn append(
+        &mut self,
+        ti: usize,
+        id: RecordId,
+        record: Record,
+        charged: usize,
+        payload: usize,
+    ) {
         let n = self.topics[ti].partitions.len() as i32;
         let part = self.choose_partition(ti, &record);
         if part >= n {
@@ -240,7 +255,7 @@ impl Producer {
         let fits = p.batches.back().is_some_and(|b| {
             b.state == BatchState::Open
                 && b.builder.as_ref().is_some_and(|bb| {
-                    let len = bb.body_len_of(record.timestamp, key, value, &record.headers);
+                    let len = bb.body_len_with(record.timestamp, payload);
                     body = Some(len);
                     bb.has_room_for(varint_len(len as i32) + len, batch_size)
                 })
@@ -255,10 +270,7 @@ impl Producer {
             } else {
                 false
             };
-            let reserve = reserve_for(
-                &self.cfg,
-                record_encoded_len(0, 0, key, value, &record.headers),
-            );
+            let reserve = reserve_for(&self.cfg, encoded_len(payload));
             // An acknowledged batch's buffers if one is idle (no allocation).
             let pool = &mut self.batch_pool.0;
             let buf = pool.buffer(reserve.bytes);
@@ -283,7 +295,7 @@ impl Producer {
         let builder = b.builder.as_mut().expect("open batch has a builder");
         let body = match body.filter(|_| fits) {
             Some(body) => body,
-            None => builder.body_len_of(record.timestamp, key, value, &record.headers),
+            None => builder.body_len_with(record.timestamp, payload),
         };
         builder.push_measured(record.timestamp, key, value, &record.headers, body);
         let full = builder.is_full(batch_size);
@@ -306,7 +318,9 @@ impl Producer {
             return;
         }
         while let Some(p) = self.topics[ti].pending.pop_front() {
-            self.append(ti, p.id, p.record, p.size);
+            let r = &p.record;
+            let payload = record_payload_len(r.key.as_deref(), r.value.as_deref(), &r.headers);
+            self.append(ti, p.id, p.record, p.size, payload);
         }
     }
 }

@@ -9,7 +9,7 @@
 use bytes::Bytes;
 use smallvec::SmallVec;
 
-use super::accumulator::{batch_charge, reserve_for};
+use super::accumulator::{batch_charge, encoded_len, reserve_for};
 use super::requests::{BatchRef, RequestKind};
 use super::Producer;
 use crate::config::{DataLossPolicy, GapPolicy};
@@ -17,7 +17,7 @@ use crate::partition::{Batch, BatchState};
 use crate::protocol::init_producer_id::InitProducerIdRequest;
 use crate::protocol::metadata::MetadataRequest;
 use crate::protocol::produce::{PartitionResult, ProduceResponseReader};
-use crate::protocol::record_batch::{record_encoded_len, RecordBatch, RecordBatchBuilder};
+use crate::protocol::record_batch::{record_payload_len, RecordBatch, RecordBatchBuilder};
 use crate::protocol::{decode_response, ErrorCode, ResponseHeader};
 use crate::types::{ConnId, DeliveryError, Diagnostic, FatalError, Persistence, RecordId};
 
@@ -410,7 +410,11 @@ impl Producer {
             // A piece is charged as a new batch of its records would be, and the batch it
             // replaces is released.
             let first = chunk.first().map_or(0, |r| {
-                record_encoded_len(0, 0, r.key.as_deref(), r.value.as_deref(), &r.headers)
+                encoded_len(record_payload_len(
+                    r.key.as_deref(),
+                    r.value.as_deref(),
+                    &r.headers,
+                ))
             });
             let mut piece = Batch {
                 id: self.next_batch,

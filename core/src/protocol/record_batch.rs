@@ -107,19 +107,33 @@ pub fn record_body_len(
     value: Option<&[u8]>,
     headers: &[Header],
 ) -> usize {
+    body_len(
+        timestamp_delta,
+        offset_delta,
+        record_payload_len(key, value, headers),
+    )
+}
+
+/// The part of a record body that does not depend on its place in a batch: key, value and
+/// headers with their lengths. [`record_body_len`] is this plus the attributes byte and the
+/// two deltas, so a record measured once can be placed in any batch cheaply.
+pub fn record_payload_len(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Header]) -> usize {
     fn blob(b: Option<&[u8]>) -> usize {
         match b {
             None => varint_len(-1),
             Some(b) => varint_len(b.len() as i32) + b.len(),
         }
     }
-    let mut n =
-        1 + varlong_len(timestamp_delta) + varint_len(offset_delta) + blob(key) + blob(value);
-    n += varint_len(headers.len() as i32);
+    let mut n = blob(key) + blob(value) + varint_len(headers.len() as i32);
     for h in headers {
         n += blob(Some(h.key.as_bytes())) + blob(h.value.as_deref());
     }
     n
+}
+
+/// A record body's length from its [`record_payload_len`] and its deltas.
+pub fn body_len(timestamp_delta: i64, offset_delta: i32, payload: usize) -> usize {
+    1 + varlong_len(timestamp_delta) + varint_len(offset_delta) + payload
 }
 
 /// Size that one record adds to a batch, length prefix included.
@@ -134,6 +148,7 @@ pub fn record_encoded_len(
     varint_len(body as i32) + body
 }
 
+#[inline(always)]
 fn put_blob(buf: &mut BytesMut, b: Option<&[u8]>) {
     match b {
         None => buf.put_varint(-1),
@@ -284,6 +299,11 @@ impl RecordBatchBuilder {
         headers: &[Header],
     ) -> usize {
         record_body_len(self.delta_of(timestamp), self.count, key, value, headers)
+    }
+
+    /// [`Self::body_len_of`] for a record whose [`record_payload_len`] is known.
+    pub fn body_len_with(&self, timestamp: i64, payload: usize) -> usize {
+        body_len(self.delta_of(timestamp), self.count, payload)
     }
 
     /// Appends one record.
