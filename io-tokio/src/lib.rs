@@ -883,6 +883,7 @@ impl ProducerHandle {
             finishing: Vec::new(),
             final_metrics: final_metrics.clone(),
             write_backlog_limit: None,
+            write_stall: None,
             written: Arc::new(Notify::new()),
         };
         runtime.spawn(driver.run(commands, io_rx));
@@ -1346,6 +1347,11 @@ struct Driver<C: Connector> {
     /// new command (the application's sends wait) until the writers catch up. `None` for
     /// acks 1 and all, where `buffer.memory` already bounds them.
     write_backlog_limit: Option<usize>,
+    /// With `acks=0` nothing answers a request, so a broker that stops reading would go
+    /// unnoticed: a write that makes no progress for this long (`request.timeout.ms`) fails
+    /// its connection, which the core then replaces. `None` for acks 1 and all, where the
+    /// core's request timeout notices.
+    write_stall: Option<Duration>,
     /// Notified by every writer after each write.
     written: Arc<Notify>,
 }
@@ -1389,7 +1395,9 @@ impl<C: Connector> Driver<C> {
         let shared = Arc::clone(&self.shared);
         let acks = shared.lock().producer.config().acks;
         if acks == 0 {
-            self.write_backlog_limit = Some(shared.lock().producer.config().buffer_memory);
+            let core = shared.lock();
+            self.write_backlog_limit = Some(core.producer.config().buffer_memory);
+            self.write_stall = Some(core.producer.config().request_timeout);
         }
         let written = Arc::clone(&self.written);
         let mut input = None;
@@ -2025,13 +2033,14 @@ impl<C: Connector> Driver<C> {
         // per write saved otherwise.
         let unwritten = (self.write_backlog_limit.is_some()).then(|| Arc::new(AtomicUsize::new(0)));
         let (count, written) = (unwritten.clone(), Arc::clone(&self.written));
+        let stall = self.write_stall;
         let writer = tokio::spawn(async move {
             // A request arrives as several chunks (its record batches are not copied by the
             // core): gather everything queued and hand it to the socket in vectored writes.
             let mut queued: Vec<Bytes> = Vec::new();
             while rx.recv_many(&mut queued, 256).await > 0 {
                 let n: usize = queued.iter().map(Bytes::len).sum();
-                let result = write_all_vectored(&mut wr, &mut queued).await;
+                let result = write_all_vectored(&mut wr, &mut queued, stall).await;
                 // Written, or lost with the connection: either way no longer queued.
                 if let Some(count) = &count {
                     count.fetch_sub(n, Ordering::Relaxed);
@@ -2056,10 +2065,11 @@ impl<C: Connector> Driver<C> {
 }
 
 /// Writes every chunk, in order, with as few vectored writes as the socket allows; empties
-/// `chunks`.
+/// `chunks`. With `stall`, a write that makes no progress for that long fails (`TimedOut`).
 async fn write_all_vectored<W: AsyncWrite + Unpin>(
     w: &mut W,
     chunks: &mut Vec<Bytes>,
+    stall: Option<Duration>,
 ) -> io::Result<()> {
     let mut first = 0;
     while first < chunks.len() {
@@ -2068,7 +2078,16 @@ async fn write_all_vectored<W: AsyncWrite + Unpin>(
             .take(64)
             .map(|c| io::IoSlice::new(c))
             .collect();
-        let mut n = w.write_vectored(&slices).await?;
+        let write = w.write_vectored(&slices);
+        let mut n = match stall {
+            None => write.await?,
+            Some(d) => tokio::time::timeout(d, write).await.map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the broker read nothing for request.timeout.ms",
+                )
+            })??,
+        };
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }

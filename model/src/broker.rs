@@ -539,6 +539,23 @@ impl Cluster {
         if pid >= 0 && first < 0 {
             return (ErrorCode::InvalidRecord, -1, log_start);
         }
+        if pid < 0 {
+            // No producer id (idempotence off): Kafka checks no sequence and keeps no state
+            // for it, so every batch is appended as it comes, a resend included.
+            let base_offset = part.log.len() as i64;
+            for r in &batch.records {
+                part.log.push(StoredRecord {
+                    value: r.value.clone(),
+                    producer_id: pid,
+                    epoch,
+                    sequence: -1,
+                });
+            }
+            return match injected {
+                Some(inj) => (inj.code, -1, log_start),
+                None => (ErrorCode::None, base_offset, log_start),
+            };
+        }
         let modulus = i64::from(max_seq) + 1;
         let last = ((i64::from(first) + i64::from(count) - 1) % modulus) as i32;
         if i64::from(first) + i64::from(count) - 1 > i64::from(max_seq) {
