@@ -1043,6 +1043,9 @@ async fn acks_zero_sends_wait_while_the_writer_is_backed_up() {
         ("buffer.memory", "65536"),
         ("max.request.size", "65536"),
         ("batch.size", "16384"),
+        // Longer than the 30 s watched here: the stalled connection is not given up yet
+        // (see `acks_zero_a_broker_that_stops_reading_loses_its_connection`).
+        ("request.timeout.ms", "60000"),
     ]);
     let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
     let accepted = Arc::new(AtomicUsize::new(0));
@@ -1073,4 +1076,53 @@ async fn acks_zero_sends_wait_while_the_writer_is_backed_up() {
     assert!(n > 100, "the first requests went out: {n} accepted");
     let stored: usize = broker.log("t", 0).len();
     assert!(stored > 0, "the broker appended the first request");
+}
+
+/// acks=0: nothing answers a request, so a broker that stops reading is noticed only by the
+/// writes: one that makes no progress for `request.timeout.ms` fails the connection, the
+/// core connects again, and the sends that waited for the writer go on (before, they waited
+/// forever).
+#[tokio::test(start_paused = true)]
+async fn acks_zero_a_broker_that_stops_reading_loses_its_connection() {
+    const RECORDS: usize = 5_000;
+    let broker = FakeBroker::new("t", 1);
+    // Only the first connection stalls: its first Produce is never read past.
+    broker.script.lock().unwrap().produce = VecDeque::from([Action::Stall]);
+    let cfg = config(&[
+        ("acks", "0"),
+        ("retries", "0"),
+        ("buffer.memory", "65536"),
+        ("max.request.size", "65536"),
+        ("batch.size", "16384"),
+        ("request.timeout.ms", "2000"),
+    ]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    let sender = {
+        let h = h.clone();
+        tokio::spawn(async move {
+            let value = "x".repeat(1_000);
+            for _ in 0..RECORDS {
+                let r = Record::new("t", value.clone()).with_partition(0);
+                drop(h.enqueue(r).await.expect("accepted"));
+            }
+        })
+    };
+    // Virtual time: the stall is given up after 2 s without progress.
+    tokio::time::timeout(Duration::from_secs(60), sender)
+        .await
+        .expect("every record accepted once the stalled connection was replaced")
+        .unwrap();
+    h.close().await;
+    let connects = broker.script.lock().unwrap().connects;
+    assert!(
+        connects >= 2,
+        "the stalled connection was replaced: {connects} connects"
+    );
+    // What the stalled connection held is lost (acks=0 promises nothing); what came after
+    // reached the log.
+    let stored = broker.log("t", 0).len();
+    assert!(
+        stored > RECORDS / 2,
+        "{stored} of {RECORDS} records in the log after the reconnect"
+    );
 }
