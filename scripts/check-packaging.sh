@@ -23,10 +23,8 @@ done
 # registry crate, which it never rebuilds for a changed source (registry crates cannot change).
 # So with a target directory or $CARGO_HOME kept from an earlier run at the same path (as on a
 # CI machine with caches), kprod-tokio would be verified against the earlier run's kprod-core.
-# The verification therefore builds in a new target directory of its own, and unpacked copies
-# left by earlier runs are removed (crates.io's own live in index.crates.io-*, left alone).
-cargo_home=${CARGO_HOME:-$HOME/.cargo}
-rm -rf "$cargo_home"/registry/src/-*/kprod-* "$cargo_home"/registry/cache/-*/kprod-*
+# The verification therefore builds in a new target directory of its own: its temporary
+# registry has a new path, so cargo unpacks and builds the packaged kprod-core afresh.
 package_target=$(mktemp -d "${TMPDIR:-/tmp}/kprod-package.XXXXXX")
 trap 'rm -rf "$package_target"' EXIT
 CARGO_TARGET_DIR="$package_target" \

@@ -61,9 +61,12 @@ pub struct ProducerConfig {
     pub linger: Duration,
     /// `batch.size` in bytes.
     pub batch_size: usize,
-    /// `buffer.memory` in bytes: records held until they resolve, each charged its encoded
-    /// size in a batch (up to 10 bytes over) plus the 8-byte id the producer keeps with it.
-    /// `send` refuses beyond it.
+    /// `buffer.memory` in bytes: the memory records hold until they resolve. A batch is
+    /// charged its room from the moment it opens (a buffer of `batch.size`, or its first
+    /// record if larger, and its id list), as Java's `BufferPool` charges `batch.size`; a
+    /// record waiting for metadata its own size. `send` refuses a record that would open a
+    /// batch without room for it (unless nothing else is held); a record that fits within an
+    /// open batch's room costs nothing more and is always taken.
     pub buffer_memory: usize,
     /// `max.request.size` in bytes: the largest Produce request, and so the largest record.
     pub max_request_size: usize,

@@ -1350,7 +1350,9 @@ struct Driver<C: Connector> {
     /// With `acks=0` nothing answers a request, so a broker that stops reading would go
     /// unnoticed: a write that makes no progress for this long (`request.timeout.ms`) fails
     /// its connection, which the core then replaces. `None` for acks 1 and all, where the
-    /// core's request timeout notices.
+    /// core's request timeout notices. (The kernel reports a full socket writable again only
+    /// once part of its send buffer has drained, so on a link slower than about a third of
+    /// the send buffer per `request.timeout.ms` a live connection could be given up too.)
     write_stall: Option<Duration>,
     /// Notified by every writer after each write.
     written: Arc<Notify>,

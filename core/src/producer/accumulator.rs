@@ -39,9 +39,7 @@ pub(super) fn batch_charge(b: &Batch) -> usize {
         (None, Some(wire)) => wire.len(),
         (None, None) => 0,
     };
-    size_of::<Batch>()
-        + b.reserve.bytes.max(bytes)
-        + ids_room(b.reserve.ids, b.records.len()) * size_of::<RecordId>()
+    b.reserve.charge_holding(bytes, b.records.len())
 }
 
 /// The ids a record list reserved for `reserved` holds room for with `n` in it: it doubles
@@ -71,6 +69,37 @@ pub(super) fn reserve_for(cfg: &ProducerConfig, size: usize) -> Reserve {
 pub(super) fn encoded_len(payload: usize) -> usize {
     let body = body_len(0, 0, payload);
     varint_len(body as i32) + body
+}
+
+impl Reserve {
+    /// What a batch with this room is charged while it holds `bytes` and `records`.
+    fn charge_holding(&self, bytes: usize, records: usize) -> usize {
+        size_of::<Batch>()
+            + self.bytes.max(bytes)
+            + ids_room(self.ids, records) * size_of::<RecordId>()
+    }
+
+    /// What a new batch with this room is charged.
+    pub(super) fn charge(&self) -> usize {
+        self.charge_holding(0, 0)
+    }
+}
+
+/// Where a record goes: see [`Producer::place`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Placement {
+    part: i32,
+    body: Option<usize>,
+}
+
+/// The body length of a record of `payload` ([`record_payload_len`]) in partition `p`'s open
+/// batch, if it has one with room for it (Kafka's `hasRoomFor`).
+fn open_room(p: &Partition, timestamp: i64, payload: usize, batch_size: usize) -> Option<usize> {
+    let b = p.batches.back().filter(|b| b.state == BatchState::Open)?;
+    let bb = b.builder.as_ref()?;
+    let len = bb.body_len_with(timestamp, payload);
+    bb.has_room_for(varint_len(len as i32) + len, batch_size)
+        .then_some(len)
 }
 
 /// A record waiting for its topic's metadata.
@@ -147,11 +176,41 @@ impl Producer {
         if size + overhead > self.cfg.max_request_size {
             return Err(SendError::TooLarge(record));
         }
-        // The record's own size is the estimate checked here; a record that opens a batch is
-        // then charged the batch (`append`), which can take `buffer.memory` past its limit by
-        // at most one batch (no larger than `max.request.size`, itself within
-        // `buffer.memory`); later records are refused until it resolves.
-        if self.buffered_bytes + size > self.cfg.buffer_memory {
+        // Room in `buffer.memory`: a record that fits within its partition's open batch's
+        // room is covered by that batch's charge (else it needs what it grows the charge by);
+        // one that opens a batch needs the batch's whole room (as Java allocates `batch.size`
+        // from its pool); one that waits for metadata needs its own size. Whatever is needed
+        // is granted when nothing else is held, so that a small `buffer.memory` still moves.
+        let direct = known.filter(|&ti| {
+            let t = &self.topics[ti];
+            !t.partitions.is_empty() && t.pending.is_empty()
+        });
+        let mut placed = None;
+        let need = match direct {
+            Some(ti) => {
+                let n = self.topics[ti].partitions.len() as i32;
+                if record.partition.is_some_and(|p| p >= n) {
+                    return Err(SendError::InvalidPartition(record));
+                }
+                let place = self.place(ti, &record, payload);
+                placed = Some(place);
+                let p = &self.topics[ti].partitions[place.part as usize];
+                match (place.body, p.batches.back()) {
+                    // Into the open batch: only what it grows its charge by.
+                    (Some(body), Some(b)) => {
+                        let bytes = b.builder.as_ref().map_or(0, |bb| bb.size());
+                        let len = varint_len(body as i32) + body;
+                        b.reserve.charge_holding(bytes + len, b.records.len() + 1) - batch_charge(b)
+                    }
+                    _ => reserve_for(&self.cfg, encoded_len(payload)).charge(),
+                }
+            }
+            None => size + PENDING_CHARGE,
+        };
+        if need > 0
+            && self.buffered_bytes > 0
+            && self.buffered_bytes + need > self.cfg.buffer_memory
+        {
             return Err(SendError::QueueFull(record));
         }
         let ti = match known {
@@ -167,16 +226,15 @@ impl Producer {
         self.stats.0.records_accepted += 1;
         self.pending_records += 1;
         self.dirty = true;
-        if n > 0 && self.topics[ti].pending.is_empty() {
-            self.append(ti, id, record, 0, payload);
+        if let Some(placed) = placed {
+            self.append(ti, id, record, 0, payload, placed);
         } else {
             self.wakes.0 += 1;
-            let size = size + PENDING_CHARGE;
-            self.buffered_bytes += size;
+            self.buffered_bytes += need;
             self.topics[ti].pending.push_back(PendingRecord {
                 id,
                 record,
-                size,
+                size: need,
                 enqueued: now,
             });
         }
@@ -206,8 +264,18 @@ impl Producer {
         }
     }
 
-    pub(super) fn choose_partition(&mut self, ti: usize, record: &Record) -> i32 {
-        let t = &mut self.topics[ti];
+    /// Where `record` (of `payload`, [`record_payload_len`]) goes in topic `ti`, which has
+    /// partitions: its partition, and its body length in that partition's open batch if it
+    /// fits there.
+    fn place(&self, ti: usize, record: &Record, payload: usize) -> Placement {
+        let part = self.choose_partition(ti, record);
+        let body = (self.topics[ti].partitions.get(part as usize))
+            .and_then(|p| open_room(p, record.timestamp, payload, self.cfg.batch_size));
+        Placement { part, body }
+    }
+
+    pub(super) fn choose_partition(&self, ti: usize, record: &Record) -> i32 {
+        let t = &self.topics[ti];
         let n = t.partitions.len() as i32;
         match (&record.partition, &record.key) {
             (Some(p), _) => *p,
@@ -228,9 +296,10 @@ impl Producer {
         record: Record,
         charged: usize,
         payload: usize,
+        placed: Placement,
     ) {
         let n = self.topics[ti].partitions.len() as i32;
-        let part = self.choose_partition(ti, &record);
+        let part = placed.part;
         if part >= n {
             self.wakes.0 += 1;
             self.buffered_bytes -= charged;
@@ -251,15 +320,8 @@ impl Producer {
         let (key, value) = (record.key.as_deref(), record.value.as_deref());
         // The record's body length in the open batch, measured once for the room check and
         // the append.
-        let mut body = None;
-        let fits = p.batches.back().is_some_and(|b| {
-            b.state == BatchState::Open
-                && b.builder.as_ref().is_some_and(|bb| {
-                    let len = bb.body_len_with(record.timestamp, payload);
-                    body = Some(len);
-                    bb.has_room_for(varint_len(len as i32) + len, batch_size)
-                })
-        });
+        let body = placed.body;
+        let fits = body.is_some();
         if !fits {
             let had_open = if let Some(b) = p.batches.back_mut() {
                 let open = b.state == BatchState::Open;
@@ -293,7 +355,7 @@ impl Producer {
         // A new batch is charged its room; a record adds only what it outgrew it by.
         let before = if fits { batch_charge(b) } else { 0 };
         let builder = b.builder.as_mut().expect("open batch has a builder");
-        let body = match body.filter(|_| fits) {
+        let body = match body {
             Some(body) => body,
             None => builder.body_len_with(record.timestamp, payload),
         };
@@ -313,6 +375,23 @@ impl Producer {
         }
     }
 
+    /// Debug builds, after every drain (so in every unit test and every model state): what
+    /// `buffer.memory` holds is exactly the charges of the records waiting for metadata and
+    /// of the batches.
+    #[cfg(debug_assertions)]
+    pub(super) fn check_accounting(&self) {
+        let held: usize = (self.topics.iter())
+            .map(|t| {
+                t.pending.iter().map(|p| p.size).sum::<usize>()
+                    + (t.partitions.iter())
+                        .flat_map(|p| p.batches.iter())
+                        .map(|b| b.size)
+                        .sum::<usize>()
+            })
+            .sum();
+        assert_eq!(self.buffered_bytes, held, "buffer.memory accounting");
+    }
+
     pub(super) fn route_pending(&mut self, ti: usize) {
         if self.topics[ti].partitions.is_empty() {
             return;
@@ -320,7 +399,8 @@ impl Producer {
         while let Some(p) = self.topics[ti].pending.pop_front() {
             let r = &p.record;
             let payload = record_payload_len(r.key.as_deref(), r.value.as_deref(), &r.headers);
-            self.append(ti, p.id, p.record, p.size, payload);
+            let placed = self.place(ti, r, payload);
+            self.append(ti, p.id, p.record, p.size, payload, placed);
         }
     }
 }

@@ -198,7 +198,8 @@ impl Producer {
         self.pending_records
     }
 
-    /// Bytes of record data held.
+    /// Bytes charged against `buffer.memory`: the room of every batch held and the size of
+    /// every record waiting for metadata (see [`ProducerConfig::buffer_memory`]).
     pub fn buffered_bytes(&self) -> usize {
         self.buffered_bytes
     }
@@ -343,7 +344,10 @@ impl Producer {
             Some(o) => o,
             None => {
                 #[cfg(debug_assertions)]
-                self.check_index();
+                {
+                    self.check_index();
+                    self.check_accounting();
+                }
                 Output::Wait {
                     until: self.next_deadline(),
                 }
