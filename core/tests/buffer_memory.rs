@@ -13,6 +13,17 @@ use kprod_core::{Event, Record, SendError};
 const BATCH: usize = 16 * 1024;
 const MEMORY: usize = 64 * 1024;
 
+/// 64 KiB of `buffer.memory` and `max.request.size`, batches of `batch_size`, held for a
+/// minute (nothing is sent while the test runs).
+fn lingering(batch_size: usize) -> Harness {
+    Harness::new(|c| {
+        c.batch_size = batch_size;
+        c.buffer_memory = MEMORY;
+        c.max_request_size = MEMORY;
+        c.linger = std::time::Duration::from_secs(60);
+    })
+}
+
 fn small(i: usize) -> Record {
     Record::new(TOPIC, format!("record {i}")).with_partition(0)
 }
@@ -86,12 +97,7 @@ fn records_sharing_a_batch_are_charged_little_beyond_their_bytes() {
     // 100 records of 100 B into one partition with nothing answered: they share a batch, and
     // the charge is that batch's room (its 16 KiB buffer, more than the records' 11.9 KB),
     // not 100 batches.
-    let mut h = Harness::new(|c| {
-        c.batch_size = BATCH;
-        c.buffer_memory = MEMORY;
-        c.max_request_size = MEMORY;
-        c.linger = std::time::Duration::from_secs(60);
-    });
+    let mut h = lingering(BATCH);
     for i in 0..100 {
         h.p.send(
             h.now,
@@ -113,12 +119,7 @@ fn records_that_fit_the_open_batch_are_taken_even_when_its_room_fills_the_buffer
     // buffer.memory = batch.size = max.request.size: the open batch's room alone passes the
     // limit, but records that fit in it cost nothing more and are taken (as Java appends to
     // an open batch without allocating); only a record that needs a second batch waits.
-    let mut h = Harness::new(|c| {
-        c.batch_size = MEMORY;
-        c.buffer_memory = MEMORY;
-        c.max_request_size = MEMORY;
-        c.linger = std::time::Duration::from_secs(60);
-    });
+    let mut h = lingering(MEMORY);
     h.p.send(h.now, Record::new(TOPIC, "warm").with_partition(0))
         .unwrap();
     assert!(h.answer_until_produce(&[]).is_none(), "lingering");

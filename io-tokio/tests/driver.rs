@@ -1028,13 +1028,9 @@ async fn enqueue_many_waits_for_memory_keeps_order_and_refuses_in_place() {
     assert_eq!(err.persisted, Persistence::NotPersisted);
 }
 
-/// acks=0: a record leaves `buffer.memory` once its request is handed to the writer, so a
-/// broker that stops reading must not let the writer's queue grow without bound: past
-/// `buffer.memory` unwritten bytes the driver takes no new command and the sends wait.
-#[tokio::test(start_paused = true)]
-async fn acks_zero_sends_wait_while_the_writer_is_backed_up() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    const RECORDS: usize = 10_000;
+/// An acks=0 producer (64 KiB `buffer.memory`, 16 KiB batches) whose broker stops reading
+/// after the first Produce of its first connection (later connections are served).
+fn acks_zero_first_connection_stalls(request_timeout_ms: &str) -> (FakeBroker, ProducerHandle) {
     let broker = FakeBroker::new("t", 1);
     broker.script.lock().unwrap().produce = VecDeque::from([Action::Stall]);
     let cfg = config(&[
@@ -1043,11 +1039,22 @@ async fn acks_zero_sends_wait_while_the_writer_is_backed_up() {
         ("buffer.memory", "65536"),
         ("max.request.size", "65536"),
         ("batch.size", "16384"),
-        // Longer than the 30 s watched here: the stalled connection is not given up yet
-        // (see `acks_zero_a_broker_that_stops_reading_loses_its_connection`).
-        ("request.timeout.ms", "60000"),
+        ("request.timeout.ms", request_timeout_ms),
     ]);
     let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    (broker, h)
+}
+
+/// acks=0: a record leaves `buffer.memory` once its request is handed to the writer, so a
+/// broker that stops reading must not let the writer's queue grow without bound: past
+/// `buffer.memory` unwritten bytes the driver takes no new command and the sends wait.
+#[tokio::test(start_paused = true)]
+async fn acks_zero_sends_wait_while_the_writer_is_backed_up() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const RECORDS: usize = 10_000;
+    // Longer than the 30 s watched here: the stalled connection is not given up yet (see
+    // `acks_zero_a_broker_that_stops_reading_loses_its_connection`).
+    let (broker, h) = acks_zero_first_connection_stalls("60000");
     let accepted = Arc::new(AtomicUsize::new(0));
     let sender = {
         let (h, accepted) = (h.clone(), accepted.clone());
@@ -1085,18 +1092,7 @@ async fn acks_zero_sends_wait_while_the_writer_is_backed_up() {
 #[tokio::test(start_paused = true)]
 async fn acks_zero_a_broker_that_stops_reading_loses_its_connection() {
     const RECORDS: usize = 5_000;
-    let broker = FakeBroker::new("t", 1);
-    // Only the first connection stalls: its first Produce is never read past.
-    broker.script.lock().unwrap().produce = VecDeque::from([Action::Stall]);
-    let cfg = config(&[
-        ("acks", "0"),
-        ("retries", "0"),
-        ("buffer.memory", "65536"),
-        ("max.request.size", "65536"),
-        ("batch.size", "16384"),
-        ("request.timeout.ms", "2000"),
-    ]);
-    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    let (broker, h) = acks_zero_first_connection_stalls("2000");
     let sender = {
         let h = h.clone();
         tokio::spawn(async move {
