@@ -19,7 +19,9 @@ use crate::partition::{Batch, BatchState, Partition, Reserve};
 use crate::partitioner::partition_for_key;
 use crate::protocol::compression::{Compression, RatioEstimate};
 use crate::protocol::primitives::varint_len;
-use crate::protocol::record_batch::{body_len, record_payload_len, shared_buffer, HEADER_LEN};
+use crate::protocol::record_batch::{
+    body_len, record_payload_len, shared_buffer, RecordBatchBuilder, HEADER_LEN,
+};
 use crate::protocol::ErrorCode;
 use crate::types::{DeliveryError, Event, Persistence, Record, RecordId, SendError};
 
@@ -89,17 +91,31 @@ impl Reserve {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Placement {
     part: i32,
+    /// Its body length in the partition's open batch, if it fits there.
     body: Option<usize>,
+    /// What appending it adds to `buffered_bytes`: what it grows the open batch's charge by,
+    /// or a new batch's room.
+    charge: usize,
 }
 
-/// The body length of a record of `payload` ([`record_payload_len`]) in partition `p`'s open
-/// batch, if it has one with room for it (Kafka's `hasRoomFor`).
-fn open_room(p: &Partition, timestamp: i64, payload: usize, batch_size: usize) -> Option<usize> {
+/// Partition `p`'s open batch, its builder, and the body length of a record of `payload`
+/// ([`record_payload_len`]) in it, if it has room for the record (Kafka's `hasRoomFor`).
+fn open_room(
+    p: &Partition,
+    timestamp: i64,
+    payload: usize,
+    batch_size: usize,
+) -> Option<(&Batch, &RecordBatchBuilder, usize)> {
     let b = p.batches.back().filter(|b| b.state == BatchState::Open)?;
     let bb = b.builder.as_ref()?;
     let len = bb.body_len_with(timestamp, payload);
     bb.has_room_for(varint_len(len as i32) + len, batch_size)
-        .then_some(len)
+        .then_some((b, bb, len))
+}
+
+/// A record's [`record_payload_len`].
+fn payload_of(r: &Record) -> usize {
+    record_payload_len(r.key.as_deref(), r.value.as_deref(), &r.headers)
 }
 
 /// A record waiting for its topic's metadata.
@@ -166,11 +182,7 @@ impl Producer {
             return Err(SendError::InvalidPartition(record));
         }
         // Measured once: `append` places the record in a batch from this.
-        let payload = record_payload_len(
-            record.key.as_deref(),
-            record.value.as_deref(),
-            &record.headers,
-        );
+        let payload = payload_of(&record);
         let size = encoded_len(payload) + 10;
         let overhead = REQUEST_OVERHEAD + PARTITION_OVERHEAD + record.topic.len() + HEADER_LEN;
         if size + overhead > self.cfg.max_request_size {
@@ -181,32 +193,13 @@ impl Producer {
         // one that opens a batch needs the batch's whole room (as Java allocates `batch.size`
         // from its pool); one that waits for metadata needs its own size. Whatever is needed
         // is granted when nothing else is held, so that a small `buffer.memory` still moves.
-        let direct = known.filter(|&ti| {
-            let t = &self.topics[ti];
-            !t.partitions.is_empty() && t.pending.is_empty()
-        });
-        let mut placed = None;
-        let need = match direct {
-            Some(ti) => {
-                let n = self.topics[ti].partitions.len() as i32;
-                if record.partition.is_some_and(|p| p >= n) {
-                    return Err(SendError::InvalidPartition(record));
-                }
-                let place = self.place(ti, &record, payload);
-                placed = Some(place);
-                let p = &self.topics[ti].partitions[place.part as usize];
-                match (place.body, p.batches.back()) {
-                    // Into the open batch: only what it grows its charge by.
-                    (Some(body), Some(b)) => {
-                        let bytes = b.builder.as_ref().map_or(0, |bb| bb.size());
-                        let len = varint_len(body as i32) + body;
-                        b.reserve.charge_holding(bytes + len, b.records.len() + 1) - batch_charge(b)
-                    }
-                    _ => reserve_for(&self.cfg, encoded_len(payload)).charge(),
-                }
-            }
-            None => size + PENDING_CHARGE,
-        };
+        let placed = (known)
+            .filter(|&ti| {
+                let t = &self.topics[ti];
+                !t.partitions.is_empty() && t.pending.is_empty()
+            })
+            .map(|ti| self.place(ti, &record, payload));
+        let need = placed.map_or(size + PENDING_CHARGE, |p| p.charge);
         if need > 0
             && self.buffered_bytes > 0
             && self.buffered_bytes + need > self.cfg.buffer_memory
@@ -265,13 +258,36 @@ impl Producer {
     }
 
     /// Where `record` (of `payload`, [`record_payload_len`]) goes in topic `ti`, which has
-    /// partitions: its partition, and its body length in that partition's open batch if it
-    /// fits there.
+    /// partitions: its partition, its body length in that partition's open batch if it
+    /// fits there, and what appending it would charge (a partition out of range has no open
+    /// batch: `append` fails the record, charging nothing).
     fn place(&self, ti: usize, record: &Record, payload: usize) -> Placement {
         let part = self.choose_partition(ti, record);
-        let body = (self.topics[ti].partitions.get(part as usize))
+        let open = (self.topics[ti].partitions.get(part as usize))
             .and_then(|p| open_room(p, record.timestamp, payload, self.cfg.batch_size));
-        Placement { part, body }
+        match open {
+            // Into the open batch: only what it grows the batch's charge by, nothing while
+            // the batch stays within its room.
+            Some((b, bb, body)) => {
+                let (r, bytes, n) = (b.reserve, bb.size(), b.records.len());
+                let len = varint_len(body as i32) + body;
+                let charge = if bytes + len <= r.bytes && n < r.ids {
+                    0
+                } else {
+                    r.charge_holding(bytes + len, n + 1) - r.charge_holding(bytes, n)
+                };
+                Placement {
+                    part,
+                    body: Some(body),
+                    charge,
+                }
+            }
+            None => Placement {
+                part,
+                body: None,
+                charge: reserve_for(&self.cfg, encoded_len(payload)).charge(),
+            },
+        }
     }
 
     pub(super) fn choose_partition(&self, ti: usize, record: &Record) -> i32 {
@@ -352,8 +368,6 @@ impl Producer {
             }
         }
         let b = p.batches.back_mut().expect("just ensured");
-        // A new batch is charged its room; a record adds only what it outgrew it by.
-        let before = if fits { batch_charge(b) } else { 0 };
         let builder = b.builder.as_mut().expect("open batch has a builder");
         let body = match body {
             Some(body) => body,
@@ -362,9 +376,10 @@ impl Producer {
         builder.push_measured(record.timestamp, key, value, &record.headers, body);
         let full = builder.is_full(batch_size);
         b.records.push(id);
-        let charge = batch_charge(b) - before;
-        b.size += charge;
-        self.buffered_bytes = self.buffered_bytes + charge - charged;
+        // A new batch is charged its room; a record adds only what it outgrew it by.
+        b.size += placed.charge;
+        debug_assert_eq!(b.size, batch_charge(b), "the charge `place` foresaw");
+        self.buffered_bytes = self.buffered_bytes + placed.charge - charged;
         if full {
             b.state = BatchState::Ready;
         }
@@ -397,9 +412,8 @@ impl Producer {
             return;
         }
         while let Some(p) = self.topics[ti].pending.pop_front() {
-            let r = &p.record;
-            let payload = record_payload_len(r.key.as_deref(), r.value.as_deref(), &r.headers);
-            let placed = self.place(ti, r, payload);
+            let payload = payload_of(&p.record);
+            let placed = self.place(ti, &p.record, payload);
             self.append(ti, p.id, p.record, p.size, payload, placed);
         }
     }
