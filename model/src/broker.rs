@@ -539,24 +539,13 @@ impl Cluster {
         if pid >= 0 && first < 0 {
             return (ErrorCode::InvalidRecord, -1, log_start);
         }
+        let modulus = i64::from(max_seq) + 1;
         if pid < 0 {
             // No producer id (idempotence off): Kafka checks no sequence and keeps no state
             // for it, so every batch is appended as it comes, a resend included.
-            let base_offset = part.log.len() as i64;
-            for r in &batch.records {
-                part.log.push(StoredRecord {
-                    value: r.value.clone(),
-                    producer_id: pid,
-                    epoch,
-                    sequence: -1,
-                });
-            }
-            return match injected {
-                Some(inj) => (inj.code, -1, log_start),
-                None => (ErrorCode::None, base_offset, log_start),
-            };
+            let base_offset = append_records(&mut part.log, &batch, modulus);
+            return answer(injected, base_offset, log_start);
         }
-        let modulus = i64::from(max_seq) + 1;
         let last = ((i64::from(first) + i64::from(count) - 1) % modulus) as i32;
         if i64::from(first) + i64::from(count) - 1 > i64::from(max_seq) {
             self.stats.wrapped = true;
@@ -643,15 +632,7 @@ impl Cluster {
             }
         }
         // R5: append.
-        let base_offset = part.log.len() as i64;
-        for (k, r) in batch.records.iter().enumerate() {
-            part.log.push(StoredRecord {
-                value: r.value.clone(),
-                producer_id: pid,
-                epoch,
-                sequence: ((i64::from(first) + k as i64) % modulus) as i32,
-            });
-        }
+        let base_offset = append_records(&mut part.log, &batch, modulus);
         let e = part.producers.entry(pid).or_insert(ProducerEntry {
             epoch,
             batches: VecDeque::new(),
@@ -664,10 +645,36 @@ impl Cluster {
         while e.batches.len() > 5 {
             e.batches.pop_front();
         }
-        match injected {
-            Some(inj) => (inj.code, -1, log_start),
-            None => (ErrorCode::None, base_offset, log_start),
-        }
+        answer(injected, base_offset, log_start)
+    }
+}
+
+/// Appends `batch`'s records to `log`, returning the first one's offset. A batch with no
+/// producer id stores sequence -1; otherwise record `k` has its base sequence plus `k` on the
+/// ring of `modulus`.
+fn append_records(log: &mut Vec<StoredRecord>, batch: &RecordBatch, modulus: i64) -> i64 {
+    let base_offset = log.len() as i64;
+    for (k, r) in batch.records.iter().enumerate() {
+        log.push(StoredRecord {
+            value: r.value.clone(),
+            producer_id: batch.producer_id,
+            epoch: batch.producer_epoch,
+            sequence: if batch.producer_id < 0 {
+                -1
+            } else {
+                ((i64::from(batch.base_sequence) + k as i64) % modulus) as i32
+            },
+        });
+    }
+    base_offset
+}
+
+/// The answer to an appended batch: success at `base_offset`, or the error an injection
+/// asked for after the append.
+fn answer(injected: Option<Injection>, base_offset: i64, log_start: i64) -> (ErrorCode, i64, i64) {
+    match injected {
+        Some(inj) => (inj.code, -1, log_start),
+        None => (ErrorCode::None, base_offset, log_start),
     }
 }
 
