@@ -1395,11 +1395,13 @@ impl<C: Connector> Driver<C> {
         let mut armed = None;
         let mut commands_open = true;
         let shared = Arc::clone(&self.shared);
-        let acks = shared.lock().producer.config().acks;
-        if acks == 0 {
+        {
             let core = shared.lock();
-            self.write_backlog_limit = Some(core.producer.config().buffer_memory);
-            self.write_stall = Some(core.producer.config().request_timeout);
+            let cfg = core.producer.config();
+            if cfg.acks == 0 {
+                self.write_backlog_limit = Some(cfg.buffer_memory);
+                self.write_stall = Some(cfg.request_timeout);
+            }
         }
         let written = Arc::clone(&self.written);
         let mut input = None;
