@@ -275,12 +275,47 @@ pub fn cache_dir() -> PathBuf {
     }
 }
 
-/// A port that was free a moment ago: bind port 0, read the port, release it.
+/// A port for a broker listener, free when this returns and never handed out
+/// twice by this process.
+///
+/// Ports come from below Linux's ephemeral range (32768 and up by default), so the
+/// kernel never gives one of them to a port-0 bind or to an outgoing
+/// connection in the time between this check and the broker's bind. Binding
+/// port 0 and releasing it, as this did before, let the kernel hand the same
+/// port out twice: CI once got one port for a Kafka node's client and
+/// controller listeners, and the node refused to start. Each process starts
+/// at its own place in the range (from its pid and the clock), so test
+/// binaries run at the same time rarely meet; the bind check skips ports
+/// already taken.
 pub fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind an ephemeral port on 127.0.0.1")
+    const LOW: u32 = 10_000;
+    // The ephemeral range's first port, 32768 unless the machine says otherwise.
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    assert!(
+        ephemeral >= LOW + 1_000,
+        "the ephemeral port range starts at {ephemeral}: leave ports {LOW}..{} to listeners",
+        LOW + 1_000
+    );
+    let span = ephemeral - LOW;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    if NEXT.load(Ordering::Relaxed) == u32::MAX {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let start = (std::process::id().wrapping_mul(7_919) ^ nanos) % span;
+        let _ = NEXT.compare_exchange(u32::MAX, start, Ordering::Relaxed, Ordering::Relaxed);
+    }
+    for _ in 0..span {
+        let port = (LOW + NEXT.fetch_add(1, Ordering::Relaxed) % span) as u16;
+        if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port on 127.0.0.1 from {LOW} to {ephemeral}");
 }
 
 /// A fresh, empty directory under the system temp dir.
