@@ -148,3 +148,121 @@ fn hundred_thousand_keyed_records_on_three_kafka_nodes() {
     let kafka = Kafka::start(3);
     keyed_scenario(&kafka, 3);
 }
+
+/// One node whose `message.max.bytes` is 4,000: batches of 300 B records (up to
+/// `batch.size` 16 KiB) are refused MESSAGE_TOO_LARGE and split until they fit, while the
+/// later batches of the partition, already in flight, are refused out of order and sent
+/// again; every 400th record is 6,000 B, too large on its own, and fails MESSAGE_TOO_LARGE,
+/// not persisted, handed back, its gap closed by an epoch bump. The reader finds every other
+/// record exactly once, in send order, at the offset it was acknowledged with, and none of
+/// the oversized ones.
+#[test]
+fn message_too_large_splits_batches_and_fails_only_the_oversized_records() {
+    use kprod_tokio::{ErrorCode, ErrorKind, FailureReason, Persistence, ProducerHandle, Record};
+
+    const PARTITIONS: i32 = 3;
+    const RECORDS: usize = 2_400;
+    let kafka =
+        Kafka::start_with(kprod_tests::KafkaOptions::new(1).set("message.max.bytes", 4_000));
+    let topic = "kprod-message-too-large";
+    kafka.create_topic(topic, PARTITIONS, 1, None);
+    let value = |i: usize| {
+        let size = if i % 400 == 399 { 6_000 } else { 300 };
+        let mut v = format!("r{i:06}-").into_bytes();
+        v.resize(size, b'x');
+        v
+    };
+    let outcomes = kprod_tests::e2e::runtime().block_on(async {
+        let producer = ProducerHandle::from_properties(&[
+            ("bootstrap.servers", kafka.bootstrap().as_str()),
+            ("linger.ms", "20"),
+            ("batch.size", "16384"),
+            ("max.in.flight.requests.per.connection", "5"),
+        ])
+        .expect("valid properties");
+        let mut futures = Vec::with_capacity(RECORDS);
+        for i in 0..RECORDS {
+            let record = Record::new(topic, value(i)).with_partition(i as i32 % PARTITIONS);
+            futures.push(producer.enqueue(record).await.expect("accepted"));
+        }
+        let mut out = Vec::with_capacity(RECORDS);
+        for f in futures {
+            out.push(
+                tokio::time::timeout(RESOLVE_TIMEOUT, f)
+                    .await
+                    .expect("every record resolves"),
+            );
+        }
+        let metrics = producer.metrics().await;
+        kprod_tests::e2e::close(producer).await;
+        (out, metrics)
+    });
+    let (outcomes, metrics) = outcomes;
+    println!(
+        "{} batches sent, {} retries, {} epoch bumps",
+        metrics.batches_sent, metrics.retries, metrics.epoch_bumps
+    );
+    // Six oversized records, each a gap closed by its own bump (Kafka accepts KIP-360's).
+    assert!(
+        metrics.epoch_bumps >= (RECORDS / 400) as u64,
+        "an epoch bump per oversized record: {metrics:?}"
+    );
+    // Whole batches (about 50 records) were refused and split: far more batches than the
+    // ~50 that `batch.size` alone would make.
+    assert!(
+        metrics.batches_sent >= 300,
+        "batches were split to fit 4,000 B: {} sent",
+        metrics.batches_sent
+    );
+    let mut acked = BTreeMap::new();
+    for (i, outcome) in outcomes.into_iter().enumerate() {
+        match outcome {
+            Ok(d) if i % 400 != 399 => {
+                assert_eq!(d.partition, i as i32 % PARTITIONS, "record {i}");
+                let offset = d.offset.unwrap_or_else(|| panic!("record {i}: no offset"));
+                acked.insert((d.partition, offset), i);
+            }
+            Ok(d) => panic!("record {i} of 6,000 B was delivered: {d:?}"),
+            Err(e) if i % 400 == 399 => {
+                assert_eq!(
+                    e.kind,
+                    ErrorKind::Failed(FailureReason::Broker(ErrorCode::MessageTooLarge)),
+                    "record {i}"
+                );
+                assert_eq!(e.persisted, Persistence::NotPersisted, "record {i}");
+                let back = e.record().expect("the record is handed back");
+                assert_eq!(back.value.as_deref(), Some(&value(i)[..]), "record {i}");
+            }
+            Err(e) => panic!("record {i} of 300 B failed: {e:?}"),
+        }
+    }
+    assert_eq!(acked.len(), RECORDS - RECORDS / 400);
+    let log = read(&kafka, topic, PARTITIONS);
+    for p in 0..PARTITIONS {
+        let records = log.get(&p).map_or(&[][..], |v| &v[..]);
+        let sent: Vec<usize> = (0..RECORDS)
+            .filter(|&i| i as i32 % PARTITIONS == p && i % 400 != 399)
+            .collect();
+        let found: Vec<usize> = records
+            .iter()
+            .map(|r| {
+                let v = r.value.as_deref().expect("a value");
+                let i: usize = std::str::from_utf8(&v[1..7])
+                    .expect("utf-8")
+                    .parse()
+                    .expect("index");
+                assert_eq!(
+                    acked.get(&(p, r.offset)),
+                    Some(&i),
+                    "partition {p} offset {}: record {i} is not the one acknowledged there",
+                    r.offset
+                );
+                i
+            })
+            .collect();
+        assert_eq!(
+            found, sent,
+            "partition {p}: the log is every sent record once, in order"
+        );
+    }
+}
