@@ -266,3 +266,109 @@ fn message_too_large_splits_batches_and_fails_only_the_oversized_records() {
         );
     }
 }
+
+/// One node whose topics are compacted (`log.cleanup.policy=compact`), which refuses a
+/// record without a key with INVALID_RECORD (87) and the whole batch with it: every 100th
+/// record has no key. Each record resolves once and truthfully: delivered (then in the log
+/// once, in send order, at its offset) or failed INVALID_RECORD, not persisted, handed back
+/// (then absent from the log). Every keyless record fails; the records in other batches are
+/// delivered, the partition going on after each refused batch (an epoch bump closes the gap).
+#[test]
+fn compacted_topic_refuses_keyless_records_and_nothing_else_is_lost() {
+    use kprod_tokio::{ErrorCode, ErrorKind, FailureReason, Persistence, ProducerHandle, Record};
+
+    const PARTITIONS: i32 = 3;
+    const RECORDS: usize = 3_000;
+    let keyless = |i: usize| i % 100 == 50;
+    let kafka =
+        Kafka::start_with(kprod_tests::KafkaOptions::new(1).set("log.cleanup.policy", "compact"));
+    let topic = "kprod-compacted";
+    kafka.create_topic(topic, PARTITIONS, 1, None);
+    let (outcomes, metrics) = kprod_tests::e2e::runtime().block_on(async {
+        let producer = ProducerHandle::from_properties(&[
+            ("bootstrap.servers", kafka.bootstrap().as_str()),
+            ("linger.ms", "5"),
+            ("batch.size", "1024"),
+        ])
+        .expect("valid properties");
+        let mut futures = Vec::with_capacity(RECORDS);
+        for i in 0..RECORDS {
+            let mut record =
+                Record::new(topic, format!("r{i:06}")).with_partition(i as i32 % PARTITIONS);
+            if !keyless(i) {
+                record = record.with_key(format!("k{i:06}"));
+            }
+            futures.push(producer.enqueue(record).await.expect("accepted"));
+        }
+        let mut out = Vec::with_capacity(RECORDS);
+        for f in futures {
+            out.push(
+                tokio::time::timeout(RESOLVE_TIMEOUT, f)
+                    .await
+                    .expect("every record resolves"),
+            );
+        }
+        let metrics = producer.metrics().await;
+        kprod_tests::e2e::close(producer).await;
+        (out, metrics)
+    });
+    let mut acked = BTreeMap::new();
+    let mut failed = 0;
+    for (i, outcome) in outcomes.into_iter().enumerate() {
+        match outcome {
+            Ok(d) => {
+                assert!(!keyless(i), "keyless record {i} was delivered: {d:?}");
+                let offset = d.offset.unwrap_or_else(|| panic!("record {i}: no offset"));
+                acked.insert((d.partition, offset), i);
+            }
+            Err(e) => {
+                assert_eq!(
+                    e.kind,
+                    ErrorKind::Failed(FailureReason::Broker(ErrorCode::InvalidRecord)),
+                    "record {i}"
+                );
+                assert_eq!(e.persisted, Persistence::NotPersisted, "record {i}");
+                let back = e.record().expect("the record is handed back");
+                assert_eq!(back.value.as_deref(), Some(format!("r{i:06}").as_bytes()));
+                failed += 1;
+            }
+        }
+    }
+    println!(
+        "{} delivered, {failed} failed, {} epoch bumps",
+        acked.len(),
+        metrics.epoch_bumps
+    );
+    assert!(failed >= RECORDS / 100, "every keyless record fails");
+    // A batch of 1 KiB holds a few dozen of these records, so most have no keyless one.
+    assert!(acked.len() >= RECORDS / 2, "{} delivered", acked.len());
+    let log = read(&kafka, topic, PARTITIONS);
+    for p in 0..PARTITIONS {
+        let found: Vec<(i64, usize)> = log.get(&p).map_or(Vec::new(), |records| {
+            records
+                .iter()
+                .map(|r| {
+                    let v = r.value.as_deref().expect("a value");
+                    let i = std::str::from_utf8(&v[1..])
+                        .expect("utf-8")
+                        .parse()
+                        .expect("index");
+                    (r.offset, i)
+                })
+                .collect()
+        });
+        let expected: Vec<(i64, usize)> = acked
+            .iter()
+            .filter(|((q, _), _)| *q == p)
+            .map(|(&(_, offset), &i)| (offset, i))
+            .collect();
+        assert_eq!(
+            found, expected,
+            "partition {p}: the log is exactly the acknowledged records, at their offsets"
+        );
+        assert!(
+            expected.windows(2).all(|w| w[0].1 < w[1].1),
+            "partition {p}: in send order"
+        );
+    }
+}
