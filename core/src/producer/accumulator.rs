@@ -138,6 +138,9 @@ pub(super) struct Topic {
     /// The compression of this topic's batches, and Kafka's estimate of its ratio.
     pub(super) compression: Compression,
     pub(super) ratio: RatioEstimate,
+    /// The topic's id from metadata (v10+), all zeros while unknown: a new id means the topic
+    /// was deleted and created again under its name.
+    pub(super) id: [u8; 16],
 }
 
 /// The id and uncompressed record bytes of partition `p`'s first unsealed batch: if the
@@ -248,6 +251,7 @@ impl Producer {
                     missing: None,
                     compression: self.cfg.compression_for(name),
                     ratio: RatioEstimate::default(),
+                    id: [0; 16],
                 });
                 self.topic_index.insert(shared, self.topics.len() - 1);
                 self.metadata.needed = true;

@@ -142,7 +142,10 @@ impl Producer {
         }
         let failed = !matches!(c.state, ConnState::Ready | ConnState::Reauthenticating)
             || reason == "connect failed";
-        if let (Target::Node(n), true) = (c.target, failed) {
+        // A connection lost with Produce requests on it (a request timeout, a reset) may
+        // mean the leader moved or died: the Java client refreshes on such a network error.
+        let lost_produce = (c.inflight.iter()).any(|r| matches!(r.kind, RequestKind::Produce(_)));
+        if let (Target::Node(n), true) = (c.target, failed || lost_produce) {
             // A leader that cannot be reached may no longer lead: ask who does (the Java
             // client refreshes metadata on every failed connect).
             let leads_something = self.index.0.leads_batches(Some(n));
@@ -268,8 +271,10 @@ impl Producer {
         // The distinct leaders of partitions holding batches (the index keeps them).
         for leader in self.index.0.queued_leaders() {
             match leader {
-                Some(n) if !self.node_conns.contains_key(&n) => wanted.push(n),
+                // A leader metadata named but did not list among the brokers: no address to
+                // connect to, so ask again.
                 Some(n) if !self.brokers.contains_key(&n) => unknown_leader = true,
+                Some(n) if !self.node_conns.contains_key(&n) => wanted.push(n),
                 None => unknown_leader = true,
                 _ => {}
             }

@@ -101,6 +101,23 @@ impl Producer {
             }
             let topic = &mut self.topics[ti];
             topic.missing = None;
+            // A topic deleted and created again under its name (a new id) starts over: its
+            // leader epochs restart from 0, so the old ones must not make every answer look
+            // stale (KIP-320), and its partitions hold no state for this producer, so each
+            // rebases (a new epoch, sequences from 0) once drained.
+            let recreated = t.topic_id != [0; 16] && topic.id != [0; 16] && topic.id != t.topic_id;
+            if t.topic_id != [0; 16] {
+                topic.id = t.topic_id;
+            }
+            if recreated {
+                for p in &mut topic.partitions {
+                    p.leader_epoch = -1;
+                    p.stale_leader = false;
+                    if p.bound.is_some() {
+                        p.needs_rebase = true;
+                    }
+                }
+            }
             // A topic's partitions are numbered 0..n and a response lists all n of them: an
             // index at or beyond the number listed is corrupt and is ignored, so a hostile
             // index cannot make the producer allocate (or overflow computing) a huge table.
@@ -124,7 +141,9 @@ impl Producer {
                 p.leader_epoch = mp.leader_epoch.max(p.leader_epoch);
                 p.stale_leader = false;
                 p.leader = (mp.leader_id >= 0).then_some(mp.leader_id);
-                if p.leader.is_none() {
+                // No leader, or one the answer did not list among the brokers (no address to
+                // connect to): ask again after the backoff.
+                if p.leader.is_none_or(|l| !self.brokers.contains_key(&l)) {
                     incomplete = true;
                 }
             }
@@ -134,6 +153,9 @@ impl Producer {
                 incomplete = true;
             }
             for pi in 0..self.topics[ti].partitions.len() {
+                if recreated {
+                    self.request_bump_for(ti, pi);
+                }
                 self.sync(ti, pi);
             }
             self.route_pending(ti);

@@ -1,0 +1,213 @@
+//! Cluster changes that metadata reveals, driven by hand against the benches' responder with
+//! its metadata answers rewritten: a topic deleted and created again under its name, a
+//! leader the answer does not list among the brokers, and a leader's connection lost with
+//! Produce requests on it.
+
+mod harness;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use harness::{api_of, produce_error, produce_of, respond, Harness, TOPIC};
+use kprod_core::protocol::metadata::{MetadataRequest, MetadataResponse};
+use kprod_core::protocol::{api_key, decode_response, encode_response, ErrorCode};
+use kprod_core::{ConnId, Diagnostic, Event, Output, Record};
+
+fn record(v: &str) -> Record {
+    Record::new(TOPIC, v.to_owned()).with_partition(0)
+}
+
+/// (producer epoch, base sequence) of the batch in a Produce request.
+fn epoch_and_sequence(frame: &Bytes) -> (i16, i32) {
+    let req = produce_of(frame);
+    let records = req.topic_data[0].partition_data[0].records.clone().unwrap();
+    (
+        i16::from_be_bytes(records[51..53].try_into().unwrap()),
+        i32::from_be_bytes(records[53..57].try_into().unwrap()),
+    )
+}
+
+/// The producer and every connection it opened, each answered on its own.
+struct Net {
+    h: Harness,
+    conns: BTreeMap<ConnId, BytesMut>,
+}
+
+impl Net {
+    fn new() -> Self {
+        Self {
+            h: Harness::new(|_| {}),
+            conns: BTreeMap::new(),
+        }
+    }
+
+    fn send(&mut self, v: &str) {
+        self.h.p.send(self.h.now, record(v)).unwrap();
+    }
+
+    /// Carries out every output until the producer waits: connects succeed at once.
+    fn drain(&mut self) {
+        loop {
+            match self.h.p.poll_output() {
+                Output::Wait { .. } => return,
+                Output::Connect { conn, .. } => {
+                    self.conns.insert(conn, BytesMut::new());
+                    self.h.p.handle_connected(self.h.now, conn);
+                }
+                Output::Transmit { conn, bytes } => {
+                    self.conns.get_mut(&conn).unwrap().extend_from_slice(&bytes)
+                }
+                Output::Close { conn } => {
+                    self.conns.remove(&conn);
+                }
+                Output::Event(e) => self.h.events.push(e),
+                Output::SaslInput { .. } => unreachable!("no SASL here"),
+            }
+        }
+    }
+
+    /// The next whole request frame written to any connection, and its connection.
+    fn next_frame(&mut self) -> Option<(ConnId, Bytes)> {
+        self.conns.iter_mut().find_map(|(&c, buf)| {
+            if buf.len() < 4 {
+                return None;
+            }
+            let len = 4 + i32::from_be_bytes(buf[..4].try_into().unwrap()) as usize;
+            (buf.len() >= len).then(|| (c, buf.split_to(len).freeze()))
+        })
+    }
+
+    /// Answers every request, metadata rewritten by `meta` and Produce answered by `produce`
+    /// (healthily when it returns `None`), moving the clock past every backoff, for
+    /// `rounds` rounds. Returns the Produce requests written.
+    fn run(
+        &mut self,
+        rounds: usize,
+        meta: &dyn Fn(&mut MetadataResponse),
+        produce: &mut dyn FnMut(&Bytes) -> Option<Bytes>,
+    ) -> Vec<Bytes> {
+        let mut produced = Vec::new();
+        for _ in 0..rounds {
+            self.drain();
+            while let Some((conn, f)) = self.next_frame() {
+                let (key, version, corr) = api_of(&f);
+                let h = &mut self.h;
+                let a = match key {
+                    api_key::METADATA => {
+                        let a = respond(&f, &mut h.next_offset);
+                        let (_, mut m) =
+                            decode_response::<MetadataRequest>(version, a.slice(4..)).unwrap();
+                        meta(&mut m);
+                        encode_response::<MetadataRequest>(&m, version, corr)
+                    }
+                    api_key::PRODUCE => {
+                        produced.push(f.clone());
+                        produce(&f).unwrap_or_else(|| respond(&f, &mut h.next_offset))
+                    }
+                    _ => respond(&f, &mut h.next_offset),
+                };
+                let mut buf = BytesMut::from(&a[..]);
+                h.p.handle_read(h.now, conn, &mut buf);
+                self.drain();
+            }
+            self.h.now += Duration::from_millis(200);
+            self.h.p.handle_timeout(self.h.now);
+        }
+        self.drain();
+        produced
+    }
+
+    fn pending(&self) -> usize {
+        self.h.p.pending_records()
+    }
+
+    fn bumps(&self) -> usize {
+        (self.h.events.iter())
+            .filter(|e| matches!(e, Event::Diagnostic(Diagnostic::EpochBumped(_))))
+            .count()
+    }
+}
+
+/// A topic deleted and created again under its name: a new topic id, and leader epochs that
+/// start again from 0. Before, the old topic's leader epoch (3) made every answer about the
+/// new topic look stale (KIP-320), so the partition waited for a leader for ever. Now the
+/// new id resets the epochs, and the partition starts over under a new producer epoch at
+/// sequence 0 (the new partition holds no state for this producer).
+#[test]
+fn a_topic_created_again_under_its_name_is_used_at_once() {
+    let mut net = Net::new();
+    let old = |m: &mut MetadataResponse| {
+        m.topics[0].topic_id = [1; 16];
+        m.topics[0].partitions[0].leader_epoch = 3;
+    };
+    let new = |m: &mut MetadataResponse| {
+        m.topics[0].topic_id = [2; 16];
+        m.topics[0].partitions[0].leader_epoch = 0;
+    };
+    net.send("a");
+    let first = net.run(3, &old, &mut |_| None);
+    assert_eq!(net.pending(), 0, "delivered to the first topic");
+    let (epoch, _) = epoch_and_sequence(&first[0]);
+    // The topic is deleted: the leader answers UNKNOWN_TOPIC_OR_PARTITION once, and metadata
+    // then describes the new topic.
+    net.send("b");
+    let mut refused = false;
+    let sent = net.run(20, &new, &mut |f| {
+        (!std::mem::replace(&mut refused, true))
+            .then(|| produce_error(f, ErrorCode::UnknownTopicOrPartition))
+    });
+    assert_eq!(net.pending(), 0, "delivered to the topic created again");
+    let last = sent.last().expect("b sent again");
+    assert_eq!(
+        epoch_and_sequence(last),
+        (epoch + 1, 0),
+        "a new epoch, from sequence 0"
+    );
+    assert_eq!(net.bumps(), 1);
+}
+
+/// A leader that the metadata answer does not list among its brokers has no address: the
+/// producer asks again (after the backoff) until an answer lists it. Before, it waited for
+/// `metadata.max.age.ms` (5 minutes).
+#[test]
+fn a_leader_missing_from_the_brokers_list_makes_the_producer_ask_again() {
+    let mut net = Net::new();
+    let unlisted = |m: &mut MetadataResponse| m.topics[0].partitions[0].leader_id = 7;
+    let asked = std::cell::Cell::new(0);
+    let counting = |m: &mut MetadataResponse| {
+        asked.set(asked.get() + 1);
+        unlisted(m);
+    };
+    net.send("a");
+    let sent = net.run(10, &counting, &mut |_| None);
+    assert!(sent.is_empty(), "no address for node 7: nothing sent");
+    // 10 rounds of 200 ms, a 100 ms backoff: asked again in every round.
+    assert!(asked.get() >= 9, "asked {} times", asked.get());
+    // Once an answer lists it (here: the leader is node 1 again), the record goes.
+    net.run(3, &|_| {}, &mut |_| None);
+    assert_eq!(net.pending(), 0);
+}
+
+/// A leader's connection lost with a Produce request on it makes the producer ask who leads
+/// the partition before it sends again, as the Java client does on a network error: here
+/// the answer names a new leader, and the retry goes there.
+#[test]
+fn a_leader_connection_lost_with_produce_in_flight_refreshes_metadata() {
+    let mut net = Net::new();
+    net.send("a");
+    net.run(3, &|_| {}, &mut |_| None);
+    net.send("b");
+    net.drain();
+    let (conn, f) = net.next_frame().expect("the Produce request");
+    assert_eq!(api_of(&f).0, api_key::PRODUCE);
+    // The leader's connection drops before the answer.
+    net.conns.remove(&conn);
+    net.h.p.handle_disconnected(net.h.now, conn);
+    let metadata_asked = std::cell::Cell::new(false);
+    let meta = |_: &mut MetadataResponse| metadata_asked.set(true);
+    let sent = net.run(5, &meta, &mut |_| None);
+    assert!(metadata_asked.get(), "metadata asked after the loss");
+    assert!(!sent.is_empty(), "b sent again");
+    assert_eq!(net.pending(), 0);
+}
