@@ -2068,13 +2068,33 @@ impl<C: Connector> Driver<C> {
     }
 }
 
-/// Writes every chunk, in order, with as few vectored writes as the socket allows; empties
-/// `chunks`. With `stall`, a write that makes no progress for that long fails (`TimedOut`).
+/// Writes every chunk, in order, with as few vectored writes as the socket allows, then
+/// flushes; empties `chunks`. With `stall`, a write (or the flush) that makes no progress for
+/// that long fails (`TimedOut`).
+///
+/// The flush matters over TLS: tokio-rustls takes the plaintext, reports it written, and may
+/// keep encrypted bytes it could not yet hand to a full socket until the next write or a
+/// flush. Without the flush, the end of the last request of a burst could wait there until
+/// `request.timeout.ms` closed the connection. On a plain TCP stream it does nothing.
 async fn write_all_vectored<W: AsyncWrite + Unpin>(
     w: &mut W,
     chunks: &mut Vec<Bytes>,
     stall: Option<Duration>,
 ) -> io::Result<()> {
+    async fn bounded<T>(
+        stall: Option<Duration>,
+        op: impl Future<Output = io::Result<T>>,
+    ) -> io::Result<T> {
+        match stall {
+            None => op.await,
+            Some(d) => tokio::time::timeout(d, op).await.map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the broker read nothing for request.timeout.ms",
+                )
+            })?,
+        }
+    }
     let mut first = 0;
     while first < chunks.len() {
         let slices: Vec<io::IoSlice<'_>> = chunks[first..]
@@ -2082,16 +2102,7 @@ async fn write_all_vectored<W: AsyncWrite + Unpin>(
             .take(64)
             .map(|c| io::IoSlice::new(c))
             .collect();
-        let write = w.write_vectored(&slices);
-        let mut n = match stall {
-            None => write.await?,
-            Some(d) => tokio::time::timeout(d, write).await.map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "the broker read nothing for request.timeout.ms",
-                )
-            })??,
-        };
+        let mut n = bounded(stall, w.write_vectored(&slices)).await?;
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
@@ -2110,7 +2121,7 @@ async fn write_all_vectored<W: AsyncWrite + Unpin>(
         }
     }
     chunks.clear();
-    Ok(())
+    bounded(stall, w.flush()).await
 }
 
 #[cfg(test)]
@@ -2150,5 +2161,59 @@ mod tests {
         p.insert(RecordId(20), tx);
         assert_eq!(p.first(), Some(RecordId(20)));
         assert!(!p.is_empty());
+    }
+
+    /// A writer that, like tokio-rustls over a full socket, takes bytes and reports them
+    /// written but delivers them only when flushed.
+    #[derive(Default)]
+    struct HoldsUntilFlushed {
+        held: Vec<u8>,
+        delivered: Vec<u8>,
+    }
+
+    impl AsyncWrite for HoldsUntilFlushed {
+        fn poll_write(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<io::Result<usize>> {
+            // A few bytes at a time, so that the vectored loop goes round.
+            let n = buf.len().min(7);
+            self.held.extend_from_slice(&buf[..n]);
+            std::task::Poll::Ready(Ok(n))
+        }
+
+        fn poll_flush(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            let held = std::mem::take(&mut self.held);
+            self.delivered.extend_from_slice(&held);
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            self.poll_flush(cx)
+        }
+    }
+
+    /// Every queued chunk reaches the peer, in order, before the writer waits for more: the
+    /// writes are flushed (before, bytes a TLS stream held back waited for the next request).
+    #[tokio::test]
+    async fn queued_chunks_are_written_in_order_and_flushed() {
+        let mut w = HoldsUntilFlushed::default();
+        let mut chunks: Vec<Bytes> = ["request one, ", "", "request two, ", "and its batch"]
+            .into_iter()
+            .map(|s| Bytes::from_static(s.as_bytes()))
+            .collect();
+        write_all_vectored(&mut w, &mut chunks, Some(Duration::from_secs(1)))
+            .await
+            .unwrap();
+        assert!(chunks.is_empty());
+        assert!(w.held.is_empty(), "nothing left unflushed");
+        assert_eq!(w.delivered, b"request one, request two, and its batch");
     }
 }
