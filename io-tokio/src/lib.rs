@@ -2173,29 +2173,23 @@ mod tests {
 
     impl AsyncWrite for HoldsUntilFlushed {
         fn poll_write(
-            mut self: std::pin::Pin<&mut Self>,
-            _: &mut std::task::Context<'_>,
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
             buf: &[u8],
-        ) -> std::task::Poll<io::Result<usize>> {
+        ) -> Poll<io::Result<usize>> {
             // A few bytes at a time, so that the vectored loop goes round.
             let n = buf.len().min(7);
             self.held.extend_from_slice(&buf[..n]);
-            std::task::Poll::Ready(Ok(n))
+            Poll::Ready(Ok(n))
         }
 
-        fn poll_flush(
-            mut self: std::pin::Pin<&mut Self>,
-            _: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<io::Result<()>> {
+        fn poll_flush(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
             let held = std::mem::take(&mut self.held);
             self.delivered.extend_from_slice(&held);
-            std::task::Poll::Ready(Ok(()))
+            Poll::Ready(Ok(()))
         }
 
-        fn poll_shutdown(
-            self: std::pin::Pin<&mut Self>,
-            cx: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<io::Result<()>> {
+        fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
             self.poll_flush(cx)
         }
     }
