@@ -748,6 +748,21 @@ enum Command {
     Metrics(oneshot::Sender<Metrics>),
 }
 
+impl Command {
+    /// A send whose caller no longer waits for its acceptance.
+    fn abandoned(&self) -> bool {
+        match self {
+            Self::Send { accepted, .. } => accepted.is_closed(),
+            Self::SendMany { accepted, .. } => accepted.is_closed(),
+            Self::Flush(_) | Self::Close(_) | Self::Metrics(_) => false,
+        }
+    }
+}
+
+/// The length of the queue of commands waiting for memory at which abandoned sends are first
+/// purged (then whenever it doubles).
+const DEFERRED_PURGE_FROM: usize = 64;
+
 /// Commands (and reads) the driver takes per wake-up before it drains the core once.
 const MAX_PER_WAKEUP: usize = 256;
 
@@ -918,6 +933,7 @@ impl ProducerHandle {
             io_tx,
             outbox: Vec::new(),
             deferred: VecDeque::new(),
+            deferred_purge_at: DEFERRED_PURGE_FROM,
             refused_at: None,
             flushes: Vec::new(),
             closers: Vec::new(),
@@ -1369,6 +1385,8 @@ struct Driver<C: Connector> {
     outbox: Vec<(oneshot::Sender<Outcome>, Outcome)>,
     /// Commands waiting behind a record refused with `QueueFull`, in arrival order.
     deferred: VecDeque<Command>,
+    /// The length of `deferred` at which the sends their callers gave up are purged.
+    deferred_purge_at: usize,
     /// `buffered_bytes()` when the front of `deferred` was last refused.
     refused_at: Option<usize>,
     /// Flush waiters: resolved once no pending record is below the bound.
@@ -1842,9 +1860,21 @@ impl<C: Connector> Driver<C> {
                 Command::Metrics(_) => {}
             }
         } else if !self.deferred.is_empty() {
-            self.deferred.push_back(cmd);
+            self.defer(cmd);
         } else if let Some(cmd) = self.apply(core, cmd) {
-            self.deferred.push_back(cmd);
+            self.defer(cmd);
+        }
+    }
+
+    /// Queues a command behind a record waiting for memory. A send whose caller gave up
+    /// (a `timeout` or `select!` dropped its future) would keep its record here until memory
+    /// frees, and an application retrying through a long outage would pile them up: so
+    /// whenever the queue doubles, those are dropped.
+    fn defer(&mut self, cmd: Command) {
+        self.deferred.push_back(cmd);
+        if self.deferred.len() >= self.deferred_purge_at {
+            self.deferred.retain(|c| !c.abandoned());
+            self.deferred_purge_at = (2 * self.deferred.len()).max(DEFERRED_PURGE_FROM);
         }
     }
 

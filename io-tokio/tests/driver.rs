@@ -392,6 +392,54 @@ async fn full_buffer_makes_senders_wait_and_drops_nothing() {
     h.close().await;
 }
 
+/// A value that counts its drops, to see when the producer lets go of a record.
+struct Counted(Arc<std::sync::atomic::AtomicUsize>, Vec<u8>);
+
+impl AsRef<[u8]> for Counted {
+    fn as_ref(&self) -> &[u8] {
+        &self.1
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// An application that retries sends under a timeout while the buffer stays full (a broker
+/// that takes 60 s per Produce): each abandoned send leaves its command, record included,
+/// queued for memory. Before, all 2,000 stayed queued until memory freed; now they are
+/// dropped whenever the queue doubles, so at most a few dozen are held at a time.
+#[tokio::test(start_paused = true)]
+async fn abandoned_sends_waiting_for_memory_do_not_pile_up() {
+    let (broker, h) = slow_broker_small_buffer(1);
+    broker.script.lock().unwrap().latency = Duration::from_secs(60);
+    // Fill the buffer.
+    let mut accepted = Vec::new();
+    loop {
+        let r = Record::new("t", "y".repeat(100)).with_partition(0);
+        match tokio::time::timeout(Duration::from_millis(1), h.enqueue(r)).await {
+            Ok(f) => accepted.push(f.expect("accepted")),
+            Err(_) => break,
+        }
+    }
+    let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    const ATTEMPTS: usize = 2_000;
+    for _ in 0..ATTEMPTS {
+        let value = Bytes::from_owner(Counted(dropped.clone(), vec![b'z'; 100]));
+        let r = Record::new("t", value).with_partition(0);
+        let attempt = tokio::time::timeout(Duration::from_millis(1), h.enqueue(r)).await;
+        assert!(attempt.is_err(), "the buffer stays full");
+    }
+    // Let the driver take every command sent.
+    tokio::task::yield_now().await;
+    let held = ATTEMPTS - dropped.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(held <= 128, "{held} abandoned records still held");
+    drop(accepted);
+    h.close().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn flush_sends_without_waiting_for_linger() {
     let broker = FakeBroker::new("t", 1);
