@@ -36,8 +36,12 @@ struct Net {
 
 impl Net {
     fn new() -> Self {
+        Self::with(|_| {})
+    }
+
+    fn with(tune: impl FnOnce(&mut kprod_core::ProducerConfig)) -> Self {
         Self {
-            h: Harness::new(|_| {}),
+            h: Harness::new(tune),
             conns: BTreeMap::new(),
         }
     }
@@ -210,4 +214,33 @@ fn a_leader_connection_lost_with_produce_in_flight_refreshes_metadata() {
     assert!(metadata_asked.get(), "metadata asked after the loss");
     assert!(!sent.is_empty(), "b sent again");
     assert_eq!(net.pending(), 0);
+}
+
+/// A topic that does not exist is asked about again after the backoff only while records
+/// wait for it. Before, once its records had failed, it was still asked about every
+/// `retry.backoff.ms` for the producer's life.
+#[test]
+fn a_missing_topic_is_no_longer_polled_once_nothing_waits_for_it() {
+    let mut net = Net::with(|c| c.max_block = Duration::from_secs(1));
+    let asked = std::cell::Cell::new(0);
+    let missing = |m: &mut MetadataResponse| {
+        asked.set(asked.get() + 1);
+        m.topics[0].error_code = ErrorCode::UnknownTopicOrPartition.as_i16();
+        m.topics[0].partitions.clear();
+    };
+    net.send("a");
+    net.run(10, &missing, &mut |_| None);
+    assert_eq!(net.pending(), 0, "failed after max.block.ms");
+    assert!(
+        asked.get() >= 5,
+        "asked while the record waited: {}",
+        asked.get()
+    );
+    let before = asked.get();
+    net.run(20, &missing, &mut |_| None);
+    assert!(
+        asked.get() - before <= 1,
+        "asked {} more times with nothing waiting",
+        asked.get() - before
+    );
 }

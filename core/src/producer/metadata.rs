@@ -83,7 +83,13 @@ impl Producer {
             };
             let code = ErrorCode::from_i16(t.error_code);
             if !code.is_ok() {
-                incomplete = true;
+                // Asked again after the backoff only while records wait for the topic: one
+                // that is gone and no longer used is left to the periodic refresh, not polled
+                // every `retry.backoff.ms` for the producer's life.
+                let topic = &self.topics[ti];
+                let used = !topic.pending.is_empty()
+                    || topic.partitions.iter().any(|p| !p.batches.is_empty());
+                incomplete |= used;
                 // P12: a flapping topic keeps its partitions and their sequence state.
                 let permanent = matches!(
                     code,
