@@ -32,6 +32,8 @@ fn epoch_and_sequence(frame: &Bytes) -> (i16, i32) {
 struct Net {
     h: Harness,
     conns: BTreeMap<ConnId, BytesMut>,
+    /// The address of every `Connect`, in order.
+    connects: Vec<String>,
 }
 
 impl Net {
@@ -43,6 +45,7 @@ impl Net {
         Self {
             h: Harness::new(tune),
             conns: BTreeMap::new(),
+            connects: Vec::new(),
         }
     }
 
@@ -55,7 +58,8 @@ impl Net {
         loop {
             match self.h.p.poll_output() {
                 Output::Wait { .. } => return,
-                Output::Connect { conn, .. } => {
+                Output::Connect { conn, addr } => {
+                    self.connects.push(addr.to_string());
                     self.conns.insert(conn, BytesMut::new());
                     self.h.p.handle_connected(self.h.now, conn);
                 }
@@ -242,5 +246,31 @@ fn a_missing_topic_is_no_longer_polled_once_nothing_waits_for_it() {
         asked.get() - before <= 1,
         "asked {} more times with nothing waiting",
         asked.get() - before
+    );
+}
+
+/// A node that moved to a new address under its id: its connection (to the old address) is
+/// closed and the next goes to the new one. Before, the old connection stayed, so requests
+/// kept going to whatever listened at the old address.
+#[test]
+fn a_broker_that_moved_is_reached_at_its_new_address() {
+    let mut net = Net::new();
+    net.send("a");
+    net.run(3, &|_| {}, &mut |_| None);
+    assert_eq!(net.pending(), 0);
+    assert!(!net.connects.iter().any(|a| a == "bench:9093"));
+    let moved = |m: &mut MetadataResponse| m.brokers[0].port = 9093;
+    // The old address answers NOT_LEADER_OR_FOLLOWER once, which asks for metadata.
+    net.send("b");
+    let mut refused = false;
+    net.run(5, &moved, &mut |f| {
+        (!std::mem::replace(&mut refused, true))
+            .then(|| produce_error(f, ErrorCode::NotLeaderOrFollower))
+    });
+    assert_eq!(net.pending(), 0, "b delivered");
+    assert!(
+        net.connects.iter().any(|a| a == "bench:9093"),
+        "connected to the new address: {:?}",
+        net.connects
     );
 }

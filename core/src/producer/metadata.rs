@@ -73,7 +73,16 @@ impl Producer {
         self.metadata.retry_at = None;
         for b in &m.brokers {
             let addr: Arc<str> = Arc::from(format!("{}:{}", b.host, b.port).as_str());
+            // A node that moved (a new host or port under its id): its connection reaches
+            // whatever now listens at the old address, so it goes, and the next one goes to
+            // the new address.
+            let moved = (self.node_conns.get(&b.node_id))
+                .filter(|c| self.conns.get(c).is_some_and(|c| c.addr != addr))
+                .copied();
             self.brokers.insert(b.node_id, addr);
+            if let Some(conn) = moved {
+                self.close_conn(conn, "broker address changed");
+            }
         }
         let mut incomplete = false;
         for t in m.topics {
