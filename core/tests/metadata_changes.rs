@@ -274,3 +274,31 @@ fn a_broker_that_moved_is_reached_at_its_new_address() {
         net.connects
     );
 }
+
+/// Partitions added to a topic: a record for a new partition is refused at once (the
+/// producer does not know it yet), and the refusal makes the producer ask for metadata, so
+/// the same record is taken once the answer names the partition. Before, nothing asked, and
+/// the new partitions stayed unknown until `metadata.max.age.ms` (5 minutes).
+#[test]
+fn a_partition_added_to_a_topic_is_learned_after_a_refusal() {
+    use kprod_core::SendError;
+    let mut net = Net::new();
+    net.send("a");
+    net.run(3, &|_| {}, &mut |_| None);
+    let grown = |m: &mut MetadataResponse| {
+        let mut p = m.topics[0].partitions[0].clone();
+        p.partition_index = 1;
+        m.topics[0].partitions.push(p);
+    };
+    let r = Record::new(TOPIC, "b".to_owned()).with_partition(1);
+    let refused = net.h.p.send(net.h.now, r).unwrap_err();
+    assert!(
+        matches!(refused, SendError::InvalidPartition(_)),
+        "{refused:?}"
+    );
+    net.run(3, &grown, &mut |_| None);
+    let r = Record::new(TOPIC, "b".to_owned()).with_partition(1);
+    net.h.p.send(net.h.now, r).expect("partition 1 known now");
+    net.run(3, &grown, &mut |_| None);
+    assert_eq!(net.pending(), 0);
+}

@@ -215,6 +215,15 @@ impl Producer {
         };
         let n = self.topics[ti].partitions.len() as i32;
         if n > 0 && record.partition.is_some_and(|p| p >= n) {
+            // Refused at once rather than held (Java blocks `send` up to `max.block.ms`), so
+            // that a wrong partition never holds up the topic's other records; but the topic
+            // may just have grown, so metadata is asked for (at most once per backoff) and a
+            // new partition is taken once the answer names it.
+            let last = self.metadata.last_refresh;
+            if last.is_none_or(|t| t + self.cfg.retry_backoff <= self.now) {
+                self.metadata.needed = true;
+                self.wakes.0 += 1;
+            }
             return Err(SendError::InvalidPartition(record));
         }
         let id = RecordId(self.next_record);
