@@ -772,6 +772,41 @@ impl Kafka {
         self.wait_topic(topic, partitions, replication as usize);
     }
 
+    /// Deletes `topic` and waits until no node's metadata lists it.
+    ///
+    /// # Panics
+    /// If the admin request fails or the topic is still listed after 60 s.
+    pub fn delete_topic(&self, topic: &str) {
+        let bootstrap = self.bootstrap();
+        let name = topic.to_owned();
+        let result = std::thread::spawn(move || delete_topic_rdkafka(&bootstrap, &name))
+            .join()
+            .expect("admin thread panicked");
+        if let Err(e) = result {
+            panic!("deleting topic {topic}: {e}");
+        }
+        let deadline = Instant::now() + TOPIC_TIMEOUT;
+        loop {
+            let gone = (0..self.nodes.len())
+                .filter(|&i| self.nodes[i].jvm.is_some())
+                .all(|i| {
+                    self.metadata_from(i, Some(topic)).is_some_and(|m| {
+                        m.topics
+                            .iter()
+                            .all(|t| t.name.as_deref() != Some(topic) || t.error_code != 0)
+                    })
+                });
+            if gone {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "topic {topic} still listed {TOPIC_TIMEOUT:?} after its deletion"
+            );
+            std::thread::sleep(PROBE_PAUSE);
+        }
+    }
+
     /// Waits until `topic` has `partitions` partitions, each with a leader and `isr` in-sync
     /// replicas.
     pub fn wait_topic(&self, topic: &str, partitions: i32, isr: usize) {
@@ -992,6 +1027,32 @@ fn create_topic_rdkafka(
             .map_err(|e| format!("CreateTopics: {e}"))?;
         for r in results {
             r.map_err(|(t, e)| format!("CreateTopics {t}: {e}"))?;
+        }
+        Ok(())
+    })
+}
+
+fn delete_topic_rdkafka(bootstrap: &str, topic: &str) -> Result<(), String> {
+    use rdkafka::admin::{AdminClient, AdminOptions};
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::config::ClientConfig;
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .create()
+            .map_err(|e| format!("admin client: {e}"))?;
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        let results = admin
+            .delete_topics(&[topic], &opts)
+            .await
+            .map_err(|e| format!("DeleteTopics: {e}"))?;
+        for r in results {
+            r.map_err(|(t, e)| format!("DeleteTopics {t}: {e}"))?;
         }
         Ok(())
     })

@@ -372,3 +372,108 @@ fn compacted_topic_refuses_keyless_records_and_nothing_else_is_lost() {
         );
     }
 }
+
+/// A topic deleted and created again under its name while the producer runs. The first
+/// topic's leader epochs had grown (the node was restarted, so every partition went
+/// leaderless and back); the new topic's partitions start again at epoch 0 under a new id. Before,
+/// the producer took every answer about the new topic for stale metadata (KIP-320) and its
+/// records waited for a leader until they timed out; now the new id resets the epochs and the
+/// partitions start over under a new producer epoch. Records sent while the topic is gone are
+/// refused and wait; the reader finds exactly those, in order, at their offsets.
+#[test]
+fn a_topic_deleted_and_created_again_is_produced_to_at_once() {
+    use kprod_tokio::{DeliveryFuture, ProducerHandle, Record};
+
+    const PARTITIONS: i32 = 3;
+    const RECORDS: usize = 300;
+    let mut kafka = Kafka::start(1);
+    let topic = "kprod-recreated";
+    kafka.create_topic(topic, PARTITIONS, 1, None);
+    // A restart makes every partition leaderless and then led again: the epochs grow. The
+    // producer starts after it, so its first metadata answer carries them.
+    kafka.stop(1);
+    kafka.restart(1);
+    kafka.wait_topic(topic, PARTITIONS, 1);
+    let epochs: Vec<i32> = (kafka.metadata(topic).expect("metadata").topics[0].partitions)
+        .iter()
+        .map(|p| p.leader_epoch)
+        .collect();
+    assert!(
+        epochs.iter().all(|&e| e > 0),
+        "leader epochs grew: {epochs:?}"
+    );
+    let rt = kprod_tests::e2e::runtime();
+    let producer = rt.block_on(async {
+        ProducerHandle::from_properties(&[
+            ("bootstrap.servers", kafka.bootstrap().as_str()),
+            ("linger.ms", "5"),
+            // The test, not the producer's metadata requests, creates the topic again.
+            ("allow.auto.create.topics", "false"),
+            ("delivery.timeout.ms", "20000"),
+            ("request.timeout.ms", "10000"),
+        ])
+        .expect("valid properties")
+    });
+    let enqueue = |label: &str| -> Vec<DeliveryFuture> {
+        rt.block_on(async {
+            let mut futures = Vec::new();
+            for i in 0..RECORDS {
+                let r = Record::new(topic, format!("{label}-{i:04}"))
+                    .with_partition(i as i32 % PARTITIONS);
+                futures.push(producer.enqueue(r).await.expect("accepted"));
+            }
+            futures
+        })
+    };
+    let resolve = |label: &str, futures: Vec<DeliveryFuture>| -> Vec<(i32, i64)> {
+        rt.block_on(async {
+            let mut at = Vec::new();
+            for (i, f) in futures.into_iter().enumerate() {
+                let d = tokio::time::timeout(RESOLVE_TIMEOUT, f)
+                    .await
+                    .expect("resolved")
+                    .unwrap_or_else(|e| panic!("{label} record {i} failed: {e:?}"));
+                at.push((d.partition, d.offset.expect("an offset")));
+            }
+            at
+        })
+    };
+    let first = enqueue("first");
+    resolve("first", first);
+    kafka.delete_topic(topic);
+    // Records sent while the topic is gone are refused (UNKNOWN_TOPIC_OR_PARTITION) and wait
+    // for metadata to name a leader again: wait until the producer has seen a refusal.
+    let second = enqueue("second");
+    rt.block_on(async {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while producer.metrics().await.retries == 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no record refused while the topic was gone"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    kafka.create_topic(topic, PARTITIONS, 1, None);
+    let second = resolve("second", second);
+    rt.block_on(kprod_tests::e2e::close(producer));
+    let log = read(&kafka, topic, PARTITIONS);
+    for p in 0..PARTITIONS {
+        let found: Vec<(i64, String)> = log.get(&p).map_or(Vec::new(), |rs| {
+            rs.iter()
+                .map(|r| {
+                    let v = String::from_utf8(r.value.clone().expect("a value")).expect("utf-8");
+                    (r.offset, v)
+                })
+                .collect()
+        });
+        let expected: Vec<(i64, String)> = (0..RECORDS)
+            .filter(|i| *i as i32 % PARTITIONS == p)
+            .map(|i| (second[i].1, format!("second-{i:04}")))
+            .collect();
+        assert_eq!(
+            found, expected,
+            "partition {p}: only the new topic's records, in order"
+        );
+    }
+}
