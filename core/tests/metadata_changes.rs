@@ -34,6 +34,8 @@ struct Net {
     conns: BTreeMap<ConnId, BytesMut>,
     /// The address of every `Connect`, in order.
     connects: Vec<String>,
+    /// A connection to a lagging broker: its metadata answers carry leader epoch 4.
+    lagging: Option<ConnId>,
 }
 
 impl Net {
@@ -46,6 +48,7 @@ impl Net {
             h: Harness::new(tune),
             conns: BTreeMap::new(),
             connects: Vec::new(),
+            lagging: None,
         }
     }
 
@@ -107,6 +110,11 @@ impl Net {
                         let (_, mut m) =
                             decode_response::<MetadataRequest>(version, a.slice(4..)).unwrap();
                         meta(&mut m);
+                        if self.lagging == Some(conn) {
+                            for p in &mut m.topics[0].partitions {
+                                p.leader_epoch = 4;
+                            }
+                        }
                         encode_response::<MetadataRequest>(&m, version, corr)
                     }
                     api_key::PRODUCE => {
@@ -301,4 +309,27 @@ fn a_partition_added_to_a_topic_is_learned_after_a_refusal() {
     net.h.p.send(net.h.now, r).expect("partition 1 known now");
     net.run(3, &grown, &mut |_| None);
     assert_eq!(net.pending(), 0);
+}
+
+/// A broker lagging behind the cluster answers metadata with an old leader epoch, which the
+/// producer refuses as stale (KIP-320); it then asks another broker. Before, it asked the
+/// same connection (the least busy, so the idle bootstrap one) again and again, and the
+/// partition waited for a leader for ever.
+#[test]
+fn after_a_stale_answer_metadata_is_asked_of_another_connection() {
+    let mut net = Net::new();
+    let epoch = |e: i32| move |m: &mut MetadataResponse| m.topics[0].partitions[0].leader_epoch = e;
+    net.send("a");
+    net.run(3, &epoch(5), &mut |_| None);
+    assert_eq!(net.pending(), 0);
+    assert!(net.conns.len() >= 2, "a bootstrap and a leader connection");
+    // The idle connection (the one metadata goes to) now reaches a lagging broker.
+    net.lagging = net.conns.keys().next().copied();
+    net.send("b");
+    let mut refused = false;
+    net.run(10, &epoch(6), &mut |f| {
+        (!std::mem::replace(&mut refused, true))
+            .then(|| produce_error(f, ErrorCode::NotLeaderOrFollower))
+    });
+    assert_eq!(net.pending(), 0, "b delivered after a fresh answer");
 }

@@ -135,6 +135,9 @@ impl Producer {
         let Some(c) = self.conns.remove(&conn) else {
             return;
         };
+        if self.metadata.avoid == Some(conn) {
+            self.metadata.avoid = None;
+        }
         if let Target::Node(n) = c.target {
             if self.node_conns.get(&n) == Some(&conn) {
                 self.node_conns.remove(&n);
@@ -227,6 +230,14 @@ impl Producer {
         self.backoff
             .get(&target)
             .is_none_or(|b| b.until <= self.now)
+    }
+
+    /// The least busy ready connection other than `avoid`, if any.
+    pub(super) fn ready_conn_except(&self, avoid: ConnId) -> Option<ConnId> {
+        (self.conns.iter())
+            .filter(|(id, c)| c.state == ConnState::Ready && **id != avoid)
+            .min_by_key(|(_, c)| c.inflight.len())
+            .map(|(id, _)| *id)
     }
 
     /// A ready connection for a request any broker can answer, or `None` after arranging one.

@@ -14,7 +14,7 @@ use crate::partition::Partition;
 use crate::protocol::metadata::{MetadataRequest, MetadataRequestTopic};
 use crate::protocol::produce::PartitionResult;
 use crate::protocol::{self, ErrorCode};
-use crate::types::DeliveryError;
+use crate::types::{ConnId, DeliveryError};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub(super) struct MetadataState {
@@ -22,6 +22,10 @@ pub(super) struct MetadataState {
     pub(super) needed: bool,
     pub(super) last_refresh: Option<Instant>,
     pub(super) retry_at: Option<Instant>,
+    /// The connection whose last answer was incomplete or stale: the next request goes to
+    /// another ready connection if there is one, since a lagging broker keeps answering
+    /// stale (librdkafka also moves on to another broker).
+    pub(super) avoid: Option<ConnId>,
 }
 
 impl Producer {
@@ -45,7 +49,8 @@ impl Producer {
         if self.metadata.retry_at.is_some_and(|t| t > self.now) {
             return;
         }
-        let Some(conn) = self.any_ready_conn() else {
+        let other = (self.metadata.avoid).and_then(|a| self.ready_conn_except(a));
+        let Some(conn) = other.or_else(|| self.any_ready_conn()) else {
             return;
         };
         let version = self.conns[&conn].versions.metadata;
@@ -68,7 +73,7 @@ impl Producer {
         self.transmit(conn, &req, version, RequestKind::Metadata);
     }
 
-    pub(super) fn on_metadata(&mut self, m: protocol::metadata::MetadataResponse) {
+    pub(super) fn on_metadata(&mut self, conn: ConnId, m: protocol::metadata::MetadataResponse) {
         self.metadata.last_refresh = Some(self.now);
         self.metadata.retry_at = None;
         for b in &m.brokers {
@@ -179,6 +184,7 @@ impl Producer {
             self.metadata.needed = true;
             self.metadata.retry_at = Some(self.now + self.cfg.retry_backoff);
         }
+        self.metadata.avoid = incomplete.then_some(conn);
     }
 
     /// What a Produce answer for partition `pi` of topic `ti` says about leadership: an error

@@ -46,7 +46,7 @@ impl Producer {
                 let r = decode_response::<MetadataRequest>(versions.metadata, frame);
                 match r {
                     Ok((_, m)) => {
-                        self.on_metadata(m);
+                        self.on_metadata(conn, m);
                         Ok(())
                     }
                     Err(_) => {
