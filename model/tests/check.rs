@@ -214,7 +214,10 @@ fn metadata_flaps_keep_sequence_state() {
         ..base(BrokerMode::Lenient)
     };
     let n = check("flaps", cfg, &[ALL_DELIVERED]);
-    assert_eq!(n, 109_691, "unique states changed");
+    // 109,691 until the producer stopped asking about a missing topic after the backoff when
+    // no record waits for it (110,699: it waits for `metadata.max.age.ms` instead) and sent
+    // the request after an incomplete answer to another ready connection (90,664).
+    assert_eq!(n, 90_664, "unique states changed");
 }
 
 #[test]
