@@ -232,6 +232,45 @@ fn a_missing_topic_is_no_longer_polled_once_nothing_waits_for_it() {
         "asked {} more times with nothing waiting",
         asked.get() - before
     );
+    // The topic is created; a new record for it makes the producer ask at once, and goes.
+    let before = asked.get();
+    net.send("b");
+    let counting = |_: &mut MetadataResponse| asked.set(asked.get() + 1);
+    net.run(2, &counting, &mut |_| None);
+    assert!(asked.get() > before, "asked again for the new record");
+    assert_eq!(net.pending(), 0, "b delivered");
+}
+
+/// After a topic was created again, a lagging broker still names the old topic (its old id):
+/// that answer is stale, and the producer asks another connection, rather than taking the old
+/// topic back (and bumping its epoch again for each flip).
+#[test]
+fn an_answer_naming_a_retired_topic_id_is_stale() {
+    let mut net = Net::new();
+    let id = |v: u8| move |m: &mut MetadataResponse| m.topics[0].topic_id = [v; 16];
+    net.send("a");
+    net.run(3, &id(1), &mut |_| None);
+    // Created again: the next refresh (after a refusal) learns id 2.
+    net.send("b");
+    let mut refused = false;
+    net.run(3, &id(2), &mut |f| {
+        (!std::mem::replace(&mut refused, true))
+            .then(|| produce_error(f, ErrorCode::NotLeaderOrFollower))
+    });
+    assert_eq!(net.pending(), 0);
+    assert_eq!(net.bumps(), 1);
+    // A lagging broker names id 1 again, on every connection: nothing changes hands.
+    net.send("c");
+    let mut refused = false;
+    net.run(3, &id(1), &mut |f| {
+        (!std::mem::replace(&mut refused, true))
+            .then(|| produce_error(f, ErrorCode::NotLeaderOrFollower))
+    });
+    assert_eq!(net.bumps(), 1, "no bump for the retired id");
+    assert_eq!(net.pending(), 1, "c waits for a fresh answer");
+    net.run(3, &id(2), &mut |_| None);
+    assert_eq!(net.pending(), 0, "c delivered");
+    assert_eq!(net.bumps(), 1);
 }
 
 /// A node that moved to a new address under its id: its connection (to the old address) is

@@ -1871,6 +1871,10 @@ impl<C: Connector> Driver<C> {
     /// frees, and an application retrying through a long outage would pile them up: so
     /// whenever the queue doubles, those are dropped.
     fn defer(&mut self, cmd: Command) {
+        if self.deferred.is_empty() {
+            // A new wait: an earlier peak does not put the next purge off.
+            self.deferred_purge_at = DEFERRED_PURGE_FROM;
+        }
         self.deferred.push_back(cmd);
         if self.deferred.len() >= self.deferred_purge_at {
             self.deferred.retain(|c| !c.abandoned());

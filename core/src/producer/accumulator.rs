@@ -141,6 +141,9 @@ pub(super) struct Topic {
     /// The topic's id from metadata (v10+), all zeros while unknown: a new id means the topic
     /// was deleted and created again under its name.
     pub(super) id: [u8; 16],
+    /// The ids of earlier topics of this name: an answer naming one comes from a broker
+    /// that has not yet learned of the new topic, and is stale.
+    pub(super) retired: Vec<[u8; 16]>,
 }
 
 /// The id and uncompressed record bytes of partition `p`'s first unsealed batch: if the
@@ -236,6 +239,11 @@ impl Producer {
         } else {
             self.wakes.0 += 1;
             self.buffered_bytes += need;
+            // A topic last seen missing is not asked about while nothing waits for it: this
+            // record waits, so ask (the backoff still paces the requests).
+            if self.topics[ti].missing.is_some() {
+                self.metadata.needed = true;
+            }
             self.topics[ti].pending.push_back(PendingRecord {
                 id,
                 record,
@@ -261,6 +269,7 @@ impl Producer {
                     compression: self.cfg.compression_for(name),
                     ratio: RatioEstimate::default(),
                     id: [0; 16],
+                    retired: Vec::new(),
                 });
                 self.topic_index.insert(shared, self.topics.len() - 1);
                 self.metadata.needed = true;

@@ -21,6 +21,9 @@ use crate::protocol::{
 };
 use crate::types::{ConnId, Diagnostic, FatalError, Output};
 
+/// Why a connection to a node that moved to a new address is closed.
+pub(super) const MOVED: &str = "broker address changed";
+
 /// Which broker a connection goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(super) enum Target {
@@ -143,8 +146,11 @@ impl Producer {
                 self.node_conns.remove(&n);
             }
         }
-        let failed = !matches!(c.state, ConnState::Ready | ConnState::Reauthenticating)
-            || reason == "connect failed";
+        // A connection closed because its node moved did not fail: its node's new address
+        // is not held back.
+        let failed = (!matches!(c.state, ConnState::Ready | ConnState::Reauthenticating)
+            || reason == "connect failed")
+            && reason != MOVED;
         // A ready connection lost (a reset, a request timeout) is simply opened again: if
         // the node is gone the connect fails and metadata is asked for then, and if it no
         // longer leads it says so (NOT_LEADER_OR_FOLLOWER). The Java client refreshes at once

@@ -86,7 +86,7 @@ impl Producer {
                 .copied();
             self.brokers.insert(b.node_id, addr);
             if let Some(conn) = moved {
-                self.close_conn(conn, "broker address changed");
+                self.close_conn(conn, super::connections::MOVED);
             }
         }
         let mut incomplete = false;
@@ -125,7 +125,14 @@ impl Producer {
             // leader epochs restart from 0, so the old ones must not make every answer look
             // stale (KIP-320), and its partitions hold no state for this producer, so each
             // rebases (a new epoch, sequences from 0) once drained.
+            if topic.retired.contains(&t.topic_id) {
+                incomplete = true; // a lagging broker: ask another
+                continue;
+            }
             let recreated = t.topic_id != [0; 16] && topic.id != [0; 16] && topic.id != t.topic_id;
+            if recreated {
+                topic.retired.push(topic.id);
+            }
             if t.topic_id != [0; 16] {
                 topic.id = t.topic_id;
             }
