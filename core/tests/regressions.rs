@@ -237,3 +237,39 @@ fn after_idling_past_the_state_expiry_the_first_batch_goes_alone() {
     assert!(h.failures().is_empty(), "{:?}", h.failures());
     assert_eq!(h.p.pending_records(), 0);
 }
+
+/// KIP-219: a Produce answer (v6+) with `throttle_time_ms` asks the client to wait. The
+/// producer sends nothing more on that connection until the time has passed (the broker
+/// mutes it meanwhile), and wakes itself when it has.
+#[test]
+fn a_throttled_connection_waits_before_its_next_produce() {
+    use kprod_core::protocol::produce::ProduceRequest;
+    use kprod_core::Output;
+
+    let mut h = Harness::new(|_| {});
+    h.p.send(h.now, record("a")).unwrap();
+    let f = h.answer_until_produce(&[]).expect("a's request");
+    let (_, version, corr) = api_of(&f);
+    let a = respond(&f, &mut h.next_offset);
+    let (_, mut resp) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
+    resp.throttle_time_ms = 500;
+    h.feed(encode_response::<ProduceRequest>(&resp, version, corr));
+    assert_eq!(h.p.pending_records(), 0, "a delivered");
+    h.p.send(h.now, record("b")).unwrap();
+    h.drain();
+    assert!(h.next_frame().is_none(), "nothing sent while throttled");
+    let wait = match h.p.poll_output() {
+        Output::Wait { until } => until.expect("a deadline"),
+        o => panic!("{o:?}"),
+    };
+    assert_eq!(
+        wait,
+        h.now + Duration::from_millis(500),
+        "woken when the throttle ends"
+    );
+    h.now = wait;
+    h.p.handle_timeout(h.now);
+    h.drain();
+    let f = h.next_frame().expect("b sent once the throttle passed");
+    assert_eq!(api_of(&f).0, api_key::PRODUCE);
+}

@@ -60,6 +60,10 @@ pub(super) struct Conn {
     /// The first and last correlation ids of the `acks=0` Produce requests written on this
     /// connection (`acks.rs`): a frame answering one is dropped, not a protocol error.
     pub(super) unacknowledged: Option<(i32, i32)>,
+    /// The broker throttled this client (KIP-219, Produce v6+): no Produce request goes on
+    /// this connection before then. The broker mutes the connection meanwhile; what is
+    /// written would only wait in its socket, with its request timeout running.
+    pub(super) throttled_until: Option<Instant>,
 }
 
 impl Conn {
@@ -114,6 +118,7 @@ impl Producer {
                 decoder: FrameDecoder::new(self.cfg.max_frame_size),
                 sasl: None,
                 connect_deadline: Some(self.now + self.cfg.connect_timeout),
+                throttled_until: None,
                 unacknowledged: None,
             },
         );

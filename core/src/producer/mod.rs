@@ -408,6 +408,7 @@ impl Producer {
                 consider(r.deadline);
             }
             c.connect_deadline.into_iter().for_each(&mut consider);
+            c.throttled_until.into_iter().for_each(&mut consider);
             if let Some(d) = c.sasl.as_ref().and_then(auth::SaslConn::next_deadline) {
                 consider(d);
             }

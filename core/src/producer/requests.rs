@@ -113,9 +113,9 @@ impl Producer {
             .node_conns
             .iter()
             .filter(|(_, c)| {
-                self.conns
-                    .get(c)
-                    .is_some_and(|c| c.state == ConnState::Ready)
+                self.conns.get(c).is_some_and(|c| {
+                    c.state == ConnState::Ready && c.throttled_until.is_none_or(|t| t <= self.now)
+                })
             })
             .map(|(n, c)| (*c, *n))
             .collect();

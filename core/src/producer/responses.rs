@@ -66,6 +66,7 @@ impl Producer {
                 // Read in place (no allocation); checked whole before anything is acted on.
                 match ProduceResponseReader::from_frame(versions.produce, frame) {
                     Ok(resp) => {
+                        self.on_throttle(conn, versions.produce, resp.throttle_time_ms());
                         self.on_produce(refs, &resp);
                         Ok(())
                     }
@@ -77,6 +78,20 @@ impl Producer {
                     }
                 }
             }
+        }
+    }
+
+    /// A Produce answer's `throttle_time_ms`: from v6 (KIP-219) the broker answers at once
+    /// and leaves the wait to the client (before, it held the answer back itself). A hostile
+    /// value is bounded by `request.timeout.ms`.
+    fn on_throttle(&mut self, conn: ConnId, version: i16, throttle_ms: i32) {
+        if version < 6 || throttle_ms <= 0 {
+            return;
+        }
+        let wait =
+            std::time::Duration::from_millis(throttle_ms as u64).min(self.cfg.request_timeout);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.throttled_until = self.now.checked_add(wait);
         }
     }
 
