@@ -39,6 +39,7 @@ pub(crate) struct Counters {
     pub(crate) retries: u64,
     pub(crate) epoch_bumps: u64,
     pub(crate) producer_ids: u64,
+    pub(crate) produce_throttled: u64,
 }
 
 impl Counters {
@@ -84,6 +85,10 @@ pub struct Metrics {
     /// Counter: producer ids obtained from InitProducerId, the first one included
     /// ([`Diagnostic::ProducerId`]).
     pub producer_ids: u64,
+    /// Counter: Produce answers in which the broker throttled this client (a quota,
+    /// `throttle_time_ms` > 0, KIP-219): the connection then sends no Produce request until
+    /// the throttle has passed.
+    pub produce_throttled: u64,
     /// Gauge: requests of every kind (Produce, Metadata, InitProducerId, ...) written and
     /// not yet answered, over all connections.
     pub requests_in_flight: usize,

@@ -255,6 +255,7 @@ fn a_throttled_connection_waits_before_its_next_produce() {
     resp.throttle_time_ms = 500;
     h.feed(encode_response::<ProduceRequest>(&resp, version, corr));
     assert_eq!(h.p.pending_records(), 0, "a delivered");
+    assert_eq!(h.p.metrics().produce_throttled, 1);
     h.p.send(h.now, record("b")).unwrap();
     h.drain();
     assert!(h.next_frame().is_none(), "nothing sent while throttled");

@@ -518,6 +518,41 @@ impl Kafka {
         format!("{}/libs/*", self.install.display())
     }
 
+    /// Sets a produce quota of `bytes_per_second` for client id `client_id` (Kafka's
+    /// `ConfigCommand`, as `kafka-configs.sh --alter --entity-type clients` runs it).
+    ///
+    /// # Panics
+    /// If the command fails.
+    pub fn set_producer_quota(&self, client_id: &str, bytes_per_second: u64) {
+        let out = Command::new("java")
+            .args([
+                "-Xmx256m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-cp",
+            ])
+            .arg(self.classpath())
+            .arg(format!(
+                "-Dlog4j2.configurationFile={}",
+                self.dir.join("log4j2.properties").display()
+            ))
+            .args(["org.apache.kafka.tools.ConfigCommand", "--bootstrap-server"])
+            .arg(self.bootstrap())
+            .args(["--alter", "--add-config"])
+            .arg(format!("producer_byte_rate={bytes_per_second}"))
+            .args(["--entity-type", "clients", "--entity-name", client_id])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run java org.apache.kafka.tools.ConfigCommand");
+        assert!(
+            out.status.success(),
+            "setting the quota failed with {}:\nstdout: {}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     fn format(&self, i: usize, cluster_id: &str) {
         let node = &self.nodes[i];
         let out = Command::new("java")

@@ -477,3 +477,87 @@ fn a_topic_deleted_and_created_again_is_produced_to_at_once() {
         );
     }
 }
+
+/// A client over its produce quota (100 kB/s for 2 MB): Kafka answers each Produce at once
+/// with `throttle_time_ms` and mutes the connection for that long (KIP-219). The producer
+/// counts each throttled answer and sends nothing more on the connection until the throttle
+/// has passed; nothing times out or is retried, and the reader finds every record once, in
+/// order, at its offset. (With `request.timeout.ms` below the throttle, the requests already
+/// in flight when the broker mutes the connection would time out, in any client.)
+#[test]
+fn a_throttled_producer_waits_out_the_quota_without_timeouts() {
+    use kprod_tokio::{ProducerHandle, Record};
+
+    const PARTITIONS: i32 = 2;
+    const RECORDS: usize = 2_000;
+    let kafka = Kafka::start(1);
+    let topic = "kprod-throttled";
+    kafka.create_topic(topic, PARTITIONS, 1, None);
+    kafka.set_producer_quota("kprod-throttled", 100_000);
+    let value = |i: usize| {
+        let mut v = format!("r{i:06}-").into_bytes();
+        v.resize(1_000, b'q');
+        v
+    };
+    let (acked, metrics) = kprod_tests::e2e::runtime().block_on(async {
+        let producer = ProducerHandle::from_properties(&[
+            ("bootstrap.servers", kafka.bootstrap().as_str()),
+            ("client.id", "kprod-throttled"),
+            ("linger.ms", "5"),
+        ])
+        .expect("valid properties");
+        let mut futures = Vec::with_capacity(RECORDS);
+        for i in 0..RECORDS {
+            let r = Record::new(topic, value(i)).with_partition(i as i32 % PARTITIONS);
+            futures.push(producer.enqueue(r).await.expect("accepted"));
+        }
+        let mut acked = BTreeMap::new();
+        for (i, f) in futures.into_iter().enumerate() {
+            let d = tokio::time::timeout(RESOLVE_TIMEOUT, f)
+                .await
+                .expect("resolved")
+                .unwrap_or_else(|e| panic!("record {i} failed: {e:?}"));
+            acked.insert((d.partition, d.offset.expect("an offset")), i);
+        }
+        let metrics = producer.metrics().await;
+        kprod_tests::e2e::close(producer).await;
+        (acked, metrics)
+    });
+    println!(
+        "{} batches, {} throttled answers, {} retries",
+        metrics.batches_sent, metrics.produce_throttled, metrics.retries
+    );
+    assert!(
+        metrics.produce_throttled > 0,
+        "the broker throttled the producer"
+    );
+    assert_eq!(metrics.retries, 0, "no request timed out or was retried");
+    let log = read(&kafka, topic, PARTITIONS);
+    for p in 0..PARTITIONS {
+        let found: Vec<(i64, usize)> = log.get(&p).map_or(Vec::new(), |rs| {
+            rs.iter()
+                .map(|r| {
+                    let v = r.value.as_deref().expect("a value");
+                    let i = std::str::from_utf8(&v[1..7])
+                        .expect("utf-8")
+                        .parse()
+                        .expect("index");
+                    (r.offset, i)
+                })
+                .collect()
+        });
+        let expected: Vec<(i64, usize)> = (acked.iter())
+            .filter(|((q, _), _)| *q == p)
+            .map(|(&(_, o), &i)| (o, i))
+            .collect();
+        assert_eq!(found.len(), RECORDS / PARTITIONS as usize, "partition {p}");
+        assert_eq!(
+            found, expected,
+            "partition {p}: every record once, in order, at its offset"
+        );
+        assert!(
+            found.windows(2).all(|w| w[0].1 < w[1].1),
+            "partition {p}: send order"
+        );
+    }
+}

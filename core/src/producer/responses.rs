@@ -90,6 +90,7 @@ impl Producer {
         }
         let wait =
             std::time::Duration::from_millis(throttle_ms as u64).min(self.cfg.request_timeout);
+        self.stats.0.produce_throttled += 1;
         if let Some(c) = self.conns.get_mut(&conn) {
             c.throttled_until = self.now.checked_add(wait);
         }
