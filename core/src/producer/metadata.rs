@@ -121,14 +121,16 @@ impl Producer {
             }
             let topic = &mut self.topics[ti];
             topic.missing = None;
+            // An earlier topic of this name: the answer comes from a broker that has not yet
+            // learned of the new one, and is stale.
+            if topic.retired.contains(&t.topic_id) {
+                incomplete = true; // ask another connection
+                continue;
+            }
             // A topic deleted and created again under its name (a new id) starts over: its
             // leader epochs restart from 0, so the old ones must not make every answer look
             // stale (KIP-320), and its partitions hold no state for this producer, so each
             // rebases (a new epoch, sequences from 0) once drained.
-            if topic.retired.contains(&t.topic_id) {
-                incomplete = true; // a lagging broker: ask another
-                continue;
-            }
             let recreated = t.topic_id != [0; 16] && topic.id != [0; 16] && topic.id != t.topic_id;
             if recreated {
                 topic.retired.push(topic.id);
