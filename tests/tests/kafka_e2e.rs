@@ -149,6 +149,84 @@ fn hundred_thousand_keyed_records_on_three_kafka_nodes() {
     keyed_scenario(&kafka, 3);
 }
 
+/// A producer with `props` (and `bootstrap.servers` of `kafka`) sends every record of
+/// `records`, enqueued in order; returns each record's outcome, by index, and the metrics
+/// once all have resolved.
+fn produce_all(
+    kafka: &Kafka,
+    props: &[(&str, &str)],
+    records: impl IntoIterator<Item = kprod_tokio::Record>,
+) -> (
+    Vec<Result<kprod_tokio::Delivery, kprod_tokio::DeliveryError>>,
+    kprod_tokio::Metrics,
+) {
+    let bootstrap = kafka.bootstrap();
+    let mut all = vec![("bootstrap.servers", bootstrap.as_str())];
+    all.extend_from_slice(props);
+    kprod_tests::e2e::runtime().block_on(async {
+        let producer =
+            kprod_tokio::ProducerHandle::from_properties(&all).expect("valid properties");
+        let mut futures = Vec::new();
+        for record in records {
+            futures.push(producer.enqueue(record).await.expect("accepted"));
+        }
+        let mut out = Vec::with_capacity(futures.len());
+        for f in futures {
+            out.push(
+                tokio::time::timeout(RESOLVE_TIMEOUT, f)
+                    .await
+                    .expect("every record resolves"),
+            );
+        }
+        let metrics = producer.metrics().await;
+        kprod_tests::e2e::close(producer).await;
+        (out, metrics)
+    })
+}
+
+/// The index a test wrote at the front of a record's value (`r{i:06}...`).
+fn index_of(value: &[u8]) -> usize {
+    std::str::from_utf8(&value[1..7])
+        .expect("utf-8")
+        .parse()
+        .expect("index")
+}
+
+/// Reads `topic` back and checks each partition's log is exactly the acknowledged records
+/// (`acked`: (partition, offset) -> index), at their offsets, in send order; `index` reads a
+/// record's index from its value. Returns each partition's indices in log order.
+fn assert_log_is_acked(
+    kafka: &Kafka,
+    topic: &str,
+    partitions: i32,
+    acked: &BTreeMap<(i32, i64), usize>,
+    index: impl Fn(&[u8]) -> usize,
+) -> BTreeMap<i32, Vec<usize>> {
+    let log = read(kafka, topic, partitions);
+    let mut indices = BTreeMap::new();
+    for p in 0..partitions {
+        let found: Vec<(i64, usize)> = log.get(&p).map_or(Vec::new(), |rs| {
+            rs.iter()
+                .map(|r| (r.offset, index(r.value.as_deref().expect("a value"))))
+                .collect()
+        });
+        let expected: Vec<(i64, usize)> = (acked.iter())
+            .filter(|((q, _), _)| *q == p)
+            .map(|(&(_, o), &i)| (o, i))
+            .collect();
+        assert_eq!(
+            found, expected,
+            "partition {p}: the log is exactly the acknowledged records, at their offsets"
+        );
+        assert!(
+            found.windows(2).all(|w| w[0].1 < w[1].1),
+            "partition {p}: in send order"
+        );
+        indices.insert(p, found.into_iter().map(|(_, i)| i).collect());
+    }
+    indices
+}
+
 /// One node whose `message.max.bytes` is 4,000: batches of 300 B records (up to
 /// `batch.size` 16 KiB) are refused MESSAGE_TOO_LARGE and split until they fit, while the
 /// later batches of the partition, already in flight, are refused out of order and sent
@@ -158,7 +236,7 @@ fn hundred_thousand_keyed_records_on_three_kafka_nodes() {
 /// the oversized ones.
 #[test]
 fn message_too_large_splits_batches_and_fails_only_the_oversized_records() {
-    use kprod_tokio::{ErrorCode, ErrorKind, FailureReason, Persistence, ProducerHandle, Record};
+    use kprod_tokio::{ErrorCode, ErrorKind, FailureReason, Persistence, Record};
 
     const PARTITIONS: i32 = 3;
     const RECORDS: usize = 2_400;
@@ -172,32 +250,15 @@ fn message_too_large_splits_batches_and_fails_only_the_oversized_records() {
         v.resize(size, b'x');
         v
     };
-    let outcomes = kprod_tests::e2e::runtime().block_on(async {
-        let producer = ProducerHandle::from_properties(&[
-            ("bootstrap.servers", kafka.bootstrap().as_str()),
+    let (outcomes, metrics) = produce_all(
+        &kafka,
+        &[
             ("linger.ms", "20"),
             ("batch.size", "16384"),
             ("max.in.flight.requests.per.connection", "5"),
-        ])
-        .expect("valid properties");
-        let mut futures = Vec::with_capacity(RECORDS);
-        for i in 0..RECORDS {
-            let record = Record::new(topic, value(i)).with_partition(i as i32 % PARTITIONS);
-            futures.push(producer.enqueue(record).await.expect("accepted"));
-        }
-        let mut out = Vec::with_capacity(RECORDS);
-        for f in futures {
-            out.push(
-                tokio::time::timeout(RESOLVE_TIMEOUT, f)
-                    .await
-                    .expect("every record resolves"),
-            );
-        }
-        let metrics = producer.metrics().await;
-        kprod_tests::e2e::close(producer).await;
-        (out, metrics)
-    });
-    let (outcomes, metrics) = outcomes;
+        ],
+        (0..RECORDS).map(|i| Record::new(topic, value(i)).with_partition(i as i32 % PARTITIONS)),
+    );
     println!(
         "{} batches sent, {} retries, {} epoch bumps",
         metrics.batches_sent, metrics.retries, metrics.epoch_bumps
@@ -237,31 +298,13 @@ fn message_too_large_splits_batches_and_fails_only_the_oversized_records() {
         }
     }
     assert_eq!(acked.len(), RECORDS - RECORDS / 400);
-    let log = read(&kafka, topic, PARTITIONS);
+    let found = assert_log_is_acked(&kafka, topic, PARTITIONS, &acked, index_of);
     for p in 0..PARTITIONS {
-        let records = log.get(&p).map_or(&[][..], |v| &v[..]);
         let sent: Vec<usize> = (0..RECORDS)
             .filter(|&i| i as i32 % PARTITIONS == p && i % 400 != 399)
             .collect();
-        let found: Vec<usize> = records
-            .iter()
-            .map(|r| {
-                let v = r.value.as_deref().expect("a value");
-                let i: usize = std::str::from_utf8(&v[1..7])
-                    .expect("utf-8")
-                    .parse()
-                    .expect("index");
-                assert_eq!(
-                    acked.get(&(p, r.offset)),
-                    Some(&i),
-                    "partition {p} offset {}: record {i} is not the one acknowledged there",
-                    r.offset
-                );
-                i
-            })
-            .collect();
         assert_eq!(
-            found, sent,
+            found[&p], sent,
             "partition {p}: the log is every sent record once, in order"
         );
     }
@@ -275,7 +318,7 @@ fn message_too_large_splits_batches_and_fails_only_the_oversized_records() {
 /// delivered, the partition going on after each refused batch (an epoch bump closes the gap).
 #[test]
 fn compacted_topic_refuses_keyless_records_and_nothing_else_is_lost() {
-    use kprod_tokio::{ErrorCode, ErrorKind, FailureReason, Persistence, ProducerHandle, Record};
+    use kprod_tokio::{ErrorCode, ErrorKind, FailureReason, Persistence, Record};
 
     const PARTITIONS: i32 = 3;
     const RECORDS: usize = 3_000;
@@ -284,34 +327,19 @@ fn compacted_topic_refuses_keyless_records_and_nothing_else_is_lost() {
         Kafka::start_with(kprod_tests::KafkaOptions::new(1).set("log.cleanup.policy", "compact"));
     let topic = "kprod-compacted";
     kafka.create_topic(topic, PARTITIONS, 1, None);
-    let (outcomes, metrics) = kprod_tests::e2e::runtime().block_on(async {
-        let producer = ProducerHandle::from_properties(&[
-            ("bootstrap.servers", kafka.bootstrap().as_str()),
-            ("linger.ms", "5"),
-            ("batch.size", "1024"),
-        ])
-        .expect("valid properties");
-        let mut futures = Vec::with_capacity(RECORDS);
-        for i in 0..RECORDS {
-            let mut record =
-                Record::new(topic, format!("r{i:06}")).with_partition(i as i32 % PARTITIONS);
-            if !keyless(i) {
-                record = record.with_key(format!("k{i:06}"));
-            }
-            futures.push(producer.enqueue(record).await.expect("accepted"));
+    let records = (0..RECORDS).map(|i| {
+        let record = Record::new(topic, format!("r{i:06}")).with_partition(i as i32 % PARTITIONS);
+        if keyless(i) {
+            record
+        } else {
+            record.with_key(format!("k{i:06}"))
         }
-        let mut out = Vec::with_capacity(RECORDS);
-        for f in futures {
-            out.push(
-                tokio::time::timeout(RESOLVE_TIMEOUT, f)
-                    .await
-                    .expect("every record resolves"),
-            );
-        }
-        let metrics = producer.metrics().await;
-        kprod_tests::e2e::close(producer).await;
-        (out, metrics)
     });
+    let (outcomes, metrics) = produce_all(
+        &kafka,
+        &[("linger.ms", "5"), ("batch.size", "1024")],
+        records,
+    );
     let mut acked = BTreeMap::new();
     let mut failed = 0;
     for (i, outcome) in outcomes.into_iter().enumerate() {
@@ -342,35 +370,7 @@ fn compacted_topic_refuses_keyless_records_and_nothing_else_is_lost() {
     assert!(failed >= RECORDS / 100, "every keyless record fails");
     // A batch of 1 KiB holds a few dozen of these records, so most have no keyless one.
     assert!(acked.len() >= RECORDS / 2, "{} delivered", acked.len());
-    let log = read(&kafka, topic, PARTITIONS);
-    for p in 0..PARTITIONS {
-        let found: Vec<(i64, usize)> = log.get(&p).map_or(Vec::new(), |records| {
-            records
-                .iter()
-                .map(|r| {
-                    let v = r.value.as_deref().expect("a value");
-                    let i = std::str::from_utf8(&v[1..])
-                        .expect("utf-8")
-                        .parse()
-                        .expect("index");
-                    (r.offset, i)
-                })
-                .collect()
-        });
-        let expected: Vec<(i64, usize)> = acked
-            .iter()
-            .filter(|((q, _), _)| *q == p)
-            .map(|(&(_, offset), &i)| (offset, i))
-            .collect();
-        assert_eq!(
-            found, expected,
-            "partition {p}: the log is exactly the acknowledged records, at their offsets"
-        );
-        assert!(
-            expected.windows(2).all(|w| w[0].1 < w[1].1),
-            "partition {p}: in send order"
-        );
-    }
+    assert_log_is_acked(&kafka, topic, PARTITIONS, &acked, index_of);
 }
 
 /// A topic deleted and created again under its name while the producer runs. The first
@@ -457,22 +457,24 @@ fn a_topic_deleted_and_created_again_is_produced_to_at_once() {
     kafka.create_topic(topic, PARTITIONS, 1, None);
     let second = resolve("second", second);
     rt.block_on(kprod_tests::e2e::close(producer));
-    let log = read(&kafka, topic, PARTITIONS);
+    // Only the new topic's records: a value of the first topic ("first-...") has no index.
+    let acked: BTreeMap<(i32, i64), usize> = second
+        .into_iter()
+        .enumerate()
+        .map(|(i, at)| (at, i))
+        .collect();
+    let index = |v: &[u8]| -> usize {
+        let v = std::str::from_utf8(v).expect("utf-8");
+        (v.strip_prefix("second-").and_then(|i| i.parse().ok()))
+            .unwrap_or_else(|| panic!("{v:?} is not a record of the new topic"))
+    };
+    let found = assert_log_is_acked(&kafka, topic, PARTITIONS, &acked, index);
     for p in 0..PARTITIONS {
-        let found: Vec<(i64, String)> = log.get(&p).map_or(Vec::new(), |rs| {
-            rs.iter()
-                .map(|r| {
-                    let v = String::from_utf8(r.value.clone().expect("a value")).expect("utf-8");
-                    (r.offset, v)
-                })
-                .collect()
-        });
-        let expected: Vec<(i64, String)> = (0..RECORDS)
+        let sent: Vec<usize> = (0..RECORDS)
             .filter(|i| *i as i32 % PARTITIONS == p)
-            .map(|i| (second[i].1, format!("second-{i:04}")))
             .collect();
         assert_eq!(
-            found, expected,
+            found[&p], sent,
             "partition {p}: only the new topic's records, in order"
         );
     }
@@ -486,7 +488,7 @@ fn a_topic_deleted_and_created_again_is_produced_to_at_once() {
 /// in flight when the broker mutes the connection would time out, in any client.)
 #[test]
 fn a_throttled_producer_waits_out_the_quota_without_timeouts() {
-    use kprod_tokio::{ProducerHandle, Record};
+    use kprod_tokio::Record;
 
     const PARTITIONS: i32 = 2;
     const RECORDS: usize = 2_000;
@@ -499,30 +501,16 @@ fn a_throttled_producer_waits_out_the_quota_without_timeouts() {
         v.resize(1_000, b'q');
         v
     };
-    let (acked, metrics) = kprod_tests::e2e::runtime().block_on(async {
-        let producer = ProducerHandle::from_properties(&[
-            ("bootstrap.servers", kafka.bootstrap().as_str()),
-            ("client.id", "kprod-throttled"),
-            ("linger.ms", "5"),
-        ])
-        .expect("valid properties");
-        let mut futures = Vec::with_capacity(RECORDS);
-        for i in 0..RECORDS {
-            let r = Record::new(topic, value(i)).with_partition(i as i32 % PARTITIONS);
-            futures.push(producer.enqueue(r).await.expect("accepted"));
-        }
-        let mut acked = BTreeMap::new();
-        for (i, f) in futures.into_iter().enumerate() {
-            let d = tokio::time::timeout(RESOLVE_TIMEOUT, f)
-                .await
-                .expect("resolved")
-                .unwrap_or_else(|e| panic!("record {i} failed: {e:?}"));
-            acked.insert((d.partition, d.offset.expect("an offset")), i);
-        }
-        let metrics = producer.metrics().await;
-        kprod_tests::e2e::close(producer).await;
-        (acked, metrics)
-    });
+    let (outcomes, metrics) = produce_all(
+        &kafka,
+        &[("client.id", "kprod-throttled"), ("linger.ms", "5")],
+        (0..RECORDS).map(|i| Record::new(topic, value(i)).with_partition(i as i32 % PARTITIONS)),
+    );
+    let mut acked = BTreeMap::new();
+    for (i, outcome) in outcomes.into_iter().enumerate() {
+        let d = outcome.unwrap_or_else(|e| panic!("record {i} failed: {e:?}"));
+        acked.insert((d.partition, d.offset.expect("an offset")), i);
+    }
     println!(
         "{} batches, {} throttled answers, {} retries",
         metrics.batches_sent, metrics.produce_throttled, metrics.retries
@@ -532,32 +520,12 @@ fn a_throttled_producer_waits_out_the_quota_without_timeouts() {
         "the broker throttled the producer"
     );
     assert_eq!(metrics.retries, 0, "no request timed out or was retried");
-    let log = read(&kafka, topic, PARTITIONS);
+    let found = assert_log_is_acked(&kafka, topic, PARTITIONS, &acked, index_of);
     for p in 0..PARTITIONS {
-        let found: Vec<(i64, usize)> = log.get(&p).map_or(Vec::new(), |rs| {
-            rs.iter()
-                .map(|r| {
-                    let v = r.value.as_deref().expect("a value");
-                    let i = std::str::from_utf8(&v[1..7])
-                        .expect("utf-8")
-                        .parse()
-                        .expect("index");
-                    (r.offset, i)
-                })
-                .collect()
-        });
-        let expected: Vec<(i64, usize)> = (acked.iter())
-            .filter(|((q, _), _)| *q == p)
-            .map(|(&(_, o), &i)| (o, i))
-            .collect();
-        assert_eq!(found.len(), RECORDS / PARTITIONS as usize, "partition {p}");
         assert_eq!(
-            found, expected,
-            "partition {p}: every record once, in order, at its offset"
-        );
-        assert!(
-            found.windows(2).all(|w| w[0].1 < w[1].1),
-            "partition {p}: send order"
+            found[&p].len(),
+            RECORDS / PARTITIONS as usize,
+            "partition {p}"
         );
     }
 }
