@@ -518,12 +518,14 @@ impl Kafka {
         format!("{}/libs/*", self.install.display())
     }
 
-    /// Sets a produce quota of `bytes_per_second` for client id `client_id` (Kafka's
-    /// `ConfigCommand`, as `kafka-configs.sh --alter --entity-type clients` runs it).
-    ///
-    /// # Panics
-    /// If the command fails.
-    pub fn set_producer_quota(&self, client_id: &str, bytes_per_second: u64) {
+    /// Runs one of Kafka's command-line tools (`class`, with `args`) in a short-lived JVM and
+    /// asserts it succeeded; `what` names the step in the failure message.
+    fn run_tool<S: AsRef<std::ffi::OsStr>>(
+        &self,
+        what: &str,
+        class: &str,
+        args: impl IntoIterator<Item = S>,
+    ) {
         let out = Command::new("java")
             .args([
                 "-Xmx256m",
@@ -536,50 +538,57 @@ impl Kafka {
                 "-Dlog4j2.configurationFile={}",
                 self.dir.join("log4j2.properties").display()
             ))
-            .args(["org.apache.kafka.tools.ConfigCommand", "--bootstrap-server"])
-            .arg(self.bootstrap())
-            .args(["--alter", "--add-config"])
-            .arg(format!("producer_byte_rate={bytes_per_second}"))
-            .args(["--entity-type", "clients", "--entity-name", client_id])
+            .arg(class)
+            .args(args)
             .stdin(Stdio::null())
             .output()
-            .expect("run java org.apache.kafka.tools.ConfigCommand");
+            .unwrap_or_else(|e| panic!("run java {class}: {e}"));
         assert!(
             out.status.success(),
-            "setting the quota failed with {}:\nstdout: {}\nstderr: {}",
+            "{what} failed with {}:\nstdout: {}\nstderr: {}",
             out.status,
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
     }
 
+    /// Sets a produce quota of `bytes_per_second` for client id `client_id` (Kafka's
+    /// `ConfigCommand`, as `kafka-configs.sh --alter --entity-type clients` runs it).
+    ///
+    /// # Panics
+    /// If the command fails.
+    pub fn set_producer_quota(&self, client_id: &str, bytes_per_second: u64) {
+        let rate = format!("producer_byte_rate={bytes_per_second}");
+        let bootstrap = self.bootstrap();
+        self.run_tool(
+            "setting the quota",
+            "org.apache.kafka.tools.ConfigCommand",
+            [
+                "--bootstrap-server",
+                &bootstrap,
+                "--alter",
+                "--add-config",
+                &rate,
+                "--entity-type",
+                "clients",
+                "--entity-name",
+                client_id,
+            ],
+        );
+    }
+
     fn format(&self, i: usize, cluster_id: &str) {
         let node = &self.nodes[i];
-        let out = Command::new("java")
-            .args([
-                "-Xmx256m",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
-                "-cp",
-            ])
-            .arg(self.classpath())
-            .arg(format!(
-                "-Dlog4j2.configurationFile={}",
-                self.dir.join("log4j2.properties").display()
-            ))
-            .args(["kafka.tools.StorageTool", "format", "-t", cluster_id, "-c"])
-            .arg(&node.config)
-            .args(&self.scram)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run java kafka.tools.StorageTool");
-        assert!(
-            out.status.success(),
-            "formatting node {} failed with {}:\nstdout: {}\nstderr: {}",
-            node.id,
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+        let mut args: Vec<std::ffi::OsString> = ["format", "-t", cluster_id, "-c"]
+            .into_iter()
+            .map(Into::into)
+            .collect();
+        args.push(node.config.clone().into());
+        args.extend(self.scram.iter().map(Into::into));
+        self.run_tool(
+            &format!("formatting node {}", node.id),
+            "kafka.tools.StorageTool",
+            args,
         );
     }
 
