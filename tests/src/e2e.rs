@@ -39,6 +39,37 @@ pub fn connect(brokers: &str, max_in_flight: u32) -> ProducerHandle {
     ProducerHandle::connect(config).expect("valid producer config")
 }
 
+/// A producer with `props` (which name `bootstrap.servers`) sends every record of `records`,
+/// enqueued in order; returns each record's outcome, by index, each resolved within
+/// `resolve_within`, and the metrics once all have resolved. The producer is closed.
+pub fn produce_all(
+    props: &[(&str, &str)],
+    records: impl IntoIterator<Item = kprod_tokio::Record>,
+    resolve_within: Duration,
+) -> (
+    Vec<Result<kprod_tokio::Delivery, kprod_tokio::DeliveryError>>,
+    kprod_tokio::Metrics,
+) {
+    runtime().block_on(async {
+        let producer = ProducerHandle::from_properties(props).expect("valid properties");
+        let mut futures = Vec::new();
+        for record in records {
+            futures.push(producer.enqueue(record).await.expect("accepted"));
+        }
+        let mut out = Vec::with_capacity(futures.len());
+        for f in futures {
+            out.push(
+                tokio::time::timeout(resolve_within, f)
+                    .await
+                    .expect("every record resolves in time"),
+            );
+        }
+        let metrics = producer.metrics().await;
+        close(producer).await;
+        (out, metrics)
+    })
+}
+
 pub async fn close(producer: ProducerHandle) {
     tokio::time::timeout(CLOSE_TIMEOUT, producer.close())
         .await

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use kprod_core::protocol::NegotiatedVersions;
 use kprod_core::{ConnId, Diagnostic, Event, Output, Producer, ProducerConfig, Record};
-use kprod_tests::e2e::{close, runtime};
+use kprod_tests::e2e::produce_all;
 use kprod_tests::reader::read_topic;
 use kprod_tests::{Kafka, Tansu};
-use kprod_tokio::{Acknowledgement, Delivery, ProducerHandle};
+use kprod_tokio::{Acknowledgement, Delivery};
 
 const PARTITIONS: i32 = 3;
 const RECORDS: usize = 3_000;
@@ -31,25 +31,13 @@ fn value(label: &str, i: usize) -> String {
 fn produce(brokers: &str, topic: &str, label: &str, extra: &[(&str, &str)]) -> Vec<Delivery> {
     let mut props = vec![("bootstrap.servers", brokers), ("linger.ms", "2")];
     props.extend_from_slice(extra);
-    runtime().block_on(async {
-        let producer = ProducerHandle::from_properties(&props).expect("valid properties");
-        let mut futures = Vec::with_capacity(RECORDS);
-        for i in 0..RECORDS {
-            let record = Record::new(topic, value(label, i)).with_partition(i as i32 % PARTITIONS);
-            futures.push(producer.enqueue(record).await.expect("accepted"));
-        }
-        let mut out = Vec::with_capacity(RECORDS);
-        for f in futures {
-            out.push(
-                tokio::time::timeout(TIMEOUT, f)
-                    .await
-                    .expect("resolved in time")
-                    .expect("no failure against a healthy broker"),
-            );
-        }
-        close(producer).await;
-        out
-    })
+    let records = (0..RECORDS)
+        .map(|i| Record::new(topic, value(label, i)).with_partition(i as i32 % PARTITIONS));
+    let (outcomes, _) = produce_all(&props, records, TIMEOUT);
+    outcomes
+        .into_iter()
+        .map(|o| o.expect("no failure against a healthy broker"))
+        .collect()
 }
 
 /// The log, as value -> (partition, offset) for this label's records, and how many copies

@@ -149,9 +149,8 @@ fn hundred_thousand_keyed_records_on_three_kafka_nodes() {
     keyed_scenario(&kafka, 3);
 }
 
-/// A producer with `props` (and `bootstrap.servers` of `kafka`) sends every record of
-/// `records`, enqueued in order; returns each record's outcome, by index, and the metrics
-/// once all have resolved.
+/// [`kprod_tests::e2e::produce_all`] against `kafka`, each record resolved within
+/// `RESOLVE_TIMEOUT`.
 fn produce_all(
     kafka: &Kafka,
     props: &[(&str, &str)],
@@ -163,25 +162,7 @@ fn produce_all(
     let bootstrap = kafka.bootstrap();
     let mut all = vec![("bootstrap.servers", bootstrap.as_str())];
     all.extend_from_slice(props);
-    kprod_tests::e2e::runtime().block_on(async {
-        let producer =
-            kprod_tokio::ProducerHandle::from_properties(&all).expect("valid properties");
-        let mut futures = Vec::new();
-        for record in records {
-            futures.push(producer.enqueue(record).await.expect("accepted"));
-        }
-        let mut out = Vec::with_capacity(futures.len());
-        for f in futures {
-            out.push(
-                tokio::time::timeout(RESOLVE_TIMEOUT, f)
-                    .await
-                    .expect("every record resolves"),
-            );
-        }
-        let metrics = producer.metrics().await;
-        kprod_tests::e2e::close(producer).await;
-        (out, metrics)
-    })
+    kprod_tests::e2e::produce_all(&all, records, RESOLVE_TIMEOUT)
 }
 
 /// The index a test wrote at the front of a record's value (`r{i:06}...`).
