@@ -134,6 +134,20 @@ impl Net {
         produced
     }
 
+    /// [`Self::run`] with the first Produce request refused with `code` and the others
+    /// answered healthily.
+    fn run_refusing_first(
+        &mut self,
+        code: ErrorCode,
+        rounds: usize,
+        meta: &dyn Fn(&mut MetadataResponse),
+    ) -> Vec<Bytes> {
+        let mut refused = false;
+        self.run(rounds, meta, &mut |f| {
+            (!std::mem::replace(&mut refused, true)).then(|| produce_error(f, code))
+        })
+    }
+
     fn pending(&self) -> usize {
         self.h.p.pending_records()
     }
@@ -168,11 +182,7 @@ fn a_topic_created_again_under_its_name_is_used_at_once() {
     // The topic is deleted: the leader answers UNKNOWN_TOPIC_OR_PARTITION once, and metadata
     // then describes the new topic.
     net.send("b");
-    let mut refused = false;
-    let sent = net.run(20, &new, &mut |f| {
-        (!std::mem::replace(&mut refused, true))
-            .then(|| produce_error(f, ErrorCode::UnknownTopicOrPartition))
-    });
+    let sent = net.run_refusing_first(ErrorCode::UnknownTopicOrPartition, 20, &new);
     assert_eq!(net.pending(), 0, "delivered to the topic created again");
     let last = sent.last().expect("b sent again");
     assert_eq!(
@@ -252,20 +262,12 @@ fn an_answer_naming_a_retired_topic_id_is_stale() {
     net.run(3, &id(1), &mut |_| None);
     // Created again: the next refresh (after a refusal) learns id 2.
     net.send("b");
-    let mut refused = false;
-    net.run(3, &id(2), &mut |f| {
-        (!std::mem::replace(&mut refused, true))
-            .then(|| produce_error(f, ErrorCode::NotLeaderOrFollower))
-    });
+    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 3, &id(2));
     assert_eq!(net.pending(), 0);
     assert_eq!(net.bumps(), 1);
     // A lagging broker names id 1 again, on every connection: nothing changes hands.
     net.send("c");
-    let mut refused = false;
-    net.run(3, &id(1), &mut |f| {
-        (!std::mem::replace(&mut refused, true))
-            .then(|| produce_error(f, ErrorCode::NotLeaderOrFollower))
-    });
+    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 3, &id(1));
     assert_eq!(net.bumps(), 1, "no bump for the retired id");
     assert_eq!(net.pending(), 1, "c waits for a fresh answer");
     net.run(3, &id(2), &mut |_| None);
@@ -286,11 +288,7 @@ fn a_broker_that_moved_is_reached_at_its_new_address() {
     let moved = |m: &mut MetadataResponse| m.brokers[0].port = 9093;
     // The old address answers NOT_LEADER_OR_FOLLOWER once, which asks for metadata.
     net.send("b");
-    let mut refused = false;
-    net.run(5, &moved, &mut |f| {
-        (!std::mem::replace(&mut refused, true))
-            .then(|| produce_error(f, ErrorCode::NotLeaderOrFollower))
-    });
+    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 5, &moved);
     assert_eq!(net.pending(), 0, "b delivered");
     assert!(
         net.connects.iter().any(|a| a == "bench:9093"),
@@ -342,10 +340,6 @@ fn after_a_stale_answer_metadata_is_asked_of_another_connection() {
     // The idle connection (the one metadata goes to) now reaches a lagging broker.
     net.lagging = net.conns.keys().next().copied();
     net.send("b");
-    let mut refused = false;
-    net.run(10, &epoch(6), &mut |f| {
-        (!std::mem::replace(&mut refused, true))
-            .then(|| produce_error(f, ErrorCode::NotLeaderOrFollower))
-    });
+    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 10, &epoch(6));
     assert_eq!(net.pending(), 0, "b delivered after a fresh answer");
 }
