@@ -245,22 +245,16 @@ impl Producer {
             .is_none_or(|b| b.until <= self.now)
     }
 
-    /// The least busy ready connection other than `avoid`, if any.
-    pub(super) fn ready_conn_except(&self, avoid: ConnId) -> Option<ConnId> {
-        (self.conns.iter())
-            .filter(|(id, c)| c.state == ConnState::Ready && **id != avoid)
-            .min_by_key(|(_, c)| c.inflight.len())
-            .map(|(id, _)| *id)
-    }
-
-    /// A ready connection for a request any broker can answer, or `None` after arranging one.
-    pub(super) fn any_ready_conn(&mut self) -> Option<ConnId> {
-        let ready = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.state == ConnState::Ready)
-            .min_by_key(|(_, c)| c.inflight.len())
-            .map(|(id, _)| *id);
+    /// A ready connection for a request any broker can answer (the least busy, other than
+    /// `avoid` if another is ready), or `None` after arranging one.
+    pub(super) fn any_ready_conn(&mut self, avoid: Option<ConnId>) -> Option<ConnId> {
+        let least_busy = |skip: Option<ConnId>| {
+            (self.conns.iter())
+                .filter(|(id, c)| c.state == ConnState::Ready && Some(**id) != skip)
+                .min_by_key(|(_, c)| c.inflight.len())
+                .map(|(id, _)| *id)
+        };
+        let ready = least_busy(avoid).or_else(|| least_busy(None));
         if ready.is_some() {
             return ready;
         }

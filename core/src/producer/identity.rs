@@ -19,7 +19,7 @@ impl Producer {
         if self.pid_retry_at.is_some_and(|t| t > self.now) {
             return;
         }
-        let Some(conn) = self.any_ready_conn() else {
+        let Some(conn) = self.any_ready_conn(None) else {
             return;
         };
         let version = self.conns[&conn].versions.init_producer_id;

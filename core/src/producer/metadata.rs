@@ -49,8 +49,7 @@ impl Producer {
         if self.metadata.retry_at.is_some_and(|t| t > self.now) {
             return;
         }
-        let other = (self.metadata.avoid).and_then(|a| self.ready_conn_except(a));
-        let Some(conn) = other.or_else(|| self.any_ready_conn()) else {
+        let Some(conn) = self.any_ready_conn(self.metadata.avoid) else {
             return;
         };
         let version = self.conns[&conn].versions.metadata;
