@@ -1,0 +1,202 @@
+//! Random faults on a 3-node Apache Kafka 4.4.0 cluster under steady load: one node at a
+//! time is SIGKILLed, stopped with SIGTERM (a controlled shutdown) or SIGSTOPped for a
+//! random while, then healed, in an order and with lengths drawn from a seeded generator
+//! (`KPROD_CHAOS_SEED` replays a run; the seed is printed). Records flow the whole time,
+//! in bursts over six partitions, so every fault lands on batches in flight, on retries and
+//! on leadership moves.
+//!
+//! Afterwards every node runs and every replica is in sync again, every record resolves, the
+//! independent reader (librdkafka's consumer) reads the topic back, and the ledger asserts
+//! per partition: no duplicate, send order kept, every acknowledged record at its offset,
+//! every `NotPersisted` failure absent. With replication 3, `min.insync.replicas=2` and a
+//! 120 s delivery timeout, no fault here may fail a record: every one must be delivered.
+//!
+//! Needs `scripts/install-kafka.sh` and Java 17+.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kprod_core::ProducerConfig;
+use kprod_tests::kafka::KafkaOptions;
+use kprod_tests::ledger::{Ledger, Summary};
+use kprod_tests::Kafka;
+use kprod_tokio::ProducerHandle;
+
+const PARTITIONS: i32 = 6;
+/// Faults in a run.
+const FAULTS: usize = 6;
+/// Records per burst; a burst every millisecond at most.
+const BURST: usize = 20;
+
+/// A small xorshift generator: the run is replayable from its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+
+    fn millis(&mut self, from: u64, to: u64) -> Duration {
+        Duration::from_millis(from + self.below(to - from))
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    Kill,
+    ControlledShutdown,
+    Pause,
+}
+
+/// Every record delivered: faults one node at a time, each healed before the next, under a
+/// delivery timeout longer than any of them.
+#[test]
+fn random_node_faults_under_load() {
+    let summary = chaos("kprod-chaos", Duration::from_secs(120), false);
+    assert!(summary.all_delivered(), "{summary:?}");
+    assert_eq!(summary.in_log, summary.sent, "{summary:?}");
+}
+
+/// Truthful failures: two nodes may be down at once (writes refused for too few in-sync
+/// replicas, the controller quorum lost), under a 5 s delivery timeout, so records fail while
+/// batches are in flight. The ledger's checks hold whatever failed: no acknowledged record
+/// missing or duplicated, order kept, no `NotPersisted` record in the log.
+#[test]
+fn overlapping_node_faults_with_short_delivery_timeout() {
+    let summary = chaos("kprod-chaos-overlap", Duration::from_secs(5), true);
+    assert_eq!(
+        summary.in_log,
+        summary.delivered + summary.possibly_persisted_present,
+        "{summary:?}"
+    );
+}
+
+/// Runs the faults on a new cluster while records flow, resolves every record and checks the
+/// log; returns the counts.
+fn chaos(topic: &'static str, delivery_timeout: Duration, overlap: bool) -> Summary {
+    let seed = std::env::var("KPROD_CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock after 1970")
+                .as_nanos() as u64
+                | 1
+        });
+    println!("KPROD_CHAOS_SEED={seed}");
+    let mut rng = Rng(seed);
+    let mut kafka = Kafka::start_with(KafkaOptions::new(3));
+    kafka.create_topic(topic, PARTITIONS, 3, Some(2));
+    kafka.wait_topic(topic, PARTITIONS, 3);
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let config = ProducerConfig {
+        bootstrap_servers: kafka.bootstrap().split(',').map(str::to_owned).collect(),
+        client_id: Some("kprod-chaos".into()),
+        linger: Duration::from_millis(2),
+        batch_size: 4_000,
+        request_timeout: Duration::from_secs(2),
+        delivery_timeout,
+        retry_backoff: Duration::from_millis(20),
+        retry_backoff_max: Duration::from_millis(500),
+        reconnect_backoff: Duration::from_millis(20),
+        allow_auto_topic_creation: false,
+        ..ProducerConfig::default()
+    };
+    let producer = rt.block_on(async { ProducerHandle::connect(config).expect("valid config") });
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let sender = rt.spawn({
+        let (stop, producer) = (stop.clone(), producer.clone());
+        async move {
+            let mut ledger = Ledger::new(topic, PARTITIONS);
+            let mut k = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                for _ in 0..BURST {
+                    ledger
+                        .enqueue(&producer, (k % PARTITIONS as usize) as i32)
+                        .await;
+                    k += 1;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            ledger
+        }
+    });
+
+    let started = Instant::now();
+    let mut log = Vec::new();
+    for _ in 0..FAULTS {
+        // Normal running between faults (the load's length, not a synchronisation).
+        std::thread::sleep(rng.millis(500, 2_000));
+        let node = rng.below(3) as i32 + 1;
+        let fault = match rng.below(3) {
+            0 => Fault::Kill,
+            1 => Fault::ControlledShutdown,
+            _ => Fault::Pause,
+        };
+        let down = rng.millis(300, 4_000);
+        let at = started.elapsed();
+        let mut faulted = vec![(node, fault)];
+        // A second node too, some of the time.
+        if overlap && rng.below(2) == 0 {
+            let other = (node + rng.below(2) as i32) % 3 + 1;
+            faulted.push((other, [Fault::Kill, Fault::Pause][rng.below(2) as usize]));
+        }
+        for &(node, fault) in &faulted {
+            match fault {
+                Fault::Kill => kafka.kill(node),
+                Fault::ControlledShutdown => kafka.stop(node),
+                Fault::Pause => kafka.pause(node),
+            }
+        }
+        // The fault's length, under load.
+        std::thread::sleep(down);
+        for &(node, fault) in faulted.iter().rev() {
+            match fault {
+                Fault::Kill | Fault::ControlledShutdown => kafka.restart(node),
+                Fault::Pause => kafka.resume(node),
+            }
+        }
+        // Every replica back in sync before the next fault, so that no fault here can make
+        // Kafka itself lose an acknowledged record.
+        kafka.wait_topic(topic, PARTITIONS, 3);
+        log.push(format!(
+            "{at:.1?}: {faulted:?} (node, fault) for {down:?}, whole again at {:.1?}",
+            started.elapsed()
+        ));
+    }
+    // Some load on the healed cluster, then stop sending.
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    let mut ledger = rt.block_on(sender).expect("the sender task");
+    for line in &log {
+        println!("{line}");
+    }
+
+    rt.block_on(ledger.resolve(Duration::from_secs(150)));
+    let summary = rt.block_on(ledger.read_and_check(&kafka.bootstrap()));
+    let m = rt.block_on(producer.metrics());
+    println!("seed {seed}: {summary:?}");
+    println!(
+        "batches sent {}, retries {}, epoch bumps {}, producer ids {}",
+        m.batches_sent, m.retries, m.epoch_bumps, m.producer_ids
+    );
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(30), producer.close())
+            .await
+            .expect("close() finishes")
+    });
+    assert!(summary.sent > 10_000, "too little load: {summary:?}");
+    assert_eq!(summary.delivered_without_offset, 0, "{summary:?}");
+    summary
+}
