@@ -328,11 +328,17 @@ impl ProducerConfig {
                 ),
             ));
         }
-        if self.batch_size == 0 {
-            return Err(err("batch.size", "must be positive"));
+        // Kafka's sizes are 32-bit on the wire (and in the Java client's config): a larger
+        // value could not be encoded, and would overflow the batch accounting.
+        const SIZE_MAX: usize = i32::MAX as usize;
+        if self.batch_size == 0 || self.batch_size > SIZE_MAX {
+            return Err(err("batch.size", "must be in 1..=2147483647"));
         }
-        if self.max_request_size < 1024 {
-            return Err(err("max.request.size", "must be at least 1024 bytes"));
+        if !(1024..=SIZE_MAX).contains(&self.max_request_size) {
+            return Err(err(
+                "max.request.size",
+                "must be in 1024..=2147483647 bytes",
+            ));
         }
         if self.buffer_memory < self.max_request_size {
             return Err(err("buffer.memory", "must be at least max.request.size"));

@@ -115,6 +115,9 @@ pub enum SendError {
     InvalidTopic(Record),
     /// The explicit partition is negative or beyond the topic's partition count.
     InvalidPartition(Record),
+    /// The timestamp is negative (the Java client refuses these too): Kafka's create time
+    /// counts milliseconds since the Unix epoch, and -1 means "none" on the wire.
+    InvalidTimestamp(Record),
     /// The producer is closing, closed or failed.
     Closed(Record),
 }
@@ -127,6 +130,7 @@ impl SendError {
             | Self::TooLarge(r)
             | Self::InvalidTopic(r)
             | Self::InvalidPartition(r)
+            | Self::InvalidTimestamp(r)
             | Self::Closed(r) => r,
         }
     }
@@ -138,6 +142,7 @@ impl SendError {
             | Self::TooLarge(r)
             | Self::InvalidTopic(r)
             | Self::InvalidPartition(r)
+            | Self::InvalidTimestamp(r)
             | Self::Closed(r) => r,
         }
     }
@@ -156,6 +161,11 @@ impl std::fmt::Display for SendError {
                     r.partition, r.topic
                 )
             }
+            Self::InvalidTimestamp(r) => write!(
+                f,
+                "invalid timestamp {}: a create time is milliseconds since the Unix epoch, never negative",
+                r.timestamp
+            ),
             Self::Closed(_) => write!(f, "producer is closed"),
         }
     }

@@ -4,7 +4,7 @@
 //! reader and checked with [`Ledger::check`].
 //!
 //! Covered: a record larger than max.request.size, invalid topic names, invalid partitions,
-//! an unknown topic with auto-creation off (fails after max.block.ms), flush and close with
+//! a negative timestamp, an unknown topic with auto-creation off (fails after max.block.ms), flush and close with
 //! nothing to send (also with an unreachable broker), a send after and during close, and
 //! configuration values out of range (`ProducerConfig::validate`, `ProducerHandle::connect`,
 //! `kprod_tokio::config_from_properties`).
@@ -172,6 +172,12 @@ async fn invalid_topic_names_and_partitions() {
     let e = refusal(p.enqueue(r.clone()).await);
     assert!(matches!(e, SendError::InvalidPartition(_)), "{e:?}");
     assert!(e.to_string().contains("invalid partition"), "{e}");
+    assert_eq!(e.into_record(), r);
+    // A negative timestamp is refused (as the Java client does), the record handed back.
+    let r = full_record(topic, Some(0), Bytes::from_static(b"bad")).with_timestamp(-5);
+    let e = refusal(p.enqueue(r.clone()).await);
+    assert!(matches!(e, SendError::InvalidTimestamp(_)), "{e:?}");
+    assert!(e.to_string().contains("invalid timestamp -5"), "{e}");
     assert_eq!(e.into_record(), r);
     l.enqueue_n(&p, 10).await;
     l.resolve(RESOLVE).await;
@@ -431,9 +437,24 @@ async fn configuration_out_of_range() {
             },
         ),
         (
+            "batch.size",
+            ProducerConfig {
+                batch_size: usize::MAX,
+                ..good.clone()
+            },
+        ),
+        (
             "max.request.size",
             ProducerConfig {
                 max_request_size: 100,
+                ..good.clone()
+            },
+        ),
+        (
+            "max.request.size",
+            ProducerConfig {
+                max_request_size: i32::MAX as usize + 1,
+                buffer_memory: usize::MAX,
                 ..good.clone()
             },
         ),

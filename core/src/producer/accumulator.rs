@@ -187,6 +187,9 @@ impl Producer {
         if record.partition.is_some_and(|p| p < 0) {
             return Err(SendError::InvalidPartition(record));
         }
+        if record.timestamp < 0 {
+            return Err(SendError::InvalidTimestamp(record));
+        }
         // Measured once: `append` places the record in a batch from this.
         let payload = payload_of(&record);
         let size = encoded_len(payload) + 10;
