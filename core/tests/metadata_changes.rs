@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use harness::{api_of, produce_error, produce_of, respond, Harness, TOPIC};
-use kprod_core::protocol::metadata::{MetadataRequest, MetadataResponse};
+use kprod_core::protocol::metadata::{MetadataBroker, MetadataRequest, MetadataResponse};
 use kprod_core::protocol::{api_key, decode_response, encode_response, ErrorCode};
-use kprod_core::{ConnId, Diagnostic, Event, Output, Record};
+use kprod_core::{ConnId, Diagnostic, Event, Output, Record, SendError};
 
 fn record(v: &str) -> Record {
     Record::new(TOPIC, v.to_owned()).with_partition(0)
@@ -342,4 +342,92 @@ fn after_a_stale_answer_metadata_is_asked_of_another_connection() {
     net.send("b");
     net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 10, &epoch(6));
     assert_eq!(net.pending(), 0, "b delivered after a fresh answer");
+}
+
+fn broker(node_id: i32, host: &str, port: i32) -> MetadataBroker {
+    MetadataBroker {
+        node_id,
+        host: host.into(),
+        port,
+        rack: None,
+    }
+}
+
+/// Broker entries without a usable address (an empty host, a port outside 1..=65535) are
+/// left out, not dialled: a leader named by such an entry counts as unlisted, and the
+/// producer asks again. Before, it dialled ":9092" and "bad:-1"; under TLS such an address
+/// is not a valid server name, which kprod-tokio takes as misconfiguration, fatal to the
+/// whole producer.
+#[test]
+fn a_broker_entry_without_a_usable_address_is_not_dialled() {
+    let mut net = Net::new();
+    let bad = |m: &mut MetadataResponse| {
+        m.brokers.push(broker(2, "", 9092));
+        m.brokers.push(broker(3, "bad", -1));
+        m.brokers.push(broker(4, "bad", 70_000));
+        m.topics[0].partitions[0].leader_id = 2;
+    };
+    net.send("a");
+    let sent = net.run(5, &bad, &mut |_| None);
+    assert!(sent.is_empty(), "no usable address for the leader");
+    assert_eq!(
+        net.connects,
+        ["bench:9092"],
+        "only the bootstrap server dialled"
+    );
+    net.run(3, &|_| {}, &mut |_| None);
+    assert_eq!(net.pending(), 0, "delivered once the leader has an address");
+    assert!(net.h.p.fatal_error().is_none());
+}
+
+/// A node that a later answer no longer lists (taken out of the cluster) is forgotten: when
+/// the producer next needs a connection for metadata it dials a node still listed. Before,
+/// known nodes were never removed, and the lowest node id (the one gone) was dialled first.
+#[test]
+fn a_node_no_longer_listed_is_forgotten() {
+    let mut net = Net::with(|c| c.metadata_max_age = Duration::from_secs(1));
+    let with_gone = |m: &mut MetadataResponse| m.brokers.insert(0, broker(0, "gone", 9092));
+    net.send("a");
+    net.run(2, &with_gone, &mut |_| None);
+    assert_eq!(net.pending(), 0);
+    // The periodic refresh (1 s) lists node 1 only.
+    net.run(8, &|_| {}, &mut |_| None);
+    // Every connection drops; the next periodic refresh needs a new one.
+    for conn in std::mem::take(&mut net.conns).into_keys() {
+        net.h.p.handle_disconnected(net.h.now, conn);
+    }
+    net.connects.clear();
+    net.run(8, &|_| {}, &mut |_| None);
+    assert!(!net.connects.is_empty(), "reconnected for metadata");
+    assert!(
+        !net.connects.iter().any(|a| a == "gone:9092"),
+        "dialled a node no longer listed: {:?}",
+        net.connects
+    );
+}
+
+/// An answer that lists a partition twice is corrupt (the partition count is the length of
+/// the list) and is ignored. Before, `[0, 0]` made the topic two partitions long, the second
+/// one without a leader for ever.
+#[test]
+fn an_answer_listing_a_partition_twice_is_ignored() {
+    let mut net = Net::new();
+    net.send("a");
+    net.run(2, &|_| {}, &mut |_| None);
+    assert_eq!(net.pending(), 0);
+    let doubled = |m: &mut MetadataResponse| {
+        let p = m.topics[0].partitions[0].clone();
+        m.topics[0].partitions.push(p);
+    };
+    net.send("b");
+    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 3, &doubled);
+    let refused = (net.h.p)
+        .send(net.h.now, Record::new(TOPIC, "c").with_partition(1))
+        .unwrap_err();
+    assert!(
+        matches!(refused, SendError::InvalidPartition(_)),
+        "{refused:?}"
+    );
+    net.run(3, &|_| {}, &mut |_| None);
+    assert_eq!(net.pending(), 0, "b delivered after a sound answer");
 }

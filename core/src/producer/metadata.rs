@@ -5,6 +5,7 @@
 //! `max.block.ms`, and leader moves learned from Produce answers (KIP-951). A partition moves
 //! to its new leader only once drained (P7, enforced in `partition.rs`).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -75,16 +76,35 @@ impl Producer {
     pub(super) fn on_metadata(&mut self, conn: ConnId, m: protocol::metadata::MetadataResponse) {
         self.metadata.last_refresh = Some(self.now);
         self.metadata.retry_at = None;
+        // The brokers the answer lists replace those known before (a node taken out of the
+        // cluster is not tried again). An entry without a usable address (an empty host, a
+        // port outside 1..=65535) is left out rather than dialled, and a node listed twice
+        // keeps its first address.
+        let mut listed: BTreeMap<i32, Arc<str>> = BTreeMap::new();
         for b in &m.brokers {
-            let addr: Arc<str> = Arc::from(format!("{}:{}", b.host, b.port).as_str());
+            let usable = !b.host.is_empty()
+                && !b
+                    .host
+                    .contains(|c: char| c.is_whitespace() || c.is_control())
+                && (1..=65535).contains(&b.port);
+            if usable {
+                (listed.entry(b.node_id))
+                    .or_insert_with(|| Arc::from(format!("{}:{}", b.host, b.port).as_str()));
+            }
+        }
+        if !listed.is_empty() {
             // A node that moved (a new host or port under its id): its connection reaches
             // whatever now listens at the old address, so it goes, and the next one goes to
             // the new address.
-            let moved = (self.node_conns.get(&b.node_id))
-                .filter(|c| self.conns.get(c).is_some_and(|c| c.addr != addr))
-                .copied();
-            self.brokers.insert(b.node_id, addr);
-            if let Some(conn) = moved {
+            let moved: Vec<ConnId> = (listed.iter())
+                .filter_map(|(id, addr)| {
+                    (self.node_conns.get(id))
+                        .filter(|c| self.conns.get(c).is_some_and(|c| &c.addr != addr))
+                        .copied()
+                })
+                .collect();
+            self.brokers = listed;
+            for conn in moved {
                 self.close_conn(conn, super::connections::MOVED);
             }
         }
@@ -116,6 +136,14 @@ impl Producer {
                 // An unknown topic may be a flap or still being created: its records wait up
                 // to `max.block.ms` (see `expire_deliveries`).
                 self.topics[ti].missing = Some(code);
+                continue;
+            }
+            // A partition listed twice makes the answer corrupt (the partition count is the
+            // length of the list): ignored, and asked again.
+            let mut indexes: Vec<i32> = t.partitions.iter().map(|p| p.partition_index).collect();
+            indexes.sort_unstable();
+            if indexes.windows(2).any(|w| w[0] == w[1]) {
+                incomplete = true;
                 continue;
             }
             let topic = &mut self.topics[ti];
