@@ -161,7 +161,10 @@ fn chaos(topic: &'static str, delivery_timeout: Duration, overlap: bool) -> Summ
         }
         // The fault's length, under load.
         std::thread::sleep(down);
-        for &(node, fault) in faulted.iter().rev() {
+        // Paused nodes resume first: a restart waits until every running node (a paused one
+        // included) lists the restarted one.
+        faulted.sort_by_key(|(_, f)| !matches!(f, Fault::Pause));
+        for &(node, fault) in &faulted {
             match fault {
                 Fault::Kill | Fault::ControlledShutdown => kafka.restart(node),
                 Fault::Pause => kafka.resume(node),
