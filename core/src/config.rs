@@ -15,7 +15,8 @@ pub enum GapPolicy {
     ContinueWithGap,
     /// Fail that batch and every later batch buffered for the partition that is not
     /// possibly persisted (franz-go's behaviour): the partition's log stays a prefix of what
-    /// was sent.
+    /// was sent. Earlier batches of the partition waiting to be retried under the spent
+    /// epoch, and never written, are failed with them (not persisted).
     CutPartition,
     /// Stop the producer (librdkafka's `enable.gapless.guarantee`).
     Fatal,

@@ -30,7 +30,9 @@ pub enum Mutation {
     NewPidKeepsSequence,
     /// The gap policies `CutPartition` and `Fatal` behave like `ContinueWithGap`.
     GapPolicyIgnored,
-    /// UNKNOWN_SERVER_ERROR and NOT_ENOUGH_REPLICAS_AFTER_APPEND taken as not persisted.
+    /// Errors that can come after the append taken as not persisted: UNKNOWN_SERVER_ERROR,
+    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND, and under acks=all NOT_LEADER_OR_FOLLOWER and
+    /// KAFKA_STORAGE_ERROR.
     AfterAppendNotPersisted,
     /// New batches are sequenced behind a batch that may already be in the log.
     SequenceBehindPossiblyWritten,

@@ -9,23 +9,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use harness::{api_of, produce_error, produce_of, respond, Harness, TOPIC};
+use harness::{api_of, epoch_and_sequence, produce_error, respond, Harness, TOPIC};
 use kprod_core::protocol::metadata::{MetadataBroker, MetadataRequest, MetadataResponse};
 use kprod_core::protocol::{api_key, decode_response, encode_response, ErrorCode};
 use kprod_core::{ConnId, Diagnostic, Event, Output, Record, SendError};
 
 fn record(v: &str) -> Record {
     Record::new(TOPIC, v.to_owned()).with_partition(0)
-}
-
-/// (producer epoch, base sequence) of the batch in a Produce request.
-fn epoch_and_sequence(frame: &Bytes) -> (i16, i32) {
-    let req = produce_of(frame);
-    let records = req.topic_data[0].partition_data[0].records.clone().unwrap();
-    (
-        i16::from_be_bytes(records[51..53].try_into().unwrap()),
-        i32::from_be_bytes(records[53..57].try_into().unwrap()),
-    )
 }
 
 /// The producer and every connection it opened, each answered on its own.

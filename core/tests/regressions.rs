@@ -6,7 +6,7 @@ mod harness;
 use std::time::Duration;
 
 use bytes::Bytes;
-use harness::{api_of, produce_error, respond, Harness, TOPIC};
+use harness::{api_of, epoch_and_sequence, produce_error, respond, Harness, TOPIC};
 use kprod_core::protocol::metadata::MetadataRequest;
 use kprod_core::protocol::{api_key, decode_response, encode_response, ErrorCode};
 use kprod_core::{DeliveryError, Diagnostic, Event, Persistence, Record};
@@ -273,4 +273,36 @@ fn a_throttled_connection_waits_before_its_next_produce() {
     h.drain();
     let f = h.next_frame().expect("b sent once the throttle passed");
     assert_eq!(api_of(&f).0, api_key::PRODUCE);
+}
+
+/// Review finding: under acks=all Kafka answers NOT_LEADER_OR_FOLLOWER also after it
+/// appended the batch, when leadership moved while the batch waited for its followers (one
+/// of which may hold it and lead now). Such a batch that then reaches its delivery timeout
+/// was reported not persisted; it is possibly persisted. (The model shows the duplicate the
+/// old reading also made: `catches_not_leader_after_the_append_taken_as_not_persisted`.)
+#[test]
+fn not_leader_under_acks_all_is_possibly_persisted() {
+    for (acks, expected) in [
+        (-1, Persistence::PossiblyPersisted),
+        (1, Persistence::NotPersisted),
+    ] {
+        let mut h = Harness::new(|c| {
+            c.acks = acks;
+            c.enable_idempotence = acks == -1;
+        });
+        h.p.send(h.now, record("x")).unwrap();
+        h.answer_all();
+        h.p.send(h.now, record("a")).unwrap();
+        let f = h.answer_until_produce(&[]).expect("a Produce request");
+        h.feed(produce_error(&f, ErrorCode::NotLeaderOrFollower));
+        // Nothing is answered any more; the delivery timeout passes.
+        h.now += Duration::from_secs(200);
+        h.p.handle_timeout(h.now);
+        h.drain();
+        assert_eq!(
+            h.failures(),
+            vec![(DeliveryError::DeliveryTimeout, expected)],
+            "acks={acks}"
+        );
+    }
 }

@@ -65,6 +65,10 @@ pub enum Inject {
     UnknownServerErrorAfterAppend,
     /// NOT_ENOUGH_REPLICAS_AFTER_APPEND: retriable, written.
     NotEnoughReplicasAfterAppend,
+    /// NOT_LEADER_OR_FOLLOWER after the append, as Kafka answers an `acks=all` batch whose
+    /// leadership moved while it waited for its followers (`DelayedProduce`): retriable,
+    /// written (a follower holds it and becomes the leader; here the leader keeps it).
+    NotLeaderAfterAppend,
 }
 
 impl Inject {
@@ -77,6 +81,7 @@ impl Inject {
             Self::UnknownServerError => (ErrorCode::UnknownServerError, false),
             Self::UnknownServerErrorAfterAppend => (ErrorCode::UnknownServerError, true),
             Self::NotEnoughReplicasAfterAppend => (ErrorCode::NotEnoughReplicasAfterAppend, true),
+            Self::NotLeaderAfterAppend => (ErrorCode::NotLeaderOrFollower, true),
         };
         Injection { code, append }
     }
@@ -428,6 +433,7 @@ impl Action {
                     "UnknownServerError" => Inject::UnknownServerError,
                     "UnknownServerErrorAfterAppend" => Inject::UnknownServerErrorAfterAppend,
                     "NotEnoughReplicasAfterAppend" => Inject::NotEnoughReplicasAfterAppend,
+                    "NotLeaderAfterAppend" => Inject::NotLeaderAfterAppend,
                     _ => return None,
                 };
                 Self::Inject(num(p)? as i32, k)

@@ -413,6 +413,31 @@ fn errors_after_the_append_are_possibly_persisted() {
     assert_eq!(n, PINNED_NEW[6], "unique states changed");
 }
 
+/// NOT_LEADER_OR_FOLLOWER after the append (Kafka's answer to an `acks=all` batch whose
+/// leadership moved while it waited for its followers, one of which may hold it), and an
+/// INVALID_RECORD that leaves a gap and forces a rebase while that batch waits to be retried.
+fn not_leader_after_append_cfg() -> ModelCfg {
+    ModelCfg {
+        records_per_partition: 3,
+        budget: Budget {
+            injections: 2,
+            ..Budget::default()
+        },
+        injectable: vec![Inject::NotLeaderAfterAppend, Inject::InvalidRecord],
+        ..base(BrokerMode::Lenient)
+    }
+}
+
+#[test]
+fn not_leader_after_the_append_is_possibly_persisted() {
+    let n = check(
+        "not leader after append",
+        not_leader_after_append_cfg(),
+        &[ALL_DELIVERED, DEDUP],
+    );
+    assert_eq!(n, PINNED_NEW[9], "unique states changed");
+}
+
 /// Five in flight, seven records, two retriable errors (one after the append): new batches
 /// must not be sequenced behind a possibly written one.
 fn five_in_flight_cfg() -> ModelCfg {
@@ -468,8 +493,10 @@ fn tansu_like_broker_and_the_wrap_with_faults() {
 const PINNED: [usize; 6] = [4_200_219, 3_947_067, 146, 1_034, 172_703, 5_766];
 const PINNED_MODES: [usize; 4] = [859_998, 685_968, 685_968, 779_462];
 /// The configurations added for issue 15, in file order.
-const PINNED_NEW: [usize; 9] = [
-    3_886, 111_953, 147_937, 398, 16_169, 2_609, 1_484, 119_176, 84_174,
+const PINNED_NEW: [usize; 10] = [
+    // [2] was 147,937 until NOT_LEADER_OR_FOLLOWER under acks=all left its batch possibly
+    // persisted (nothing new is sequenced behind it until a retry is answered).
+    3_886, 111_953, 136_205, 398, 16_169, 2_609, 1_484, 119_176, 84_174, 1_564,
 ];
 
 // -----------------------------------------------------------------------------------------
@@ -642,6 +669,14 @@ fn catches_gap_policies_that_do_not_cut() {
 fn catches_errors_after_the_append_taken_as_not_persisted() {
     let cfg = planted(after_append_cfg(), Core::AfterAppendNotPersisted);
     expect_caught("after append not persisted", cfg, S4);
+}
+
+/// Before: NOT_LEADER_OR_FOLLOWER was taken as not written, so the batch was sequenced
+/// again under the new epoch after the rebase, and written twice.
+#[test]
+fn catches_not_leader_after_the_append_taken_as_not_persisted() {
+    let cfg = planted(not_leader_after_append_cfg(), Core::AfterAppendNotPersisted);
+    expect_caught("not leader after append not persisted", cfg, S1);
 }
 
 #[test]

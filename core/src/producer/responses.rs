@@ -169,7 +169,10 @@ impl Producer {
                 self.split_batch(ti, pi, i)
             }
             c if c.is_fatal() => self.fail_fatal_on_refusal(ti, pi, i, FatalError::Broker(c)),
-            c @ (ErrorCode::NotEnoughReplicasAfterAppend | ErrorCode::UnknownServerError)
+            c @ (ErrorCode::NotEnoughReplicasAfterAppend
+            | ErrorCode::UnknownServerError
+            | ErrorCode::NotLeaderOrFollower
+            | ErrorCode::KafkaStorageError)
                 if mutated!(self.cfg, AfterAppendNotPersisted) =>
             {
                 if c.is_retriable() {
@@ -179,7 +182,12 @@ impl Producer {
                 }
             }
             ErrorCode::CorruptMessage => self.on_corrupt_message(r, i),
-            c if c.is_retriable() => self.retry_batch(r, c, c.is_possibly_persisted()),
+            c if c.is_retriable() => {
+                // Under acks=all a refusal may also come after the append (leadership moved
+                // while the batch waited for its followers, which may hold it).
+                let after_append = self.cfg.acks == -1 && c.may_follow_append();
+                self.retry_batch(r, c, c.is_possibly_persisted() || after_append)
+            }
             c if c.is_possibly_persisted() => self.fail_batch(
                 ti,
                 pi,

@@ -362,6 +362,18 @@ impl ErrorCode {
         ) || matches!(self, Self::Unknown(_))
     }
 
+    /// Whether, under `acks=all`, this code may come after the leader appended the batch,
+    /// while it waited for its followers (Kafka's `DelayedProduce`): leadership moved away
+    /// (NOT_LEADER_OR_FOLLOWER) or the leader's log directory failed (KAFKA_STORAGE_ERROR).
+    /// A follower may already hold the batch, and it may be the new leader, so the batch may
+    /// be in the log. (§B.3 of the design spec says "no" for these: that holds only for the
+    /// refusal before the append, which the client cannot tell apart.) Not
+    /// UNKNOWN_TOPIC_OR_PARTITION: after the append it means the topic was deleted, and its
+    /// logs with it.
+    pub fn may_follow_append(self) -> bool {
+        matches!(self, Self::NotLeaderOrFollower | Self::KafkaStorageError)
+    }
+
     /// Whether this code from Produce means the batch is in the log.
     pub fn is_definitely_persisted(self) -> bool {
         matches!(self, Self::None | Self::DuplicateSequenceNumber)

@@ -124,6 +124,16 @@ pub fn produce_of(frame: &Bytes) -> ProduceRequest {
     ProduceRequest::decode_exact(version, Bytes::copy_from_slice(r.peek_rest())).unwrap()
 }
 
+/// (producer epoch, base sequence) of the first batch in a Produce request.
+pub fn epoch_and_sequence(frame: &Bytes) -> (i16, i32) {
+    let req = produce_of(frame);
+    let records = req.topic_data[0].partition_data[0].records.clone().unwrap();
+    (
+        i16::from_be_bytes(records[51..53].try_into().unwrap()),
+        i32::from_be_bytes(records[53..57].try_into().unwrap()),
+    )
+}
+
 /// A Produce answer with `code` for every partition of the request `frame`.
 pub fn produce_error(frame: &Bytes, code: ErrorCode) -> Bytes {
     let (_, version, corr) = api_of(frame);
