@@ -275,6 +275,73 @@ fn a_throttled_connection_waits_before_its_next_produce() {
     assert_eq!(api_of(&f).0, api_key::PRODUCE);
 }
 
+/// Review finding: once a partition waits for a rebase (a failed batch left a gap), a retry
+/// that was never written goes only under the next epoch. A later batch that may have been
+/// written, refused OUT_OF_ORDER_SEQUENCE_NUMBER behind it, was taken as waiting for that
+/// earlier retry and retried, over and over, until the delivery timeout failed all of them.
+/// Now the gap explains the refusal: that batch fails possibly persisted at once, the
+/// partition rebases, and the never-written records are delivered under the new epoch.
+#[test]
+fn a_possibly_written_batch_refused_behind_a_gap_does_not_stall_the_partition() {
+    let mut h = Harness::new(|_| {});
+    h.p.send(h.now, record("x")).unwrap();
+    h.answer_all();
+    assert_eq!(h.p.pending_records(), 0);
+    // A (three records), B and C: three Produce requests in flight.
+    let mut requests = Vec::new();
+    for batch in [&["a1", "a2", "a3"][..], &["b"], &["c"]] {
+        for v in batch {
+            h.p.send(h.now, record(v)).unwrap();
+        }
+        h.p.flush(h.now);
+        h.drain();
+        requests.push(h.next_frame().expect("a Produce request"));
+    }
+    // A is too large (split into two never-written halves, waiting for their backoff), B is
+    // refused for good (a gap: the partition must rebase), and C's answer is lost.
+    h.feed(produce_error(&requests[0], ErrorCode::MessageTooLarge));
+    h.feed(produce_error(&requests[1], ErrorCode::InvalidRecord));
+    let conn = h.conn.unwrap();
+    h.p.handle_disconnected(h.now, conn);
+    // The broker never saw A or B, so anything under the old epoch past x is out of order.
+    let old_epoch = epoch_and_sequence(&requests[2]).0;
+    for _ in 0..20 {
+        h.now += Duration::from_millis(500);
+        h.p.handle_timeout(h.now);
+        h.drain();
+        while let Some(f) = h.next_frame() {
+            let a = if api_of(&f).0 == api_key::PRODUCE && epoch_and_sequence(&f).0 == old_epoch {
+                produce_error(&f, ErrorCode::OutOfOrderSequenceNumber)
+            } else {
+                respond(&f, &mut h.next_offset)
+            };
+            h.feed(a);
+        }
+    }
+    assert_eq!(
+        h.p.pending_records(),
+        0,
+        "the partition went on after the gap"
+    );
+    assert_eq!(
+        h.failures(),
+        vec![
+            (
+                DeliveryError::Broker(ErrorCode::InvalidRecord),
+                Persistence::NotPersisted
+            ),
+            (
+                DeliveryError::Broker(ErrorCode::OutOfOrderSequenceNumber),
+                Persistence::PossiblyPersisted
+            ),
+        ]
+    );
+    let delivered = (h.events.iter())
+        .filter(|e| matches!(e, Event::Delivered { .. }))
+        .count();
+    assert_eq!(delivered, 4, "x, a1, a2 and a3");
+}
+
 /// Review finding: under acks=all Kafka answers NOT_LEADER_OR_FOLLOWER also after it
 /// appended the batch, when leadership moved while the batch waited for its followers (one
 /// of which may hold it and lead now). Such a batch that then reaches its delivery timeout

@@ -276,6 +276,13 @@ impl Producer {
         let mut explained = p.gap;
         for b in earlier {
             match b.state {
+                // Once the partition waits for a rebase, a retry that was never written goes
+                // only under the next identity (`head_retry`): a gap, like AwaitRebase, not
+                // an earlier attempt still to come. (Counted as one, a later possibly
+                // written batch was retried on OUT_OF_ORDER until the earlier one expired.)
+                BatchState::Retry { .. } if p.needs_rebase && !b.maybe_persisted => {
+                    explained = true
+                }
                 BatchState::InFlight | BatchState::Retry { .. } => waiting = true,
                 BatchState::AwaitRebase => explained = true,
                 _ => {}
