@@ -525,7 +525,7 @@ impl Kafka {
         what: &str,
         class: &str,
         args: impl IntoIterator<Item = S>,
-    ) {
+    ) -> String {
         let out = Command::new("java")
             .args([
                 "-Xmx256m",
@@ -549,6 +549,72 @@ impl Kafka {
             out.status,
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Moves the replicas of `topic`'s partitions to `assignment` (partition → replica node
+    /// ids, the first the preferred leader) with Kafka's `ReassignPartitionsCommand`, as
+    /// `kafka-reassign-partitions.sh --execute` runs it, and waits until `--verify` reports
+    /// every partition done.
+    ///
+    /// # Panics
+    /// If a command fails or the reassignment is not done within 60 s.
+    pub fn reassign(&self, topic: &str, assignment: &BTreeMap<i32, Vec<i32>>) {
+        let partitions: Vec<String> = (assignment.iter())
+            .map(|(p, replicas)| {
+                format!(r#"{{"topic":"{topic}","partition":{p},"replicas":{replicas:?}}}"#)
+            })
+            .collect();
+        let json = format!(r#"{{"version":1,"partitions":[{}]}}"#, partitions.join(","));
+        let file = self.dir.join(format!("reassign-{topic}.json"));
+        std::fs::write(&file, json).expect("write the reassignment file");
+        let bootstrap = self.bootstrap();
+        let class = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand";
+        let args = |action: &'static str| {
+            let file = file.as_os_str().to_owned();
+            [
+                "--bootstrap-server".into(),
+                bootstrap.clone().into(),
+                "--reassignment-json-file".into(),
+                file,
+                action.into(),
+            ]
+            .into_iter()
+            .collect::<Vec<std::ffi::OsString>>()
+        };
+        self.run_tool("partition reassignment", class, args("--execute"));
+        let deadline = Instant::now() + TOPIC_TIMEOUT;
+        loop {
+            let out = self.run_tool("reassignment check", class, args("--verify"));
+            if !out.contains("in progress") {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "reassignment of {topic} not done within {TOPIC_TIMEOUT:?}: {out}"
+            );
+            std::thread::sleep(PROBE_PAUSE);
+        }
+    }
+
+    /// Makes every partition's preferred replica its leader (Kafka's
+    /// `LeaderElectionCommand --election-type PREFERRED`).
+    ///
+    /// # Panics
+    /// If the command fails.
+    pub fn elect_preferred_leaders(&self) {
+        let bootstrap = self.bootstrap();
+        self.run_tool(
+            "preferred leader election",
+            "org.apache.kafka.tools.LeaderElectionCommand",
+            [
+                "--bootstrap-server",
+                bootstrap.as_str(),
+                "--election-type",
+                "PREFERRED",
+                "--all-topic-partitions",
+            ],
         );
     }
 

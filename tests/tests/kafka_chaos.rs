@@ -1,4 +1,4 @@
-//! Random faults on a 3-node Apache Kafka 4.4.0 cluster under steady load: one node at a
+//! Faults on a 3-node Apache Kafka 4.4.0 cluster under steady load. Random node faults: one at a
 //! time is SIGKILLed, stopped with SIGTERM (a controlled shutdown) or SIGSTOPped for a
 //! random while, then healed, in an order and with lengths drawn from a seeded generator
 //! (`KPROD_CHAOS_SEED` replays a run; the seed is printed). Records flow the whole time,
@@ -10,9 +10,15 @@
 //! per partition: no duplicate, send order kept, every acknowledged record at its offset,
 //! every `NotPersisted` failure absent. With replication 3, `min.insync.replicas=2` and a
 //! 120 s delivery timeout, no fault here may fail a record: every one must be delivered.
+//! With two nodes down at once and a 5 s delivery timeout records fail, and the checks hold
+//! whatever failed.
+//!
+//! Partition reassignment: every partition's replicas move three times under load (Kafka's
+//! `ReassignPartitionsCommand`), then a preferred leader election; every record delivered.
 //!
 //! Needs `scripts/install-kafka.sh` and Java 17+.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -75,9 +81,58 @@ fn overlapping_node_faults_with_short_delivery_timeout() {
     );
 }
 
-/// Runs the faults on a new cluster while records flow, resolves every record and checks the
-/// log; returns the counts.
+/// Partition reassignment under load, as an operator rebalancing a cluster runs it: every
+/// partition's two replicas move, three times (so every leader moves and the old leader stops
+/// being a replica: its in-flight batches are answered NOT_LEADER_OR_FOLLOWER, possibly after
+/// the append), then a preferred leader election. Every record must be delivered, once, in
+/// order.
+#[test]
+fn partition_reassignment_under_load() {
+    let summary = under_load(
+        "kprod-reassign",
+        2,
+        Duration::from_secs(120),
+        |kafka, _rng, topic| {
+            let mut log = Vec::new();
+            for round in 1..=3 {
+                let assignment: BTreeMap<i32, Vec<i32>> = (0..PARTITIONS)
+                    .map(|p| (p, vec![(p + round) % 3 + 1, (p + round + 1) % 3 + 1]))
+                    .collect();
+                let before = kafka.leaders(topic);
+                kafka.reassign(topic, &assignment);
+                kafka.wait_topic(topic, PARTITIONS, 2);
+                log.push(format!(
+                    "round {round}: leaders {before:?} -> {:?}",
+                    kafka.leaders(topic)
+                ));
+            }
+            kafka.elect_preferred_leaders();
+            kafka.wait_topic(topic, PARTITIONS, 2);
+            log.push(format!("preferred leaders: {:?}", kafka.leaders(topic)));
+            log
+        },
+    );
+    assert!(summary.all_delivered(), "{summary:?}");
+    assert_eq!(summary.in_log, summary.sent, "{summary:?}");
+}
+
+/// Random node faults on the cluster while records flow; with `overlap`, two nodes at once
+/// some of the time.
 fn chaos(topic: &'static str, delivery_timeout: Duration, overlap: bool) -> Summary {
+    under_load(topic, 3, delivery_timeout, |kafka, rng, topic| {
+        node_faults(kafka, rng, topic, overlap)
+    })
+}
+
+/// A new 3-node cluster and topic (replication `replication`, `min.insync.replicas=2`): runs
+/// `faults` while records flow, then resolves every record and checks the log; returns the
+/// counts.
+fn under_load(
+    topic: &'static str,
+    replication: i32,
+    delivery_timeout: Duration,
+    faults: impl FnOnce(&mut Kafka, &mut Rng, &str) -> Vec<String>,
+) -> Summary {
     let seed = std::env::var("KPROD_CHAOS_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -91,8 +146,7 @@ fn chaos(topic: &'static str, delivery_timeout: Duration, overlap: bool) -> Summ
     println!("KPROD_CHAOS_SEED={seed}");
     let mut rng = Rng(seed);
     let mut kafka = Kafka::start_with(KafkaOptions::new(3));
-    kafka.create_topic(topic, PARTITIONS, 3, Some(2));
-    kafka.wait_topic(topic, PARTITIONS, 3);
+    kafka.create_topic(topic, PARTITIONS, replication, Some(2));
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -133,6 +187,36 @@ fn chaos(topic: &'static str, delivery_timeout: Duration, overlap: bool) -> Summ
         }
     });
 
+    let log = faults(&mut kafka, &mut rng, topic);
+    // Some load on the healed cluster, then stop sending.
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    let mut ledger = rt.block_on(sender).expect("the sender task");
+    for line in &log {
+        println!("{line}");
+    }
+
+    rt.block_on(ledger.resolve(Duration::from_secs(150)));
+    let summary = rt.block_on(ledger.read_and_check(&kafka.bootstrap()));
+    let m = rt.block_on(producer.metrics());
+    println!("seed {seed}: {summary:?}");
+    println!(
+        "batches sent {}, retries {}, epoch bumps {}, producer ids {}",
+        m.batches_sent, m.retries, m.epoch_bumps, m.producer_ids
+    );
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(30), producer.close())
+            .await
+            .expect("close() finishes")
+    });
+    assert!(summary.sent > 10_000, "too little load: {summary:?}");
+    assert_eq!(summary.delivered_without_offset, 0, "{summary:?}");
+    summary
+}
+
+/// `FAULTS` faults, each on a random node (with `overlap`, sometimes on a second one too) for
+/// a random while, each healed, with every replica back in sync, before the next one.
+fn node_faults(kafka: &mut Kafka, rng: &mut Rng, topic: &str, overlap: bool) -> Vec<String> {
     let started = Instant::now();
     let mut log = Vec::new();
     for _ in 0..FAULTS {
@@ -178,28 +262,5 @@ fn chaos(topic: &'static str, delivery_timeout: Duration, overlap: bool) -> Summ
             started.elapsed()
         ));
     }
-    // Some load on the healed cluster, then stop sending.
-    std::thread::sleep(Duration::from_millis(500));
-    stop.store(true, Ordering::Relaxed);
-    let mut ledger = rt.block_on(sender).expect("the sender task");
-    for line in &log {
-        println!("{line}");
-    }
-
-    rt.block_on(ledger.resolve(Duration::from_secs(150)));
-    let summary = rt.block_on(ledger.read_and_check(&kafka.bootstrap()));
-    let m = rt.block_on(producer.metrics());
-    println!("seed {seed}: {summary:?}");
-    println!(
-        "batches sent {}, retries {}, epoch bumps {}, producer ids {}",
-        m.batches_sent, m.retries, m.epoch_bumps, m.producer_ids
-    );
-    rt.block_on(async {
-        tokio::time::timeout(Duration::from_secs(30), producer.close())
-            .await
-            .expect("close() finishes")
-    });
-    assert!(summary.sent > 10_000, "too little load: {summary:?}");
-    assert_eq!(summary.delivered_without_offset, 0, "{summary:?}");
-    summary
+    log
 }
