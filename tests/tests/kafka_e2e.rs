@@ -510,3 +510,56 @@ fn a_throttled_producer_waits_out_the_quota_without_timeouts() {
         );
     }
 }
+
+/// The broker closes connections idle for `connections.max.idle.ms` (10 minutes by default,
+/// 1 s here), the producer's included; the producer, idle longer than that between bursts,
+/// connects again and goes on: every record of every burst delivered once, in order. (A raw
+/// connection idle as long is checked to be closed by the broker, so the closes happen.)
+#[test]
+fn connections_the_broker_closes_when_idle_are_opened_again() {
+    use std::io::Read;
+
+    use kprod_core::ProducerConfig;
+    use kprod_tests::kafka::KafkaOptions;
+    use kprod_tests::ledger::Ledger;
+    use kprod_tokio::ProducerHandle;
+
+    const PARTITIONS: i32 = 2;
+    const IDLE: Duration = Duration::from_millis(2_500);
+    let kafka = Kafka::start_with(KafkaOptions::new(1).set("connections.max.idle.ms", 1_000));
+    let topic = "kprod-idle-closed";
+    kafka.create_topic(topic, PARTITIONS, 1, None);
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let config = ProducerConfig {
+        bootstrap_servers: vec![kafka.bootstrap()],
+        ..ProducerConfig::default()
+    };
+    let producer = rt.block_on(async { ProducerHandle::connect(config).expect("valid config") });
+    let mut ledger = Ledger::new(topic, PARTITIONS);
+    let mut probe = std::net::TcpStream::connect(kafka.client_addr(0)).expect("raw connection");
+    for _ in 0..3 {
+        rt.block_on(async {
+            ledger.enqueue_n(&producer, 300).await;
+            ledger.resolve(Duration::from_secs(30)).await;
+        });
+        // The idle period, longer than the broker's limit (the fault itself).
+        std::thread::sleep(IDLE);
+    }
+    probe
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("read timeout");
+    let closed = match probe.read(&mut [0u8; 1]) {
+        Ok(n) => n == 0,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    };
+    assert!(closed, "the broker closed the idle raw connection");
+    let summary = rt.block_on(ledger.read_and_check(&kafka.bootstrap()));
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(30), producer.close())
+            .await
+            .expect("close() finishes")
+    });
+    assert_eq!(summary.sent, 900);
+    assert!(summary.all_delivered(), "{summary:?}");
+    assert_eq!(summary.in_log, summary.sent, "{summary:?}");
+}
