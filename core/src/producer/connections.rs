@@ -1,6 +1,7 @@
 //! Connections: their states (`Connecting` → `Negotiating` (ApiVersions, KIP-511 fallback,
 //! version negotiation) → [`Authenticating`, SASL in `auth.rs`] → `Ready`), which broker to
-//! open for a request any broker can answer (bootstrap servers in turn, then known nodes),
+//! open for a request any broker can answer (a known node, else the bootstrap servers in
+//! turn),
 //! connections to partition leaders, reconnect backoff, request timeouts that close the
 //! connection (P8), and what a lost connection means: every Produce attempt on it may have
 //! been written, so its batches go back for a byte-identical retry as possibly persisted

@@ -76,10 +76,11 @@ impl Producer {
     pub(super) fn on_metadata(&mut self, conn: ConnId, m: protocol::metadata::MetadataResponse) {
         self.metadata.last_refresh = Some(self.now);
         self.metadata.retry_at = None;
-        // The brokers the answer lists replace those known before (a node taken out of the
-        // cluster is not tried again). An entry without a usable address (an empty host, a
-        // port outside 1..=65535) is left out rather than dialled, and a node listed twice
-        // keeps its first address.
+        // The brokers the answer lists, each at its (new) address. An entry without a usable
+        // address (an empty host or one with whitespace or control characters, a port
+        // outside 1..=65535) is left out rather than dialled, and a node listed twice keeps
+        // its first address. Known nodes the answer leaves out are dropped once the answer
+        // is taken in (below), unless a partition still names them as its leader.
         let mut listed: BTreeMap<i32, Arc<str>> = BTreeMap::new();
         for b in &m.brokers {
             let usable = !b.host.is_empty()
@@ -103,7 +104,9 @@ impl Producer {
                         .copied()
                 })
                 .collect();
-            self.brokers = listed;
+            for (id, addr) in &listed {
+                self.brokers.insert(*id, addr.clone());
+            }
             for conn in moved {
                 self.close_conn(conn, super::connections::MOVED);
             }
@@ -221,6 +224,15 @@ impl Producer {
             self.metadata.retry_at = Some(self.now + self.cfg.retry_backoff);
         }
         self.metadata.avoid = incomplete.then_some(conn);
+        // A node taken out of the cluster is not tried again: known nodes that the answer
+        // does not list go, but not one a partition still names as its leader (an answer
+        // from a lagging broker is skipped as stale, and its partitions keep their leaders).
+        if !listed.is_empty() && self.brokers.len() > listed.len() {
+            let leaders: std::collections::BTreeSet<i32> = (self.topics.iter())
+                .flat_map(|t| t.partitions.iter().filter_map(|p| p.leader))
+                .collect();
+            (self.brokers).retain(|id, _| listed.contains_key(id) || leaders.contains(id));
+        }
     }
 
     /// What a Produce answer for partition `pi` of topic `ti` says about leadership: an error

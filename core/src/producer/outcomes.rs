@@ -162,7 +162,7 @@ impl Producer {
         pool.put_list(records);
         if let Some(wire) = wire {
             let cap = self.cfg.batch_size.min(self.cfg.max_request_size);
-            pool.put_wire(wire, 2 * cap + HEADER_LEN);
+            pool.put_wire(wire, cap.saturating_mul(2).saturating_add(HEADER_LEN));
         }
         if mutated!(self.cfg, ImplicitAckOvertaken) {
             // librdkafka's implicit acknowledgement: the earlier batches count as delivered.
