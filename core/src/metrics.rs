@@ -89,6 +89,10 @@ pub struct Metrics {
     /// `throttle_time_ms` > 0, KIP-219): the connection then sends no Produce request until
     /// the throttle has passed.
     pub produce_throttled: u64,
+    /// Counter: connections the producer asked the driver to open (`Output::Connect`), the
+    /// first ones included: reconnects after a broker closed a connection, a failed
+    /// connect, a request timeout or a moved node each add one.
+    pub connections_opened: u64,
     /// Gauge: requests of every kind (Produce, Metadata, InitProducerId, ...) written and
     /// not yet answered, over all connections.
     pub requests_in_flight: usize,

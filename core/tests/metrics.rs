@@ -43,6 +43,10 @@ fn metrics_count_sends_acknowledgements_retries_and_failures() {
     assert_eq!((m.batches_sent, m.produce_requests_in_flight), (1, 1));
     assert!(m.requests_in_flight >= 1);
     assert_eq!(m.producer_ids, 1);
+    assert_eq!(
+        m.connections_opened, 2,
+        "the bootstrap server and the leader"
+    );
     let p0 = &m.partitions[0];
     assert_eq!((&*p0.topic, p0.partition), (TOPIC, 0));
     assert_eq!((p0.in_flight_batches, p0.queued_records), (1, 0));
@@ -81,6 +85,13 @@ fn metrics_count_sends_acknowledgements_retries_and_failures() {
     assert_eq!(m.epoch_bumps, 1);
     assert_eq!(m.partitions[0].last_acked_offset, Some(2), "history");
     assert_eq!(m.buffered_records, 0);
+    // A lost connection: the next record needs a new one.
+    h.p.handle_disconnected(h.now, h.conn.take().expect("connected"));
+    h.send(1);
+    h.now += Duration::from_secs(1);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    assert_eq!(h.p.metrics().connections_opened, 3, "the leader again");
     // The counters match the events.
     let delivered = h
         .events

@@ -513,8 +513,9 @@ fn a_throttled_producer_waits_out_the_quota_without_timeouts() {
 
 /// The broker closes connections idle for `connections.max.idle.ms` (10 minutes by default,
 /// 1 s here), the producer's included; the producer, idle longer than that between bursts,
-/// connects again and goes on: every record of every burst delivered once, in order. (A raw
-/// connection idle as long is checked to be closed by the broker, so the closes happen.)
+/// connects again (`Metrics::connections_opened` grows with each burst) and goes on: every
+/// record of every burst delivered once, in order. (A raw connection idle as long is checked
+/// to be closed by the broker too.)
 #[test]
 fn connections_the_broker_closes_when_idle_are_opened_again() {
     use std::io::Read;
@@ -537,14 +538,21 @@ fn connections_the_broker_closes_when_idle_are_opened_again() {
     let producer = rt.block_on(async { ProducerHandle::connect(config).expect("valid config") });
     let mut ledger = Ledger::new(topic, PARTITIONS);
     let mut probe = std::net::TcpStream::connect(kafka.client_addr(0)).expect("raw connection");
+    let mut opened = Vec::new();
     for _ in 0..3 {
         rt.block_on(async {
             ledger.enqueue_n(&producer, 300).await;
             ledger.resolve(Duration::from_secs(30)).await;
+            opened.push(producer.metrics().await.connections_opened);
         });
         // The idle period, longer than the broker's limit (the fault itself).
         std::thread::sleep(IDLE);
     }
+    // Every burst after an idle period needed a new connection.
+    assert!(
+        opened.windows(2).all(|w| w[1] > w[0]),
+        "connections opened after each burst: {opened:?}"
+    );
     probe
         .set_read_timeout(Some(Duration::from_secs(5)))
         .expect("read timeout");

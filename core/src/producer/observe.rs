@@ -26,6 +26,7 @@ impl Producer {
             epoch_bumps: c.epoch_bumps,
             producer_ids: c.producer_ids,
             produce_throttled: c.produce_throttled,
+            connections_opened: self.next_conn,
             requests_in_flight: self.conns.values().map(|c| c.inflight.len()).sum(),
             produce_requests_in_flight: self.conns.values().map(|c| c.produce_inflight()).sum(),
             buffered_records: self.pending_records,
