@@ -418,13 +418,8 @@ fn errors_after_the_append_are_possibly_persisted() {
 /// INVALID_RECORD that leaves a gap and forces a rebase while that batch waits to be retried.
 fn not_leader_after_append_cfg() -> ModelCfg {
     ModelCfg {
-        records_per_partition: 3,
-        budget: Budget {
-            injections: 2,
-            ..Budget::default()
-        },
         injectable: vec![Inject::NotLeaderAfterAppend, Inject::InvalidRecord],
-        ..base(BrokerMode::Lenient)
+        ..after_append_cfg()
     }
 }
 

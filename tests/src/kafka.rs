@@ -777,6 +777,24 @@ impl Kafka {
             .find_map(|i| self.metadata_from(i, Some(topic)))
     }
 
+    /// A producer for fault tests on this cluster: every node bootstrapped, `client_id`,
+    /// `linger.ms` 2, a 2 s request timeout, retry and reconnect backoffs of 20 ms (retries
+    /// up to 500 ms apart), and no topic auto-creation; the caller sets `batch.size` and the
+    /// timeouts its faults need.
+    pub fn fault_config(&self, client_id: &str) -> kprod_core::ProducerConfig {
+        kprod_core::ProducerConfig {
+            bootstrap_servers: self.bootstrap().split(',').map(str::to_owned).collect(),
+            client_id: Some(client_id.into()),
+            linger: Duration::from_millis(2),
+            request_timeout: Duration::from_secs(2),
+            retry_backoff: Duration::from_millis(20),
+            retry_backoff_max: Duration::from_millis(500),
+            reconnect_backoff: Duration::from_millis(20),
+            allow_auto_topic_creation: false,
+            ..kprod_core::ProducerConfig::default()
+        }
+    }
+
     /// `127.0.0.1:p1,127.0.0.1:p2,…` over every node (running or not).
     pub fn bootstrap(&self) -> String {
         self.nodes

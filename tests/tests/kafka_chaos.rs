@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kprod_core::ProducerConfig;
+use kprod_tests::e2e::runtime;
 use kprod_tests::kafka::KafkaOptions;
 use kprod_tests::ledger::{Ledger, Summary};
 use kprod_tests::Kafka;
@@ -151,23 +152,11 @@ fn under_load(
     let mut kafka = Kafka::start_with(KafkaOptions::new(3));
     kafka.create_topic(topic, PARTITIONS, replication, Some(2));
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let rt = runtime();
     let config = ProducerConfig {
-        bootstrap_servers: kafka.bootstrap().split(',').map(str::to_owned).collect(),
-        client_id: Some("kprod-chaos".into()),
-        linger: Duration::from_millis(2),
         batch_size: 4_000,
-        request_timeout: Duration::from_secs(2),
         delivery_timeout,
-        retry_backoff: Duration::from_millis(20),
-        retry_backoff_max: Duration::from_millis(500),
-        reconnect_backoff: Duration::from_millis(20),
-        allow_auto_topic_creation: false,
-        ..ProducerConfig::default()
+        ..kafka.fault_config("kprod-chaos")
     };
     let producer = rt.block_on(async { ProducerHandle::connect(config).expect("valid config") });
 

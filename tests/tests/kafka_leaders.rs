@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use kprod_core::protocol::ErrorCode;
 use kprod_core::{DeliveryError as CoreError, ProducerConfig};
+use kprod_tests::e2e::runtime;
 use kprod_tests::kafka::KafkaOptions;
 use kprod_tests::ledger::{Ledger, Summary};
 use kprod_tests::{numbered_batch, Kafka, WireClient};
@@ -27,27 +28,12 @@ const RESOLVE: Duration = Duration::from_secs(90);
 /// Records before the fault, during it, and after the healing.
 const PHASE: usize = 600;
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
-
 fn config(kafka: &Kafka, request_timeout: Duration, delivery_timeout: Duration) -> ProducerConfig {
     ProducerConfig {
-        bootstrap_servers: kafka.bootstrap().split(',').map(str::to_owned).collect(),
-        client_id: Some("kprod-leaders".into()),
-        linger: Duration::from_millis(2),
         batch_size: 2_000,
         request_timeout,
         delivery_timeout,
-        retry_backoff: Duration::from_millis(20),
-        retry_backoff_max: Duration::from_millis(500),
-        reconnect_backoff: Duration::from_millis(20),
-        allow_auto_topic_creation: false,
-        ..ProducerConfig::default()
+        ..kafka.fault_config("kprod-leaders")
     }
 }
 
