@@ -663,8 +663,8 @@ fn compat_property(later: &mut Deferred, name: &str, v: &str) -> Result<bool, Pr
             return Err(unsupported(
                 name,
                 v,
-                "kprod always asks brokers for their API versions (it speaks Produce v9 and \
-                 later, Kafka 2.8+)",
+                "kprod always asks brokers for their API versions (it speaks Produce v3 and \
+                 later, Kafka 0.11+)",
             ))
         }
         _ => return Ok(false),

@@ -565,10 +565,14 @@ impl Cluster {
             if e.epoch == epoch {
                 if let Some(&(_, _, off)) = e.batches.iter().find(|b| b.0 == first && b.1 == last) {
                     self.stats.deduplicated += 1;
+                    // Kafka answers a duplicate with the original's offsets, but under
+                    // acks=all it still waits for them to be replicated (`DelayedProduce` on
+                    // the original's end offset): an error after the append (a timeout, a
+                    // leader move) can come back for a duplicate too.
                     return if mode == BrokerMode::TansuLike {
                         (ErrorCode::DuplicateSequenceNumber, -1, log_start)
                     } else {
-                        (ErrorCode::None, off, log_start)
+                        answer(injected, off, log_start)
                     };
                 }
                 // Overlap without exact match: a client bug worth counting.

@@ -1,4 +1,4 @@
-//! `kprod-model check | explore | simulate`: model-check the real producer.
+//! `kprod-model check | explore | simulate | replay`: model-check the real producer.
 
 use std::time::{Duration, Instant};
 
@@ -8,11 +8,11 @@ use stateright::{Checker, Model};
 
 fn usage() -> ! {
     eprintln!(
-        "usage: kprod-model <check|explore|simulate> [--mode lenient|unknown-pid|strict|tansu] \
+        "usage: kprod-model <check|explore|simulate|replay> [--mode lenient|unknown-pid|strict|tansu] \
          [--partitions N] [--records N] [--inflight N] [--nodes N] [--max-seq N] [--max-epoch N] \
          [--disconnects N] [--timeouts N] [--leader-changes N] [--restarts N] [--expiries N] \
          [--injections N] [--flaps N] [--metadata-age MS] [--connect-failures N] [--max-transmits N] \
-         [--mutation none|kafkajs|kafka-12152|d10|d12] [--seed N] [--seconds N] [--addr HOST:PORT]"
+         [--mutation none|kafkajs|kafka-12152|d10|d12] [--seed N] [--seconds N] [--addr HOST:PORT] [--path FILE]"
     );
     std::process::exit(2)
 }

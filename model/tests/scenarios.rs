@@ -977,6 +977,36 @@ fn a_possibly_written_batch_stays_in_the_dedup_window_while_its_retries_fail() {
 }
 
 #[test]
+fn a_duplicate_retry_can_fail_after_the_wait_too() {
+    // Kafka recognises a retry of a batch already in the log, but under acks=all still waits
+    // for the original to be replicated (`DelayedProduce` on its end offset), so the
+    // duplicate can draw a timeout or a leader move too. Each answer leaves the batch
+    // possibly persisted; nothing is sequenced behind it, and the retry that is answered at
+    // last is delivered at the original offset, once.
+    let mut sim = sim(1, cfg());
+    warm_up(&mut sim, 1);
+    let c = produce_conn(&sim, 1);
+    inject(&mut sim, 0, ErrorCode::RequestTimedOut, true);
+    let a = sim.send(rec(1, 0));
+    sim.process(c, usize::MAX);
+    sim.deliver(c, usize::MAX);
+    assert_eq!(sim.outcomes.get(&a), None);
+    // a's next two retries are recognised as duplicates and answered after the wait.
+    inject(&mut sim, 0, ErrorCode::RequestTimedOut, true);
+    inject(&mut sim, 0, ErrorCode::NotLeaderOrFollower, true);
+    let b = sim.send(rec(2, 0));
+    sim.run(STEPS);
+    // Three retries of a were recognised (two answered with the errors, one with success),
+    // which the broker model only counts when the errors came back for duplicates.
+    assert_eq!(sim.cluster.stats.deduplicated, 3);
+    assert_eq!(delivered(&sim, a), 1);
+    assert_eq!(delivered(&sim, b), 2);
+    assert_eq!(sim.cluster.partition(T, 0).log.len(), 3);
+    check_all(&sim, 1);
+    assert!(bumps(&sim).is_empty());
+}
+
+#[test]
 fn dedup_cache_shrunk_by_a_restart_reports_possibly_persisted() {
     let mut sim = sim(1, cfg());
     warm_up(&mut sim, 1);
