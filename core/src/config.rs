@@ -90,6 +90,15 @@ pub struct ProducerConfig {
     pub metadata_max_age: Duration,
     /// `allow.auto.create.topics`.
     pub allow_auto_topic_creation: bool,
+    /// `metadata.max.idle.ms`: a topic the application has not sent to for this long, with
+    /// no record of it left in the producer, is no longer named in metadata requests (from
+    /// the sweep after one such period without a send: between one and two periods after the
+    /// last send). Its partitions keep their sequence state and leaders; the next record for
+    /// it names it again and asks for fresh metadata at once. Without this, a producer that
+    /// once wrote to a topic would ask about it for ever, and with `allow.auto.create.topics`
+    /// on a broker that creates topics on request, bring it back after it was deleted.
+    /// `None`: topics are never left out (the model checker runs so).
+    pub metadata_max_idle: Option<Duration>,
     /// `max.block.ms`: how long a record waits for its topic to appear in metadata before it
     /// fails as an unknown topic (a topic that briefly vanishes must not fail records).
     pub max_block: Duration,
@@ -178,7 +187,13 @@ impl ProducerConfig {
         ] {
             *d = (*d).min(Self::MAX_DURATION);
         }
-        if let Some(d) = &mut self.producer_id_expiration {
+        for d in [
+            &mut self.producer_id_expiration,
+            &mut self.metadata_max_idle,
+        ]
+        .into_iter()
+        .flatten()
+        {
             *d = (*d).min(Self::MAX_DURATION);
         }
         self
@@ -231,6 +246,7 @@ impl Default for ProducerConfig {
             reconnect_backoff: Duration::from_millis(50),
             metadata_max_age: Duration::from_secs(300),
             allow_auto_topic_creation: true,
+            metadata_max_idle: Some(Duration::from_secs(300)),
             max_block: Duration::from_secs(60),
             gap_policy: GapPolicy::default(),
             data_loss_policy: DataLossPolicy::default(),

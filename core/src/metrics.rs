@@ -40,6 +40,7 @@ pub(crate) struct Counters {
     pub(crate) epoch_bumps: u64,
     pub(crate) producer_ids: u64,
     pub(crate) produce_throttled: u64,
+    pub(crate) metadata_requests: u64,
 }
 
 impl Counters {
@@ -93,6 +94,12 @@ pub struct Metrics {
     /// first ones included: reconnects after a broker closed a connection, a failed
     /// connect, a request timeout or a moved node each add one.
     pub connections_opened: u64,
+    /// Counter: metadata requests written (periodic, on a new or idle topic, after an error
+    /// that means a leader moved, ...).
+    pub metadata_requests: u64,
+    /// Gauge: topics left out of metadata requests because nothing was sent to them for a
+    /// whole `metadata.max.idle.ms` period (the next record for one names it again).
+    pub idle_topics: usize,
     /// Gauge: requests of every kind (Produce, Metadata, InitProducerId, ...) written and
     /// not yet answered, over all connections.
     pub requests_in_flight: usize,

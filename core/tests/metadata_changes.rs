@@ -26,6 +26,8 @@ struct Net {
     connects: Vec<String>,
     /// A connection to a lagging broker: its metadata answers carry leader epoch 4.
     lagging: Option<ConnId>,
+    /// The topics each metadata request named, in order.
+    asked: Vec<Vec<String>>,
 }
 
 impl Net {
@@ -39,6 +41,7 @@ impl Net {
             conns: BTreeMap::new(),
             connects: Vec::new(),
             lagging: None,
+            asked: Vec::new(),
         }
     }
 
@@ -99,6 +102,14 @@ impl Net {
                         let a = respond(&f, &mut h.next_offset);
                         let (_, mut m) =
                             decode_response::<MetadataRequest>(version, a.slice(4..)).unwrap();
+                        // The responder knows TOPIC only: other topics asked about are
+                        // answered alike.
+                        let names = requested_topics(&f);
+                        let template = m.topics[0].clone();
+                        m.topics = (names.iter())
+                            .map(|n| MetadataTopicName(n).of(&template))
+                            .collect();
+                        self.asked.push(names);
                         meta(&mut m);
                         if self.lagging == Some(conn) {
                             for p in &mut m.topics[0].partitions {
@@ -420,4 +431,113 @@ fn an_answer_listing_a_partition_twice_is_ignored() {
     );
     net.run(3, &|_| {}, &mut |_| None);
     assert_eq!(net.pending(), 0, "b delivered after a sound answer");
+}
+
+/// The topic names a metadata request frame asks about.
+fn requested_topics(frame: &Bytes) -> Vec<String> {
+    use kprod_core::protocol::{Message, Reader, Request, RequestHeader};
+    let (_, version, _) = api_of(frame);
+    let mut r = Reader::new(frame.slice(4..));
+    RequestHeader::decode(MetadataRequest::request_header_version(version), &mut r).unwrap();
+    let body = Bytes::copy_from_slice(r.peek_rest());
+    let req = MetadataRequest::decode_exact(version, body).unwrap();
+    (req.topics.unwrap().into_iter())
+        .filter_map(|t| t.name)
+        .collect()
+}
+
+/// A topic name, to answer for it as the responder answers for TOPIC.
+struct MetadataTopicName<'a>(&'a str);
+
+impl MetadataTopicName<'_> {
+    fn of(
+        &self,
+        template: &kprod_core::protocol::metadata::MetadataTopic,
+    ) -> kprod_core::protocol::metadata::MetadataTopic {
+        let mut t = template.clone();
+        t.name = Some(self.0.to_owned());
+        t
+    }
+}
+
+/// `metadata.max.idle.ms`: a topic nothing was sent to for a whole period is no longer named
+/// in metadata requests (a producer would otherwise ask about every topic it ever used, and
+/// with auto-creation bring a deleted one back); the next record for it names it again, and
+/// asks at once. Before, every request named every topic for the producer's life.
+#[test]
+fn a_topic_left_idle_is_no_longer_asked_about_until_it_is_used_again() {
+    let other = "other-topic";
+    let mut net = Net::with(|c| {
+        c.metadata_max_age = Duration::from_secs(60);
+        c.metadata_max_idle = Some(Duration::from_secs(300));
+    });
+    net.send("a");
+    net.h
+        .p
+        .send(net.h.now, Record::new(other, "b").with_partition(0))
+        .unwrap();
+    net.run(2, &|_| {}, &mut |_| None);
+    assert_eq!(net.pending(), 0, "both delivered");
+    assert!(net.asked.iter().any(|n| n.len() == 2), "{:?}", net.asked);
+    // A periodic refresh every minute for 12 minutes; only TOPIC is sent to.
+    for _ in 0..12 {
+        net.h.now += Duration::from_secs(60);
+        net.h.p.handle_timeout(net.h.now);
+        net.send("c");
+        net.run(1, &|_| {}, &mut |_| None);
+    }
+    assert_eq!(net.pending(), 0);
+    assert_eq!(
+        net.asked.last().unwrap(),
+        &vec![TOPIC.to_owned()],
+        "the idle topic is left out"
+    );
+    let m = net.h.p.metrics();
+    assert_eq!(m.idle_topics, 1);
+    assert_eq!(m.metadata_requests, net.asked.len() as u64);
+    // Between one and two periods (5 to 10 minutes) after its last send it went out.
+    let last_with = (net.asked.iter())
+        .rposition(|n| n.iter().any(|t| t == other))
+        .unwrap();
+    let refreshes_with = last_with + 1;
+    assert!((5..=11).contains(&refreshes_with), "{:?}", net.asked);
+    // A record for it names it again at once, without waiting for the periodic refresh.
+    let before = net.asked.len();
+    net.h
+        .p
+        .send(net.h.now, Record::new(other, "d").with_partition(0))
+        .unwrap();
+    net.drain();
+    net.run(1, &|_| {}, &mut |_| None);
+    assert!(net.asked.len() > before, "asked at once");
+    assert!(
+        net.asked[before].iter().any(|t| t == other),
+        "{:?}",
+        net.asked[before]
+    );
+    assert_eq!(net.pending(), 0, "delivered");
+    assert_eq!(net.h.p.metrics().idle_topics, 0);
+}
+
+/// With `metadata_max_idle: None` every topic stays in every request (the model checker's
+/// setting).
+#[test]
+fn without_metadata_max_idle_every_topic_stays_in_the_requests() {
+    let mut net = Net::with(|c| {
+        c.metadata_max_age = Duration::from_secs(60);
+        c.metadata_max_idle = None;
+    });
+    net.send("a");
+    net.h
+        .p
+        .send(net.h.now, Record::new("other-topic", "b").with_partition(0))
+        .unwrap();
+    net.run(2, &|_| {}, &mut |_| None);
+    for _ in 0..12 {
+        net.h.now += Duration::from_secs(60);
+        net.h.p.handle_timeout(net.h.now);
+        net.run(1, &|_| {}, &mut |_| None);
+    }
+    assert!(net.asked.len() >= 12, "{:?}", net.asked);
+    assert_eq!(net.asked.last().unwrap().len(), 2, "{:?}", net.asked);
 }

@@ -336,6 +336,13 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
             c.metadata_max_age = millis(name, v)?;
         }
         "max.block.ms" => c.max_block = millis(name, v)?,
+        "metadata.max.idle.ms" => {
+            let d = millis(name, v)?;
+            if d < Duration::from_secs(5) {
+                return Err(invalid(name, v, "at least 5000 ms, as in the Java client"));
+            }
+            c.metadata_max_idle = Some(d);
+        }
         "batch.size" => c.batch_size = number(name, v)?,
         "buffer.memory" => c.buffer_memory = number(name, v)?,
         // librdkafka: the most bytes of records held before producing waits (it counts KiB).

@@ -485,6 +485,9 @@ impl KafkaModel {
             metadata_max_age: Duration::from_millis(self.cfg.metadata_max_age_ms),
             max_block: Duration::from_secs(3600),
             allow_auto_topic_creation: false,
+            // The model's topics are always in use; leaving idle ones out of metadata
+            // requests changes nothing the checked properties see.
+            metadata_max_idle: None,
             gap_policy: self.cfg.gap_policy,
             max_epoch: self.cfg.max_epoch,
             max_sequence: self.cfg.max_sequence,

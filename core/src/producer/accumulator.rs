@@ -144,6 +144,10 @@ pub(super) struct Topic {
     /// The ids of earlier topics of this name: an answer naming one comes from a broker
     /// that has not yet learned of the new topic, and is stale.
     pub(super) retired: Vec<[u8; 16]>,
+    /// A record was sent to the topic (or it held records) since the last idle sweep.
+    pub(super) used: bool,
+    /// Left out of metadata requests: unused for a whole `metadata.max.idle.ms` period.
+    pub(super) idle: bool,
 }
 
 /// The id and uncompressed record bytes of partition `p`'s first unsealed batch: if the
@@ -232,6 +236,16 @@ impl Producer {
             }
             return Err(SendError::InvalidPartition(record));
         }
+        let topic = &mut self.topics[ti];
+        if !topic.used {
+            topic.used = true;
+            if std::mem::take(&mut topic.idle) {
+                // Named in metadata requests again, and asked about now: its leaders may
+                // have moved while nothing looked.
+                self.metadata.needed = true;
+                self.wakes.0 += 1;
+            }
+        }
         let id = RecordId(self.next_record);
         self.next_record += 1;
         self.stats.0.records_accepted += 1;
@@ -273,6 +287,8 @@ impl Producer {
                     ratio: RatioEstimate::default(),
                     id: [0; 16],
                     retired: Vec::new(),
+                    used: true,
+                    idle: false,
                 });
                 self.topic_index.insert(shared, self.topics.len() - 1);
                 self.metadata.needed = true;

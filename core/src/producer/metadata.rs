@@ -27,6 +27,9 @@ pub(super) struct MetadataState {
     /// another ready connection if there is one, since a lagging broker keeps answering
     /// stale (librdkafka also moves on to another broker).
     pub(super) avoid: Option<ConnId>,
+    /// When the next sweep for idle topics is due (`metadata.max.idle.ms`), once a request
+    /// has scheduled one.
+    pub(super) idle_sweep_at: Option<Instant>,
 }
 
 impl Producer {
@@ -54,10 +57,12 @@ impl Producer {
             return;
         };
         let version = self.conns[&conn].versions.metadata;
+        self.sweep_idle_topics();
         let req = MetadataRequest {
             topics: Some(
                 self.topics
                     .iter()
+                    .filter(|t| !t.idle)
                     .map(|t| MetadataRequestTopic {
                         topic_id: [0; 16],
                         name: Some(t.name.to_string()),
@@ -70,7 +75,32 @@ impl Producer {
         };
         self.metadata.in_flight = true;
         self.metadata.needed = false;
+        self.stats.0.metadata_requests += 1;
         self.transmit(conn, &req, version, RequestKind::Metadata);
+    }
+
+    /// `metadata.max.idle.ms`, swept when a metadata request is built: a topic not sent to
+    /// since the last sweep, holding no record, is left out of requests from now on (until
+    /// its next record); every other topic starts a new period.
+    fn sweep_idle_topics(&mut self) {
+        let Some(period) = self.cfg.metadata_max_idle else {
+            return;
+        };
+        match self.metadata.idle_sweep_at {
+            Some(at) if at > self.now => return,
+            Some(_) => {
+                for t in &mut self.topics {
+                    let holds =
+                        !t.pending.is_empty() || t.partitions.iter().any(|p| !p.batches.is_empty());
+                    if !t.used && !holds {
+                        t.idle = true;
+                    }
+                    t.used = holds;
+                }
+            }
+            None => {}
+        }
+        self.metadata.idle_sweep_at = self.now.checked_add(period);
     }
 
     pub(super) fn on_metadata(&mut self, conn: ConnId, m: protocol::metadata::MetadataResponse) {

@@ -27,6 +27,8 @@ impl Producer {
             producer_ids: c.producer_ids,
             produce_throttled: c.produce_throttled,
             connections_opened: self.next_conn,
+            metadata_requests: c.metadata_requests,
+            idle_topics: self.topics.iter().filter(|t| t.idle).count(),
             requests_in_flight: self.conns.values().map(|c| c.inflight.len()).sum(),
             produce_requests_in_flight: self.conns.values().map(|c| c.produce_inflight()).sum(),
             buffered_records: self.pending_records,
