@@ -57,6 +57,7 @@ fn a_java_producer_configuration_is_taken_as_is() {
         ("request.timeout.ms", "30000"),
         ("max.block.ms", "60000"),
         ("metadata.max.age.ms", "300000"),
+        ("metadata.max.idle.ms", "300000"),
         ("compression.type", "lz4"),
         ("partitioner.class", ""),
         ("partitioner.ignore.keys", "false"),

@@ -25,6 +25,7 @@ fn a_full_valid_set_maps_every_property() {
         ("retry.backoff.max.ms", "500"),
         ("reconnect.backoff.ms", "30"),
         ("metadata.max.age.ms", "1000"),
+        ("metadata.max.idle.ms", "60000"),
     ])
     .unwrap();
     assert_eq!(c.bootstrap_servers, ["a:9092", "b:9093"]);
@@ -47,8 +48,21 @@ fn a_full_valid_set_maps_every_property() {
     assert_eq!(c.retry_backoff_max, Duration::from_millis(500));
     assert_eq!(c.reconnect_backoff, Duration::from_millis(30));
     assert_eq!(c.metadata_max_age, Duration::from_secs(1));
+    assert_eq!(c.metadata_max_idle, Some(Duration::from_secs(60)));
     let c = config_from_properties(&[("bootstrap.servers", "a:1"), ("acks", "-1")]).unwrap();
     assert_eq!(c.acks, -1);
+    assert_eq!(
+        c.metadata_max_idle,
+        Some(Duration::from_secs(300)),
+        "Java's default"
+    );
+    // Java's minimum is 5000 ms.
+    let e = config_from_properties(&[
+        ("bootstrap.servers", "a:1"),
+        ("metadata.max.idle.ms", "4999"),
+    ])
+    .unwrap_err();
+    assert!(e.to_string().contains("metadata.max.idle.ms"), "{e}");
 }
 
 #[test]

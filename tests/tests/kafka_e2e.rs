@@ -571,3 +571,81 @@ fn connections_the_broker_closes_when_idle_are_opened_again() {
     assert!(summary.all_delivered(), "{summary:?}");
     assert_eq!(summary.in_log, summary.sent, "{summary:?}");
 }
+
+/// `metadata.max.idle.ms` on a broker that creates topics on request
+/// (`auto.create.topics.enable=true`, Kafka's default): a topic the producer no longer sends
+/// to is deleted, and stays deleted while the producer keeps refreshing its metadata (every
+/// 200 ms here). Before, every refresh named every topic the producer had ever used, with
+/// `allow.auto.create.topics` on, and the broker created the deleted topic again at the
+/// next one. A later record for the topic names it again: the broker creates it, and the
+/// record is delivered.
+#[test]
+fn a_deleted_topic_the_producer_no_longer_uses_is_not_created_again() {
+    use kprod_core::ProducerConfig;
+    use kprod_tests::kafka::KafkaOptions;
+    use kprod_tokio::{ProducerHandle, Record};
+
+    let kafka = Kafka::start_with(KafkaOptions::new(1).set("auto.create.topics.enable", "true"));
+    let (idle, busy) = ("kprod-idle-deleted", "kprod-idle-busy");
+    kafka.create_topic(idle, 1, 1, None);
+    kafka.create_topic(busy, 1, 1, None);
+    let exists = |topic: &str| {
+        kafka.metadata(topic).is_some_and(|m| {
+            (m.topics.iter()).any(|t| t.name.as_deref() == Some(topic) && t.error_code == 0)
+        })
+    };
+    let rt = kprod_tests::e2e::runtime();
+    let config = ProducerConfig {
+        bootstrap_servers: vec![kafka.bootstrap()],
+        metadata_max_age: Duration::from_millis(200),
+        metadata_max_idle: Some(Duration::from_secs(1)),
+        allow_auto_topic_creation: true,
+        ..ProducerConfig::default()
+    };
+    let producer = rt.block_on(async { ProducerHandle::connect(config).expect("valid config") });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    rt.block_on(async {
+        (producer.send(Record::new(idle, "before")).await).expect("delivered to the topic");
+        // Only `busy` is sent to from now on, until the producer counts `idle` as idle.
+        while producer.metrics().await.idle_topics == 0 {
+            assert!(Instant::now() < deadline, "the topic never went idle");
+            (producer.send(Record::new(busy, "x")).await).expect("delivered");
+        }
+    });
+    kafka.delete_topic(idle);
+    let asked = rt.block_on(producer.metrics()).metadata_requests;
+    rt.block_on(async {
+        // At least ten more metadata refreshes (two seconds) while `busy` is in use.
+        while producer.metrics().await.metadata_requests < asked + 10 {
+            assert!(Instant::now() < deadline, "the producer stopped refreshing");
+            (producer.send(Record::new(busy, "y")).await).expect("delivered");
+        }
+    });
+    assert!(
+        !exists(idle),
+        "the deleted topic was created again by the producer's metadata requests"
+    );
+    // Used again: named again, created by the broker, and the record delivered.
+    let again = rt.block_on(async {
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            producer.send(Record::new(idle, "after")),
+        )
+        .await
+    });
+    let delivery = again
+        .expect("delivered within 30 s")
+        .expect("delivered to the topic created again");
+    assert_eq!(
+        delivery.offset,
+        Some(0),
+        "the first record of the new topic"
+    );
+    assert!(exists(idle));
+    assert_eq!(rt.block_on(producer.metrics()).idle_topics, 0);
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(30), producer.close())
+            .await
+            .expect("close() finishes")
+    });
+}
