@@ -91,13 +91,17 @@ pub struct ProducerConfig {
     /// `allow.auto.create.topics`.
     pub allow_auto_topic_creation: bool,
     /// `metadata.max.idle.ms`: a topic the application has not sent to for this long, with
-    /// no record of it left in the producer, is no longer named in metadata requests (from
-    /// the sweep after one such period without a send: between one and two periods after the
-    /// last send). Its partitions keep their sequence state and leaders; the next record for
-    /// it names it again and asks for fresh metadata at once. Without this, a producer that
-    /// once wrote to a topic would ask about it for ever, and with `allow.auto.create.topics`
-    /// on a broker that creates topics on request, bring it back after it was deleted.
-    /// `None`: topics are never left out (the model checker runs so).
+    /// no record of it left in the producer, is no longer named in metadata requests. The
+    /// producer looks when it builds a metadata request, at least this long after its last
+    /// look: a topic goes out at the first such look after a whole period without a send to
+    /// it (one to two periods after the last send when `metadata.max.age.ms` is shorter; with
+    /// a longer one, at a periodic refresh). Its partitions keep their sequence state; the
+    /// next record for it names it again, asks for metadata at once and waits for the answer
+    /// (as a new topic's first record does) instead of trusting the leaders and partition
+    /// count known when it went idle. Without this, a producer that once wrote to a topic
+    /// would ask about it for ever, and with `allow.auto.create.topics` on a broker that
+    /// creates topics on request, bring it back after it was deleted. `None`: topics are
+    /// never left out (the model checker runs so). Zero is refused.
     pub metadata_max_idle: Option<Duration>,
     /// `max.block.ms`: how long a record waits for its topic to appear in metadata before it
     /// fails as an unknown topic (a topic that briefly vanishes must not fail records).
@@ -318,6 +322,14 @@ impl ProducerConfig {
                 Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {}
                 _ => return Err(err("bootstrap.servers", format!("{s:?} is not host:port"))),
             }
+        }
+        if self.metadata_max_idle == Some(Duration::ZERO) {
+            return Err(err(
+                "metadata.max.idle.ms",
+                "0 would leave a topic out of metadata requests as soon as it holds no record \
+                 (the Java client's minimum is 5000 ms; None keeps every topic)"
+                    .to_owned(),
+            ));
         }
         if !(-1..=1).contains(&self.acks) {
             return Err(err(

@@ -541,3 +541,112 @@ fn without_metadata_max_idle_every_topic_stays_in_the_requests() {
     assert!(net.asked.len() >= 12, "{:?}", net.asked);
     assert_eq!(net.asked.last().unwrap().len(), 2, "{:?}", net.asked);
 }
+
+/// A producer whose `other-topic` went idle (`metadata.max.idle.ms` 5 minutes, a refresh
+/// every minute, records to TOPIC only), its metadata answers rewritten by `meta`.
+fn net_with_an_idle_topic(meta: &dyn Fn(&mut MetadataResponse)) -> Net {
+    let mut net = Net::with(|c| {
+        c.metadata_max_age = Duration::from_secs(60);
+        c.metadata_max_idle = Some(Duration::from_secs(300));
+    });
+    net.send("a");
+    (net.h.p)
+        .send(net.h.now, Record::new("other-topic", "b").with_partition(0))
+        .unwrap();
+    net.run(2, meta, &mut |_| None);
+    for _ in 0..12 {
+        net.h.now += Duration::from_secs(60);
+        net.h.p.handle_timeout(net.h.now);
+        net.send("c");
+        net.run(1, meta, &mut |_| None);
+    }
+    assert_eq!(net.pending(), 0);
+    assert_eq!(net.h.p.metrics().idle_topics, 1);
+    net
+}
+
+/// The first record for a topic back from idleness waits for the answer about it, as a new
+/// topic's first record does: the leaders and partition count known when it went idle may be
+/// hours old. Before, it was produced at once to the old leader.
+#[test]
+fn a_record_for_a_topic_back_from_idleness_waits_for_fresh_metadata() {
+    let mut net = net_with_an_idle_topic(&|_| {});
+    (net.h.p)
+        .send(net.h.now, Record::new("other-topic", "d").with_partition(0))
+        .unwrap();
+    net.drain();
+    let mut written = Vec::new();
+    while let Some((_, f)) = net.next_frame() {
+        written.push(api_of(&f).0);
+    }
+    assert_eq!(written, [api_key::METADATA], "no Produce before the answer");
+    assert_eq!(net.h.p.metrics().records_awaiting_metadata, 1);
+}
+
+/// A topic that grew while idle: a record for a new partition is taken once the answer names
+/// it. Before, the idle topic's old partition count refused it (`InvalidPartition`), and the
+/// refresh that refusal asked for left the idle topic out, so it was refused for ever.
+#[test]
+fn a_new_partition_of_a_topic_back_from_idleness_is_taken() {
+    let grown = |m: &mut MetadataResponse| {
+        for t in &mut m.topics {
+            let mut p = t.partitions[0].clone();
+            p.partition_index = 1;
+            t.partitions.push(p);
+        }
+    };
+    let mut net = net_with_an_idle_topic(&|_| {});
+    (net.h.p)
+        .send(net.h.now, Record::new("other-topic", "x").with_partition(1))
+        .expect("accepted: the partition count is checked against the fresh answer");
+    let produced = net.run(2, &grown, &mut |_| None);
+    assert_eq!(net.pending(), 0, "delivered");
+    assert!(!produced.is_empty());
+    // A partition beyond the fresh count still fails.
+    let mut net = net_with_an_idle_topic(&|_| {});
+    let id = (net.h.p)
+        .send(net.h.now, Record::new("other-topic", "y").with_partition(5))
+        .expect("accepted until the answer");
+    net.run(2, &|_| {}, &mut |_| None);
+    assert_eq!(net.pending(), 0);
+    assert!(net.h.events.iter().any(|e| matches!(
+        e,
+        Event::Failed { id: f, error: kprod_core::DeliveryError::UnknownPartition, .. } if *f == id
+    )));
+}
+
+/// A topic deleted and created again while idle, on a broker without topic ids (before
+/// Metadata v10, here: ids all zero): its leader epochs start over, here under another
+/// leader (node 2). The topic forgets its old epochs when it is used again, so the new ones
+/// are not taken for stale (KIP-320) and the record goes to the new leader. (The responder
+/// answers Produce on any connection, so only the connection to node 2 tells.)
+#[test]
+fn a_topic_recreated_while_idle_without_topic_ids_is_used_again() {
+    let old = |m: &mut MetadataResponse| {
+        for t in &mut m.topics {
+            t.partitions[0].leader_epoch = 3;
+        }
+    };
+    let new = |m: &mut MetadataResponse| {
+        m.brokers.push(broker(2, "bench2", 9092));
+        for t in &mut m.topics {
+            if t.name.as_deref() == Some(TOPIC) {
+                t.partitions[0].leader_epoch = 3;
+            } else {
+                t.partitions[0].leader_epoch = 0;
+                t.partitions[0].leader_id = 2;
+            }
+        }
+    };
+    let mut net = net_with_an_idle_topic(&old);
+    (net.h.p)
+        .send(net.h.now, Record::new("other-topic", "z").with_partition(0))
+        .unwrap();
+    net.run(3, &new, &mut |_| None);
+    assert_eq!(net.pending(), 0, "delivered to the topic created again");
+    assert!(
+        net.connects.iter().any(|a| a == "bench2:9092"),
+        "the new leader: {:?}",
+        net.connects
+    );
+}

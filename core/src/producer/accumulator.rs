@@ -206,10 +206,13 @@ impl Producer {
         // one that opens a batch needs the batch's whole room (as Java allocates `batch.size`
         // from its pool); one that waits for metadata needs its own size. Whatever is needed
         // is granted when nothing else is held, so that a small `buffer.memory` still moves.
+        // A topic left idle (`metadata.max.idle.ms`) is not placed by what was known when it
+        // went idle: its record waits for the fresh answer its return asks for (below), as a
+        // new topic's does.
         let placed = (known)
             .filter(|&ti| {
                 let t = &self.topics[ti];
-                !t.partitions.is_empty() && t.pending.is_empty()
+                !t.partitions.is_empty() && t.pending.is_empty() && !t.idle
             })
             .map(|ti| self.place(ti, &record, payload));
         let need = placed.map_or(size + PENDING_CHARGE, |p| p.charge);
@@ -223,8 +226,27 @@ impl Producer {
             Some(ti) => ti,
             None => self.topic_index_for(&record.topic),
         };
+        let topic = &mut self.topics[ti];
+        let mut revived = false;
+        if !topic.used {
+            topic.used = true;
+            if std::mem::take(&mut topic.idle) {
+                // Named in metadata requests again, and asked about now. Nothing it knew is
+                // trusted until the answer: its leader epochs are forgotten too (a topic
+                // deleted and created again meanwhile starts them over, and without topic ids,
+                // before Metadata v10, the old ones would make every answer look stale).
+                revived = true;
+                for p in &mut topic.partitions {
+                    p.leader_epoch = -1;
+                }
+                self.metadata.needed = true;
+                self.wakes.0 += 1;
+            }
+        }
         let n = self.topics[ti].partitions.len() as i32;
-        if n > 0 && record.partition.is_some_and(|p| p >= n) {
+        // The partition count of a topic back from idleness is checked once its answer
+        // arrives (an explicit partition beyond it then fails).
+        if !revived && n > 0 && record.partition.is_some_and(|p| p >= n) {
             // Refused at once rather than held (Java blocks `send` up to `max.block.ms`), so
             // that a wrong partition never holds up the topic's other records; but the topic
             // may just have grown, so metadata is asked for (at most once per backoff) and a
@@ -235,16 +257,6 @@ impl Producer {
                 self.wakes.0 += 1;
             }
             return Err(SendError::InvalidPartition(record));
-        }
-        let topic = &mut self.topics[ti];
-        if !topic.used {
-            topic.used = true;
-            if std::mem::take(&mut topic.idle) {
-                // Named in metadata requests again, and asked about now: its leaders may
-                // have moved while nothing looked.
-                self.metadata.needed = true;
-                self.wakes.0 += 1;
-            }
         }
         let id = RecordId(self.next_record);
         self.next_record += 1;

@@ -258,7 +258,10 @@ impl Producer {
         // does not list go, but not one a partition still names as its leader (an answer
         // from a lagging broker is skipped as stale, and its partitions keep their leaders).
         if !listed.is_empty() && self.brokers.len() > listed.len() {
+            // Not the leaders of idle topics: nothing refreshes them, and such a topic trusts
+            // none of them when it is used again.
             let leaders: std::collections::BTreeSet<i32> = (self.topics.iter())
+                .filter(|t| !t.idle)
                 .flat_map(|t| t.partitions.iter().filter_map(|p| p.leader))
                 .collect();
             (self.brokers).retain(|id, _| listed.contains_key(id) || leaders.contains(id));
