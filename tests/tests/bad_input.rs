@@ -532,6 +532,13 @@ async fn configuration_out_of_range() {
                 ..good.clone()
             },
         ),
+        (
+            "metadata.max.idle.ms",
+            ProducerConfig {
+                metadata_max_idle: Some(Duration::ZERO),
+                ..good.clone()
+            },
+        ),
     ];
     for (setting, cfg) in cases {
         let e = cfg.validate().expect_err(setting);
