@@ -131,3 +131,60 @@ fn hundred_thousand_keyed_records_over_six_partitions() {
     println!("elapsed: {:.2?}", started.elapsed());
     assert_keyed(&plan, &sent, &log, &v);
 }
+
+/// `metadata.max.idle.ms` once every topic is idle: the periodic refresh then names no topic
+/// (an empty list, which Metadata v1+ reads as "none"). Tansu answers those requests (only one
+/// metadata request is in flight at a time, so the count can grow only with answers) on the
+/// same connection, and a record for the topic afterwards names it again and is delivered
+/// right after the earlier one.
+#[test]
+fn a_producer_whose_every_topic_is_idle_keeps_refreshing_and_sends_again() {
+    use kprod_core::ProducerConfig;
+    use kprod_tokio::{ProducerHandle, Record};
+
+    const TOPIC: &str = "kprod-all-idle";
+    let tansu = Tansu::start();
+    tansu.create_topic(TOPIC, 1);
+    let rt = kprod_tests::e2e::runtime();
+    let config = ProducerConfig {
+        bootstrap_servers: vec![tansu.addr().to_string()],
+        metadata_max_age: Duration::from_millis(200),
+        metadata_max_idle: Some(Duration::from_secs(1)),
+        ..ProducerConfig::default()
+    };
+    let producer = rt.block_on(async { ProducerHandle::connect(config).expect("valid config") });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    rt.block_on(async {
+        let first = (producer.send(Record::new(TOPIC, "first")).await).expect("delivered");
+        assert_eq!(first.offset, Some(0));
+        // Polled, not slept on: the topic goes idle one to two seconds after the send.
+        while producer.metrics().await.idle_topics == 0 {
+            assert!(Instant::now() < deadline, "the topic never went idle");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let m = producer.metrics().await;
+        while producer.metrics().await.metadata_requests < m.metadata_requests + 5 {
+            assert!(
+                Instant::now() < deadline,
+                "requests naming no topic went unanswered: {:?}",
+                producer.metrics().await
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            producer.metrics().await.connections_opened,
+            m.connections_opened,
+            "no connection was lost to them"
+        );
+        let second = (producer.send(Record::new(TOPIC, "second")).await).expect("delivered");
+        assert_eq!(second.offset, Some(1));
+        assert_eq!(producer.metrics().await.idle_topics, 0);
+        producer.close().await;
+    });
+    let log = read(&tansu, TOPIC, 1);
+    let values: Vec<&[u8]> = log[&0]
+        .iter()
+        .map(|r| r.value.as_deref().unwrap_or(&[]))
+        .collect();
+    assert_eq!(values, [&b"first"[..], &b"second"[..]]);
+}
