@@ -97,8 +97,8 @@ pub struct ProducerConfig {
     /// it (one to two periods after the last send when `metadata.max.age.ms` is shorter; with
     /// a longer one, at a periodic refresh). Its partitions keep their sequence state; the
     /// next record for it names it again, asks for metadata at once and waits for the answer
-    /// (as a new topic's first record does) instead of trusting the leaders and partition
-    /// count known when it went idle. Without this, a producer that once wrote to a topic
+    /// (as a new topic's first record does), which places it: a partition added meanwhile is
+    /// taken, and without topic ids its old leader epochs are forgotten. Without this, a producer that once wrote to a topic
     /// would ask about it for ever, and with `allow.auto.create.topics` on a broker that
     /// creates topics on request, bring it back after it was deleted. `None`: topics are
     /// never left out (the model checker runs so). Zero is refused.

@@ -596,11 +596,21 @@ fn a_new_partition_of_a_topic_back_from_idleness_is_taken() {
         }
     };
     let mut net = net_with_an_idle_topic(&|_| {});
-    (net.h.p)
-        .send(net.h.now, Record::new("other-topic", "x").with_partition(1))
-        .expect("accepted: the partition count is checked against the fresh answer");
+    // Two records for the new partition before the answer: the second waits behind the
+    // first (a review found it refused by the old count).
+    for v in ["x1", "x2"] {
+        (net.h.p)
+            .send(net.h.now, Record::new("other-topic", v).with_partition(1))
+            .expect("accepted: the partition count is checked against the fresh answer");
+    }
     let produced = net.run(2, &grown, &mut |_| None);
     assert_eq!(net.pending(), 0, "delivered");
+    assert_eq!(
+        (net.h.events.iter())
+            .filter(|e| matches!(e, Event::Delivered { partition: 1, .. }))
+            .count(),
+        2
+    );
     assert!(!produced.is_empty());
     // A partition beyond the fresh count still fails.
     let mut net = net_with_an_idle_topic(&|_| {});

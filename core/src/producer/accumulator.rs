@@ -227,26 +227,29 @@ impl Producer {
             None => self.topic_index_for(&record.topic),
         };
         let topic = &mut self.topics[ti];
-        let mut revived = false;
         if !topic.used {
             topic.used = true;
             if std::mem::take(&mut topic.idle) {
-                // Named in metadata requests again, and asked about now. Nothing it knew is
-                // trusted until the answer: its leader epochs are forgotten too (a topic
-                // deleted and created again meanwhile starts them over, and without topic ids,
-                // before Metadata v10, the old ones would make every answer look stale).
-                revived = true;
-                for p in &mut topic.partitions {
-                    p.leader_epoch = -1;
+                // Named in metadata requests again, and asked about now; its records wait
+                // for the answer (`placed` is None above). Without topic ids (before
+                // Metadata v10) its leader epochs are forgotten too: a topic deleted and
+                // created again meanwhile starts them over, and the old ones would make every
+                // answer look stale. (With ids, a new id resets them, and the old ones still
+                // guard against a lagging broker.)
+                if topic.id == [0; 16] {
+                    for p in &mut topic.partitions {
+                        p.leader_epoch = -1;
+                    }
                 }
                 self.metadata.needed = true;
                 self.wakes.0 += 1;
             }
         }
         let n = self.topics[ti].partitions.len() as i32;
-        // The partition count of a topic back from idleness is checked once its answer
-        // arrives (an explicit partition beyond it then fails).
-        if !revived && n > 0 && record.partition.is_some_and(|p| p >= n) {
+        // A record that waits for metadata (a topic back from idleness, or one whose records
+        // already wait) has its partition checked once the answer arrives: an explicit
+        // partition beyond the count then fails, and one the topic gained meanwhile is taken.
+        if placed.is_some() && n > 0 && record.partition.is_some_and(|p| p >= n) {
             // Refused at once rather than held (Java blocks `send` up to `max.block.ms`), so
             // that a wrong partition never holds up the topic's other records; but the topic
             // may just have grown, so metadata is asked for (at most once per backoff) and a
