@@ -113,7 +113,9 @@ pub enum SendError {
     TooLarge(Record),
     /// The topic name is not a valid Kafka topic name.
     InvalidTopic(Record),
-    /// The explicit partition is negative or beyond the topic's partition count.
+    /// The explicit partition is negative or beyond the topic's known partition count (a
+    /// record for a topic whose records wait for metadata is checked against the answer
+    /// instead, and fails [`DeliveryError::UnknownPartition`] if still beyond it).
     InvalidPartition(Record),
     /// The timestamp is negative (the Java client refuses these too): Kafka's create time
     /// counts milliseconds since the Unix epoch, and -1 means "none" on the wire.
