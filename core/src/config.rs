@@ -98,10 +98,11 @@ pub struct ProducerConfig {
     /// a longer one, at a periodic refresh). Its partitions keep their sequence state; the
     /// next record for it names it again, asks for metadata at once and waits for the answer
     /// (as a new topic's first record does), which places it: a partition added meanwhile is
-    /// taken, and without topic ids its old leader epochs are forgotten. Without this, a producer that once wrote to a topic
-    /// would ask about it for ever, and with `allow.auto.create.topics` on a broker that
-    /// creates topics on request, bring it back after it was deleted. `None`: topics are
-    /// never left out (the model checker runs so). Zero is refused.
+    /// taken, and without topic ids its old leader epochs are forgotten. Without this, a
+    /// producer that once wrote to a topic would ask about it for ever, and with
+    /// `allow.auto.create.topics` on a broker that creates topics on request, bring it back
+    /// after it was deleted. `None`: topics are never left out (the model checker runs so).
+    /// Zero is refused.
     pub metadata_max_idle: Option<Duration>,
     /// `max.block.ms`: how long a record waits for its topic to appear in metadata before it
     /// fails as an unknown topic (a topic that briefly vanishes must not fail records).

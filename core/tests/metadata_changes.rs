@@ -467,26 +467,8 @@ impl MetadataTopicName<'_> {
 #[test]
 fn a_topic_left_idle_is_no_longer_asked_about_until_it_is_used_again() {
     let other = "other-topic";
-    let mut net = Net::with(|c| {
-        c.metadata_max_age = Duration::from_secs(60);
-        c.metadata_max_idle = Some(Duration::from_secs(300));
-    });
-    net.send("a");
-    net.h
-        .p
-        .send(net.h.now, Record::new(other, "b").with_partition(0))
-        .unwrap();
-    net.run(2, &|_| {}, &mut |_| None);
-    assert_eq!(net.pending(), 0, "both delivered");
+    let mut net = net_with_an_idle_topic(&|_| {});
     assert!(net.asked.iter().any(|n| n.len() == 2), "{:?}", net.asked);
-    // A periodic refresh every minute for 12 minutes; only TOPIC is sent to.
-    for _ in 0..12 {
-        net.h.now += Duration::from_secs(60);
-        net.h.p.handle_timeout(net.h.now);
-        net.send("c");
-        net.run(1, &|_| {}, &mut |_| None);
-    }
-    assert_eq!(net.pending(), 0);
     assert_eq!(
         net.asked.last().unwrap(),
         &vec![TOPIC.to_owned()],

@@ -150,6 +150,14 @@ pub(super) struct Topic {
     pub(super) idle: bool,
 }
 
+impl Topic {
+    /// Whether a record of this topic is still in the producer: waiting for metadata or in a
+    /// partition's batches (queued, in flight or awaiting a retry).
+    pub(super) fn holds_records(&self) -> bool {
+        !self.pending.is_empty() || self.partitions.iter().any(|p| !p.batches.is_empty())
+    }
+}
+
 /// The id and uncompressed record bytes of partition `p`'s first unsealed batch: if the
 /// batch picked for a request is this one, it was sealed (and compressed) just now.
 pub(super) fn first_unsealed(p: &Partition) -> Option<(u64, usize)> {

@@ -90,8 +90,7 @@ impl Producer {
             Some(at) if at > self.now => return,
             Some(_) => {
                 for t in &mut self.topics {
-                    let holds =
-                        !t.pending.is_empty() || t.partitions.iter().any(|p| !p.batches.is_empty());
+                    let holds = t.holds_records();
                     if !t.used && !holds {
                         t.idle = true;
                     }
@@ -152,10 +151,7 @@ impl Producer {
                 // Asked again after the backoff only while records wait for the topic: one
                 // that is gone and no longer used is left to the periodic refresh, not polled
                 // every `retry.backoff.ms` for the producer's life.
-                let topic = &self.topics[ti];
-                let used = !topic.pending.is_empty()
-                    || topic.partitions.iter().any(|p| !p.batches.is_empty());
-                incomplete |= used;
+                incomplete |= self.topics[ti].holds_records();
                 // P12: a flapping topic keeps its partitions and their sequence state.
                 let permanent = matches!(
                     code,
