@@ -177,8 +177,9 @@ pub enum SaslInput {
     Nonce(String),
     /// An OAUTHBEARER token.
     Token(Secret),
-    /// The driver cannot supply it (the token provider failed): the producer fails with
-    /// [`crate::FatalError::Authentication`].
+    /// The driver cannot supply it (the token provider failed): that connection's
+    /// authentication fails ([`crate::Diagnostic::HandshakeFailed`]; before any broker was
+    /// reached, [`crate::FatalError::Authentication`]).
     Unavailable(String),
 }
 

@@ -291,6 +291,22 @@ pub enum Diagnostic {
         /// before it ends.
         session_lifetime_ms: i64,
     },
+    /// A connection's handshake failed in a way no retry of that connection fixes: no common
+    /// version of an API kprod needs, or SASL refused (bad credentials, a mechanism the
+    /// listener does not enable, a token the driver could not supply, a re-authentication
+    /// refused). Once the producer has reached a broker, this is an error on that connection
+    /// only: it is closed (a [`Diagnostic::Disconnected`] follows) and its broker tried
+    /// again after the reconnect backoff, as the Java client does. While no broker has been
+    /// reached yet it is the configuration speaking: once every bootstrap server has failed
+    /// so, the producer stops with this error ([`Event::Fatal`]) instead.
+    HandshakeFailed {
+        /// Connection.
+        conn: ConnId,
+        /// Address.
+        addr: Arc<str>,
+        /// Why, as [`Event::Fatal`] would carry it.
+        error: FatalError,
+    },
     /// A connection was lost or closed.
     Disconnected {
         /// Connection.

@@ -373,3 +373,60 @@ fn not_leader_under_acks_all_is_possibly_persisted() {
         );
     }
 }
+
+/// An InitProducerId answer that claims success without a producer id (-1) is a broken
+/// answer: an error on its connection, which is closed, and the request is made again after
+/// the backoff. It used to stop the producer for good.
+#[test]
+fn an_init_producer_id_answer_without_an_id_is_an_error_on_its_connection() {
+    use kprod_core::protocol::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
+    let mut h = Harness::new(|_| {});
+    h.p.send(h.now, record("a")).unwrap();
+    h.drain();
+    let mut broken = 0;
+    while let Some(f) = h.next_frame() {
+        let (key, version, corr) = api_of(&f);
+        if key == api_key::INIT_PRODUCER_ID && broken == 0 {
+            broken += 1;
+            let bad = InitProducerIdResponse {
+                throttle_time_ms: 0,
+                error_code: 0,
+                producer_id: -1,
+                producer_epoch: 0,
+            };
+            h.feed(encode_response::<InitProducerIdRequest>(
+                &bad, version, corr,
+            ));
+            if h.conn.is_none() {
+                break;
+            }
+            continue;
+        }
+        let a = respond(&f, &mut h.next_offset);
+        h.feed(a);
+    }
+    assert_eq!(broken, 1);
+    assert!(
+        h.events.iter().any(|e| matches!(
+            e,
+            Event::Diagnostic(Diagnostic::Disconnected {
+                reason: "InitProducerId answer without a producer id",
+                ..
+            })
+        )),
+        "{:?}",
+        h.events
+    );
+    for _ in 0..10 {
+        h.now += Duration::from_millis(200);
+        h.p.handle_timeout(h.now);
+        h.answer_all();
+    }
+    assert!(h.p.fatal_error().is_none(), "{:?}", h.p.fatal_error());
+    assert!(h.failures().is_empty(), "{:?}", h.failures());
+    assert_eq!(
+        h.p.pending_records(),
+        0,
+        "delivered under the id asked for again"
+    );
+}

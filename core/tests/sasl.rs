@@ -29,6 +29,11 @@ struct Broker {
     accept: Vec<u8>,
     mechanisms: Vec<String>,
     lifetime_ms: i64,
+    /// How many of the next SaslAuthenticate requests to refuse whatever they carry.
+    refuse: usize,
+    /// How many of the next ApiVersions answers to give without a Produce version kprod
+    /// speaks (a broker older than Kafka 0.11).
+    too_old: usize,
 }
 
 struct Harness {
@@ -140,10 +145,16 @@ impl Harness {
                     min_version: 0,
                     max_version,
                 };
+                let produce = if self.broker.too_old > 0 {
+                    self.broker.too_old -= 1;
+                    2
+                } else {
+                    12
+                };
                 let resp = ApiVersionsResponse {
                     error_code: 0,
                     api_keys: vec![
-                        k(api_key::PRODUCE, 12),
+                        k(api_key::PRODUCE, produce),
                         k(api_key::METADATA, 12),
                         k(api_key::API_VERSIONS, 3),
                         k(api_key::INIT_PRODUCER_ID, 5),
@@ -165,8 +176,11 @@ impl Harness {
             }
             _ => {
                 let req = SaslAuthenticateRequest::decode_exact(version, body).unwrap();
-                let ok = req.auth_bytes[..] == self.broker.accept[..]
-                    || req.auth_bytes.starts_with(b"n,,\x01auth=Bearer ");
+                let refused = self.broker.refuse > 0;
+                self.broker.refuse = self.broker.refuse.saturating_sub(1);
+                let ok = !refused
+                    && (req.auth_bytes[..] == self.broker.accept[..]
+                        || req.auth_bytes.starts_with(b"n,,\x01auth=Bearer "));
                 let resp = SaslAuthenticateResponse {
                     error_code: if ok { 0 } else { 58 },
                     error_message: (!ok)
@@ -207,6 +221,19 @@ impl Harness {
             .count()
     }
 
+    /// The `HandshakeFailed` diagnostics so far, as their errors' messages.
+    fn handshake_failures(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Diagnostic(Diagnostic::HandshakeFailed { error, .. }) => {
+                    Some(error.to_string())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     fn authentications(&self) -> Vec<(bool, i64)> {
         self.events
             .iter()
@@ -227,6 +254,8 @@ fn plain_broker(lifetime_ms: i64) -> Broker {
         accept: format!("\0alice\0{PASSWORD}").into_bytes(),
         mechanisms: vec!["PLAIN".into(), "OAUTHBEARER".into()],
         lifetime_ms,
+        refuse: 0,
+        too_old: 0,
     }
 }
 
@@ -390,4 +419,114 @@ fn reauthentication_before_the_session_ends_keeps_the_request_in_flight() {
 
 fn api_of(frame: &[u8]) -> i16 {
     i16::from_be_bytes([frame[4], frame[5]])
+}
+
+/// Once the producer has reached a broker, a refusal is an error on that connection, not on
+/// the producer: a re-authentication refused (a token provider's hiccup, credentials being
+/// rotated) closes the connection, a reconnect refused again backs off, and once the broker
+/// accepts again the records waiting go out. Nothing fails, nothing is fatal.
+#[test]
+fn a_refusal_after_the_broker_was_reached_is_an_error_on_that_connection_only() {
+    let cfg = SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD);
+    let mut h = Harness::new(cfg, plain_broker(10_000));
+    h.p.send(h.now, record("before")).unwrap();
+    h.answer_all();
+    assert_eq!(h.delivered(), 1, "{:?}", h.events);
+    let connects = h.connects;
+    // The next three authentications are refused: the re-authentications of both
+    // connections (the bootstrap one and the leader's), then the first reconnect.
+    h.broker.refuse = 3;
+    h.now += Duration::from_secs(10);
+    h.p.handle_timeout(h.now);
+    h.answer_all();
+    assert_eq!(h.handshake_failures().len(), 2, "{:?}", h.events);
+    assert!(h.p.fatal_error().is_none(), "{:?}", h.p.fatal_error());
+    h.p.send(h.now, record("during")).unwrap();
+    for _ in 0..4 {
+        h.answer_all();
+        h.now += Duration::from_millis(20);
+        h.p.handle_timeout(h.now);
+    }
+    assert_eq!(h.handshake_failures().len(), 3, "{:?}", h.events);
+    assert!(
+        h.handshake_failures()[0].contains("Invalid username or password"),
+        "{:?}",
+        h.handshake_failures()
+    );
+    assert_eq!(h.delivered(), 1, "nothing goes out on a refused connection");
+    // The reconnect backoff passes and the broker accepts again.
+    for _ in 0..20 {
+        h.now += Duration::from_millis(500);
+        h.p.handle_timeout(h.now);
+        h.answer_all();
+    }
+    assert_eq!(h.delivered(), 2, "{:?}", h.events);
+    assert!(h.failures().is_empty(), "{:?}", h.failures());
+    assert!(h.p.fatal_error().is_none(), "{:?}", h.p.fatal_error());
+    assert!(!h.events.iter().any(|e| matches!(e, Event::Fatal(_))));
+    assert!(h.connects >= connects + 2, "it connected again");
+}
+
+/// Before any broker is reached a refusal fails the producer only once every bootstrap
+/// server has refused: the first of two refusing (a listener misconfigured on one broker)
+/// sends the producer to the second.
+#[test]
+fn one_bootstrap_server_refusing_sends_the_producer_to_the_next() {
+    let cfg = SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD);
+    let mut h = Harness::new(cfg, plain_broker(0));
+    let mut config = config(SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD));
+    config.bootstrap_servers = vec!["a:9092".into(), "b:9092".into()];
+    h.p = Producer::new(config, h.now).unwrap();
+    h.broker.refuse = 1;
+    h.p.send(h.now, record("r")).unwrap();
+    h.answer_all();
+    assert_eq!(h.handshake_failures().len(), 1, "{:?}", h.events);
+    assert_eq!(h.delivered(), 1, "{:?}", h.events);
+    assert!(h.p.fatal_error().is_none());
+}
+
+/// A broker too old for kprod (no Produce v3) is, once another broker was reached, an error
+/// on that connection: the producer tries it again after the backoff and goes on when it
+/// answers with versions kprod speaks (a rolling upgrade). While nothing was reached, the
+/// only bootstrap server answering so stops the producer with the clear error, at once.
+#[test]
+fn a_broker_without_a_common_version_fails_its_connection_once_the_cluster_was_reached() {
+    let cfg = SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD);
+    let mut h = Harness::new(cfg.clone(), plain_broker(0));
+    h.p.send(h.now, record("before")).unwrap();
+    h.answer_all();
+    assert_eq!(h.delivered(), 1, "{:?}", h.events);
+    // The leader's connection is lost; it comes back too old twice, then upgraded.
+    let conn = *h.partial.keys().next_back().unwrap();
+    h.partial.remove(&conn);
+    h.p.handle_disconnected(h.now, conn);
+    h.broker.too_old = 2;
+    h.p.send(h.now, record("after")).unwrap();
+    for _ in 0..20 {
+        h.answer_all();
+        h.now += Duration::from_millis(500);
+        h.p.handle_timeout(h.now);
+    }
+    h.answer_all();
+    let failures = h.handshake_failures();
+    assert_eq!(failures.len(), 2, "{:?}", h.events);
+    assert!(failures[0].contains("Produce"), "{failures:?}");
+    assert_eq!(h.delivered(), 2, "{:?}", h.events);
+    assert!(h.p.fatal_error().is_none());
+
+    // The same answer from the only bootstrap server of a new producer: fatal at once.
+    let mut h = Harness::new(cfg, plain_broker(0));
+    h.broker.too_old = 1;
+    h.p.send(h.now, record("r")).unwrap();
+    h.answer_all();
+    assert_eq!(h.connects, 1);
+    assert!(
+        matches!(
+            h.p.fatal_error(),
+            Some(FatalError::UnsupportedVersions("Produce"))
+        ),
+        "{:?}",
+        h.p.fatal_error()
+    );
+    assert_eq!(h.failures().len(), 1, "the record fails at once");
 }

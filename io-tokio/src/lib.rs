@@ -163,10 +163,13 @@
 //! [`Output::SaslInput`]: a SCRAM nonce from the operating system's random generator, or an
 //! OAUTHBEARER token from the application's [`TokenProvider`]
 //! ([`ProducerHandle::from_properties_with_token_provider`]). Bad credentials (or a refused
-//! mechanism) fail the producer at once: every pending record fails with
-//! `FatalError::Authentication`, `NotPersisted` (nothing is written on a connection before it
-//! is authenticated), and nothing reconnects. The password never shows in `Debug` output or
-//! in log events.
+//! mechanism) before any broker was reached fail the producer at once, once every bootstrap
+//! server has refused: every pending record fails with `FatalError::Authentication`,
+//! `NotPersisted` (nothing is written on a connection before it is authenticated), and nothing
+//! reconnects. Once a broker was reached, a refusal (a re-authentication, a reconnect, a token
+//! provider's failure) is an error on that connection only, logged as a warning: it is
+//! closed and opened again after the reconnect backoff. The password never shows in `Debug`
+//! output or in log events.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -190,7 +193,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::{AbortHandle, JoinError, JoinSet};
-use tracing::{debug, error, info};
+use tracing::{debug, error, info, warn};
 
 pub use properties::{config_from_properties, ClientConfig, PropertyError, Security, TlsOptions};
 pub use sasl::TokenProvider;
@@ -1738,6 +1741,9 @@ impl<C: Connector> Driver<C> {
                 } => info!(conn = conn.0, %addr, %versions, "connected"),
                 Diagnostic::Disconnected { conn, reason } => {
                     info!(conn = conn.0, reason, "disconnected");
+                }
+                Diagnostic::HandshakeFailed { conn, addr, error } => {
+                    warn!(conn = conn.0, %addr, %error, "handshake failed; will retry");
                 }
                 Diagnostic::Authenticated {
                     conn,

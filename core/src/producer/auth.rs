@@ -121,6 +121,7 @@ impl Producer {
             );
         let Some((handshake, authenticate)) = versions else {
             self.sasl_failed(
+                conn,
                 "the broker supports neither SaslHandshake v1 nor SaslAuthenticate \
                  (is it older than Kafka 1.0?)"
                     .to_owned(),
@@ -206,18 +207,24 @@ impl Producer {
         let mechanism = cfg.mechanism.name();
         let enabled = resp.mechanisms.iter().any(|m| m == mechanism);
         if resp.error_code == UNSUPPORTED_SASL_MECHANISM || (resp.error_code == 0 && !enabled) {
-            self.sasl_failed(format!(
-                "the broker's listener does not enable {mechanism} (it enables: {})",
-                if resp.mechanisms.is_empty() {
-                    "none".to_owned()
-                } else {
-                    resp.mechanisms.join(", ")
-                }
-            ));
+            self.sasl_failed(
+                conn,
+                format!(
+                    "the broker's listener does not enable {mechanism} (it enables: {})",
+                    if resp.mechanisms.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        resp.mechanisms.join(", ")
+                    }
+                ),
+            );
             return Ok(());
         }
         if resp.error_code != 0 {
-            self.sasl_failed(format!("SaslHandshake: {}", code_name(resp.error_code)));
+            self.sasl_failed(
+                conn,
+                format!("SaslHandshake: {}", code_name(resp.error_code)),
+            );
             return Ok(());
         }
         let (exchange, step) = Exchange::start(&cfg);
@@ -249,7 +256,7 @@ impl Producer {
             if let Some(d) = ex.failure_detail().filter(|d| !reason.contains(d)) {
                 reason.push_str(&format!("; server said: {d}"));
             }
-            self.sasl_failed(reason);
+            self.sasl_failed(conn, reason);
             return Ok(());
         }
         match ex.server(&cfg, &resp.auth_bytes) {
@@ -283,8 +290,10 @@ impl Producer {
                 self.out.push_back(Output::SaslInput { conn, need });
             }
             // Only a server message completes an exchange.
-            Step::Done => self.sasl_failed("the exchange ended before the server's answer".into()),
-            Step::Fail(reason) => self.sasl_failed(reason),
+            Step::Done => {
+                self.sasl_failed(conn, "the exchange ended before the server's answer".into())
+            }
+            Step::Fail(reason) => self.sasl_failed(conn, reason),
         }
     }
 
@@ -310,7 +319,7 @@ impl Producer {
         c.state = ConnState::Ready;
         let (addr, target, versions) = (c.addr.clone(), c.target, c.versions);
         if !reauthentication {
-            self.backoff.remove(&target);
+            self.handshake_done(target);
             self.diag(Diagnostic::Connected {
                 conn,
                 addr,
@@ -325,9 +334,11 @@ impl Producer {
         });
     }
 
-    fn sasl_failed(&mut self, reason: String) {
+    /// SASL failed on `conn`: an error on that connection, or fatal while no broker has
+    /// been reached ([`Producer::handshake_failed`]).
+    fn sasl_failed(&mut self, conn: ConnId, reason: String) {
         let mechanism = self.cfg.sasl.as_ref().map_or("?", |s| s.mechanism.name());
-        self.fail_fatal(FatalError::Authentication { mechanism, reason });
+        self.handshake_failed(conn, FatalError::Authentication { mechanism, reason });
     }
 }
 

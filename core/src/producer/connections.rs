@@ -411,7 +411,7 @@ impl Producer {
                 c.state = ConnState::Ready;
                 let addr = c.addr.clone();
                 let target = c.target;
-                self.backoff.remove(&target);
+                self.handshake_done(target);
                 self.diag(Diagnostic::Connected {
                     conn,
                     addr,
@@ -420,9 +420,44 @@ impl Producer {
                 Ok(())
             }
             Err(api) => {
-                self.fail_fatal(FatalError::UnsupportedVersions(api));
+                self.handshake_failed(conn, FatalError::UnsupportedVersions(api));
                 Ok(())
             }
         }
+    }
+
+    /// A connection finished its handshake (ApiVersions, and SASL if configured).
+    pub(super) fn handshake_done(&mut self, target: Target) {
+        self.backoff.remove(&target);
+        self.bootstrap_refused.clear();
+    }
+
+    /// `conn`'s handshake failed for a reason no retry of that connection fixes (`error`: no
+    /// common version, SASL refused). Once a broker has been reached (metadata listed the
+    /// brokers), one broker failing so, or one attempt (a token provider's hiccup, a
+    /// re-authentication refused once), is an error on that connection only, as in the
+    /// Java client: it is closed and its broker tried again after the reconnect backoff,
+    /// and the producer goes on with the others. Before that, it is the configuration
+    /// speaking (a wrong password, a cluster too old): once every bootstrap server has
+    /// failed so, the producer stops with `error`, at once rather than at the records'
+    /// timeouts.
+    pub(super) fn handshake_failed(&mut self, conn: ConnId, error: FatalError) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let (target, addr) = (c.target, c.addr.clone());
+        if self.brokers.is_empty() {
+            if let Target::Bootstrap(i) = target {
+                if !self.bootstrap_refused.contains(&i) {
+                    self.bootstrap_refused.push(i);
+                }
+            }
+            if self.bootstrap_refused.len() >= self.cfg.bootstrap_servers.len() {
+                self.fail_fatal(error);
+                return;
+            }
+        }
+        self.diag(Diagnostic::HandshakeFailed { conn, addr, error });
+        self.close_conn(conn, "handshake failed");
     }
 }

@@ -32,18 +32,26 @@ impl Producer {
         );
     }
 
-    pub(super) fn on_init_producer_id(&mut self, code: i16, producer_id: i64, epoch: i16) {
+    /// An InitProducerId answer. One that claims success without a producer id is a broken
+    /// answer, an error on its connection (closed by the caller), and the request is made
+    /// again after the backoff, as after a retriable error.
+    pub(super) fn on_init_producer_id(
+        &mut self,
+        code: i16,
+        producer_id: i64,
+        epoch: i16,
+    ) -> Result<(), &'static str> {
         let code = ErrorCode::from_i16(code);
+        let valid = producer_id >= 0 && epoch >= 0;
         match code {
-            ErrorCode::None if producer_id >= 0 && epoch >= 0 => {
+            ErrorCode::None if valid => {
                 let id = ProducerIdentity { producer_id, epoch };
                 self.set_identity(Some(id));
                 self.pid_failures = 0;
                 self.pid_retry_at = None;
                 self.diag(Diagnostic::ProducerId(id));
             }
-            ErrorCode::None => self.fail_fatal(FatalError::Broker(ErrorCode::InvalidRequest)),
-            c if c.is_retriable() => {
+            c if c.is_retriable() || c == ErrorCode::None => {
                 self.pid_failures += 1;
                 self.pid_retry_at = Some(
                     self.now
@@ -56,6 +64,10 @@ impl Producer {
             }
             c => self.fail_fatal(FatalError::Broker(c)),
         }
+        if code == ErrorCode::None && !valid {
+            return Err("InitProducerId answer without a producer id");
+        }
+        Ok(())
     }
 
     /// Moves drained partitions to the producer's current identity (P9). A batch that a

@@ -96,6 +96,9 @@ pub struct Producer {
     node_conns: BTreeMap<i32, ConnId>,
     brokers: BTreeMap<i32, Arc<str>>,
     bootstrap_next: usize,
+    /// The bootstrap servers whose handshake failed for good (no common version, SASL
+    /// refused) while no broker had been reached: the producer stops once all have.
+    bootstrap_refused: Vec<usize>,
     backoff: BTreeMap<Target, Backoff>,
     topics: Vec<Topic>,
     topic_index: BTreeMap<Arc<str>, usize>,
@@ -161,6 +164,7 @@ impl Producer {
             node_conns: BTreeMap::new(),
             brokers: BTreeMap::new(),
             bootstrap_next: 0,
+            bootstrap_refused: Vec::new(),
             backoff: BTreeMap::new(),
             topics: Vec::new(),
             topic_index: BTreeMap::new(),

@@ -59,8 +59,7 @@ impl Producer {
                 self.pid_request = None;
                 let r = decode_response::<InitProducerIdRequest>(versions.init_producer_id, frame)
                     .map_err(|_| "bad InitProducerId response")?;
-                self.on_init_producer_id(r.1.error_code, r.1.producer_id, r.1.producer_epoch);
-                Ok(())
+                self.on_init_producer_id(r.1.error_code, r.1.producer_id, r.1.producer_epoch)
             }
             RequestKind::Produce(refs) => {
                 // Read in place (no allocation); checked whole before anything is acted on.
