@@ -14,6 +14,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::protocol::record_batch::{restamp, RecordBatch, RecordBatchBuilder};
+use crate::protocol::ErrorCode;
 use crate::types::{ConnId, ProducerIdentity, Record, RecordId};
 
 /// Where a batch is in its life.
@@ -59,6 +60,10 @@ pub(crate) struct Batch {
     pub(crate) corrupt_retries: u8,
     /// The room the batch was charged for against `buffer.memory` when it opened.
     pub(crate) reserve: Reserve,
+    /// The last error an attempt of the batch drew (a broker's code, or a lost connection or
+    /// request timeout), reported with its delivery timeout. Observability, not behaviour:
+    /// ignored by `PartialEq` and `Hash`.
+    pub(crate) last_error: crate::metrics::Observed<Option<ErrorCode>>,
 }
 
 /// The room a batch is charged for when it opens, as sized for its first record: bytes of
@@ -107,6 +112,7 @@ impl Batch {
             retries: 0,
             corrupt_retries: 0,
             reserve: Reserve::default(),
+            last_error: Default::default(),
         }
     }
 

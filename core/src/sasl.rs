@@ -178,8 +178,8 @@ pub enum SaslInput {
     /// An OAUTHBEARER token.
     Token(Secret),
     /// The driver cannot supply it (the token provider failed): that connection's
-    /// authentication fails ([`crate::Diagnostic::HandshakeFailed`]; before any broker was
-    /// reached, [`crate::FatalError::Authentication`]).
+    /// authentication fails ([`crate::Diagnostic::HandshakeFailed`]; before any connection
+    /// completed its handshake, [`crate::FatalError::Authentication`]).
     Unavailable(String),
 }
 

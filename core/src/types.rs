@@ -191,7 +191,15 @@ pub enum DeliveryError {
     /// The broker rejected the batch with this code.
     Broker(ErrorCode),
     /// `delivery.timeout.ms` passed.
-    DeliveryTimeout,
+    DeliveryTimeout {
+        /// What held the record back: the last error an attempt of its batch drew (a
+        /// broker's code such as NOT_ENOUGH_REPLICAS, or NETWORK_EXCEPTION and
+        /// REQUEST_TIMED_OUT for a lost connection and a request timeout on this side), or
+        /// for a record that waited for metadata, the code metadata gave for its missing
+        /// topic. `None` if its batch was never answered, or never sent (no leader, no
+        /// connection, a full pipeline).
+        last_error: Option<ErrorCode>,
+    },
     /// The topic does not exist (or is not authorized) according to metadata.
     UnknownTopic(ErrorCode),
     /// The explicit partition does not exist.
@@ -206,7 +214,10 @@ impl std::fmt::Display for DeliveryError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Broker(c) => write!(f, "broker error {c}"),
-            Self::DeliveryTimeout => write!(f, "delivery.timeout.ms expired"),
+            Self::DeliveryTimeout {
+                last_error: Some(c),
+            } => write!(f, "delivery.timeout.ms expired (last error: {c})"),
+            Self::DeliveryTimeout { last_error: None } => write!(f, "delivery.timeout.ms expired"),
             Self::UnknownTopic(c) => write!(f, "topic unavailable: {c}"),
             Self::UnknownPartition => write!(f, "partition does not exist"),
             Self::PartitionCut => write!(f, "partition cut after an earlier failure"),
@@ -223,14 +234,16 @@ impl std::error::Error for DeliveryError {}
 pub enum FatalError {
     /// A broker answered an error that no retry can fix.
     Broker(ErrorCode),
-    /// No broker speaks a version of a required API that kprod speaks.
+    /// No bootstrap server speaks a version of a required API that kprod speaks (before any
+    /// connection completed its handshake; later, [`Diagnostic::HandshakeFailed`]).
     UnsupportedVersions(&'static str),
     /// A batch failed and the gap policy is [`crate::GapPolicy::Fatal`].
     Gap(ErrorCode),
     /// Acknowledged data was lost and the data-loss policy is fatal.
     DataLoss,
     /// SASL authentication failed (bad credentials, a mechanism the broker does not enable,
-    /// a token the driver could not supply): no retry can fix it.
+    /// a token the driver could not supply) on every bootstrap server before any connection
+    /// completed its handshake (later, [`Diagnostic::HandshakeFailed`]).
     Authentication {
         /// The mechanism (`sasl.mechanism`).
         mechanism: &'static str,
@@ -294,11 +307,11 @@ pub enum Diagnostic {
     /// A connection's handshake failed in a way no retry of that connection fixes: no common
     /// version of an API kprod needs, or SASL refused (bad credentials, a mechanism the
     /// listener does not enable, a token the driver could not supply, a re-authentication
-    /// refused). Once the producer has reached a broker, this is an error on that connection
-    /// only: it is closed (a [`Diagnostic::Disconnected`] follows) and its broker tried
-    /// again after the reconnect backoff, as the Java client does. While no broker has been
-    /// reached yet it is the configuration speaking: once every bootstrap server has failed
-    /// so, the producer stops with this error ([`Event::Fatal`]) instead.
+    /// refused). Once a connection of the producer has completed its handshake, this is an
+    /// error on that connection only: it is closed (a [`Diagnostic::Disconnected`] follows)
+    /// and its broker tried again after the reconnect backoff, as the Java client does.
+    /// Before that it is the configuration speaking: once every bootstrap server has refused
+    /// or failed to connect, the producer stops with this error ([`Event::Fatal`]) instead.
     HandshakeFailed {
         /// Connection.
         conn: ConnId,

@@ -325,7 +325,9 @@ fn an_acks_one_request_lost_in_flight_fails_possibly_persisted() {
         matches!(
             h.events()[..],
             [Event::Failed {
-                error: DeliveryError::DeliveryTimeout,
+                error: DeliveryError::DeliveryTimeout {
+                    last_error: Some(ErrorCode::RequestTimedOut)
+                },
                 persisted: Persistence::PossiblyPersisted,
                 ..
             }]

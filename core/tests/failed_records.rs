@@ -88,7 +88,10 @@ fn records_waiting_for_metadata_come_back_as_sent() {
     for (_, e, p, _) in h.failures() {
         assert_eq!(
             (e, p),
-            (DeliveryError::DeliveryTimeout, Persistence::NotPersisted)
+            (
+                DeliveryError::DeliveryTimeout { last_error: None },
+                Persistence::NotPersisted
+            )
         );
     }
 }

@@ -368,7 +368,12 @@ fn not_leader_under_acks_all_is_possibly_persisted() {
         h.drain();
         assert_eq!(
             h.failures(),
-            vec![(DeliveryError::DeliveryTimeout, expected)],
+            vec![(
+                DeliveryError::DeliveryTimeout {
+                    last_error: Some(ErrorCode::NotLeaderOrFollower)
+                },
+                expected
+            )],
             "acks={acks}"
         );
     }

@@ -530,3 +530,102 @@ fn a_broker_without_a_common_version_fails_its_connection_once_the_cluster_was_r
     );
     assert_eq!(h.failures().len(), 1, "the record fails at once");
 }
+
+/// Review finding: "reached" meant "metadata listed the brokers", so a producer that had
+/// authenticated and taken its producer id but sent nothing yet (no topic, so no metadata)
+/// still stopped for good when its re-authentication was refused once.
+#[test]
+fn a_producer_that_has_sent_nothing_survives_a_refused_reauthentication() {
+    let cfg = SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD);
+    let mut h = Harness::new(cfg, plain_broker(10_000));
+    h.answer_all();
+    assert_eq!(h.authentications().len(), 1, "{:?}", h.events);
+    assert!(h.p.identity().is_some(), "a producer id without any record");
+    h.broker.refuse = 1;
+    h.now += Duration::from_secs(10);
+    h.p.handle_timeout(h.now);
+    h.answer_all();
+    assert_eq!(h.handshake_failures().len(), 1, "{:?}", h.events);
+    assert!(h.p.fatal_error().is_none(), "{:?}", h.p.fatal_error());
+    h.p.send(h.now, record("later")).unwrap();
+    for _ in 0..10 {
+        h.now += Duration::from_millis(200);
+        h.p.handle_timeout(h.now);
+        h.answer_all();
+    }
+    assert_eq!(h.delivered(), 1, "{:?}", h.events);
+    assert!(h.failures().is_empty(), "{:?}", h.failures());
+}
+
+/// Review finding: with two bootstrap servers, one refusing and the other unreachable, the
+/// refusal never became the producer's error: records waited for their delivery timeout.
+/// Now the producer stops once every bootstrap server has refused or failed to connect.
+#[test]
+fn a_refusal_and_an_unreachable_bootstrap_server_stop_the_producer() {
+    let mut config = config(SaslConfig::new(SaslMechanism::Plain, "alice", "wrong"));
+    config.bootstrap_servers = vec!["a:9092".into(), "b:9092".into()];
+    let now = Instant::now();
+    let mut p = Producer::new(config, now).unwrap();
+    let mut h = Harness::new(
+        SaslConfig::new(SaslMechanism::Plain, "alice", "wrong"),
+        plain_broker(0),
+    );
+    h.now = now;
+    std::mem::swap(&mut h.p, &mut p);
+    h.p.send(h.now, record("r")).unwrap();
+    // `a` connects and refuses; `b` never connects; `a` again after its backoff.
+    let mut connects = Vec::new();
+    for _ in 0..40 {
+        match h.p.poll_output() {
+            Output::Wait { .. } => {
+                h.now += Duration::from_millis(100);
+                h.p.handle_timeout(h.now);
+            }
+            Output::Connect { conn, addr } if &*addr == "b:9092" => {
+                connects.push(addr);
+                h.p.handle_connect_failed(h.now, conn);
+            }
+            Output::Connect { conn, addr } => {
+                connects.push(addr);
+                h.partial.insert(conn, BytesMut::new());
+                h.p.handle_connected(h.now, conn);
+            }
+            Output::Transmit { conn, bytes } => {
+                h.partial.get_mut(&conn).unwrap().extend_from_slice(&bytes);
+                while let Some((conn, f)) = h.next_frame() {
+                    let a = h.answer(&f);
+                    let mut buf = BytesMut::from(&a[..]);
+                    h.p.handle_read(h.now, conn, &mut buf);
+                }
+            }
+            Output::Close { conn } => {
+                h.partial.remove(&conn);
+            }
+            Output::Event(e) => h.events.push(e),
+            Output::SaslInput { .. } => unreachable!(),
+        }
+        if h.p.fatal_error().is_some() {
+            break;
+        }
+    }
+    assert!(
+        matches!(h.p.fatal_error(), Some(FatalError::Authentication { .. })),
+        "{:?} after {connects:?}",
+        h.p.fatal_error()
+    );
+    assert!(connects.iter().any(|a| &**a == "b:9092"), "{connects:?}");
+    // Drain what the stop emitted: the record fails with the refusal, not a timeout.
+    loop {
+        match h.p.poll_output() {
+            Output::Wait { .. } => break,
+            Output::Event(e) => h.events.push(e),
+            _ => {}
+        }
+    }
+    let failures = h.failures();
+    assert_eq!(failures.len(), 1, "{:?}", h.events);
+    assert!(matches!(
+        failures[0].0,
+        DeliveryError::Fatal(FatalError::Authentication { .. })
+    ));
+}

@@ -163,10 +163,10 @@
 //! [`Output::SaslInput`]: a SCRAM nonce from the operating system's random generator, or an
 //! OAUTHBEARER token from the application's [`TokenProvider`]
 //! ([`ProducerHandle::from_properties_with_token_provider`]). Bad credentials (or a refused
-//! mechanism) before any broker was reached fail the producer at once, once every bootstrap
-//! server has refused: every pending record fails with `FatalError::Authentication`,
+//! mechanism) before any connection completed its handshake fail the producer at once, once
+//! every bootstrap server has refused or failed to connect: every pending record fails with `FatalError::Authentication`,
 //! `NotPersisted` (nothing is written on a connection before it is authenticated), and nothing
-//! reconnects. Once a broker was reached, a refusal (a re-authentication, a reconnect, a token
+//! reconnects. Once a connection completed its handshake, a refusal (a re-authentication, a reconnect, a token
 //! provider's failure) is an error on that connection only, logged as a warning: it is
 //! closed and opened again after the reconnect backoff. The password never shows in `Debug`
 //! output or in log events.

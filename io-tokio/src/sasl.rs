@@ -24,7 +24,7 @@ use crate::PropertyError;
 /// re-authenticates, so it must return quickly: keep the current token cached and refresh it
 /// in the background (as the Java client's login refresh thread does). An `Err` fails that
 /// connection's authentication with the message, which must not contain a secret: before any
-/// broker was reached it fails the producer (`FatalError::Authentication`, once every
+/// connection completed its handshake it fails the producer (`FatalError::Authentication`, once every
 /// bootstrap server has failed so), later only that connection, which is opened again after
 /// the reconnect backoff. Any `Fn() -> Result<String, String> + Send + Sync` closure is a provider.
 pub trait TokenProvider: Send + Sync + 'static {

@@ -622,10 +622,14 @@ impl KafkaModel {
                 if let Some(&(p, k)) = s.ids.get(&id) {
                     let unsent = s.on_wire.get(p as usize).is_none_or(|w| k >= *w);
                     match (&error, persisted) {
-                        (DeliveryError::DeliveryTimeout, Persistence::NotPersisted) if unsent => {
+                        (DeliveryError::DeliveryTimeout { .. }, Persistence::NotPersisted)
+                            if unsent =>
+                        {
                             s.timed_out_unsent.insert((p, k));
                         }
-                        (DeliveryError::DeliveryTimeout, _) if !unsent => s.timed_out_sent = true,
+                        (DeliveryError::DeliveryTimeout { .. }, _) if !unsent => {
+                            s.timed_out_sent = true
+                        }
                         _ => {}
                     }
                     // A cut (§B.4): a record refused for good takes every later record already

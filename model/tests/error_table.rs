@@ -284,7 +284,9 @@ fn written_on_the_leader_codes_never_fail_as_not_persisted() {
         assert_eq!(
             failure(&sim, a),
             (
-                DeliveryError::DeliveryTimeout,
+                DeliveryError::DeliveryTimeout {
+                    last_error: Some(ErrorCode::NotEnoughReplicas)
+                },
                 Persistence::PossiblyPersisted
             ),
             "{code}"

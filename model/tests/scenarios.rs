@@ -738,16 +738,23 @@ fn delivery_timeout_statuses() {
     let never = sim.send(rec(2, 0));
     sim.refuse.insert(1);
     sim.run(STEPS);
+    // The first was in flight on the connection whose request timed out; the second never
+    // went out (one request in flight, then no connection).
     assert_eq!(
         failure(&sim, stuck),
         (
-            DeliveryError::DeliveryTimeout,
+            DeliveryError::DeliveryTimeout {
+                last_error: Some(ErrorCode::RequestTimedOut)
+            },
             Persistence::PossiblyPersisted
         )
     );
     assert_eq!(
         failure(&sim, never),
-        (DeliveryError::DeliveryTimeout, Persistence::NotPersisted)
+        (
+            DeliveryError::DeliveryTimeout { last_error: None },
+            Persistence::NotPersisted
+        )
     );
     assert_eq!(sim.transmitted.len(), 2, "the second record was sent");
     // The stuck record is in fact in the log: NotPersisted would have been a lie.
@@ -777,7 +784,10 @@ fn delivery_timeout_without_any_connection() {
     sim.run(STEPS);
     assert_eq!(
         failure(&sim, a),
-        (DeliveryError::DeliveryTimeout, Persistence::NotPersisted)
+        (
+            DeliveryError::DeliveryTimeout { last_error: None },
+            Persistence::NotPersisted
+        )
     );
     assert!(sim.connects >= 2);
     assert!(sim.transmitted.is_empty());

@@ -746,7 +746,7 @@ pub async fn delivery_timeout_while_blackholed(env: Env) -> Summary {
     assert!(before.failed_not_persisted > 0, "{before:?}");
     for k in l.errors() {
         assert!(
-            matches!(k, ErrorKind::Failed(CoreError::DeliveryTimeout)),
+            matches!(k, ErrorKind::Failed(CoreError::DeliveryTimeout { .. })),
             "{k:?}"
         );
     }

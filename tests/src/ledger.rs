@@ -650,7 +650,7 @@ mod tests {
                         acknowledgement: kprod_tokio::Acknowledgement::InSyncReplicas,
                     }),
                     Err(persisted) => Err(DeliveryError::new(
-                        ErrorKind::Failed(CoreError::DeliveryTimeout),
+                        ErrorKind::Failed(CoreError::DeliveryTimeout { last_error: None }),
                         persisted,
                     )),
                 }),

@@ -70,7 +70,10 @@ fn records_that_time_out_against_a_dead_broker_come_back_as_sent() {
         for (f, sent) in futures.into_iter().zip(sent) {
             let e = f.await.expect_err("nothing can be delivered");
             assert!(
-                matches!(e.kind, ErrorKind::Failed(FailureReason::DeliveryTimeout)),
+                matches!(
+                    e.kind,
+                    ErrorKind::Failed(FailureReason::DeliveryTimeout { .. })
+                ),
                 "{e}"
             );
             *persisted.entry(format!("{:?}", e.persisted)).or_insert(0) += 1;

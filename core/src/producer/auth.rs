@@ -31,11 +31,15 @@
 //! # Failures
 //!
 //! A refused mechanism, bad credentials, a token the driver cannot supply or a server that
-//! fails SCRAM's mutual authentication fail the producer with
-//! [`FatalError::Authentication`]: retrying cannot fix a configuration error, so nothing
-//! reconnects, and every pending record fails at once with it (`NotPersisted`, as nothing was
-//! written on an unauthenticated connection, unless a batch was in flight on another,
-//! already authenticated connection, a re-authentication failure).
+//! fails SCRAM's mutual authentication, before any connection has completed its handshake,
+//! is the configuration speaking: once every bootstrap server has refused (or failed to
+//! connect), the producer fails with [`FatalError::Authentication`], nothing reconnects, and
+//! every pending record fails at once with it (`NotPersisted`, as nothing was written on an
+//! unauthenticated connection). Once a connection has completed its handshake, a refusal
+//! (a re-authentication, a reconnect, a token provider's hiccup) is an error on that
+//! connection only ([`crate::Diagnostic::HandshakeFailed`], `Producer::handshake_failed`):
+//! it is closed, what was in flight on it goes through the ordinary idempotent retry path,
+//! and it is opened again after the reconnect backoff.
 
 use std::time::{Duration, Instant};
 

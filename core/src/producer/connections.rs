@@ -25,6 +25,9 @@ use crate::types::{ConnId, Diagnostic, FatalError, Output};
 /// Why a connection to a node that moved to a new address is closed.
 pub(super) const MOVED: &str = "broker address changed";
 
+/// Why a connection whose oldest request went unanswered for `request.timeout.ms` is closed.
+pub(super) const REQUEST_TIMEOUT: &str = "request timeout";
+
 /// Which broker a connection goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(super) enum Target {
@@ -189,6 +192,13 @@ impl Producer {
             }
         }
         let mut touched: Vec<(usize, usize)> = Vec::new();
+        // What a batch in flight here learns: its request timed out on this side, or the
+        // connection was lost.
+        let lost = if reason == REQUEST_TIMEOUT {
+            ErrorCode::RequestTimedOut
+        } else {
+            ErrorCode::NetworkException
+        };
         for req in c.inflight {
             match req.kind {
                 RequestKind::ApiVersions(_)
@@ -203,7 +213,7 @@ impl Producer {
                 }
                 RequestKind::Produce(refs) => {
                     for r in refs {
-                        self.retry_batch(r, ErrorCode::NetworkException, true);
+                        self.retry_batch(r, lost, true);
                         touched.push((r.topic, r.partition));
                     }
                 }
@@ -338,7 +348,7 @@ impl Producer {
             .map(|(id, _)| *id)
             .collect();
         for conn in expired {
-            self.close_conn(conn, "request timeout");
+            self.close_conn(conn, REQUEST_TIMEOUT);
         }
     }
 
@@ -429,30 +439,34 @@ impl Producer {
     /// A connection finished its handshake (ApiVersions, and SASL if configured).
     pub(super) fn handshake_done(&mut self, target: Target) {
         self.backoff.remove(&target);
-        self.bootstrap_refused.clear();
+        self.reached = true;
+        self.bootstrap_refused = Vec::new();
     }
 
     /// `conn`'s handshake failed for a reason no retry of that connection fixes (`error`: no
-    /// common version, SASL refused). Once a broker has been reached (metadata listed the
-    /// brokers), one broker failing so, or one attempt (a token provider's hiccup, a
-    /// re-authentication refused once), is an error on that connection only, as in the
-    /// Java client: it is closed and its broker tried again after the reconnect backoff,
-    /// and the producer goes on with the others. Before that, it is the configuration
-    /// speaking (a wrong password, a cluster too old): once every bootstrap server has
-    /// failed so, the producer stops with `error`, at once rather than at the records'
-    /// timeouts.
+    /// common version, SASL refused). Once a connection has completed its handshake, one
+    /// broker failing so, or one attempt (a token provider's hiccup, a re-authentication
+    /// refused once), is an error on that connection only, as in the Java client: it is
+    /// closed and its broker tried again after the reconnect backoff, and the producer goes
+    /// on with the others. Before that, it is the configuration speaking (a wrong password,
+    /// a cluster too old): once every bootstrap server has refused so or failed to connect,
+    /// the producer stops with `error`, at once rather than at the records' timeouts.
     pub(super) fn handshake_failed(&mut self, conn: ConnId, error: FatalError) {
         let Some(c) = self.conns.get(&conn) else {
             return;
         };
         let (target, addr) = (c.target, c.addr.clone());
-        if self.brokers.is_empty() {
+        if !self.reached {
             if let Target::Bootstrap(i) = target {
                 if !self.bootstrap_refused.contains(&i) {
                     self.bootstrap_refused.push(i);
                 }
             }
-            if self.bootstrap_refused.len() >= self.cfg.bootstrap_servers.len() {
+            let failed = |i: usize| {
+                self.bootstrap_refused.contains(&i)
+                    || (self.backoff.get(&Target::Bootstrap(i))).is_some_and(|b| b.failures > 0)
+            };
+            if (0..self.cfg.bootstrap_servers.len()).all(failed) {
                 self.fail_fatal(error);
                 return;
             }

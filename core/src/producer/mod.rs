@@ -96,8 +96,13 @@ pub struct Producer {
     node_conns: BTreeMap<i32, ConnId>,
     brokers: BTreeMap<i32, Arc<str>>,
     bootstrap_next: usize,
+    /// A connection has finished its handshake (ApiVersions, and SASL if configured) at
+    /// least once: from then on a handshake that fails for good is an error on its
+    /// connection, not on the producer.
+    reached: bool,
     /// The bootstrap servers whose handshake failed for good (no common version, SASL
-    /// refused) while no broker had been reached: the producer stops once all have.
+    /// refused) while no broker had been reached: the producer stops once every bootstrap
+    /// server has refused or failed to connect, one at least having refused.
     bootstrap_refused: Vec<usize>,
     backoff: BTreeMap<Target, Backoff>,
     topics: Vec<Topic>,
@@ -164,6 +169,7 @@ impl Producer {
             node_conns: BTreeMap::new(),
             brokers: BTreeMap::new(),
             bootstrap_next: 0,
+            reached: false,
             bootstrap_refused: Vec::new(),
             backoff: BTreeMap::new(),
             topics: Vec::new(),

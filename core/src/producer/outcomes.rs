@@ -30,7 +30,10 @@ impl Producer {
         for ti in 0..self.topics.len() {
             while let Some(p) = self.topics[ti].pending.front() {
                 let error = if p.enqueued + timeout <= now {
-                    DeliveryError::DeliveryTimeout
+                    // What metadata last said of the topic, if it said it is missing.
+                    DeliveryError::DeliveryTimeout {
+                        last_error: self.topics[ti].missing,
+                    }
                 } else if let (Some(code), true) = (
                     self.topics[ti].missing,
                     p.enqueued + self.cfg.max_block <= now,
@@ -60,7 +63,9 @@ impl Producer {
                     if mutated!(self.cfg, TimeoutForgetsAttempts) {
                         self.topics[ti].partitions[pi].batches[i].maybe_persisted = false;
                     }
-                    self.fail_batch(ti, pi, i, DeliveryError::DeliveryTimeout, persisted);
+                    let last_error = self.topics[ti].partitions[pi].batches[i].last_error.0;
+                    let error = DeliveryError::DeliveryTimeout { last_error };
+                    self.fail_batch(ti, pi, i, error, persisted);
                 }
                 self.expired_through(ti, pi);
             }
@@ -198,6 +203,7 @@ impl Producer {
         );
         b.retries = b.retries.saturating_add(1);
         b.maybe_persisted |= possibly_persisted;
+        b.last_error.0 = Some(error);
         b.state = BatchState::Retry {
             at: self.now + delay,
         };

@@ -141,6 +141,9 @@ impl Producer {
             return;
         }
         let code = ErrorCode::from_i16(pr.error_code);
+        if code != ErrorCode::None {
+            self.topics[ti].partitions[pi].batches[i].last_error.0 = Some(code);
+        }
         self.learn_leadership_from_produce(ti, pi, code, pr);
         if !self.cfg.enable_idempotence
             && self.on_identity_error_without_idempotence(ti, pi, i, code)
@@ -460,6 +463,7 @@ impl Producer {
                 retries: old.retries,
                 corrupt_retries: 0,
                 reserve: reserve_for(&self.cfg, first),
+                last_error: old.last_error,
             };
             piece.size = batch_charge(&piece);
             pieces.push(piece);
