@@ -407,6 +407,52 @@ fn a_node_no_longer_listed_is_forgotten() {
     );
 }
 
+/// A node taken out of the cluster while the producer holds a connection to it (it led the
+/// partition): once an answer no longer lists it and nothing is in flight on it, the
+/// connection is closed. Before, it stayed open for the producer's life.
+#[test]
+fn a_connection_to_a_node_no_longer_listed_is_closed() {
+    let mut net = Net::with(|c| c.metadata_max_age = Duration::from_secs(1));
+    let led_by_gone = |m: &mut MetadataResponse| {
+        m.brokers.insert(0, broker(0, "gone", 9092));
+        m.topics[0].partitions[0].leader_id = 0;
+    };
+    net.send("a");
+    net.run(2, &led_by_gone, &mut |_| None);
+    assert_eq!(net.pending(), 0);
+    assert!(
+        net.connects.iter().any(|a| a == "gone:9092"),
+        "{:?}",
+        net.connects
+    );
+    let open_before = net.conns.len();
+    let closed = |net: &Net| {
+        (net.h.events.iter())
+            .filter(|e| {
+                matches!(
+                    e,
+                    Event::Diagnostic(Diagnostic::Disconnected {
+                        reason: "broker no longer listed",
+                        ..
+                    })
+                )
+            })
+            .count()
+    };
+    assert_eq!(closed(&net), 0);
+    // Leadership moves to node 1 (with a newer leader epoch) and node 0 leaves the cluster.
+    let moved = |m: &mut MetadataResponse| {
+        m.topics[0].partitions[0].leader_epoch = 1;
+    };
+    net.run(8, &moved, &mut |_| None);
+    assert_eq!(closed(&net), 1, "{:?}", net.h.events);
+    assert_eq!(net.conns.len(), open_before - 1);
+    net.send("b");
+    net.run(4, &moved, &mut |_| None);
+    assert_eq!(net.pending(), 0, "delivered to the new leader");
+    assert!(net.h.p.fatal_error().is_none());
+}
+
 /// An answer that lists a partition twice is corrupt (the partition count is the length of
 /// the list) and is ignored. Before, `[0, 0]` made the topic two partitions long, the second
 /// one without a leader for ever.

@@ -25,6 +25,9 @@ use crate::types::{ConnId, Diagnostic, FatalError, Output};
 /// Why a connection to a node that moved to a new address is closed.
 pub(super) const MOVED: &str = "broker address changed";
 
+/// Why a connection to a node that metadata no longer lists is closed.
+pub(super) const UNLISTED: &str = "broker no longer listed";
+
 /// Why a connection whose oldest request went unanswered for `request.timeout.ms` is closed.
 pub(super) const REQUEST_TIMEOUT: &str = "request timeout";
 
@@ -155,11 +158,12 @@ impl Producer {
                 self.node_conns.remove(&n);
             }
         }
-        // A connection closed because its node moved did not fail: its node's new address
-        // is not held back.
+        // A connection closed because its node moved or left the cluster did not fail: its
+        // node's new address is not held back.
         let failed = (!matches!(c.state, ConnState::Ready | ConnState::Reauthenticating)
             || reason == "connect failed")
-            && reason != MOVED;
+            && reason != MOVED
+            && reason != UNLISTED;
         // A ready connection lost (a reset, a request timeout) is simply opened again: if
         // the node is gone the connect fails and metadata is asked for then, and if it no
         // longer leads it says so (NOT_LEADER_OR_FOLLOWER). The Java client refreshes at once

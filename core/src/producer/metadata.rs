@@ -262,6 +262,18 @@ impl Producer {
                 .collect();
             (self.brokers).retain(|id, _| listed.contains_key(id) || leaders.contains(id));
         }
+        // A connection to a node no longer known goes once nothing is in flight on it:
+        // nothing will be sent to it again (the Java client closes it as idle later).
+        let unlisted: Vec<ConnId> = (self.node_conns.iter())
+            .filter(|(n, c)| {
+                !self.brokers.contains_key(n)
+                    && self.conns.get(c).is_some_and(|c| c.inflight.is_empty())
+            })
+            .map(|(_, c)| *c)
+            .collect();
+        for conn in unlisted {
+            self.close_conn(conn, super::connections::UNLISTED);
+        }
     }
 
     /// What a Produce answer for partition `pi` of topic `ti` says about leadership: an error
