@@ -196,8 +196,8 @@ pub enum DeliveryError {
         /// broker's code such as NOT_ENOUGH_REPLICAS, or NETWORK_EXCEPTION and
         /// REQUEST_TIMED_OUT for a lost connection and a request timeout on this side), or
         /// for a record that waited for metadata, the code metadata gave for its missing
-        /// topic. `None` if its batch was never answered, or never sent (no leader, no
-        /// connection, a full pipeline).
+        /// topic. `None` if its batch was never sent (no leader, no connection, a full
+        /// pipeline): a batch in flight waits for its answer or its request timeout.
         last_error: Option<ErrorCode>,
     },
     /// The topic does not exist (or is not authorized) according to metadata.

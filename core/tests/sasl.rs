@@ -421,8 +421,8 @@ fn api_of(frame: &[u8]) -> i16 {
     i16::from_be_bytes([frame[4], frame[5]])
 }
 
-/// Once the producer has reached a broker, a refusal is an error on that connection, not on
-/// the producer: a re-authentication refused (a token provider's hiccup, credentials being
+/// Once a connection has completed its handshake, a refusal is an error on that connection,
+/// not on the producer: a re-authentication refused (a token provider's hiccup, credentials being
 /// rotated) closes the connection, a reconnect refused again backs off, and once the broker
 /// accepts again the records waiting go out. Nothing fails, nothing is fatal.
 #[test]
@@ -467,8 +467,8 @@ fn a_refusal_after_the_broker_was_reached_is_an_error_on_that_connection_only() 
     assert!(h.connects >= connects + 2, "it connected again");
 }
 
-/// Before any broker is reached a refusal fails the producer only once every bootstrap
-/// server has refused: the first of two refusing (a listener misconfigured on one broker)
+/// Before any connection completed its handshake a refusal fails the producer only once
+/// every bootstrap server has refused (or failed to connect): the first of two refusing (a listener misconfigured on one broker)
 /// sends the producer to the second.
 #[test]
 fn one_bootstrap_server_refusing_sends_the_producer_to_the_next() {
@@ -557,9 +557,10 @@ fn a_producer_that_has_sent_nothing_survives_a_refused_reauthentication() {
     assert!(h.failures().is_empty(), "{:?}", h.failures());
 }
 
-/// Review finding: with two bootstrap servers, one refusing and the other unreachable, the
+/// Review findings: with two bootstrap servers, one refusing and the other unreachable, the
 /// refusal never became the producer's error: records waited for their delivery timeout.
-/// Now the producer stops once every bootstrap server has refused or failed to connect.
+/// Now the producer stops once every bootstrap server has refused or failed to connect, at
+/// the failed connect that completes the set (not at a second refusal).
 #[test]
 fn a_refusal_and_an_unreachable_bootstrap_server_stop_the_producer() {
     let mut config = config(SaslConfig::new(SaslMechanism::Plain, "alice", "wrong"));
@@ -573,7 +574,7 @@ fn a_refusal_and_an_unreachable_bootstrap_server_stop_the_producer() {
     h.now = now;
     std::mem::swap(&mut h.p, &mut p);
     h.p.send(h.now, record("r")).unwrap();
-    // `a` connects and refuses; `b` never connects; `a` again after its backoff.
+    // `a` connects and refuses; `b` never connects: that is every bootstrap server.
     let mut connects = Vec::new();
     for _ in 0..40 {
         match h.p.poll_output() {
@@ -614,6 +615,11 @@ fn a_refusal_and_an_unreachable_bootstrap_server_stop_the_producer() {
         h.p.fatal_error()
     );
     assert!(connects.iter().any(|a| &**a == "b:9092"), "{connects:?}");
+    assert_eq!(
+        connects.iter().filter(|a| &***a == "a:9092").count(),
+        1,
+        "stopped without asking `a` again: {connects:?}"
+    );
     // Drain what the stop emitted: the record fails with the refusal, not a timeout.
     loop {
         match h.p.poll_output() {

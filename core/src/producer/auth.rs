@@ -338,8 +338,8 @@ impl Producer {
         });
     }
 
-    /// SASL failed on `conn`: an error on that connection, or fatal while no broker has
-    /// been reached ([`Producer::handshake_failed`]).
+    /// SASL failed on `conn`: an error on that connection, or fatal before any connection
+    /// completed its handshake ([`Producer::handshake_failed`]).
     fn sasl_failed(&mut self, conn: ConnId, reason: String) {
         let mechanism = self.cfg.sasl.as_ref().map_or("?", |s| s.mechanism.name());
         self.handshake_failed(conn, FatalError::Authentication { mechanism, reason });

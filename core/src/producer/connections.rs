@@ -252,6 +252,11 @@ impl Producer {
         if self.fatal.is_none() {
             self.diag(Diagnostic::Disconnected { conn, reason });
         }
+        // A bootstrap server unreachable after another refused: the refusal may now be all
+        // there is to say.
+        if failed && matches!(c.target, Target::Bootstrap(_)) {
+            self.stop_if_every_bootstrap_server_failed();
+        }
     }
 
     pub(super) fn target_ready(&self, target: Target) -> bool {
@@ -445,6 +450,29 @@ impl Producer {
         self.backoff.remove(&target);
         self.reached = true;
         self.bootstrap_refused = Vec::new();
+        self.refusal = None;
+    }
+
+    /// Before any connection completed its handshake, once a bootstrap server refused for
+    /// good: if every bootstrap server has now refused or failed to connect (its last
+    /// attempt), the producer stops with the refusal. Checked at each refusal and at each
+    /// failed connection to a bootstrap server, whichever comes last.
+    fn stop_if_every_bootstrap_server_failed(&mut self) -> bool {
+        if self.reached || self.fatal.is_some() {
+            return false;
+        }
+        let Some(error) = self.refusal.clone() else {
+            return false;
+        };
+        let failed = |i: usize| {
+            self.bootstrap_refused.contains(&i)
+                || (self.backoff.get(&Target::Bootstrap(i))).is_some_and(|b| b.failures > 0)
+        };
+        if !(0..self.cfg.bootstrap_servers.len()).all(failed) {
+            return false;
+        }
+        self.fail_fatal(error);
+        true
     }
 
     /// `conn`'s handshake failed for a reason no retry of that connection fixes (`error`: no
@@ -466,12 +494,8 @@ impl Producer {
                     self.bootstrap_refused.push(i);
                 }
             }
-            let failed = |i: usize| {
-                self.bootstrap_refused.contains(&i)
-                    || (self.backoff.get(&Target::Bootstrap(i))).is_some_and(|b| b.failures > 0)
-            };
-            if (0..self.cfg.bootstrap_servers.len()).all(failed) {
-                self.fail_fatal(error);
+            self.refusal = Some(error.clone());
+            if self.stop_if_every_bootstrap_server_failed() {
                 return;
             }
         }

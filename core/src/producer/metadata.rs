@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::connections::Target;
 use super::requests::RequestKind;
 use super::Producer;
 use crate::partition::Partition;
@@ -274,6 +275,11 @@ impl Producer {
         for conn in unlisted {
             self.close_conn(conn, super::connections::UNLISTED);
         }
+        // Nor is a reconnect backoff kept for a node no longer known.
+        (self.backoff).retain(|t, _| match t {
+            Target::Node(n) => self.brokers.contains_key(n),
+            Target::Bootstrap(_) => true,
+        });
     }
 
     /// What a Produce answer for partition `pi` of topic `ti` says about leadership: an error

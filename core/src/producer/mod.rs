@@ -101,9 +101,10 @@ pub struct Producer {
     /// connection, not on the producer.
     reached: bool,
     /// The bootstrap servers whose handshake failed for good (no common version, SASL
-    /// refused) while no broker had been reached: the producer stops once every bootstrap
-    /// server has refused or failed to connect, one at least having refused.
+    /// refused) before any connection completed one, and the last such error: the producer
+    /// stops with it once every bootstrap server has refused or failed to connect.
     bootstrap_refused: Vec<usize>,
+    refusal: Option<FatalError>,
     backoff: BTreeMap<Target, Backoff>,
     topics: Vec<Topic>,
     topic_index: BTreeMap<Arc<str>, usize>,
@@ -171,6 +172,7 @@ impl Producer {
             bootstrap_next: 0,
             reached: false,
             bootstrap_refused: Vec::new(),
+            refusal: None,
             backoff: BTreeMap::new(),
             topics: Vec::new(),
             topic_index: BTreeMap::new(),
