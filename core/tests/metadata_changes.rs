@@ -10,9 +10,13 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use harness::{api_of, epoch_and_sequence, produce_error, respond, Harness, TOPIC};
-use kprod_core::protocol::metadata::{MetadataBroker, MetadataRequest, MetadataResponse};
+use kprod_core::protocol::metadata::{
+    MetadataBroker, MetadataPartition, MetadataRequest, MetadataResponse,
+};
 use kprod_core::protocol::{api_key, decode_response, encode_response, ErrorCode};
-use kprod_core::{ConnId, Diagnostic, Event, Output, Record, SendError};
+use kprod_core::{
+    ConnId, DeliveryError, Diagnostic, Event, Output, Persistence, Record, SendError,
+};
 
 fn record(v: &str) -> Record {
     Record::new(TOPIC, v.to_owned()).with_partition(0)
@@ -192,6 +196,85 @@ fn a_topic_created_again_under_its_name_is_used_at_once() {
         "a new epoch, from sequence 0"
     );
     assert_eq!(net.bumps(), 1);
+}
+
+/// A topic deleted and created again with fewer partitions (here: deleted under load and
+/// auto-created with Kafka's default of one). Before, the producer kept the old count for
+/// its life: records without a partition were spread over partitions that no longer exist
+/// (each failing at its delivery timeout), and a record for one of them was accepted. Now a
+/// new topic id with fewer partitions is believed: a batch waiting for a partition that is
+/// gone fails `UnknownPartition`, such a partition is refused at `send`, and every record
+/// goes to a partition that exists.
+#[test]
+fn a_topic_created_again_with_fewer_partitions_takes_the_new_count() {
+    let mut net = Net::with(|c| c.metadata_max_age = Duration::from_secs(1));
+    let three = |m: &mut MetadataResponse| {
+        m.topics[0].topic_id = [1; 16];
+        let p0 = m.topics[0].partitions[0].clone();
+        // Partition 2's leader has no address: its records wait.
+        m.topics[0].partitions = (0..3)
+            .map(|i| MetadataPartition {
+                partition_index: i,
+                leader_id: if i == 2 { 7 } else { 1 },
+                ..p0.clone()
+            })
+            .collect();
+    };
+    net.send("a");
+    net.run(2, &three, &mut |_| None);
+    assert_eq!(net.pending(), 0);
+    let stuck = net
+        .h
+        .p
+        .send(net.h.now, Record::new(TOPIC, "stuck").with_partition(2));
+    let stuck = stuck.unwrap();
+    net.run(2, &three, &mut |_| None);
+    assert_eq!(net.pending(), 1, "waits for partition 2's leader");
+    // Deleted and created again with one partition.
+    let one = |m: &mut MetadataResponse| m.topics[0].topic_id = [2; 16];
+    net.run(8, &one, &mut |_| None);
+    assert_eq!(net.pending(), 0);
+    let failed: Vec<_> = (net.h.events.iter())
+        .filter_map(|e| match e {
+            Event::Failed {
+                id,
+                error,
+                persisted,
+                ..
+            } => Some((*id, error.clone(), *persisted)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        failed,
+        vec![(
+            stuck,
+            DeliveryError::UnknownPartition,
+            Persistence::NotPersisted
+        )]
+    );
+    let refused = net
+        .h
+        .p
+        .send(net.h.now, Record::new(TOPIC, "x").with_partition(2));
+    assert!(
+        matches!(refused, Err(SendError::InvalidPartition(_))),
+        "{refused:?}"
+    );
+    let before = net.h.events.len();
+    for i in 0..20 {
+        let r = Record::new(TOPIC, format!("spread {i}"));
+        net.h.p.send(net.h.now, r).unwrap();
+        net.run(1, &one, &mut |_| None);
+    }
+    assert_eq!(net.pending(), 0);
+    let partitions: Vec<i32> = (net.h.events[before..].iter())
+        .filter_map(|e| match e {
+            Event::Delivered { partition, .. } => Some(*partition),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(partitions, vec![0; 20], "only partition 0 exists");
 }
 
 /// A leader that the metadata answer does not list among its brokers has no address: the
@@ -649,7 +732,7 @@ fn a_new_partition_of_a_topic_back_from_idleness_is_taken() {
     assert_eq!(net.pending(), 0);
     assert!(net.h.events.iter().any(|e| matches!(
         e,
-        Event::Failed { id: f, error: kprod_core::DeliveryError::UnknownPartition, .. } if *f == id
+        Event::Failed { id: f, error: DeliveryError::UnknownPartition, .. } if *f == id
     )));
 }
 

@@ -131,6 +131,10 @@ pub(super) struct PendingRecord {
 pub(super) struct Topic {
     pub(super) name: Arc<str>,
     pub(super) partitions: Vec<Partition>,
+    /// How many partitions the topic has now: `partitions.len()`, unless the topic was
+    /// created again (a new topic id) with fewer, whose old partitions beyond the count stay
+    /// in `partitions` (an answer about them may still arrive) but take no record.
+    pub(super) count: usize,
     pub(super) pending: VecDeque<PendingRecord>,
     pub(super) sticky: i32,
     /// Metadata says the topic does not exist: the code, while it keeps saying so.
@@ -220,7 +224,7 @@ impl Producer {
         let placed = (known)
             .filter(|&ti| {
                 let t = &self.topics[ti];
-                !t.partitions.is_empty() && t.pending.is_empty() && !t.idle
+                t.count > 0 && t.pending.is_empty() && !t.idle
             })
             .map(|ti| self.place(ti, &record, payload));
         let need = placed.map_or(size + PENDING_CHARGE, |p| p.charge);
@@ -253,7 +257,7 @@ impl Producer {
                 self.wakes.0 += 1;
             }
         }
-        let n = self.topics[ti].partitions.len() as i32;
+        let n = self.topics[ti].count as i32;
         // A record that waits for metadata (a topic back from idleness, or one whose records
         // already wait) has its partition checked once the answer arrives: an explicit
         // partition beyond the count then fails, and one the topic gained meanwhile is taken.
@@ -303,6 +307,7 @@ impl Producer {
                 self.topics.push(Topic {
                     name: shared.clone(),
                     partitions: Vec::new(),
+                    count: 0,
                     pending: VecDeque::new(),
                     sticky: 0,
                     missing: None,
@@ -356,7 +361,7 @@ impl Producer {
 
     pub(super) fn choose_partition(&self, ti: usize, record: &Record) -> i32 {
         let t = &self.topics[ti];
-        let n = t.partitions.len() as i32;
+        let n = t.count as i32;
         match (&record.partition, &record.key) {
             (Some(p), _) => *p,
             (None, Some(k)) => partition_for_key(k, n),
@@ -378,7 +383,7 @@ impl Producer {
         payload: usize,
         placed: Placement,
     ) {
-        let n = self.topics[ti].partitions.len() as i32;
+        let n = self.topics[ti].count as i32;
         let part = placed.part;
         if part >= n {
             self.wakes.0 += 1;
@@ -472,7 +477,7 @@ impl Producer {
     }
 
     pub(super) fn route_pending(&mut self, ti: usize) {
-        if self.topics[ti].partitions.is_empty() {
+        if self.topics[ti].count == 0 {
             return;
         }
         while let Some(p) = self.topics[ti].pending.pop_front() {

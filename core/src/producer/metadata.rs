@@ -12,11 +12,11 @@ use std::time::Instant;
 use super::connections::Target;
 use super::requests::RequestKind;
 use super::Producer;
-use crate::partition::Partition;
+use crate::partition::{BatchState, Partition};
 use crate::protocol::metadata::{MetadataRequest, MetadataRequestTopic};
 use crate::protocol::produce::PartitionResult;
 use crate::protocol::{self, ErrorCode};
-use crate::types::{ConnId, DeliveryError};
+use crate::types::{ConnId, DeliveryError, Persistence};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub(super) struct MetadataState {
@@ -211,6 +211,15 @@ impl Producer {
             if count > topic.partitions.len() {
                 topic.partitions.resize_with(count, Partition::default);
             }
+            // Kafka never takes partitions away: fewer from the same topic is an answer from
+            // a broker that has not yet learned of partitions added, and is not believed. A
+            // topic created again (a new id) with fewer is believed: its old partitions
+            // beyond the count take no new record, and their batches fail below.
+            let shrunk = recreated && count < topic.partitions.len();
+            if shrunk || count > topic.count {
+                topic.count = count;
+            }
+            let count = topic.count;
             for mp in &t.partitions {
                 let Some(p) = usize::try_from(mp.partition_index)
                     .ok()
@@ -235,12 +244,21 @@ impl Producer {
             }
             // A partition the response left out (or left leaderless) is retried after the
             // backoff, not at once.
-            if topic.partitions.iter().any(|p| p.leader.is_none()) {
+            if topic.partitions[..count].iter().any(|p| p.leader.is_none()) {
                 incomplete = true;
+            }
+            // Partitions of a deleted topic beyond the new one's count have no leader any
+            // more: nothing is sent to them, and their batches fail (an attempt in flight
+            // fails at the next answer after its own).
+            for p in &mut topic.partitions[count..] {
+                p.leader = None;
             }
             for pi in 0..self.topics[ti].partitions.len() {
                 if recreated {
                     self.request_bump_for(ti, pi);
+                }
+                if pi >= count {
+                    self.fail_beyond_count(ti, pi);
                 }
                 self.sync(ti, pi);
             }
@@ -280,6 +298,21 @@ impl Producer {
             Target::Node(n) => self.brokers.contains_key(n),
             Target::Bootstrap(_) => true,
         });
+    }
+
+    /// Partition `pi` of topic `ti` no longer exists (the topic was created again with fewer
+    /// partitions): its batches not in flight fail, `UnknownPartition`, possibly persisted
+    /// if an attempt went unanswered (in the deleted topic's log, if anywhere).
+    fn fail_beyond_count(&mut self, ti: usize, pi: usize) {
+        let mut i = 0;
+        while let Some(b) = self.topics[ti].partitions[pi].batches.get(i) {
+            if b.state == BatchState::InFlight {
+                i += 1;
+                continue;
+            }
+            let error = DeliveryError::UnknownPartition;
+            self.fail_batch(ti, pi, i, error, Persistence::NotPersisted);
+        }
     }
 
     /// What a Produce answer for partition `pi` of topic `ti` says about leadership: an error
