@@ -461,6 +461,124 @@ fn a_topic_deleted_and_created_again_is_produced_to_at_once() {
     }
 }
 
+/// A topic deleted and created again with fewer partitions (4, then 1: what auto-creation
+/// with Kafka's default `num.partitions` gives). Records keyed before the deletion went to all
+/// four partitions. Records sent while the topic is gone are placed by the old count; once
+/// the new topic (a new id) is known, those placed in a partition that is gone fail
+/// `UnknownPartition`, not persisted, and the others are delivered. Records sent after that
+/// all go to partition 0. Before, the producer kept the count of 4 for its life: every
+/// record keyed to partitions 1 to 3 was retried until its delivery timeout.
+#[test]
+fn a_topic_created_again_with_fewer_partitions_gets_every_new_record() {
+    use kprod_core::DeliveryError as CoreError;
+    use kprod_tokio::{DeliveryFuture, ErrorKind, ProducerHandle, Record};
+
+    const RECORDS: usize = 200;
+    let kafka = Kafka::start(1);
+    let topic = "kprod-shrunk";
+    kafka.create_topic(topic, 4, 1, None);
+    let rt = kprod_tests::e2e::runtime();
+    let producer = rt.block_on(async {
+        ProducerHandle::from_properties(&[
+            ("bootstrap.servers", kafka.bootstrap().as_str()),
+            ("linger.ms", "5"),
+            ("allow.auto.create.topics", "false"),
+            ("delivery.timeout.ms", "20000"),
+            ("request.timeout.ms", "10000"),
+        ])
+        .expect("valid properties")
+    });
+    let enqueue = |label: &str| -> Vec<DeliveryFuture> {
+        rt.block_on(async {
+            let mut futures = Vec::new();
+            for i in 0..RECORDS {
+                let r = Record::new(topic, format!("{label}-{i:04}")).with_key(format!("k{i}"));
+                futures.push(producer.enqueue(r).await.expect("accepted"));
+            }
+            futures
+        })
+    };
+    type Outcome = Result<(i32, i64), ErrorKind>;
+    let resolve = |futures: Vec<DeliveryFuture>| -> Vec<Outcome> {
+        rt.block_on(async {
+            let mut out = Vec::new();
+            for f in futures {
+                let d = tokio::time::timeout(RESOLVE_TIMEOUT, f)
+                    .await
+                    .expect("resolved");
+                out.push(match d {
+                    Ok(d) => Ok((d.partition, d.offset.expect("an offset"))),
+                    Err(e) => {
+                        assert_eq!(e.persisted, kprod_core::Persistence::NotPersisted, "{e}");
+                        Err(e.kind)
+                    }
+                });
+            }
+            out
+        })
+    };
+    let first = resolve(enqueue("first"));
+    let spread: std::collections::BTreeSet<i32> = first
+        .iter()
+        .map(|o| o.as_ref().expect("delivered").0)
+        .collect();
+    assert_eq!(spread.len(), 4, "keys spread over the four partitions");
+    kafka.delete_topic(topic);
+    let second = enqueue("second");
+    rt.block_on(async {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while producer.metrics().await.retries == 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no record refused while the topic was gone"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    kafka.create_topic(topic, 1, 1, None);
+    let second = resolve(second);
+    let gone = ErrorKind::Failed(CoreError::UnknownPartition);
+    for (i, o) in second.iter().enumerate() {
+        match o {
+            Ok((p, _)) => assert_eq!(*p, 0, "second record {i}"),
+            Err(kind) => assert_eq!(*kind, gone, "second record {i}"),
+        }
+    }
+    assert!(
+        second.iter().any(|o| o.is_err()),
+        "some were placed in gone partitions"
+    );
+    let third = resolve(enqueue("third"));
+    rt.block_on(kprod_tests::e2e::close(producer));
+    for (i, o) in third.iter().enumerate() {
+        assert_eq!(o.as_ref().map(|d| d.0), Ok(0), "third record {i}");
+    }
+    // The log holds the second records delivered and every third one, in order, at their
+    // offsets, and nothing else.
+    let mut acked = BTreeMap::new();
+    let mut expected = Vec::new();
+    for (k, outcomes) in [&second, &third].into_iter().enumerate() {
+        for (i, o) in outcomes.iter().enumerate() {
+            if let Ok(at) = o {
+                acked.insert(*at, k * RECORDS + i);
+                expected.push(k * RECORDS + i);
+            }
+        }
+    }
+    let index = |v: &[u8]| -> usize {
+        let v = std::str::from_utf8(v).expect("utf-8");
+        let (label, i) = v.split_once('-').expect("label-index");
+        let i: usize = i.parse().expect("index");
+        match label {
+            "second" => i,
+            "third" => RECORDS + i,
+            _ => panic!("{v:?} is not a record of the new topic"),
+        }
+    };
+    let found = assert_log_is_acked(&kafka, topic, 1, &acked, index);
+    assert_eq!(found[&0], expected, "partition 0: in order, each once");
+}
+
 /// A client over its produce quota (100 kB/s for 2 MB): Kafka answers each Produce at once
 /// with `throttle_time_ms` and mutes the connection for that long (KIP-219). The producer
 /// counts each throttled answer and sends nothing more on the connection until the throttle
