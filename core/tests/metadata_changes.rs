@@ -277,6 +277,183 @@ fn a_topic_created_again_with_fewer_partitions_takes_the_new_count() {
     assert_eq!(partitions, vec![0; 20], "only partition 0 exists");
 }
 
+/// Metadata for topic id `id` with `n` partitions: partition 2 led by node 2 ("other"), the
+/// others by node 1, every leader epoch `epoch`.
+fn topic_on_two_nodes(m: &mut MetadataResponse, id: u8, n: i32, epoch: i32) {
+    m.topics[0].topic_id = [id; 16];
+    let b1 = m.brokers[0].clone();
+    m.brokers.push(MetadataBroker {
+        node_id: 2,
+        host: "other".into(),
+        ..b1
+    });
+    let p0 = m.topics[0].partitions[0].clone();
+    m.topics[0].partitions = (0..n)
+        .map(|i| MetadataPartition {
+            partition_index: i,
+            leader_id: if i == 2 { 2 } else { 1 },
+            leader_epoch: epoch,
+            ..p0.clone()
+        })
+        .collect();
+}
+
+/// A record for partition 2 of a three-partition topic, its Produce request written to node
+/// 2 and held (not answered); then the topic is created again with one partition and the
+/// producer learns it from an answer on another connection. Returns the held connection and
+/// request, and how many metadata requests were answered meanwhile (the clock not moving).
+fn a_produce_held_while_its_partition_goes(net: &mut Net) -> (ConnId, Bytes, usize) {
+    net.send("a");
+    net.run(2, &|m| topic_on_two_nodes(m, 1, 3, 50), &mut |_| None);
+    assert_eq!(net.pending(), 0);
+    let r = Record::new(TOPIC, "p2").with_partition(2);
+    net.h.p.send(net.h.now, r).unwrap();
+    net.drain();
+    let at = net.connects.iter().position(|a| a == "other:9092");
+    let held = *net
+        .conns
+        .keys()
+        .nth(at.expect("a connection to node 2"))
+        .unwrap();
+    let mut produce = None;
+    for _ in 0..20 {
+        net.drain();
+        let buf = net.conns.get_mut(&held).expect("open");
+        if buf.len() < 4 {
+            continue;
+        }
+        let len = 4 + i32::from_be_bytes(buf[..4].try_into().unwrap()) as usize;
+        let f = buf.split_to(len).freeze();
+        if api_of(&f).0 == api_key::PRODUCE {
+            produce = Some(f);
+            break;
+        }
+        let a = respond(&f, &mut net.h.next_offset);
+        net.h
+            .p
+            .handle_read(net.h.now, held, &mut BytesMut::from(&a[..]));
+    }
+    let produce = produce.expect("the Produce to node 2 is written");
+    // The periodic refresh (1 s) learns the new topic, one partition, on another connection.
+    net.h.now += Duration::from_secs(2);
+    net.h.p.handle_timeout(net.h.now);
+    let mut metadata = 0;
+    for _ in 0..200 {
+        net.drain();
+        let next = (net.conns.iter_mut())
+            .filter(|(c, buf)| **c != held && buf.len() >= 4)
+            .find_map(|(c, buf)| {
+                let len = 4 + i32::from_be_bytes(buf[..4].try_into().unwrap()) as usize;
+                (buf.len() >= len).then(|| (*c, buf.split_to(len).freeze()))
+            });
+        let Some((c, f)) = next else { break };
+        let (key, version, corr) = api_of(&f);
+        let mut a = respond(&f, &mut net.h.next_offset);
+        if key == api_key::METADATA {
+            metadata += 1;
+            let (_, mut m) = decode_response::<MetadataRequest>(version, a.slice(4..)).unwrap();
+            topic_on_two_nodes(&mut m, 2, 1, 0);
+            a = encode_response::<MetadataRequest>(&m, version, corr);
+        }
+        net.h
+            .p
+            .handle_read(net.h.now, c, &mut BytesMut::from(&a[..]));
+    }
+    (held, produce, metadata)
+}
+
+/// Review finding: a batch in flight to a partition that the topic's new incarnation does
+/// not have kept the producer asking for metadata with no pause until its answer came (200
+/// requests at one instant): the partition has no leader, but the answer was not counted
+/// incomplete. Now the next request waits for the backoff, and the batch fails
+/// `UnknownPartition` at the answer after its own.
+#[test]
+fn a_batch_in_flight_to_a_gone_partition_does_not_spin_metadata() {
+    let mut net = Net::with(|c| c.metadata_max_age = Duration::from_secs(1));
+    let (held, produce, metadata) = a_produce_held_while_its_partition_goes(&mut net);
+    assert_eq!(
+        metadata, 1,
+        "one metadata request while the clock stands still"
+    );
+    let a = produce_error(&produce, ErrorCode::UnknownTopicOrPartition);
+    net.h
+        .p
+        .handle_read(net.h.now, held, &mut BytesMut::from(&a[..]));
+    net.run(5, &|m| topic_on_two_nodes(m, 2, 1, 0), &mut |_| None);
+    assert_eq!(net.pending(), 0);
+    let failed: Vec<_> = (net.h.events.iter())
+        .filter_map(|e| match e {
+            Event::Failed { error, .. } => Some(error.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed, vec![DeliveryError::UnknownPartition]);
+}
+
+/// Review finding: a KIP-951 leader hint from the old topic, in the answer to a batch for a
+/// partition the new topic does not have, gave the gone partition a leader and the old
+/// topic's leader epoch (51); when the new topic grew to three partitions (epochs from 0),
+/// every answer about partition 2 looked stale and it never had a leader again. Now a gone
+/// partition takes no hint and forgets its epoch.
+#[test]
+fn a_leader_hint_for_a_gone_partition_is_ignored() {
+    let mut net = Net::with(|c| c.metadata_max_age = Duration::from_secs(1));
+    let (held, produce, _) = a_produce_held_while_its_partition_goes(&mut net);
+    let hint = |frame: &Bytes| {
+        use kprod_core::protocol::produce::{
+            LeaderIdAndEpoch, PartitionProduceResponse, ProduceRequest, ProduceResponse,
+            TopicProduceResponse,
+        };
+        let (_, version, corr) = api_of(frame);
+        let req = harness::produce_of(frame);
+        let resp = ProduceResponse {
+            responses: (req.topic_data.iter())
+                .map(|t| TopicProduceResponse {
+                    name: t.name.clone(),
+                    partition_responses: (t.partition_data.iter())
+                        .map(|p| PartitionProduceResponse {
+                            index: p.index,
+                            error_code: ErrorCode::NotLeaderOrFollower.as_i16(),
+                            base_offset: -1,
+                            log_append_time_ms: -1,
+                            log_start_offset: 0,
+                            record_errors: vec![],
+                            error_message: None,
+                            current_leader: Some(LeaderIdAndEpoch {
+                                leader_id: 1,
+                                leader_epoch: 51,
+                            }),
+                        })
+                        .collect(),
+                })
+                .collect(),
+            throttle_time_ms: 0,
+            node_endpoints: vec![],
+        };
+        encode_response::<ProduceRequest>(&resp, version, corr)
+    };
+    let a = hint(&produce);
+    net.h
+        .p
+        .handle_read(net.h.now, held, &mut BytesMut::from(&a[..]));
+    net.run(5, &|m| topic_on_two_nodes(m, 2, 1, 0), &mut |_| None);
+    assert_eq!(net.pending(), 0, "the gone partition's batch failed");
+    // The new topic grows to three partitions, epochs from 0: partition 2 is usable.
+    let grown = |m: &mut MetadataResponse| topic_on_two_nodes(m, 2, 3, 0);
+    net.run(5, &grown, &mut |_| None);
+    let r = Record::new(TOPIC, "later").with_partition(2);
+    let id = net.h.p.send(net.h.now, r).unwrap();
+    net.run(10, &grown, &mut |_| None);
+    assert!(
+        (net.h.events.iter()).any(|e| matches!(
+            e,
+            Event::Delivered { id: d, partition: 2, .. } if *d == id
+        )),
+        "delivered to the grown partition 2: {:?}",
+        net.h.events
+    );
+}
+
 /// A leader that the metadata answer does not list among its brokers has no address: the
 /// producer asks again (after the backoff) until an answer lists it. Before, it waited for
 /// `metadata.max.age.ms` (5 minutes).

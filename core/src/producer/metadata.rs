@@ -219,11 +219,11 @@ impl Producer {
             if shrunk || count > topic.count {
                 topic.count = count;
             }
-            let count = topic.count;
+            let (listed_count, count) = (count, topic.count);
             for mp in &t.partitions {
                 let Some(p) = usize::try_from(mp.partition_index)
                     .ok()
-                    .filter(|i| *i < count)
+                    .filter(|i| *i < count && *i < listed_count)
                     .and_then(|i| topic.partitions.get_mut(i))
                 else {
                     incomplete = true;
@@ -249,9 +249,12 @@ impl Producer {
             }
             // Partitions of a deleted topic beyond the new one's count have no leader any
             // more: nothing is sent to them, and their batches fail (an attempt in flight
-            // fails at the next answer after its own).
+            // fails at the next answer after its own, asked for after the backoff). Should
+            // the topic grow back, they start with no leader epoch.
             for p in &mut topic.partitions[count..] {
                 p.leader = None;
+                p.leader_epoch = -1;
+                p.stale_leader = false;
             }
             for pi in 0..self.topics[ti].partitions.len() {
                 if recreated {
@@ -259,6 +262,11 @@ impl Producer {
                 }
                 if pi >= count {
                     self.fail_beyond_count(ti, pi);
+                    // A batch still in flight there: its answer comes, then the next
+                    // metadata answer fails it; asked for after the backoff, not at once.
+                    if !self.topics[ti].partitions[pi].batches.is_empty() {
+                        incomplete = true;
+                    }
                 }
                 self.sync(ti, pi);
             }
@@ -329,7 +337,10 @@ impl Producer {
             self.metadata.needed = true;
             self.topics[ti].partitions[pi].stale_leader = true;
         }
-        if let Some(l) = pr.current_leader {
+        // A partition of a deleted topic beyond the new one's count has no leader, whatever
+        // the old topic's leader says.
+        let gone = pi >= self.topics[ti].count;
+        if let (Some(l), false) = (pr.current_leader, gone) {
             // KIP-951: a newer leader named in the response is as good as fresh metadata.
             let p = &mut self.topics[ti].partitions[pi];
             if l.leader_id >= 0 && l.leader_epoch > p.leader_epoch {
