@@ -196,6 +196,10 @@ pub(crate) struct Partition {
     /// The leader refused the partition (NOT_LEADER_OR_FOLLOWER and kin): send nothing until
     /// fresh metadata says who leads it, rather than retrying against a stale leader.
     pub(crate) stale_leader: bool,
+    /// The topic was deleted and created again (a new topic id) while batches of this
+    /// partition were in flight: the leader hints (KIP-951) in their answers speak of the old
+    /// topic and its leader epochs, and are ignored until none is in flight.
+    pub(crate) old_topic_in_flight: bool,
     /// The broker may have forgotten this producer (the partition idled longer than its
     /// producer-state expiry): batches go one at a time until one is acknowledged, so that a
     /// broker accepting any sequence cannot take a later batch before an earlier one.
@@ -481,6 +485,7 @@ impl Partition {
     pub(crate) fn update_inflight_conn(&mut self) {
         if self.inflight() == 0 {
             self.inflight_conn = None;
+            self.old_topic_in_flight = false;
         }
     }
 }

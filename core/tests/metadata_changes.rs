@@ -299,10 +299,14 @@ fn topic_on_two_nodes(m: &mut MetadataResponse, id: u8, n: i32, epoch: i32) {
 }
 
 /// A record for partition 2 of a three-partition topic, its Produce request written to node
-/// 2 and held (not answered); then the topic is created again with one partition and the
-/// producer learns it from an answer on another connection. Returns the held connection and
-/// request, and how many metadata requests were answered meanwhile (the clock not moving).
-fn a_produce_held_while_its_partition_goes(net: &mut Net) -> (ConnId, Bytes, usize) {
+/// 2 and held (not answered); then the topic is created again with `partitions` partitions
+/// and the producer learns it from an answer on another connection. Returns the held
+/// connection and request, and how many metadata requests were answered meanwhile (the
+/// clock not moving).
+fn a_produce_held_while_its_topic_is_created_again(
+    net: &mut Net,
+    partitions: i32,
+) -> (ConnId, Bytes, usize) {
     net.send("a");
     net.run(2, &|m| topic_on_two_nodes(m, 1, 3, 50), &mut |_| None);
     assert_eq!(net.pending(), 0);
@@ -352,7 +356,7 @@ fn a_produce_held_while_its_partition_goes(net: &mut Net) -> (ConnId, Bytes, usi
         if key == api_key::METADATA {
             metadata += 1;
             let (_, mut m) = decode_response::<MetadataRequest>(version, a.slice(4..)).unwrap();
-            topic_on_two_nodes(&mut m, 2, 1, 0);
+            topic_on_two_nodes(&mut m, 2, partitions, 0);
             a = encode_response::<MetadataRequest>(&m, version, corr);
         }
         net.h
@@ -360,6 +364,42 @@ fn a_produce_held_while_its_partition_goes(net: &mut Net) -> (ConnId, Bytes, usi
             .handle_read(net.h.now, c, &mut BytesMut::from(&a[..]));
     }
     (held, produce, metadata)
+}
+
+/// NOT_LEADER_OR_FOLLOWER for every partition of `frame`, naming `leader` at `epoch` as the
+/// current leader (KIP-951).
+fn not_leader_with_hint(frame: &Bytes, leader: i32, epoch: i32) -> Bytes {
+    use kprod_core::protocol::produce::{
+        LeaderIdAndEpoch, PartitionProduceResponse, ProduceRequest, ProduceResponse,
+        TopicProduceResponse,
+    };
+    let (_, version, corr) = api_of(frame);
+    let req = harness::produce_of(frame);
+    let resp = ProduceResponse {
+        responses: (req.topic_data.iter())
+            .map(|t| TopicProduceResponse {
+                name: t.name.clone(),
+                partition_responses: (t.partition_data.iter())
+                    .map(|p| PartitionProduceResponse {
+                        index: p.index,
+                        error_code: ErrorCode::NotLeaderOrFollower.as_i16(),
+                        base_offset: -1,
+                        log_append_time_ms: -1,
+                        log_start_offset: 0,
+                        record_errors: vec![],
+                        error_message: None,
+                        current_leader: Some(LeaderIdAndEpoch {
+                            leader_id: leader,
+                            leader_epoch: epoch,
+                        }),
+                    })
+                    .collect(),
+            })
+            .collect(),
+        throttle_time_ms: 0,
+        node_endpoints: vec![],
+    };
+    encode_response::<ProduceRequest>(&resp, version, corr)
 }
 
 /// Review finding: a batch in flight to a partition that the topic's new incarnation does
@@ -370,7 +410,7 @@ fn a_produce_held_while_its_partition_goes(net: &mut Net) -> (ConnId, Bytes, usi
 #[test]
 fn a_batch_in_flight_to_a_gone_partition_does_not_spin_metadata() {
     let mut net = Net::with(|c| c.metadata_max_age = Duration::from_secs(1));
-    let (held, produce, metadata) = a_produce_held_while_its_partition_goes(&mut net);
+    let (held, produce, metadata) = a_produce_held_while_its_topic_is_created_again(&mut net, 1);
     assert_eq!(
         metadata, 1,
         "one metadata request while the clock stands still"
@@ -398,41 +438,8 @@ fn a_batch_in_flight_to_a_gone_partition_does_not_spin_metadata() {
 #[test]
 fn a_leader_hint_for_a_gone_partition_is_ignored() {
     let mut net = Net::with(|c| c.metadata_max_age = Duration::from_secs(1));
-    let (held, produce, _) = a_produce_held_while_its_partition_goes(&mut net);
-    let hint = |frame: &Bytes| {
-        use kprod_core::protocol::produce::{
-            LeaderIdAndEpoch, PartitionProduceResponse, ProduceRequest, ProduceResponse,
-            TopicProduceResponse,
-        };
-        let (_, version, corr) = api_of(frame);
-        let req = harness::produce_of(frame);
-        let resp = ProduceResponse {
-            responses: (req.topic_data.iter())
-                .map(|t| TopicProduceResponse {
-                    name: t.name.clone(),
-                    partition_responses: (t.partition_data.iter())
-                        .map(|p| PartitionProduceResponse {
-                            index: p.index,
-                            error_code: ErrorCode::NotLeaderOrFollower.as_i16(),
-                            base_offset: -1,
-                            log_append_time_ms: -1,
-                            log_start_offset: 0,
-                            record_errors: vec![],
-                            error_message: None,
-                            current_leader: Some(LeaderIdAndEpoch {
-                                leader_id: 1,
-                                leader_epoch: 51,
-                            }),
-                        })
-                        .collect(),
-                })
-                .collect(),
-            throttle_time_ms: 0,
-            node_endpoints: vec![],
-        };
-        encode_response::<ProduceRequest>(&resp, version, corr)
-    };
-    let a = hint(&produce);
+    let (held, produce, _) = a_produce_held_while_its_topic_is_created_again(&mut net, 1);
+    let a = not_leader_with_hint(&produce, 1, 51);
     net.h
         .p
         .handle_read(net.h.now, held, &mut BytesMut::from(&a[..]));
@@ -452,6 +459,66 @@ fn a_leader_hint_for_a_gone_partition_is_ignored() {
         "delivered to the grown partition 2: {:?}",
         net.h.events
     );
+}
+
+/// Review finding: the same hint poisoned a partition the new topic still has: the answer
+/// to a batch sent to the old topic named the old topic's leader epoch (51), taken over the
+/// new topic's (0), and every later answer about the partition looked stale. Now hints in
+/// answers to batches sent before the recreation are ignored.
+#[test]
+fn a_leader_hint_about_the_old_topic_is_ignored() {
+    let mut net = Net::with(|c| c.metadata_max_age = Duration::from_secs(1));
+    let (held, produce, _) = a_produce_held_while_its_topic_is_created_again(&mut net, 3);
+    let a = not_leader_with_hint(&produce, 1, 51);
+    net.h
+        .p
+        .handle_read(net.h.now, held, &mut BytesMut::from(&a[..]));
+    let same = |m: &mut MetadataResponse| topic_on_two_nodes(m, 2, 3, 0);
+    net.run(5, &same, &mut |_| None);
+    // Taken for stale, every answer would be asked again after the backoff (200 ms): ten
+    // requests in two seconds, where the periodic refresh (1 s) makes two.
+    let asked = net.asked.len();
+    net.run(10, &same, &mut |_| None);
+    let refreshes = net.asked.len() - asked;
+    assert!(refreshes <= 3, "{refreshes} metadata requests in 2 s");
+    let r = Record::new(TOPIC, "later").with_partition(2);
+    let id = net.h.p.send(net.h.now, r).unwrap();
+    net.run(10, &same, &mut |_| None);
+    assert_eq!(net.pending(), 0, "{:?}", net.h.events);
+    assert!(
+        (net.h.events.iter()).any(|e| matches!(
+            e,
+            Event::Delivered { id: d, partition: 2, .. } if *d == id
+        )),
+        "delivered to partition 2: {:?}",
+        net.h.events
+    );
+}
+
+/// Review finding: a topic created again and listed with no partitions (error 0) while
+/// records waited for it was not asked about again before `metadata.max.age.ms`; now after
+/// the backoff.
+#[test]
+fn a_topic_listed_without_partitions_is_asked_about_again() {
+    let mut net = Net::with(|c| c.metadata_max_age = Duration::from_secs(300));
+    let empty = |m: &mut MetadataResponse| {
+        m.topics[0].topic_id = [1; 16];
+        m.topics[0].partitions.clear();
+    };
+    net.send("a");
+    net.run(3, &empty, &mut |_| None);
+    let asked = net.asked.len();
+    assert_eq!(net.pending(), 1);
+    // Two seconds (ten rounds of 200 ms): the backoff, not the five-minute refresh.
+    net.run(10, &empty, &mut |_| None);
+    assert!(
+        net.asked.len() > asked + 2,
+        "asked {} then {}",
+        asked,
+        net.asked.len()
+    );
+    net.run(5, &|m| m.topics[0].topic_id = [1; 16], &mut |_| None);
+    assert_eq!(net.pending(), 0, "delivered once the partitions are listed");
 }
 
 /// A leader that the metadata answer does not list among its brokers has no address: the

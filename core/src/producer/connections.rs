@@ -28,6 +28,9 @@ pub(super) const MOVED: &str = "broker address changed";
 /// Why a connection to a node that metadata no longer lists is closed.
 pub(super) const UNLISTED: &str = "broker no longer listed";
 
+/// Why a connection whose handshake failed for good is closed.
+pub(super) const HANDSHAKE_FAILED: &str = "handshake failed";
+
 /// Why a connection whose oldest request went unanswered for `request.timeout.ms` is closed.
 pub(super) const REQUEST_TIMEOUT: &str = "request timeout";
 
@@ -160,8 +163,11 @@ impl Producer {
         }
         // A connection closed because its node moved or left the cluster did not fail: its
         // node's new address is not held back.
+        // A refused handshake counts as a failure even on a re-authenticating connection,
+        // so that repeated refusals back off.
         let failed = (!matches!(c.state, ConnState::Ready | ConnState::Reauthenticating)
-            || reason == "connect failed")
+            || reason == "connect failed"
+            || reason == HANDSHAKE_FAILED)
             && reason != MOVED
             && reason != UNLISTED;
         // A ready connection lost (a reset, a request timeout) is simply opened again: if
@@ -500,6 +506,6 @@ impl Producer {
             }
         }
         self.diag(Diagnostic::HandshakeFailed { conn, addr, error });
-        self.close_conn(conn, "handshake failed");
+        self.close_conn(conn, HANDSHAKE_FAILED);
     }
 }

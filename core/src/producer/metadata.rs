@@ -199,6 +199,7 @@ impl Producer {
                 for p in &mut topic.partitions {
                     p.leader_epoch = -1;
                     p.stale_leader = false;
+                    p.old_topic_in_flight = p.inflight() > 0;
                     if p.bound.is_some() {
                         p.needs_rebase = true;
                     }
@@ -243,8 +244,11 @@ impl Producer {
                 }
             }
             // A partition the response left out (or left leaderless) is retried after the
-            // backoff, not at once.
-            if topic.partitions[..count].iter().any(|p| p.leader.is_none()) {
+            // backoff, not at once; so is a topic listed without partitions while records
+            // wait for it (nothing else would ask again before `metadata.max.age.ms`).
+            if topic.partitions[..count].iter().any(|p| p.leader.is_none())
+                || (count == 0 && topic.holds_records())
+            {
                 incomplete = true;
             }
             // Partitions of a deleted topic beyond the new one's count have no leader any
@@ -338,8 +342,10 @@ impl Producer {
             self.topics[ti].partitions[pi].stale_leader = true;
         }
         // A partition of a deleted topic beyond the new one's count has no leader, whatever
-        // the old topic's leader says.
-        let gone = pi >= self.topics[ti].count;
+        // the old topic's leader says; nor does the answer to a batch sent to the old topic
+        // say anything of the new one's leaders.
+        let gone =
+            pi >= self.topics[ti].count || self.topics[ti].partitions[pi].old_topic_in_flight;
         if let (Some(l), false) = (pr.current_leader, gone) {
             // KIP-951: a newer leader named in the response is as good as fresh metadata.
             let p = &mut self.topics[ti].partitions[pi];
