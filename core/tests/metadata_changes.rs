@@ -253,6 +253,11 @@ fn a_topic_created_again_with_fewer_partitions_takes_the_new_count() {
             Persistence::NotPersisted
         )]
     );
+    let listed: Vec<i32> = (net.h.p.metrics().partitions.iter())
+        .filter(|p| &*p.topic == TOPIC)
+        .map(|p| p.partition)
+        .collect();
+    assert_eq!(listed, vec![0], "metrics list the partitions that exist");
     let refused = net
         .h
         .p

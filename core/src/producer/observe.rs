@@ -38,7 +38,9 @@ impl Producer {
             partitions: Vec::new(),
         };
         for t in &self.topics {
-            for (pi, p) in t.partitions.iter().enumerate() {
+            let listed = (t.partitions.iter().enumerate())
+                .filter(|(pi, p)| *pi < t.count || !p.batches.is_empty());
+            for (pi, p) in listed {
                 let queued = p
                     .batches
                     .iter()
