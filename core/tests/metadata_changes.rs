@@ -15,7 +15,7 @@ use kprod_core::protocol::metadata::{
 };
 use kprod_core::protocol::{api_key, decode_response, encode_response, ErrorCode};
 use kprod_core::{
-    ConnId, DeliveryError, Diagnostic, Event, Output, Persistence, Record, SendError,
+    ConnId, DeliveryError, Diagnostic, Event, Output, Persistence, Record, RecordId, SendError,
 };
 
 fn record(v: &str) -> Record {
@@ -155,6 +155,13 @@ impl Net {
 
     fn pending(&self) -> usize {
         self.h.p.pending_records()
+    }
+
+    /// Whether record `id` was delivered to `partition`.
+    fn delivered_to(&self, id: RecordId, partition: i32) -> bool {
+        (self.h.events.iter()).any(|e| {
+            matches!(e, Event::Delivered { id: d, partition: p, .. } if *d == id && *p == partition)
+        })
     }
 
     fn bumps(&self) -> usize {
@@ -457,10 +464,7 @@ fn a_leader_hint_for_a_gone_partition_is_ignored() {
     let id = net.h.p.send(net.h.now, r).unwrap();
     net.run(10, &grown, &mut |_| None);
     assert!(
-        (net.h.events.iter()).any(|e| matches!(
-            e,
-            Event::Delivered { id: d, partition: 2, .. } if *d == id
-        )),
+        net.delivered_to(id, 2),
         "delivered to the grown partition 2: {:?}",
         net.h.events
     );
@@ -491,10 +495,7 @@ fn a_leader_hint_about_the_old_topic_is_ignored() {
     net.run(10, &same, &mut |_| None);
     assert_eq!(net.pending(), 0, "{:?}", net.h.events);
     assert!(
-        (net.h.events.iter()).any(|e| matches!(
-            e,
-            Event::Delivered { id: d, partition: 2, .. } if *d == id
-        )),
+        net.delivered_to(id, 2),
         "delivered to partition 2: {:?}",
         net.h.events
     );

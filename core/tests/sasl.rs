@@ -59,9 +59,14 @@ fn config(sasl: SaslConfig) -> ProducerConfig {
 
 impl Harness {
     fn new(sasl: SaslConfig, broker: Broker) -> Self {
+        Self::with_config(config(sasl), broker)
+    }
+
+    /// A producer of configuration `cfg` (SASL, bootstrap servers) against `broker`.
+    fn with_config(cfg: ProducerConfig, broker: Broker) -> Self {
         let now = Instant::now();
         Self {
-            p: Producer::new(config(sasl), now).unwrap(),
+            p: Producer::new(cfg, now).unwrap(),
             now,
             connects: 0,
             partial: BTreeMap::new(),
@@ -468,15 +473,13 @@ fn a_refusal_after_the_broker_was_reached_is_an_error_on_that_connection_only() 
 }
 
 /// Before any connection completed its handshake a refusal fails the producer only once
-/// every bootstrap server has refused (or failed to connect): the first of two refusing (a listener misconfigured on one broker)
-/// sends the producer to the second.
+/// every bootstrap server has refused (or failed to connect): the first of two refusing (a
+/// listener misconfigured on one broker) sends the producer to the second.
 #[test]
 fn one_bootstrap_server_refusing_sends_the_producer_to_the_next() {
-    let cfg = SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD);
-    let mut h = Harness::new(cfg, plain_broker(0));
     let mut config = config(SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD));
     config.bootstrap_servers = vec!["a:9092".into(), "b:9092".into()];
-    h.p = Producer::new(config, h.now).unwrap();
+    let mut h = Harness::with_config(config, plain_broker(0));
     h.broker.refuse = 1;
     h.p.send(h.now, record("r")).unwrap();
     h.answer_all();
@@ -565,14 +568,7 @@ fn a_producer_that_has_sent_nothing_survives_a_refused_reauthentication() {
 fn a_refusal_and_an_unreachable_bootstrap_server_stop_the_producer() {
     let mut config = config(SaslConfig::new(SaslMechanism::Plain, "alice", "wrong"));
     config.bootstrap_servers = vec!["a:9092".into(), "b:9092".into()];
-    let now = Instant::now();
-    let mut p = Producer::new(config, now).unwrap();
-    let mut h = Harness::new(
-        SaslConfig::new(SaslMechanism::Plain, "alice", "wrong"),
-        plain_broker(0),
-    );
-    h.now = now;
-    std::mem::swap(&mut h.p, &mut p);
+    let mut h = Harness::with_config(config, plain_broker(0));
     h.p.send(h.now, record("r")).unwrap();
     // `a` connects and refuses; `b` never connects: that is every bootstrap server.
     let mut connects = Vec::new();
