@@ -354,6 +354,39 @@ fn compacted_topic_refuses_keyless_records_and_nothing_else_is_lost() {
     assert_log_is_acked(&kafka, topic, PARTITIONS, &acked, index_of);
 }
 
+/// A producer for the tests that delete a topic and create it again: the test, not the
+/// producer's metadata requests, creates it again, and records outlive the gap.
+fn producer_for_a_recreated_topic(
+    rt: &tokio::runtime::Runtime,
+    kafka: &Kafka,
+) -> kprod_tokio::ProducerHandle {
+    rt.block_on(async {
+        kprod_tokio::ProducerHandle::from_properties(&[
+            ("bootstrap.servers", kafka.bootstrap().as_str()),
+            ("linger.ms", "5"),
+            ("allow.auto.create.topics", "false"),
+            ("delivery.timeout.ms", "20000"),
+            ("request.timeout.ms", "10000"),
+        ])
+        .expect("valid properties")
+    })
+}
+
+/// Waits (up to 30 s) until `producer` has seen a record refused: sent while its topic is
+/// gone (UNKNOWN_TOPIC_OR_PARTITION), it waits for metadata to name a leader again.
+fn wait_for_a_refusal(rt: &tokio::runtime::Runtime, producer: &kprod_tokio::ProducerHandle) {
+    rt.block_on(async {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while producer.metrics().await.retries == 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no record refused while the topic was gone"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+}
+
 /// A topic deleted and created again under its name while the producer runs. The first
 /// topic's leader epochs had grown (the node was restarted, so every partition went
 /// leaderless and back); the new topic's partitions start again at epoch 0 under a new id. Before,
@@ -363,7 +396,7 @@ fn compacted_topic_refuses_keyless_records_and_nothing_else_is_lost() {
 /// refused and wait; the reader finds exactly those, in order, at their offsets.
 #[test]
 fn a_topic_deleted_and_created_again_is_produced_to_at_once() {
-    use kprod_tokio::{DeliveryFuture, ProducerHandle, Record};
+    use kprod_tokio::{DeliveryFuture, Record};
 
     const PARTITIONS: i32 = 3;
     const RECORDS: usize = 300;
@@ -384,17 +417,7 @@ fn a_topic_deleted_and_created_again_is_produced_to_at_once() {
         "leader epochs grew: {epochs:?}"
     );
     let rt = kprod_tests::e2e::runtime();
-    let producer = rt.block_on(async {
-        ProducerHandle::from_properties(&[
-            ("bootstrap.servers", kafka.bootstrap().as_str()),
-            ("linger.ms", "5"),
-            // The test, not the producer's metadata requests, creates the topic again.
-            ("allow.auto.create.topics", "false"),
-            ("delivery.timeout.ms", "20000"),
-            ("request.timeout.ms", "10000"),
-        ])
-        .expect("valid properties")
-    });
+    let producer = producer_for_a_recreated_topic(&rt, &kafka);
     let enqueue = |label: &str| -> Vec<DeliveryFuture> {
         rt.block_on(async {
             let mut futures = Vec::new();
@@ -425,16 +448,7 @@ fn a_topic_deleted_and_created_again_is_produced_to_at_once() {
     // Records sent while the topic is gone are refused (UNKNOWN_TOPIC_OR_PARTITION) and wait
     // for metadata to name a leader again: wait until the producer has seen a refusal.
     let second = enqueue("second");
-    rt.block_on(async {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while producer.metrics().await.retries == 0 {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "no record refused while the topic was gone"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    });
+    wait_for_a_refusal(&rt, &producer);
     kafka.create_topic(topic, PARTITIONS, 1, None);
     let second = resolve("second", second);
     rt.block_on(kprod_tests::e2e::close(producer));
@@ -471,23 +485,14 @@ fn a_topic_deleted_and_created_again_is_produced_to_at_once() {
 #[test]
 fn a_topic_created_again_with_fewer_partitions_gets_every_new_record() {
     use kprod_core::DeliveryError as CoreError;
-    use kprod_tokio::{DeliveryFuture, ErrorKind, ProducerHandle, Record};
+    use kprod_tokio::{DeliveryFuture, ErrorKind, Record};
 
     const RECORDS: usize = 200;
     let kafka = Kafka::start(1);
     let topic = "kprod-shrunk";
     kafka.create_topic(topic, 4, 1, None);
     let rt = kprod_tests::e2e::runtime();
-    let producer = rt.block_on(async {
-        ProducerHandle::from_properties(&[
-            ("bootstrap.servers", kafka.bootstrap().as_str()),
-            ("linger.ms", "5"),
-            ("allow.auto.create.topics", "false"),
-            ("delivery.timeout.ms", "20000"),
-            ("request.timeout.ms", "10000"),
-        ])
-        .expect("valid properties")
-    });
+    let producer = producer_for_a_recreated_topic(&rt, &kafka);
     let enqueue = |label: &str| -> Vec<DeliveryFuture> {
         rt.block_on(async {
             let mut futures = Vec::new();
@@ -525,16 +530,7 @@ fn a_topic_created_again_with_fewer_partitions_gets_every_new_record() {
     assert_eq!(spread.len(), 4, "keys spread over the four partitions");
     kafka.delete_topic(topic);
     let second = enqueue("second");
-    rt.block_on(async {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while producer.metrics().await.retries == 0 {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "no record refused while the topic was gone"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    });
+    wait_for_a_refusal(&rt, &producer);
     kafka.create_topic(topic, 1, 1, None);
     let second = resolve(second);
     let gone = ErrorKind::Failed(CoreError::UnknownPartition);
