@@ -21,7 +21,9 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{Buf, Bytes, BytesMut};
-use kprod_core::{ConnId, Event, Output, Producer, ProducerConfig, Record, RecordId};
+use kprod_core::{
+    ConnId, DeliveryError, Event, Output, Persistence, Producer, ProducerConfig, Record, RecordId,
+};
 
 /// The partitions records go to (explicitly, round-robin).
 pub const PARTITIONS: i32 = 3;
@@ -39,15 +41,28 @@ pub struct Plan {
 }
 
 /// One record: stream 0 is the ticker, stream `1 + b` burst `b`; `seq` counts within a stream.
-/// `outcome` is its `Delivered` or `Failed` event, `Err` if `send` refused it, `None` if it
-/// never resolved.
+/// `outcome` is what its `Delivered` or `Failed` event said, `Err` if `send` refused it,
+/// `None` if it never resolved.
 #[derive(Debug, Clone)]
 pub struct Sent {
     pub stream: u32,
     pub seq: u64,
     pub partition: i32,
     pub value_len: usize,
-    pub outcome: Option<Result<Event, String>>,
+    pub outcome: Option<Result<Outcome, String>>,
+}
+
+/// A record's final outcome, from its batch's `Event::Delivered` or its `Event::Failed`.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    Delivered {
+        partition: i32,
+        offset: Option<i64>,
+    },
+    Failed {
+        error: DeliveryError,
+        persisted: Persistence,
+    },
 }
 
 /// A socket, the bytes waiting to be written to it, and the bytes read and not yet consumed.
@@ -58,7 +73,7 @@ struct Driver {
     producer: Producer,
     conns: HashMap<ConnId, Conn>,
     wait: Option<Instant>,
-    outcomes: HashMap<RecordId, Event>,
+    outcomes: HashMap<RecordId, Outcome>,
 }
 
 /// A blocking connect (std has no other), then non-blocking from there on.
@@ -90,8 +105,21 @@ impl Driver {
                     }
                 }
                 Output::Close { conn } => drop(self.conns.remove(&conn)),
-                Output::Event(e @ (Event::Delivered { id, .. } | Event::Failed { id, .. })) => {
-                    self.outcomes.insert(id, e);
+                Output::Event(Event::Delivered(d)) => {
+                    for (id, offset) in d.records() {
+                        let partition = d.partition;
+                        self.outcomes
+                            .insert(id, Outcome::Delivered { partition, offset });
+                    }
+                }
+                Output::Event(Event::Failed {
+                    id,
+                    error,
+                    persisted,
+                    ..
+                }) => {
+                    self.outcomes
+                        .insert(id, Outcome::Failed { error, persisted });
                 }
                 Output::Event(_) => {} // Fatal (every record also fails) and diagnostics
                 Output::SaslInput { .. } => unreachable!("this driver configures no SASL"),
@@ -261,9 +289,7 @@ pub fn verdict(sent: &[Sent]) -> (String, bool) {
     let mut in_order = true;
     for s in sent {
         match &s.outcome {
-            Some(Ok(Event::Delivered {
-                partition, offset, ..
-            })) => {
+            Some(Ok(Outcome::Delivered { partition, offset })) => {
                 delivered += 1;
                 if let Some(o) = *offset {
                     let prev = last.insert((*partition, s.stream), o);

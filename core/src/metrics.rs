@@ -47,7 +47,7 @@ impl Counters {
     /// Counts what an event emitted to the application says happened.
     pub(crate) fn count(&mut self, event: &Event) {
         match event {
-            Event::Delivered { .. } => self.records_delivered += 1,
+            Event::Delivered(d) => self.records_delivered += d.ids.len() as u64,
             Event::Sent { .. } => self.records_sent_unacknowledged += 1,
             Event::Failed { persisted, .. } => match persisted {
                 Persistence::NotPersisted => self.records_failed_not_persisted += 1,

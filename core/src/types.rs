@@ -403,23 +403,44 @@ pub enum Diagnostic {
     },
 }
 
+/// The records of one batch, acknowledged together ([`Event::Delivered`]): in the log of
+/// `topic`'s `partition`, in the order they were sent, the `k`-th at `base_offset + k`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Delivered {
+    /// Topic.
+    pub topic: Arc<str>,
+    /// Partition.
+    pub partition: i32,
+    /// The first record's offset; `None` when the broker confirmed a duplicate without one
+    /// (DUPLICATE_SEQUENCE_NUMBER).
+    pub base_offset: Option<i64>,
+    /// The records, in the order they were sent (and written). Never empty.
+    pub ids: Vec<RecordId>,
+}
+
+impl Delivered {
+    /// Each record with its offset, in order.
+    pub fn records(&self) -> impl ExactSizeIterator<Item = (RecordId, Option<i64>)> + '_ {
+        let base = self.base_offset;
+        (self.ids.iter().enumerate()).map(move |(k, &id)| (id, base.map(|o| o + k as i64)))
+    }
+
+    /// The offset of `id`, if it is one of these records (`Some(None)` for a duplicate
+    /// confirmed without offsets).
+    pub fn offset_of(&self, id: RecordId) -> Option<Option<i64>> {
+        let k = self.ids.iter().position(|&i| i == id)?;
+        Some(self.base_offset.map(|o| o + k as i64))
+    }
+}
+
 /// An outcome or notice for the application.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Event {
-    /// The record is in the log: with `acks=all`, written by every in-sync replica; with
-    /// `acks=1` (idempotence off), by the leader only, and lost if the leader fails before a
-    /// follower copies it.
-    Delivered {
-        /// The record.
-        id: RecordId,
-        /// Topic.
-        topic: Arc<str>,
-        /// Partition.
-        partition: i32,
-        /// Offset; `None` when the broker confirmed a duplicate without one
-        /// (DUPLICATE_SEQUENCE_NUMBER).
-        offset: Option<i64>,
-    },
+    /// The records of one batch are in the log, at consecutive offsets: with `acks=all`,
+    /// written by every in-sync replica; with `acks=1` (idempotence off), by the leader only,
+    /// and lost if the leader fails before a follower copies it. One event per batch, not
+    /// per record: [`Delivered::records`] lists each record with its offset.
+    Delivered(Delivered),
     /// `acks=0` only: the record's Produce request was handed to the driver (its `Transmit`s
     /// come before this event). Kafka never answers an `acks=0` request, so nothing is known
     /// about the log: not an offset, not even that the broker wrote the record (a broker

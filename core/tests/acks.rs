@@ -6,11 +6,11 @@ mod harness;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use harness::{api_of, produce_error, produce_of, respond, TOPIC};
+use harness::{api_of, deliveries, produce_error, produce_of, respond, TOPIC};
 use kprod_core::protocol::record_batch::BatchHeader;
 use kprod_core::protocol::{api_key, ErrorCode};
 use kprod_core::{
-    ConnId, DeliveryError, Diagnostic, Event, Output, Persistence, Producer, ProducerConfig, Record,
+    ConnId, Delivered, DeliveryError, Diagnostic, Event, Output, Persistence, Producer, ProducerConfig, Record,
 };
 
 struct Harness {
@@ -167,14 +167,12 @@ fn acks_one_without_idempotence_sends_no_producer_id_and_no_sequence() {
             );
         }
     }
-    let offsets: Vec<Option<i64>> = h
-        .events()
-        .iter()
-        .map(|e| match e {
-            Event::Delivered { offset, .. } => *offset,
-            e => panic!("unexpected {e:?}"),
-        })
-        .collect();
+    let events = h.events();
+    assert!(
+        events.iter().all(|e| matches!(e, Event::Delivered(_))),
+        "{events:?}"
+    );
+    let offsets: Vec<Option<i64>> = deliveries(&events).iter().map(|d| d.2).collect();
     assert_eq!(offsets, vec![Some(0), Some(1), Some(2)]);
 }
 
@@ -189,10 +187,10 @@ fn acks_all_without_idempotence_is_allowed_and_carries_no_identity() {
     assert_eq!((b.producer_id, b.base_sequence), (-1, -1));
     assert!(matches!(
         h.events()[..],
-        [Event::Delivered {
-            offset: Some(0),
+        [Event::Delivered(Delivered {
+            base_offset: Some(0),
             ..
-        }]
+        })]
     ));
 }
 
@@ -289,10 +287,10 @@ fn sequence_errors_fail_the_batch_without_idempotence_and_the_partition_goes_on(
                     persisted: Persistence::NotPersisted,
                     ..
                 },
-                Event::Delivered {
-                    offset: Some(0),
+                Event::Delivered(Delivered {
+                    base_offset: Some(0),
                     ..
-                }
+                })
             ]
         ),
         "{events:?}"

@@ -6,9 +6,9 @@
 mod harness;
 
 use bytes::Bytes;
-use harness::{api_of, Harness, TOPIC};
+use harness::{api_of, deliveries, Harness, TOPIC};
 use kprod_core::protocol::api_key;
-use kprod_core::{Event, Record, SendError};
+use kprod_core::{Record, SendError};
 
 const BATCH: usize = 16 * 1024;
 const MEMORY: usize = 64 * 1024;
@@ -82,12 +82,7 @@ fn a_batch_is_charged_what_it_holds_not_only_its_records() {
         let a = harness::support::respond(&f, &mut h.next_offset);
         h.feed(a);
     }
-    let delivered = h
-        .events
-        .iter()
-        .filter(|e| matches!(e, Event::Delivered { .. }))
-        .count();
-    assert_eq!(delivered, 4);
+    assert_eq!(deliveries(&h.events).len(), 4);
     assert_eq!(h.p.buffered_bytes(), 0);
     assert!(h.p.send(h.now, refused).is_ok());
 }

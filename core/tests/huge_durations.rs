@@ -186,7 +186,7 @@ fn a_producer_with_each_duration_at_max_works_and_never_panics() {
                         p.handle_connected(now, c);
                     }
                     Output::Transmit { bytes, .. } => wire.extend_from_slice(&bytes),
-                    Output::Event(Event::Delivered { id: d, .. }) if d == id => delivered = true,
+                    Output::Event(Event::Delivered(d)) if d.ids.contains(&id) => delivered = true,
                     Output::Event(Event::Failed { .. }) => panic!("{what}: failed"),
                     Output::Wait { until } => break until,
                     _ => {}

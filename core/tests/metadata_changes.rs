@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use harness::{api_of, epoch_and_sequence, produce_error, respond, Harness, TOPIC};
+use harness::{
+    api_of, deliveries, epoch_and_sequence, produce_error, respond, Harness, TOPIC,
+};
 use kprod_core::protocol::metadata::{
     MetadataBroker, MetadataPartition, MetadataRequest, MetadataResponse,
 };
@@ -159,9 +161,7 @@ impl Net {
 
     /// Whether record `id` was delivered to `partition`.
     fn delivered_to(&self, id: RecordId, partition: i32) -> bool {
-        (self.h.events.iter()).any(|e| {
-            matches!(e, Event::Delivered { id: d, partition: p, .. } if *d == id && *p == partition)
-        })
+        (deliveries(&self.h.events).iter()).any(|&(d, p, _)| d == id && p == partition)
     }
 
     fn bumps(&self) -> usize {
@@ -280,11 +280,8 @@ fn a_topic_created_again_with_fewer_partitions_takes_the_new_count() {
         net.run(1, &one, &mut |_| None);
     }
     assert_eq!(net.pending(), 0);
-    let partitions: Vec<i32> = (net.h.events[before..].iter())
-        .filter_map(|e| match e {
-            Event::Delivered { partition, .. } => Some(*partition),
-            _ => None,
-        })
+    let partitions: Vec<i32> = (deliveries(&net.h.events[before..]).iter())
+        .map(|&(_, p, _)| p)
         .collect();
     assert_eq!(partitions, vec![0; 20], "only partition 0 exists");
 }
@@ -967,8 +964,8 @@ fn a_new_partition_of_a_topic_back_from_idleness_is_taken() {
     let produced = net.run(2, &grown, &mut |_| None);
     assert_eq!(net.pending(), 0, "delivered");
     assert_eq!(
-        (net.h.events.iter())
-            .filter(|e| matches!(e, Event::Delivered { partition: 1, .. }))
+        (deliveries(&net.h.events).iter())
+            .filter(|&&(_, p, _)| p == 1)
             .count(),
         2
     );

@@ -5,7 +5,7 @@ mod harness;
 
 use std::time::Duration;
 
-use harness::{produce_error, respond, Harness, TOPIC};
+use harness::{deliveries, produce_error, respond, Harness, TOPIC};
 use kprod_core::protocol::ErrorCode;
 use kprod_core::{DeliveryError, Diagnostic, Event, Persistence, Record};
 
@@ -93,11 +93,7 @@ fn metrics_count_sends_acknowledgements_retries_and_failures() {
     h.drain();
     assert_eq!(h.p.metrics().connections_opened, 3, "the leader again");
     // The counters match the events.
-    let delivered = h
-        .events
-        .iter()
-        .filter(|e| matches!(e, Event::Delivered { .. }))
-        .count();
+    let delivered = deliveries(&h.events).len();
     assert_eq!(m.records_delivered, delivered as u64);
 }
 

@@ -6,7 +6,9 @@ mod harness;
 use std::time::Duration;
 
 use bytes::Bytes;
-use harness::{api_of, epoch_and_sequence, produce_error, respond, Harness, TOPIC};
+use harness::{
+    api_of, deliveries, epoch_and_sequence, produce_error, respond, Harness, TOPIC,
+};
 use kprod_core::protocol::metadata::MetadataRequest;
 use kprod_core::protocol::{api_key, decode_response, encode_response, ErrorCode};
 use kprod_core::{DeliveryError, Diagnostic, Event, Persistence, Record};
@@ -336,10 +338,7 @@ fn a_possibly_written_batch_refused_behind_a_gap_does_not_stall_the_partition() 
             ),
         ]
     );
-    let delivered = (h.events.iter())
-        .filter(|e| matches!(e, Event::Delivered { .. }))
-        .count();
-    assert_eq!(delivered, 4, "x, a1, a2 and a3");
+    assert_eq!(deliveries(&h.events).len(), 4, "x, a1, a2 and a3");
 }
 
 /// Review finding: under acks=all Kafka answers NOT_LEADER_OR_FOLLOWER also after it

@@ -220,10 +220,12 @@ impl Harness {
     }
 
     fn delivered(&self) -> usize {
-        self.events
-            .iter()
-            .filter(|e| matches!(e, Event::Delivered { .. }))
-            .count()
+        (self.events.iter())
+            .map(|e| match e {
+                Event::Delivered(d) => d.ids.len(),
+                _ => 0,
+            })
+            .sum()
     }
 
     /// The `HandshakeFailed` diagnostics so far, as their errors' messages.

@@ -1681,19 +1681,17 @@ impl<C: Connector> Driver<C> {
 
     fn event(&mut self, core: &mut Core, event: Event) {
         match event {
-            Event::Delivered {
-                id,
-                topic,
-                partition,
-                offset,
-            } => {
-                if let Some(tx) = core.pending.remove(id) {
-                    let ack = if core.producer.config().acks == 1 {
-                        Acknowledgement::Leader
-                    } else {
-                        Acknowledgement::InSyncReplicas
-                    };
-                    self.outbox.push((tx, Ok((topic, partition, offset, ack))));
+            Event::Delivered(d) => {
+                let ack = if core.producer.config().acks == 1 {
+                    Acknowledgement::Leader
+                } else {
+                    Acknowledgement::InSyncReplicas
+                };
+                for (id, offset) in d.records() {
+                    if let Some(tx) = core.pending.remove(id) {
+                        let topic = d.topic.clone();
+                        self.outbox.push((tx, Ok((topic, d.partition, offset, ack))));
+                    }
                 }
             }
             Event::Sent {

@@ -612,7 +612,12 @@ impl KafkaModel {
 
     fn on_event(&self, s: &mut State, e: Event) {
         let (id, o) = match e {
-            Event::Delivered { id, offset, .. } => (id, Outcome::Delivered(offset)),
+            Event::Delivered(d) => {
+                for (id, offset) in d.records() {
+                    self.resolve(s, id, Outcome::Delivered(offset));
+                }
+                return;
+            }
             Event::Failed {
                 id,
                 persisted,
@@ -663,6 +668,11 @@ impl KafkaModel {
             }
             Event::Diagnostic(_) => return,
         };
+        self.resolve(s, id, o);
+    }
+
+    /// Records a record's outcome.
+    fn resolve(&self, s: &mut State, id: RecordId, o: Outcome) {
         if s.outcomes.insert(id, o).is_some() {
             s.double_outcome = true;
         }

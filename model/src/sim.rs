@@ -287,28 +287,25 @@ impl Sim {
     }
 
     fn record_event(&mut self, e: Event) {
-        let outcome = match &e {
-            Event::Delivered {
-                id,
-                partition,
-                offset,
-                ..
-            } => Some((
-                *id,
-                Outcome::Delivered {
-                    partition: *partition,
-                    offset: *offset,
-                },
-            )),
-            Event::Failed { id, persisted, .. } => Some((*id, Outcome::Failed(*persisted))),
-            _ => None,
-        };
-        if let Some((id, o)) = outcome {
-            if let Some(prev) = self.outcomes.insert(id, o.clone()) {
-                panic!("record {id:?} got a second outcome {o:?} after {prev:?}");
+        match &e {
+            Event::Delivered(d) => {
+                for (id, offset) in d.records() {
+                    let partition = d.partition;
+                    self.record_outcome(id, Outcome::Delivered { partition, offset });
+                }
             }
+            Event::Failed { id, persisted, .. } => {
+                self.record_outcome(*id, Outcome::Failed(*persisted))
+            }
+            _ => {}
         }
         self.events.push(e);
+    }
+
+    fn record_outcome(&mut self, id: RecordId, o: Outcome) {
+        if let Some(prev) = self.outcomes.insert(id, o.clone()) {
+            panic!("record {id:?} got a second outcome {o:?} after {prev:?}");
+        }
     }
 
     /// The broker processes every whole request waiting on `conn` (at most `limit`).

@@ -75,34 +75,31 @@ impl Outbox {
     /// Applies the events emitted since the last call.
     fn apply(&mut self, events: &[Event]) {
         for e in &events[self.applied..] {
-            let (id, state) = match e {
-                Event::Delivered {
-                    id,
-                    partition,
-                    offset,
-                    ..
-                } => (
-                    id,
-                    Order::Confirmed {
-                        partition: *partition,
-                        offset: *offset,
-                    },
-                ),
+            match e {
+                Event::Delivered(d) => {
+                    for (id, offset) in d.records() {
+                        let partition = d.partition;
+                        self.resolve(id, Order::Confirmed { partition, offset });
+                    }
+                }
                 Event::Failed { id, persisted, .. } => match persisted {
-                    Persistence::NotPersisted => (id, Order::Resend),
-                    Persistence::PossiblyPersisted => (id, Order::Reconcile),
+                    Persistence::NotPersisted => self.resolve(*id, Order::Resend),
+                    Persistence::PossiblyPersisted => self.resolve(*id, Order::Reconcile),
                 },
-                _ => continue,
-            };
-            let order = self.by_record[id];
-            let previous = self.orders.insert(order, state);
-            assert_eq!(
-                previous,
-                Some(Order::Sending),
-                "order {order} resolved twice"
-            );
+                _ => {}
+            }
         }
         self.applied = events.len();
+    }
+
+    fn resolve(&mut self, id: RecordId, state: Order) {
+        let order = self.by_record[&id];
+        let previous = self.orders.insert(order, state);
+        assert_eq!(
+            previous,
+            Some(Order::Sending),
+            "order {order} resolved twice"
+        );
     }
 }
 

@@ -845,16 +845,21 @@ impl Harness {
     }
 
     fn record_event(&mut self, e: Event) {
-        let (id, o) = match e {
-            Event::Delivered {
-                id,
-                partition,
-                offset,
-                ..
-            } => (id, Outcome::Delivered(partition, offset)),
-            Event::Failed { id, persisted, .. } => (id, Outcome::Failed(persisted)),
-            _ => return,
-        };
+        match e {
+            Event::Delivered(d) => {
+                assert!(!d.ids.is_empty(), "a Delivered event without records");
+                for (id, offset) in d.records() {
+                    self.record_outcome(id, Outcome::Delivered(d.partition, offset));
+                }
+            }
+            Event::Failed { id, persisted, .. } => {
+                self.record_outcome(id, Outcome::Failed(persisted))
+            }
+            _ => {}
+        }
+    }
+
+    fn record_outcome(&mut self, id: RecordId, o: Outcome) {
         assert!(
             self.producer.next_record_id() > id,
             "an outcome for record {id:?}, which was never accepted"

@@ -14,7 +14,7 @@ mod blocking;
 
 use std::time::{Duration, Instant};
 
-use kprod_core::{DeliveryError, Event};
+use kprod_core::DeliveryError;
 use kprod_tests::e2e::assert_complete;
 use kprod_tests::ledger::Reported;
 use kprod_tests::reader::read_topic;
@@ -28,20 +28,19 @@ const READ_TIMEOUT: Duration = Duration::from_secs(120);
 const RECORD_SIZE: usize = 100;
 
 /// The driver's outcome of one record, in the verdict's client-neutral form.
-fn outcome(o: Option<Result<Event, String>>) -> Outcome {
+fn outcome(o: Option<Result<blocking::Outcome, String>>) -> Outcome {
     match o {
         None => Outcome::Unresolved,
-        Some(Ok(Event::Delivered {
-            partition, offset, ..
-        })) => Outcome::Reported(Reported::Delivered { partition, offset }),
-        Some(Ok(Event::Failed {
-            error, persisted, ..
-        })) => Outcome::Reported(Reported::Failed {
-            error: DeliveryError::to_string(&error),
-            persisted,
-            refused: false,
-        }),
-        Some(Ok(other)) => panic!("the driver kept a non-final event: {other:?}"),
+        Some(Ok(blocking::Outcome::Delivered { partition, offset })) => {
+            Outcome::Reported(Reported::Delivered { partition, offset })
+        }
+        Some(Ok(blocking::Outcome::Failed { error, persisted })) => {
+            Outcome::Reported(Reported::Failed {
+                error: DeliveryError::to_string(&error),
+                persisted,
+                refused: false,
+            })
+        }
         Some(Err(error)) => Outcome::Reported(Reported::Failed {
             error,
             persisted: kprod_core::Persistence::NotPersisted,

@@ -240,10 +240,10 @@ fn a_broker_release_cap_negotiates_that_releases_versions_on_kafka_4_4() {
         assert!(
             matches!(
                 outcome,
-                Event::Delivered {
-                    offset: Some(_),
+                Event::Delivered(kprod_core::Delivered {
+                    base_offset: Some(_),
                     ..
-                }
+                })
             ),
             "{release:?}: {outcome:?}"
         );

@@ -56,8 +56,7 @@ fn ids_room(reserved: usize, n: usize) -> usize {
 
 /// The room reserved for a new batch whose first record takes `size` bytes: a buffer of
 /// `batch.size` (or the record, if larger), and an id list sized for records like it (up to
-/// 256 ids, 2 KiB: a list grows past that only in a batch that fills with more records, and
-/// an acknowledged batch's list is reused at its grown size).
+/// 256 ids, 2 KiB: a list grows past that only in a batch that fills with more records).
 pub(super) fn reserve_for(cfg: &ProducerConfig, size: usize) -> Reserve {
     let bytes = (HEADER_LEN + size).max(cfg.batch_size.min(cfg.max_request_size));
     Reserve {
@@ -418,13 +417,11 @@ impl Producer {
                 false
             };
             let reserve = reserve_for(&self.cfg, encoded_len(payload));
-            // An acknowledged batch's buffers if one is idle (no allocation).
-            let pool = &mut self.batch_pool.0;
-            let buf = pool.buffer(reserve.bytes);
+            // An acknowledged batch's buffer if one is idle (no allocation); the record list
+            // is new (the last one left with its batch's `Delivered` event).
+            let buf = self.batch_pool.0.buffer(reserve.bytes);
             let buf = buf.unwrap_or_else(|| shared_buffer(reserve.bytes));
-            let list = pool
-                .list()
-                .unwrap_or_else(|| Vec::with_capacity(reserve.ids));
+            let list = Vec::with_capacity(reserve.ids);
             let mut batch = Batch::with_buffers(*next_batch, now, buf, list);
             batch.reserve = reserve;
             if let Some(bb) = batch.builder.as_mut() {

@@ -130,7 +130,7 @@ pub struct Producer {
     /// Lists and topic names of earlier Produce requests, reused: capacity only, no state
     /// (ignored by `PartialEq` and `Hash`).
     request_pool: Derived<requests::RequestPool>,
-    /// Buffers and record lists of acknowledged batches, reused: capacity only, no state
+    /// Buffers of acknowledged batches, reused: capacity only, no state
     /// (ignored by `PartialEq` and `Hash`).
     batch_pool: Derived<pool::BatchPool>,
     /// [`Self::wake_generation`]: a count for drivers, not behaviour (ignored by `PartialEq`

@@ -13,7 +13,9 @@ use super::{backoff_delay, Producer};
 use crate::partition::{Batch, BatchState};
 use crate::protocol::record_batch::HEADER_LEN;
 use crate::protocol::ErrorCode;
-use crate::types::{ConnId, DeliveryError, Diagnostic, Event, FatalError, Output, Persistence};
+use crate::types::{
+    ConnId, Delivered, DeliveryError, Diagnostic, Event, FatalError, Output, Persistence,
+};
 
 impl Producer {
     pub(super) fn expire_deliveries(&mut self) {
@@ -151,20 +153,17 @@ impl Producer {
         self.on_batch_acked(ti, pi, &b, base_offset);
         self.buffered_bytes -= b.size;
         self.pending_records -= b.records.len();
-        let Batch {
-            mut records, wire, ..
-        } = b;
-        for (k, id) in records.drain(..).enumerate() {
-            self.emit(Event::Delivered {
-                id,
-                topic: topic.clone(),
-                partition: pi as i32,
-                offset: base_offset.map(|o| o + k as i64),
-            });
-        }
-        // The batch's buffers serve the next batches.
+        let Batch { records, wire, .. } = b;
+        // One event for the batch: its record list goes with it (the next batch takes a new
+        // one), the topic's name is shared once.
+        self.emit(Event::Delivered(Delivered {
+            topic,
+            partition: pi as i32,
+            base_offset,
+            ids: records,
+        }));
+        // The batch's buffer serves the next batches.
         let pool = &mut self.batch_pool.0;
-        pool.put_list(records);
         if let Some(wire) = wire {
             let cap = self.cfg.batch_size.min(self.cfg.max_request_size);
             pool.put_wire(wire, cap.saturating_mul(2).saturating_add(HEADER_LEN));

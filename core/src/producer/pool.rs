@@ -1,25 +1,22 @@
 //! Buffers of acknowledged batches, kept for the next batches (issue 12: a batch used to cost
-//! two allocations, its buffer and its record list).
+//! two allocations, its buffer and its record list; the record list now leaves with the
+//! batch's [`crate::Event::Delivered`], so a batch costs one).
 //!
 //! When a batch is acknowledged its sealed bytes are usually no longer shared (the driver
 //! dropped the `Transmit` chunk once written), so [`bytes::Bytes::try_into_mut`] gives the
-//! buffer back without copying; with the emptied record list it waits here for the next batch
-//! that fits. The pool holds capacity only: it is scratch space, so the producer's
+//! buffer back without copying; it waits here for the next batch that fits. The pool holds capacity only: it is scratch space, so the producer's
 //! `PartialEq`/`Hash` ignore it (it lives in [`super::index::Derived`]) and a clone of the
 //! producer starts with an empty pool.
 
 use bytes::{Bytes, BytesMut};
 
-use crate::types::RecordId;
-
-/// At most this many idle buffers (and record lists) are kept: enough for the batches of a
+/// At most this many idle buffers are kept: enough for the batches of a
 /// few requests in flight; the rest are freed.
 const MAX_IDLE: usize = 16;
 
 #[derive(Debug, Default)]
 pub(super) struct BatchPool {
     bufs: Vec<BytesMut>,
-    lists: Vec<Vec<RecordId>>,
 }
 
 impl Clone for BatchPool {
@@ -36,11 +33,6 @@ impl BatchPool {
         Some(self.bufs.swap_remove(i))
     }
 
-    /// A record list, if one is idle.
-    pub(super) fn list(&mut self) -> Option<Vec<RecordId>> {
-        self.lists.pop()
-    }
-
     /// Takes back the bytes of an acknowledged batch if nothing else holds them and they
     /// are not oversized (more than `max_capacity`).
     pub(super) fn put_wire(&mut self, wire: Bytes, max_capacity: usize) {
@@ -50,14 +42,6 @@ impl BatchPool {
                     self.bufs.push(buf);
                 }
             }
-        }
-    }
-
-    /// Takes back the (emptied) record list of an acknowledged batch.
-    pub(super) fn put_list(&mut self, mut list: Vec<RecordId>) {
-        if self.lists.len() < MAX_IDLE && list.capacity() > 0 {
-            list.clear();
-            self.lists.push(list);
         }
     }
 }

@@ -13,8 +13,20 @@ use kprod_core::protocol::produce::{
     PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse,
 };
 use kprod_core::protocol::{api_key, encode_response, ErrorCode, Message, Reader, RequestHeader};
-use kprod_core::{ConnId, Event, Output, Producer, ProducerConfig};
+use kprod_core::{ConnId, Event, Output, Producer, ProducerConfig, RecordId};
 pub use support::{respond, TOPIC};
+
+/// Every record the `Delivered` events among `events` name: its id, partition and offset, in
+/// the order of the events.
+pub fn deliveries(events: &[Event]) -> Vec<(RecordId, i32, Option<i64>)> {
+    (events.iter())
+        .filter_map(|e| match e {
+            Event::Delivered(d) => Some(d.records().map(|(id, o)| (id, d.partition, o))),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
 
 /// One producer, one connection at a time, every event kept.
 pub struct Harness {

@@ -239,7 +239,7 @@ impl Rig {
                 Output::Close { conn } => {
                     self.links.remove(&conn);
                 }
-                Output::Event(Event::Delivered { .. }) => self.costs.delivered += 1,
+                Output::Event(Event::Delivered(d)) => self.costs.delivered += d.ids.len() as u64,
                 Output::Event(Event::Failed { id, error, .. }) => {
                     panic!("record {id:?} failed: {error:?}")
                 }
