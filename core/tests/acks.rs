@@ -10,7 +10,8 @@ use harness::{api_of, deliveries, produce_error, produce_of, respond, TOPIC};
 use kprod_core::protocol::record_batch::BatchHeader;
 use kprod_core::protocol::{api_key, ErrorCode};
 use kprod_core::{
-    ConnId, Delivered, DeliveryError, Diagnostic, Event, Output, Persistence, Producer, ProducerConfig, Record,
+    ConnId, Delivered, DeliveryError, Diagnostic, Event, Output, Persistence, Producer,
+    ProducerConfig, Record,
 };
 
 struct Harness {

@@ -127,3 +127,60 @@ fn records_that_fit_the_open_batch_are_taken_even_when_its_room_fills_the_buffer
     let big = Record::new(TOPIC, vec![b'v'; 55_000]).with_partition(0);
     assert!(matches!(h.p.send(h.now, big), Err(SendError::QueueFull(_))));
 }
+
+/// Review finding (an adapter probe): a record refused for memory while the memory was held
+/// by a lingering batch waited for that batch's `linger.ms` (a minute here), and a sender
+/// waiting for memory (kprod-tokio's `send`, `flush` and `close` queued behind it) as long.
+/// As Java's accumulator sends every batch while its pool has waiters, the refusal sends what
+/// is buffered now; the record is taken once the answer frees the room, with no time passing.
+#[test]
+fn a_record_refused_for_memory_sends_the_lingering_batch_at_once() {
+    let mut h = lingering(MEMORY);
+    h.p.send(h.now, Record::new(TOPIC, "warm").with_partition(0))
+        .unwrap();
+    assert!(h.answer_until_produce(&[]).is_none(), "lingering");
+    for _ in 0..100 {
+        let r = Record::new(TOPIC, vec![b'v'; 100]).with_partition(0);
+        h.p.send(h.now, r).unwrap();
+    }
+    h.drain();
+    assert!(h.next_frame().is_none(), "still lingering");
+    let big = Record::new(TOPIC, vec![b'v'; 55_000]).with_partition(0);
+    let Err(SendError::QueueFull(big)) = h.p.send(h.now, big) else {
+        panic!("the big record needs a second batch's room")
+    };
+    // The refusal sent the lingering batch: no time passed.
+    h.drain();
+    let f = h
+        .next_frame()
+        .expect("the lingering batch goes out at the refusal");
+    assert_eq!(api_of(&f).0, api_key::PRODUCE);
+    let a = harness::support::respond(&f, &mut h.next_offset);
+    h.feed(a);
+    assert_eq!(
+        deliveries(&h.events).len(),
+        101,
+        "warm and the hundred records"
+    );
+    assert_eq!(h.p.buffered_bytes(), 0);
+    let big2 = Record::new(TOPIC, vec![b'w'; 55_000]).with_partition(0);
+    assert!(h.p.send(h.now, big).is_ok(), "room again");
+    // A batch opened after the refusal lingers as usual, until memory runs out again.
+    h.drain();
+    assert!(h.next_frame().is_none(), "the big record's batch lingers");
+    let Err(SendError::QueueFull(big2)) = h.p.send(h.now, big2) else {
+        panic!("the second big record needs a second batch's room")
+    };
+    h.drain();
+    let f = h
+        .next_frame()
+        .expect("refused again: the big record's batch goes out");
+    assert_eq!(api_of(&f).0, api_key::PRODUCE);
+    // Refused once more with nothing new accepted: nothing more to send.
+    assert!(matches!(
+        h.p.send(h.now, big2),
+        Err(SendError::QueueFull(_))
+    ));
+    h.drain();
+    assert!(h.next_frame().is_none(), "nothing new");
+}

@@ -9,9 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use harness::{
-    api_of, deliveries, epoch_and_sequence, produce_error, respond, Harness, TOPIC,
-};
+use harness::{api_of, deliveries, epoch_and_sequence, produce_error, respond, Harness, TOPIC};
 use kprod_core::protocol::metadata::{
     MetadataBroker, MetadataPartition, MetadataRequest, MetadataResponse,
 };

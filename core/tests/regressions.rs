@@ -6,9 +6,7 @@ mod harness;
 use std::time::Duration;
 
 use bytes::Bytes;
-use harness::{
-    api_of, deliveries, epoch_and_sequence, produce_error, respond, Harness, TOPIC,
-};
+use harness::{api_of, deliveries, epoch_and_sequence, produce_error, respond, Harness, TOPIC};
 use kprod_core::protocol::metadata::MetadataRequest;
 use kprod_core::protocol::{api_key, decode_response, encode_response, ErrorCode};
 use kprod_core::{DeliveryError, Diagnostic, Event, Persistence, Record};

@@ -1690,7 +1690,8 @@ impl<C: Connector> Driver<C> {
                 for (id, offset) in d.records() {
                     if let Some(tx) = core.pending.remove(id) {
                         let topic = d.topic.clone();
-                        self.outbox.push((tx, Ok((topic, d.partition, offset, ack))));
+                        self.outbox
+                            .push((tx, Ok((topic, d.partition, offset, ack))));
                     }
                 }
             }

@@ -466,6 +466,77 @@ async fn flush_sends_without_waiting_for_linger() {
     h.close().await;
 }
 
+/// Review finding: with `buffer.memory` held by lingering batches (8 partitions, 1 KiB
+/// batches, 4 KiB of memory, `linger.ms` 10 s), every wave of senders waiting for memory sat
+/// through a whole linger (16 records took 160 s), and a `flush` or `close` queued behind them
+/// as long. Now a refusal for memory sends what is buffered (as Java does while its pool has
+/// waiters): nothing waits for linger.
+#[tokio::test(start_paused = true)]
+async fn senders_waiting_for_memory_do_not_wait_for_linger() {
+    const LINGER: Duration = Duration::from_secs(10);
+    let broker = FakeBroker::new("t", 8);
+    let cfg = config(&[
+        ("buffer.memory", "4096"),
+        ("max.request.size", "4096"),
+        ("batch.size", "1024"),
+        ("linger.ms", "10000"),
+        ("delivery.timeout.ms", "60000"),
+    ]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    h.send(Record::new("t", "warm").with_partition(0))
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let mut futures = Vec::new();
+    for i in 0..16 {
+        let r = Record::new("t", format!("r{i}")).with_partition(i % 8);
+        futures.push(h.enqueue(r).await.unwrap());
+    }
+    assert!(
+        start.elapsed() < LINGER,
+        "16 enqueues into a full buffer took {:?}",
+        start.elapsed()
+    );
+    // Three senders wait for memory behind a lingering batch; a flush behind them.
+    let start = Instant::now();
+    let a = h.enqueue(Record::new("t", "a").with_partition(1)).await;
+    let mut waiting = Vec::new();
+    for p in 2..5 {
+        let h = h.clone();
+        waiting.push(tokio::spawn(async move {
+            h.send(Record::new("t", "w").with_partition(p)).await
+        }));
+        tokio::task::yield_now().await;
+    }
+    h.flush().await;
+    assert!(
+        start.elapsed() < LINGER,
+        "flush behind senders waiting for memory took {:?}",
+        start.elapsed()
+    );
+    for w in waiting {
+        w.await.unwrap().unwrap();
+    }
+    a.unwrap().await.unwrap();
+    for f in futures {
+        f.await.unwrap();
+    }
+    let start = Instant::now();
+    for p in 5..8 {
+        let h = h.clone();
+        tokio::spawn(async move { h.send(Record::new("t", "w").with_partition(p)).await });
+        tokio::task::yield_now().await;
+    }
+    h.close().await;
+    assert!(
+        start.elapsed() < LINGER,
+        "close behind senders waiting for memory took {:?}",
+        start.elapsed()
+    );
+    let logged: usize = (0..8).map(|p| broker.log("t", p).len()).sum();
+    assert_eq!(logged, 1 + 16 + 1 + 3 + 3, "every record once");
+}
+
 #[tokio::test(start_paused = true)]
 async fn close_delivers_everything_buffered() {
     let broker = FakeBroker::new("t", 1);

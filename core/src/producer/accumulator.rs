@@ -231,6 +231,7 @@ impl Producer {
             && self.buffered_bytes > 0
             && self.buffered_bytes + need > self.cfg.buffer_memory
         {
+            self.flush_for_memory();
             return Err(SendError::QueueFull(record));
         }
         let ti = match known {
@@ -295,6 +296,22 @@ impl Producer {
             });
         }
         Ok(id)
+    }
+
+    /// `buffer.memory` is full and a record waits for room: what is buffered goes out now
+    /// rather than after `linger.ms` (as Java's accumulator sends every batch while its pool
+    /// has waiters), so that acknowledgements free the room. Without this a sender refused
+    /// for memory waited a whole `linger.ms` per refusal, and a `flush` or `close` queued
+    /// behind it as long. Only records accepted before the refusal are sent early: later
+    /// batches linger as usual unless memory runs out again.
+    fn flush_for_memory(&mut self) {
+        let last = self.next_record.checked_sub(1).map(RecordId);
+        if last.is_some() && self.flush_upto < last {
+            self.flush_upto = last;
+            self.dirty = true;
+            self.wakes.0 += 1;
+            self.mark_all_sendable();
+        }
     }
 
     /// The index of topic `name`, registering it (and asking for metadata) on first use.
