@@ -950,8 +950,9 @@ impl ProducerHandle {
             write_backlog_limit: None,
             write_stall: None,
             written: Arc::new(Notify::new()),
+            commands,
         };
-        runtime.spawn(driver.run(commands, io_rx));
+        runtime.spawn(driver.run(io_rx));
         Ok(Self {
             tx,
             shared,
@@ -1033,7 +1034,7 @@ impl ProducerHandle {
         match accepted_rx.await {
             Ok(Ok(())) => Ok(DeliveryFuture { rx, timestamp }),
             Ok(Err(e)) => Err(e),
-            Err(_) => Err(stopped()),
+            Err(_) => Err(stopped_before_acceptance()),
         }
     }
 
@@ -1157,7 +1158,7 @@ impl ProducerHandle {
             match self.tx.send(cmd).await {
                 Ok(()) => accepted_rx
                     .await
-                    .unwrap_or_else(|_| vec![Err(stopped()); n]),
+                    .unwrap_or_else(|_| vec![Err(stopped_before_acceptance()); n]),
                 Err(mpsc::error::SendError(cmd)) => {
                     let Command::SendMany {
                         records,
@@ -1280,6 +1281,13 @@ fn wake_if_changed(shared: &Shared, mut core: MutexGuard<'_, Core>, before: u64)
 
 fn stopped() -> DeliveryError {
     DeliveryError::new(ErrorKind::DriverStopped, Persistence::PossiblyPersisted)
+}
+
+/// The driver stopped without answering whether it accepted a record: it answers every
+/// record it accepts, so this one was not (a stopping driver refuses what it holds, with the
+/// record, so this is a fallback only).
+fn stopped_before_acceptance() -> DeliveryError {
+    DeliveryError::new(ErrorKind::DriverStopped, Persistence::NotPersisted)
 }
 
 fn refused(e: SendError) -> DeliveryError {
@@ -1423,6 +1431,8 @@ struct Driver<C: Connector> {
     write_stall: Option<Duration>,
     /// Notified by every writer after each write.
     written: Arc<Notify>,
+    /// The application's commands.
+    commands: mpsc::Receiver<Command>,
 }
 
 /// What woke the driver.
@@ -1441,22 +1451,25 @@ impl<C: Connector> Drop for Driver<C> {
     /// However the driver ends (finished, or dropped with its runtime), records are refused
     /// from now on, and accepted records still pending resolve as
     /// [`ErrorKind::DriverStopped`] rather than never.
+    ///
+    /// Dropped with its runtime, it also keeps the promises a finished driver keeps: records
+    /// never accepted (waiting for memory, or still in the command queue) are refused and
+    /// handed back, not reported possibly persisted, and `metrics()` answers with the last
+    /// metrics, not zeros.
     fn drop(&mut self) {
         self.deliver();
         let mut core = self.shared.lock();
         core.stopped = true;
+        let _ = self.final_metrics.set(core.producer.metrics());
         let pending = std::mem::take(&mut core.pending);
         drop(core);
         drop(pending);
+        self.refuse_commands();
     }
 }
 
 impl<C: Connector> Driver<C> {
-    async fn run(
-        mut self,
-        mut commands: mpsc::Receiver<Command>,
-        mut io_rx: mpsc::Receiver<(ConnId, ReadResult)>,
-    ) {
+    async fn run(mut self, mut io_rx: mpsc::Receiver<(ConnId, ReadResult)>) {
         let sleep = tokio::time::sleep_until(tokio::time::Instant::now());
         tokio::pin!(sleep);
         let mut armed = None;
@@ -1484,7 +1497,9 @@ impl<C: Connector> Driver<C> {
                         // Whatever else is queued goes in before the one drain below: one
                         // drain (and one wake-up) per burst of records, not per record.
                         for _ in 1..MAX_PER_WAKEUP {
-                            let Ok(cmd) = commands.try_recv() else { break };
+                            let Ok(cmd) = self.commands.try_recv() else {
+                                break;
+                            };
                             self.command(core, cmd);
                         }
                     }
@@ -1530,7 +1545,7 @@ impl<C: Connector> Driver<C> {
                 }
             }
             input = Some(tokio::select! {
-                cmd = commands.recv(), if commands_open && !backlogged => match cmd {
+                cmd = self.commands.recv(), if commands_open && !backlogged => match cmd {
                     Some(cmd) => Input::Command(cmd),
                     None => Input::CommandsClosed,
                 },
@@ -1556,8 +1571,18 @@ impl<C: Connector> Driver<C> {
         for tx in self.closers.drain(..) {
             let _ = tx.send(());
         }
-        commands.close();
-        while let Ok(cmd) = commands.try_recv() {
+        self.refuse_commands();
+        debug!("producer driver stopped");
+    }
+
+    /// Once the driver stops: the records of the commands it will never apply (waiting for
+    /// memory, or still queued) are refused and handed back; flushes and closes return;
+    /// metrics are the last ones.
+    fn refuse_commands(&mut self) {
+        self.commands.close();
+        let queued = std::iter::from_fn(|| self.commands.try_recv().ok());
+        let leftover: Vec<Command> = self.deferred.drain(..).chain(queued).collect();
+        for cmd in leftover {
             match cmd {
                 cmd @ (Command::Send { .. } | Command::SendMany { .. }) => {
                     refuse_records(self.fatal.get(), cmd);
@@ -1566,12 +1591,11 @@ impl<C: Connector> Driver<C> {
                     let _ = tx.send(());
                 }
                 Command::Metrics(tx) => {
-                    let _ = tx.send(shared.lock().producer.metrics());
+                    let _ = tx.send(self.final_metrics.get().cloned().unwrap_or_default());
                 }
                 Command::Close(None) => {}
             }
         }
-        debug!("producer driver stopped");
     }
 
     /// Sends the outcomes taken under the lock.

@@ -1241,3 +1241,63 @@ async fn acks_zero_a_broker_that_stops_reading_loses_its_connection() {
         "{stored} of {RECORDS} records in the log after the reconnect"
     );
 }
+
+/// Review finding: when the producer's runtime shut down, records still waiting for memory
+/// (never accepted) were reported `DriverStopped`, possibly persisted, without their record,
+/// and `metrics()` answered with zeros. Now they are refused as after a close (not
+/// persisted, record handed back), and the metrics are the last ones.
+#[test]
+fn a_runtime_shut_down_refuses_the_records_waiting_for_memory_and_keeps_the_metrics() {
+    let rt_a = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let rt_b = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let broker = FakeBroker::new("t", 1);
+    broker.script.lock().unwrap().produce = VecDeque::from(vec![Action::Stall; 64]);
+    let h = rt_a.block_on(async {
+        let cfg = config(&[
+            ("buffer.memory", "4096"),
+            ("max.request.size", "4096"),
+            ("batch.size", "1024"),
+        ]);
+        let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+        let warm = Record::new("t", vec![b'w'; 600]).with_partition(0);
+        drop(h.enqueue(warm).await.unwrap());
+        h
+    });
+    let records = (0..20).map(|i| Record::new("t", vec![b'0' + i; 600]).with_partition(0));
+    let mut many = Box::pin(h.enqueue_many(records.collect::<Vec<_>>()));
+    let accepted = rt_b.block_on(async {
+        // One poll hands the records that do not fit to the driver; the metrics request
+        // queued behind them is answered once the driver has taken them (and deferred them).
+        tokio::select! {
+            biased;
+            _ = &mut many => panic!("20 records of 600 B do not fit 4 KiB"),
+            () = std::future::ready(()) => {}
+        }
+        h.metrics().await.records_accepted
+    });
+    assert!(accepted >= 1, "the warm record at least");
+    drop(rt_a);
+    let results = rt_b.block_on(many);
+    let refused: Vec<_> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(!refused.is_empty(), "some records waited for memory");
+    for e in refused {
+        assert!(
+            matches!(e.kind, ErrorKind::Refused(ref s) if matches!(**s, SendError::Closed(_))),
+            "{e}"
+        );
+        assert_eq!(e.persisted, Persistence::NotPersisted, "never accepted");
+        assert_eq!(
+            e.record().map(|r| r.value.as_ref().unwrap().len()),
+            Some(600)
+        );
+    }
+    let m = rt_b.block_on(h.metrics());
+    assert_eq!(m.records_accepted, accepted, "the last metrics, not zeros");
+}
