@@ -80,10 +80,12 @@
 //!   are not copied); a driver that queues them per connection and writes in order needs no
 //!   framing. Never write bytes twice, and drop `Transmit`s for a connection that is gone;
 //! - `Close { conn }`: drop the connection; do not report `handle_disconnected` for it;
-//! - `Event(event)`: for the application. Every accepted record gets exactly one final event,
-//!   [`Event::Delivered`] or [`Event::Failed`] with a truthful [`Persistence`] and the record
-//!   handed back (with `acks=0`, [`Event::Sent`] instead of `Delivered`: handed to the
-//!   driver, never acknowledged);
+//! - `Event(event)`: for the application. Every accepted record gets exactly one final
+//!   outcome: it is one of the records of exactly one [`Event::Delivered`] (one event per
+//!   acknowledged batch, [`Delivered::records`] gives each record's offset), or it gets one
+//!   [`Event::Failed`] with a truthful [`Persistence`] and the record handed back (with
+//!   `acks=0`, one [`Event::Sent`] instead of `Delivered`: handed to the driver, never
+//!   acknowledged);
 //!   [`Event::Fatal`] and [`Event::Diagnostic`] are notices;
 //! - `SaslInput { conn, need }`: a SCRAM nonce or an OAUTHBEARER token (only when
 //!   [`ProducerConfig::sasl`] is set);

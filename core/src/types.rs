@@ -362,7 +362,7 @@ pub enum Diagnostic {
         /// 1 for the first transmission, then one more for each retry.
         attempt: u32,
     },
-    /// A batch was acknowledged (each record then gets `Delivered`).
+    /// A batch was acknowledged (its records then get one [`Event::Delivered`]).
     BatchAcked {
         /// Topic.
         topic: Arc<str>,

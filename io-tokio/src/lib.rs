@@ -1158,7 +1158,7 @@ impl ProducerHandle {
             match self.tx.send(cmd).await {
                 Ok(()) => accepted_rx
                     .await
-                    .unwrap_or_else(|_| vec![Err(stopped_before_acceptance()); n]),
+                    .unwrap_or_else(|_| vec![Err(stopped()); n]),
                 Err(mpsc::error::SendError(cmd)) => {
                     let Command::SendMany {
                         records,
@@ -1283,9 +1283,11 @@ fn stopped() -> DeliveryError {
     DeliveryError::new(ErrorKind::DriverStopped, Persistence::PossiblyPersisted)
 }
 
-/// The driver stopped without answering whether it accepted a record: it answers every
-/// record it accepts, so this one was not (a stopping driver refuses what it holds, with the
-/// record, so this is a fallback only).
+/// The driver stopped without answering whether it accepted a record sent alone: it answers
+/// every such record as it accepts it, before anything of it can be sent, so this one was not
+/// (a stopping driver refuses what it holds, with the record, so this is a fallback for a
+/// driver that panicked). Not for `SendMany`, whose records the driver may have accepted in
+/// earlier rounds (and sent) before it died: those stay possibly persisted.
 fn stopped_before_acceptance() -> DeliveryError {
     DeliveryError::new(ErrorKind::DriverStopped, Persistence::NotPersisted)
 }
@@ -2019,9 +2021,11 @@ impl<C: Connector> Driver<C> {
                 return;
             }
             if let Some(cmd) = self.apply(core, cmd) {
+                // Refused again: the refusal made what is buffered sendable, and with acks=0
+                // the drain hands it over and frees its memory at once (no answer, no timer
+                // will come to retry), so the loop checks for freed memory again; if the
+                // drain freed nothing it stops.
                 self.deferred.push_front(cmd);
-                self.drain(core);
-                return;
             }
             self.drain(core);
         }

@@ -45,6 +45,8 @@ struct Script {
     fatal_connects: bool,
     /// Set `fatal_connects` once an `AppendThenDrop` dropped a connection.
     fatal_after_drop: bool,
+    /// Append Produce requests without answering them, as Kafka does under acks=0.
+    silent_produce: bool,
 }
 
 /// A connect error the fake connector classifies as fatal (as a rejected certificate is).
@@ -113,6 +115,9 @@ impl FakeBroker {
                         }
                         Action::Delay(d) => tokio::time::sleep(d).await,
                         Action::Stall => std::future::pending::<()>().await,
+                    }
+                    if self.script.lock().unwrap().silent_produce {
+                        continue;
                     }
                 }
                 if stream.write_all(&response).await.is_err() {
@@ -1300,4 +1305,103 @@ fn a_runtime_shut_down_refuses_the_records_waiting_for_memory_and_keeps_the_metr
     }
     let m = rt_b.block_on(h.metrics());
     assert_eq!(m.records_accepted, accepted, "the last metrics, not zeros");
+}
+
+/// Review finding: under acks=0 a batch leaves `buffer.memory` as soon as it is handed over,
+/// so the refusal that sends what is buffered frees the memory at once; the driver then
+/// stopped retrying the records waiting for it (no answer and no linger timer was left to wake
+/// it), and 100 waiting senders took 4,790 s of virtual time (330 s, a linger per wave,
+/// before refusals sent what is buffered). Now the driver retries while the drain frees memory.
+#[tokio::test(start_paused = true)]
+async fn acks_zero_senders_waiting_for_memory_do_not_stall() {
+    const LINGER: Duration = Duration::from_secs(10);
+    let broker = FakeBroker::new("t", 8);
+    broker.script.lock().unwrap().silent_produce = true;
+    let cfg = config(&[
+        ("acks", "0"),
+        ("retries", "0"),
+        ("buffer.memory", "4096"),
+        ("max.request.size", "4096"),
+        ("batch.size", "1024"),
+        ("linger.ms", "10000"),
+    ]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    h.send(Record::new("t", "warm").with_partition(0))
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..100 {
+        let h = h.clone();
+        tasks.push(tokio::spawn(async move {
+            let r = Record::new("t", vec![b'a' + (i % 26) as u8; 100]).with_partition(i % 8);
+            // In an `Option`: a task's output that is itself a future would be awaited.
+            Some(h.enqueue(r).await.unwrap())
+        }));
+    }
+    let mut futures = Vec::new();
+    for t in tasks {
+        futures.extend(t.await.unwrap());
+    }
+    // Accepted without waiting for linger (the last records accepted then linger, as usual).
+    assert!(
+        start.elapsed() < LINGER,
+        "100 acks=0 enqueues waiting for memory took {:?}",
+        start.elapsed()
+    );
+    h.close().await;
+    for f in futures {
+        assert!(!f.await.unwrap().is_acknowledged(), "acks=0");
+    }
+    let logged: usize = (0..8).map(|p| broker.log("t", p).len()).sum();
+    assert_eq!(logged, 101, "every record once");
+}
+
+/// Review finding: a driver that dies while it applies a deferred `enqueue_many` (here a
+/// record value whose owner panics when the producer drops it) leaves the call unanswered;
+/// the call must then report its records possibly persisted, since the driver may have
+/// accepted and written some of them in earlier rounds (a first fix had reported them all
+/// not persisted, records in the log among them).
+#[tokio::test(start_paused = true)]
+async fn enqueue_many_answered_by_a_dead_driver_claims_nothing_it_cannot_know() {
+    struct Bomb(Vec<u8>);
+    impl AsRef<[u8]> for Bomb {
+        fn as_ref(&self) -> &[u8] {
+            &self.0
+        }
+    }
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            panic!("a record value that panics when dropped");
+        }
+    }
+    let broker = FakeBroker::new("t", 1);
+    broker.script.lock().unwrap().latency = Duration::from_millis(10);
+    let cfg = config(&[
+        ("buffer.memory", "4096"),
+        ("max.request.size", "4096"),
+        ("batch.size", "1024"),
+    ]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    h.send(Record::new("t", "warm").with_partition(0))
+        .await
+        .unwrap();
+    let mut records: Vec<Record> = (0..12)
+        .map(|i| Record::new("t", vec![b'a' + i as u8; 600]).with_partition(0))
+        .collect();
+    let mut bomb = Record::new("t", "x").with_partition(0);
+    bomb.value = Some(Bytes::from_owner(Bomb(vec![b'z'; 600])));
+    records.push(bomb);
+    let results = h.enqueue_many(records).await;
+    let logged = broker.log("t", 0).len() - 1;
+    assert!(logged > 0, "some of the call's records were written");
+    for (i, r) in results.iter().enumerate() {
+        if let Err(e) = r {
+            assert_eq!(
+                e.persisted,
+                Persistence::PossiblyPersisted,
+                "record {i} ({logged} in the log): {e}"
+            );
+        }
+    }
 }

@@ -77,8 +77,9 @@ use requests::RequestKind;
 ///
 /// # Guarantees
 ///
-/// Each record accepted by `send` gets exactly one final event: `Delivered` with its offset,
-/// or `Failed` with a truthful [`Persistence`](crate::Persistence). Records of one partition are written in send
+/// Each record accepted by `send` gets exactly one final outcome: it is listed, with its
+/// offset, in exactly one `Delivered` event (one per acknowledged batch), or it gets one
+/// `Failed` event with a truthful [`Persistence`](crate::Persistence). Records of one partition are written in send
 /// order, each at most once. With `enable.idempotence=false` the broker cannot deduplicate:
 /// a retry may write a record twice and, with `max_in_flight > 1`, after a later one; with
 /// `acks=0` a record ends as `Sent` (handed to the driver, never acknowledged).
