@@ -107,7 +107,9 @@ impl Record {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum SendError {
-    /// `buffer.memory` is used up; retry after some records resolve.
+    /// `buffer.memory` is used up; retry after some records resolve. Every record accepted
+    /// before the refusal is then sent without waiting for `linger.ms` (drain
+    /// [`crate::Producer::poll_output`]), so that their acknowledgements free the room.
     QueueFull(Record),
     /// The record alone is larger than `max.request.size` allows.
     TooLarge(Record),
