@@ -181,5 +181,5 @@ pub use protocol::record_batch::Header;
 pub use sasl::{SaslConfig, SaslInput, SaslMechanism, SaslNeed, Secret};
 pub use types::{
     ConnId, Delivered, DeliveryError, Diagnostic, Event, FatalError, Output, Persistence,
-    ProducerIdentity, Record, RecordId, SendError,
+    ProducerIdentity, Record, RecordId, SendError, Sent,
 };

@@ -48,7 +48,7 @@ impl Counters {
     pub(crate) fn count(&mut self, event: &Event) {
         match event {
             Event::Delivered(d) => self.records_delivered += d.ids.len() as u64,
-            Event::Sent { .. } => self.records_sent_unacknowledged += 1,
+            Event::Sent(s) => self.records_sent_unacknowledged += s.ids.len() as u64,
             Event::Failed { persisted, .. } => match persisted {
                 Persistence::NotPersisted => self.records_failed_not_persisted += 1,
                 Persistence::PossiblyPersisted => self.records_failed_possibly_persisted += 1,

@@ -435,6 +435,18 @@ impl Delivered {
     }
 }
 
+/// The records of one batch handed to the driver under `acks=0` ([`Event::Sent`]): in
+/// `topic`'s `partition`, in the order they were sent; nothing is known about the log.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Sent {
+    /// Topic.
+    pub topic: Arc<str>,
+    /// Partition.
+    pub partition: i32,
+    /// The records, in the order they were sent. Never empty.
+    pub ids: Vec<RecordId>,
+}
+
 /// An outcome or notice for the application.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Event {
@@ -447,15 +459,8 @@ pub enum Event {
     /// come before this event). Kafka never answers an `acks=0` request, so nothing is known
     /// about the log: not an offset, not even that the broker wrote the record (a broker
     /// that refuses it closes the connection, and the record is gone). Final for the record;
-    /// it is never a [`Event::Delivered`].
-    Sent {
-        /// The record.
-        id: RecordId,
-        /// Topic.
-        topic: Arc<str>,
-        /// Partition.
-        partition: i32,
-    },
+    /// it is never a [`Event::Delivered`]. One event per batch, as for `Delivered`.
+    Sent(Sent),
     /// The record failed, with a truthful persistence status, and the record itself handed
     /// back so the application can re-route, resend or persist it.
     Failed {

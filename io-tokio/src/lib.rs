@@ -1721,14 +1721,13 @@ impl<C: Connector> Driver<C> {
                     }
                 }
             }
-            Event::Sent {
-                id,
-                topic,
-                partition,
-            } => {
-                if let Some(tx) = core.pending.remove(id) {
-                    let ack = Acknowledgement::Unacknowledged;
-                    self.outbox.push((tx, Ok((topic, partition, None, ack))));
+            Event::Sent(s) => {
+                let ack = Acknowledgement::Unacknowledged;
+                for &id in &s.ids {
+                    if let Some(tx) = core.pending.remove(id) {
+                        let topic = s.topic.clone();
+                        self.outbox.push((tx, Ok((topic, s.partition, None, ack))));
+                    }
                 }
             }
             Event::Failed {

@@ -657,7 +657,7 @@ impl KafkaModel {
             }
             // The model's producers are idempotent with acks=all (ModelCfg sets neither):
             // `Sent` is acks=0's outcome.
-            Event::Sent { .. } => unreachable!("the model runs acks=all"),
+            Event::Sent(_) => unreachable!("the model runs acks=all"),
             Event::Fatal(_) => {
                 s.fatal = true;
                 return;

@@ -22,7 +22,7 @@ use super::requests::BatchRef;
 use super::Producer;
 use crate::protocol::produce::ProduceRequest;
 use crate::protocol::ErrorCode;
-use crate::types::{ConnId, DeliveryError, Event, Output, Persistence};
+use crate::types::{ConnId, DeliveryError, Event, Output, Persistence, Sent};
 
 #[cfg(doc)]
 use crate::types::ProducerIdentity;
@@ -89,13 +89,11 @@ impl Producer {
         self.sync(r.topic, r.partition);
         self.buffered_bytes -= b.size;
         self.pending_records -= b.records.len();
-        for id in b.records {
-            self.emit(Event::Sent {
-                id,
-                topic: topic.clone(),
-                partition: r.partition as i32,
-            });
-        }
+        self.emit(Event::Sent(Sent {
+            topic,
+            partition: r.partition as i32,
+            ids: b.records,
+        }));
     }
 
     /// Idempotence off: a batch without a producer id cannot draw the errors about producer
