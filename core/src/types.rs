@@ -407,6 +407,20 @@ pub enum Diagnostic {
 
 /// The records of one batch, acknowledged together ([`Event::Delivered`]): in the log of
 /// `topic`'s `partition`, in the order they were sent, the `k`-th at `base_offset + k`.
+///
+/// ```
+/// use kprod_core::{Delivered, RecordId};
+/// let d = Delivered {
+///     topic: "orders".into(),
+///     partition: 2,
+///     base_offset: Some(40),
+///     ids: vec![RecordId(7), RecordId(9)],
+/// };
+/// let offsets: Vec<_> = d.records().collect();
+/// assert_eq!(offsets, [(RecordId(7), Some(40)), (RecordId(9), Some(41))]);
+/// assert_eq!(d.offset_of(RecordId(9)), Some(Some(41)));
+/// assert_eq!(d.offset_of(RecordId(8)), None);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Delivered {
     /// Topic.
@@ -455,11 +469,12 @@ pub enum Event {
     /// and lost if the leader fails before a follower copies it. One event per batch, not
     /// per record: [`Delivered::records`] lists each record with its offset.
     Delivered(Delivered),
-    /// `acks=0` only: the record's Produce request was handed to the driver (its `Transmit`s
-    /// come before this event). Kafka never answers an `acks=0` request, so nothing is known
-    /// about the log: not an offset, not even that the broker wrote the record (a broker
-    /// that refuses it closes the connection, and the record is gone). Final for the record;
-    /// it is never a [`Event::Delivered`]. One event per batch, as for `Delivered`.
+    /// `acks=0` only: the Produce request holding these records (one batch) was handed to
+    /// the driver (its `Transmit`s come before this event). Kafka never answers an `acks=0`
+    /// request, so nothing is known about the log: not an offset, not even that the broker
+    /// wrote the records (a broker that refuses them closes the connection, and they are
+    /// gone). Final for each record; it is never a [`Event::Delivered`]. One event per batch,
+    /// as for `Delivered`.
     Sent(Sent),
     /// The record failed, with a truthful persistence status, and the record itself handed
     /// back so the application can re-route, resend or persist it.

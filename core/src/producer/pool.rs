@@ -4,14 +4,14 @@
 //!
 //! When a batch is acknowledged its sealed bytes are usually no longer shared (the driver
 //! dropped the `Transmit` chunk once written), so [`bytes::Bytes::try_into_mut`] gives the
-//! buffer back without copying; it waits here for the next batch that fits. The pool holds capacity only: it is scratch space, so the producer's
-//! `PartialEq`/`Hash` ignore it (it lives in [`super::index::Derived`]) and a clone of the
-//! producer starts with an empty pool.
+//! buffer back without copying; it waits here for the next batch that fits. The pool holds
+//! capacity only: it is scratch space, so the producer's `PartialEq`/`Hash` ignore it (it
+//! lives in [`super::index::Derived`]) and a clone of the producer starts with an empty pool.
 
 use bytes::{Bytes, BytesMut};
 
-/// At most this many idle buffers are kept: enough for the batches of a
-/// few requests in flight; the rest are freed.
+/// At most this many idle buffers are kept: enough for the batches of a few requests in
+/// flight; the rest are freed.
 const MAX_IDLE: usize = 16;
 
 #[derive(Debug, Default)]
