@@ -69,6 +69,13 @@ pub struct ProducerConfig {
     /// batch without room for it (unless nothing else is held); a record that fits within an
     /// open batch's room costs nothing more and is always taken.
     pub buffer_memory: usize,
+    /// Memory a driver holds for each accepted record outside the producer until it
+    /// resolves (its completion: a channel, a callback), charged against `buffer.memory`
+    /// with the record, so that `buffer.memory` bounds the driver's memory too, however
+    /// small the records. 0 by default (the producer's own per-record memory is charged
+    /// already); kprod-tokio sets its own. Not a Kafka property: Java leaves the futures
+    /// and callbacks of its records uncharged. At most 1 MiB.
+    pub record_overhead: usize,
     /// `max.request.size` in bytes: the largest Produce request, and so the largest record.
     pub max_request_size: usize,
     /// `request.timeout.ms`: a request unanswered this long closes its connection (P8).
@@ -242,6 +249,7 @@ impl Default for ProducerConfig {
             linger: Duration::from_millis(5),
             batch_size: 16 * 1024,
             buffer_memory: 32 * 1024 * 1024,
+            record_overhead: 0,
             max_request_size: 1024 * 1024,
             request_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
@@ -372,6 +380,9 @@ impl ProducerConfig {
         }
         if self.buffer_memory < self.max_request_size {
             return Err(err("buffer.memory", "must be at least max.request.size"));
+        }
+        if self.record_overhead > 1 << 20 {
+            return Err(err("record_overhead", "must be at most 1 MiB"));
         }
         if self.connect_timeout.is_zero() {
             return Err(err(

@@ -184,3 +184,50 @@ fn a_record_refused_for_memory_sends_the_lingering_batch_at_once() {
     h.drain();
     assert!(h.next_frame().is_none(), "nothing new");
 }
+
+/// A driver's per-record memory (`record_overhead`, kprod-tokio's outcome channel) is charged
+/// with each record, also for records that fit the open batch's room: tiny records no longer
+/// fill `buffer.memory` by the thousand while the driver holds far more than it (review
+/// finding: 1 MiB held 36,500 records of 8 bytes and 10 MiB through kprod-tokio).
+#[test]
+fn a_drivers_per_record_memory_is_charged_with_each_record() {
+    const OVERHEAD: usize = 150;
+    let mut h = Harness::new(|c| {
+        c.batch_size = BATCH;
+        c.buffer_memory = MEMORY;
+        c.max_request_size = MEMORY;
+        c.linger = std::time::Duration::from_secs(60);
+        c.record_overhead = OVERHEAD;
+    });
+    h.p.send(h.now, Record::new(TOPIC, "warm").with_partition(0))
+        .unwrap();
+    assert!(h.answer_until_produce(&[]).is_none(), "lingering");
+    let mut taken = 1;
+    loop {
+        match h
+            .p
+            .send(h.now, Record::new(TOPIC, "tiny").with_partition(0))
+        {
+            Ok(_) => taken += 1,
+            Err(SendError::QueueFull(_)) => break,
+            Err(e) => panic!("{e}"),
+        }
+        assert!(taken < 10_000, "never refused");
+    }
+    // One 16 KiB batch holds them all: without the overhead about 1,000 records of 4 bytes
+    // fit its room and the next ones kept coming until the room grew past 64 KiB.
+    let charged = h.p.buffered_bytes();
+    assert!(charged <= MEMORY, "{charged} B charged");
+    assert!(
+        charged >= BATCH + taken * OVERHEAD,
+        "the batch's room and every record's overhead: {charged} B for {taken} records"
+    );
+    assert!(taken * OVERHEAD >= MEMORY / 2, "{taken} records taken");
+    // Acknowledged, the whole charge goes.
+    h.drain();
+    let f = h.next_frame().expect("the refusal sends what is buffered");
+    let a = harness::support::respond(&f, &mut h.next_offset);
+    h.feed(a);
+    assert_eq!(deliveries(&h.events).len(), taken);
+    assert_eq!(h.p.buffered_bytes(), 0);
+}

@@ -505,6 +505,14 @@ impl std::error::Error for DeliveryError {}
 
 type Outcome = Result<(Arc<str>, i32, Option<i64>, Acknowledgement), DeliveryError>;
 
+/// What the driver holds for each accepted record until it resolves, charged against
+/// `buffer.memory` with the record ([`ProducerConfig::record_overhead`]): its slot in
+/// [`Pending`] and its outcome channel's shared allocation (the outcome, two waker slots,
+/// the state and reference counts, the allocator's header). Without it a `buffer.memory` of
+/// 1 MiB held about 36,500 records of 8 bytes and 10 MiB of memory (review finding).
+const RECORD_OVERHEAD: usize =
+    size_of::<Option<oneshot::Sender<Outcome>>>() + size_of::<Option<Outcome>>() + 72;
+
 /// The outcome of an accepted record. Dropping it does not cancel the record: the record is
 /// delivered (or fails) as if the future were still held, [`ProducerHandle::flush`] and
 /// [`ProducerHandle::close`] still wait for it; only its outcome goes unobserved.
@@ -911,6 +919,8 @@ impl ProducerHandle {
         if tracing::enabled!(target: "kprod_tokio::batch", tracing::Level::DEBUG) {
             config.batch_diagnostics = true;
         }
+        // What this driver holds per pending record is charged against `buffer.memory` too.
+        config.record_overhead = config.record_overhead.max(RECORD_OVERHEAD);
         let producer = Producer::new(config, now())?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
         let shared = Arc::new(Shared {

@@ -1405,3 +1405,36 @@ async fn enqueue_many_answered_by_a_dead_driver_claims_nothing_it_cannot_know() 
         }
     }
 }
+
+/// Review finding: the driver's per-record memory (each pending record's outcome channel,
+/// about 130 B) was not charged against `buffer.memory`, so 1 MiB of it held about 36,500
+/// records of 8 bytes (and the process 10 MiB). Now it is charged with each record.
+#[tokio::test(start_paused = true)]
+async fn tiny_records_are_bounded_by_buffer_memory_with_the_drivers_own_memory() {
+    const MEMORY: usize = 1 << 20;
+    let broker = FakeBroker::new("t", 1);
+    let cfg = config(&[("buffer.memory", "1048576"), ("linger.ms", "60000")]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    // Delivered: the metadata is known, and the records below go into batches (records
+    // waiting for metadata are charged their whole struct).
+    h.flush().await;
+    drop(h.enqueue(Record::new("t", "warm").with_partition(0)).await);
+    h.flush().await;
+    // From now on the broker answers nothing: no charge is released.
+    broker.script.lock().unwrap().produce = VecDeque::from(vec![Action::Stall; 64]);
+    let tiny = (0..100_000).map(|i| Record::new("t", format!("{i:08}")).with_partition(0));
+    let mut many = Box::pin(h.enqueue_many(tiny.collect::<Vec<_>>()));
+    tokio::select! {
+        biased;
+        _ = &mut many => panic!("100,000 records fit 1 MiB"),
+        () = std::future::ready(()) => {}
+    }
+    let m = h.metrics().await;
+    assert!(m.buffered_bytes <= MEMORY, "{} B", m.buffered_bytes);
+    assert!(
+        m.buffered_records * 100 <= MEMORY,
+        "{} records of 8 bytes held by 1 MiB",
+        m.buffered_records
+    );
+    assert!(m.buffered_records > 1000, "{} records", m.buffered_records);
+}

@@ -34,14 +34,15 @@ const PENDING_CHARGE: usize = size_of::<PendingRecord>();
 /// filled with (as Java's `BufferPool` charges `batch.size` per batch), so that a batch
 /// holding one small record costs what it occupies. That is its struct, the room it was
 /// reserved when it opened, and whatever its records outgrew that room by (a compressed
-/// batch's raw records can pass `batch.size`, its ids the list's first size).
-pub(super) fn batch_charge(b: &Batch) -> usize {
+/// batch's raw records can pass `batch.size`, its ids the list's first size); and the
+/// driver's `record_overhead` per record.
+pub(super) fn batch_charge(b: &Batch, record_overhead: usize) -> usize {
     let bytes = match (&b.builder, &b.wire) {
         (Some(bb), _) => bb.size(),
         (None, Some(wire)) => wire.len(),
         (None, None) => 0,
     };
-    b.reserve.charge_holding(bytes, b.records.len())
+    b.reserve.charge_holding(bytes, b.records.len()) + b.records.len() * record_overhead
 }
 
 /// The ids a record list reserved for `reserved` holds room for with `n` in it: it doubles
@@ -217,6 +218,7 @@ impl Producer {
         // one that opens a batch needs the batch's whole room (as Java allocates `batch.size`
         // from its pool); one that waits for metadata needs its own size. Whatever is needed
         // is granted when nothing else is held, so that a small `buffer.memory` still moves.
+        // Each record also needs the driver's `record_overhead`.
         // A topic left idle (`metadata.max.idle.ms`) is not placed by what was known when it
         // went idle: its record waits for the fresh answer its return asks for (below), as a
         // new topic's does.
@@ -226,7 +228,9 @@ impl Producer {
                 t.count > 0 && t.pending.is_empty() && !t.idle
             })
             .map(|ti| self.place(ti, &record, payload));
-        let need = placed.map_or(size + PENDING_CHARGE, |p| p.charge);
+        let need = placed.map_or(size + PENDING_CHARGE + self.cfg.record_overhead, |p| {
+            p.charge
+        });
         if need > 0
             && self.buffered_bytes > 0
             && self.buffered_bytes + need > self.cfg.buffer_memory
@@ -356,11 +360,12 @@ impl Producer {
             Some((b, bb, body)) => {
                 let (r, bytes, n) = (b.reserve, bb.size(), b.records.len());
                 let len = varint_len(body as i32) + body;
-                let charge = if bytes + len <= r.bytes && n < r.ids {
+                let grown = if bytes + len <= r.bytes && n < r.ids {
                     0
                 } else {
                     r.charge_holding(bytes + len, n + 1) - r.charge_holding(bytes, n)
                 };
+                let charge = grown + self.cfg.record_overhead;
                 Placement {
                     part,
                     body: Some(body),
@@ -370,7 +375,8 @@ impl Producer {
             None => Placement {
                 part,
                 body: None,
-                charge: reserve_for(&self.cfg, encoded_len(payload)).charge(),
+                charge: reserve_for(&self.cfg, encoded_len(payload)).charge()
+                    + self.cfg.record_overhead,
             },
         }
     }
@@ -461,7 +467,11 @@ impl Producer {
         b.records.push(id);
         // A new batch is charged its room; a record adds only what it outgrew it by.
         b.size += placed.charge;
-        debug_assert_eq!(b.size, batch_charge(b), "the charge `place` foresaw");
+        debug_assert_eq!(
+            b.size,
+            batch_charge(b, self.cfg.record_overhead),
+            "the charge `place` foresaw"
+        );
         self.buffered_bytes = self.buffered_bytes + placed.charge - charged;
         if full {
             b.state = BatchState::Ready;

@@ -465,7 +465,7 @@ impl Producer {
                 reserve: reserve_for(&self.cfg, first),
                 last_error: old.last_error,
             };
-            piece.size = batch_charge(&piece);
+            piece.size = batch_charge(&piece, self.cfg.record_overhead);
             pieces.push(piece);
             self.next_batch += 1;
             seq = crate::partition::seq_add(seq, count, max_seq);
