@@ -65,9 +65,10 @@ pub struct ProducerConfig {
     /// `buffer.memory` in bytes: the memory records hold until they resolve. A batch is
     /// charged its room from the moment it opens (a buffer of `batch.size`, or its first
     /// record if larger, and its id list), as Java's `BufferPool` charges `batch.size`; a
-    /// record waiting for metadata its own size. `send` refuses a record that would open a
-    /// batch without room for it (unless nothing else is held); a record that fits within an
-    /// open batch's room costs nothing more and is always taken.
+    /// record waiting for metadata its own size; every record also [`Self::record_overhead`].
+    /// `send` refuses a record that would open a batch without room for it (unless nothing
+    /// else is held); a record that fits within an open batch's room costs nothing more than
+    /// its `record_overhead` (with none, it is always taken).
     pub buffer_memory: usize,
     /// Memory a driver holds for each accepted record outside the producer until it
     /// resolves (its completion: a channel, a callback), charged against `buffer.memory`

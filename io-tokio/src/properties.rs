@@ -734,7 +734,7 @@ impl CodecLevels {
 /// | `enable.idempotence` | `true` (the default) or `false`: no producer id, so a retry may duplicate a record and, with more than one request in flight, reorder it; `true` with `acks` `0` or `1` is refused, as in the Java client |
 /// | `linger.ms` (`queue.buffering.max.ms`) | how long a batch waits to fill |
 /// | `batch.size` | bytes per batch, measured as Kafka does (compressed estimate) |
-/// | `buffer.memory` (`queue.buffering.max.kbytes`, in KiB) | bytes of records held until they resolve; beyond it `send` waits |
+/// | `buffer.memory` (`queue.buffering.max.kbytes`, in KiB) | bytes of records held until they resolve (with the driver's own memory for each, about 140 B); beyond it `send` waits |
 /// | `max.request.size` (`message.max.bytes`) | the largest Produce request, so the largest record |
 /// | `max.in.flight.requests.per.connection` (`max.in.flight`) | 1..=5, also the per-partition bound across connections |
 /// | `request.timeout.ms` | a request unanswered this long closes its connection |

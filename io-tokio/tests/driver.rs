@@ -1407,7 +1407,7 @@ async fn enqueue_many_answered_by_a_dead_driver_claims_nothing_it_cannot_know() 
 }
 
 /// Review finding: the driver's per-record memory (each pending record's outcome channel,
-/// about 130 B) was not charged against `buffer.memory`, so 1 MiB of it held about 36,500
+/// about 140 B) was not charged against `buffer.memory`, so 1 MiB of it held about 36,500
 /// records of 8 bytes (and the process 10 MiB). Now it is charged with each record.
 #[tokio::test(start_paused = true)]
 async fn tiny_records_are_bounded_by_buffer_memory_with_the_drivers_own_memory() {

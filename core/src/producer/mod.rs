@@ -211,8 +211,9 @@ impl Producer {
         self.pending_records
     }
 
-    /// Bytes charged against `buffer.memory`: the room of every batch held and the size of
-    /// every record waiting for metadata (see [`ProducerConfig::buffer_memory`]).
+    /// Bytes charged against `buffer.memory`: the room of every batch held, the size of every
+    /// record waiting for metadata, and every held record's `record_overhead` (see
+    /// [`ProducerConfig::buffer_memory`]).
     pub fn buffered_bytes(&self) -> usize {
         self.buffered_bytes
     }
