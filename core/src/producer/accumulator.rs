@@ -311,10 +311,8 @@ impl Producer {
     fn flush_for_memory(&mut self) {
         let last = self.next_record.checked_sub(1).map(RecordId);
         if last.is_some() && self.flush_upto < last {
-            self.flush_upto = last;
-            self.dirty = true;
+            self.flush_accepted();
             self.wakes.0 += 1;
-            self.mark_all_sendable();
         }
     }
 

@@ -271,6 +271,12 @@ impl Producer {
     /// Sends every record accepted so far without waiting for `linger.ms`.
     pub fn flush(&mut self, now: Instant) {
         self.advance(now);
+        self.flush_accepted();
+    }
+
+    /// Makes every record accepted so far sendable now, without waiting for `linger.ms`
+    /// ([`Self::flush`], and a refusal for `buffer.memory`).
+    fn flush_accepted(&mut self) {
         if self.next_record > 0 {
             self.flush_upto = Some(RecordId(self.next_record - 1));
         }
