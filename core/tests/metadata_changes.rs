@@ -1016,3 +1016,94 @@ fn a_topic_recreated_while_idle_without_topic_ids_is_used_again() {
         net.connects
     );
 }
+
+/// Two partitions, `leader` of each (-1: none).
+fn two_partitions(leaders: [i32; 2]) -> impl Fn(&mut MetadataResponse) {
+    move |m: &mut MetadataResponse| {
+        let p0 = m.topics[0].partitions[0].clone();
+        m.topics[0].partitions = (0..2)
+            .map(|i| MetadataPartition {
+                partition_index: i,
+                leader_id: leaders[i as usize],
+                ..p0.clone()
+            })
+            .collect();
+    }
+}
+
+/// Records without a key or partition are not placed on a partition without a leader while
+/// another has one (Java's built-in partitioner and librdkafka choose among available
+/// partitions). Before, the sticky partition stayed on the leaderless partition 0 and all
+/// five records timed out there, though partition 1 could take them.
+#[test]
+fn keyless_records_go_to_a_partition_with_a_leader() {
+    let mut net = Net::new();
+    let meta = two_partitions([-1, 1]);
+    // The topic is learned first (a record for partition 1).
+    net.h
+        .p
+        .send(net.h.now, Record::new(TOPIC, "x").with_partition(1))
+        .unwrap();
+    net.run(3, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 0);
+    let before = net.h.events.len();
+    for i in 0..5 {
+        let r = Record::new(TOPIC, format!("keyless {i}"));
+        net.h.p.send(net.h.now, r).unwrap();
+    }
+    net.run(700, &meta, &mut |_| None);
+    let failed = (net.h.events.iter())
+        .filter(|e| matches!(e, Event::Failed { .. }))
+        .count();
+    assert_eq!(
+        failed, 0,
+        "keyless records failed while partition 1 had a leader"
+    );
+    let parts: Vec<i32> = (deliveries(&net.h.events[before..]).iter())
+        .map(|d| d.1)
+        .collect();
+    assert_eq!(parts, vec![1; 5], "every keyless record on partition 1");
+}
+
+/// With batches leaving before they fill (`linger.ms` 0, one record at a time), the sticky
+/// partition still moves on after `batch.size` bytes (KIP-794). Before, it moved only when
+/// an open batch filled, so at low traffic every keyless record went to one partition.
+#[test]
+fn the_sticky_partition_moves_on_after_batch_size_bytes_in_unfilled_batches() {
+    let mut net = Net::with(|c| {
+        c.linger = Duration::ZERO;
+        c.batch_size = 4096;
+    });
+    let meta = two_partitions([1, 1]);
+    net.h
+        .p
+        .send(net.h.now, Record::new(TOPIC, "x").with_partition(1))
+        .unwrap();
+    net.run(3, &meta, &mut |_| None);
+    let before = net.h.events.len();
+    let value = "v".repeat(1000);
+    for _ in 0..12 {
+        net.h
+            .p
+            .send(net.h.now, Record::new(TOPIC, value.clone()))
+            .unwrap();
+        net.run(1, &meta, &mut |_| None);
+        assert_eq!(
+            net.pending(),
+            0,
+            "each record leaves alone, before the next"
+        );
+    }
+    let parts: Vec<i32> = (deliveries(&net.h.events[before..]).iter())
+        .map(|d| d.1)
+        .collect();
+    // About 1,010 bytes each: the fifth passes 4,096, and the sixth goes elsewhere.
+    let first = parts[0];
+    let run = parts.iter().take_while(|&&p| p == first).count();
+    assert_eq!(run, 5, "records per sticky partition: {parts:?}");
+    assert_eq!(
+        parts[5..10],
+        [1 - first; 5],
+        "then the other partition: {parts:?}"
+    );
+}

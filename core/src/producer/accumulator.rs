@@ -1,6 +1,6 @@
 //! The record accumulator: what `send` accepts (topic name, partition, `max.request.size`,
 //! `buffer.memory`), records waiting for their topic's metadata, partition choice (explicit,
-//! murmur2 by key, sticky per KIP-480) and batching: a record joins its partition's open
+//! murmur2 by key, sticky per KIP-480 and KIP-794) and batching: a record joins its partition's open
 //! batch while it has room under `batch.size`, measured compressed by the topic's ratio
 //! estimate (which learns from each batch sealed); otherwise a new batch opens. Sequences are
 //! not assigned here: a batch is sealed only at its first transmission (P1,
@@ -137,6 +137,10 @@ pub(super) struct Topic {
     pub(super) count: usize,
     pub(super) pending: VecDeque<PendingRecord>,
     pub(super) sticky: i32,
+    /// Bytes of keyless records appended to the sticky partition since it was chosen: it
+    /// moves on once they reach `batch.size` even when batches leave before they fill
+    /// (`linger.ms` 0, low traffic), as Java's built-in partitioner does (KIP-794).
+    pub(super) sticky_bytes: usize,
     /// Metadata says the topic does not exist: the code, while it keeps saying so.
     pub(super) missing: Option<ErrorCode>,
     /// The compression of this topic's batches, and Kafka's estimate of its ratio.
@@ -155,6 +159,38 @@ pub(super) struct Topic {
 }
 
 impl Topic {
+    /// Moves the sticky partition on to the next partition with a known leader (any next
+    /// one if none has one): records without a key or partition are not placed where
+    /// nothing can send them while another partition could (as Java and librdkafka choose
+    /// among available partitions).
+    pub(super) fn move_sticky(&mut self) {
+        let n = self.count;
+        self.sticky_bytes = 0;
+        if n == 0 {
+            return;
+        }
+        let from = self.sticky.rem_euclid(n as i32) as usize;
+        let next = (1..=n)
+            .map(|k| (from + k) % n)
+            .find(|&i| self.partitions.get(i).is_some_and(|p| p.leader.is_some()))
+            .unwrap_or((from + 1) % n);
+        self.sticky = next as i32;
+    }
+
+    /// After a metadata answer: a sticky partition left without a leader gives way to one
+    /// with a leader.
+    pub(super) fn sticky_to_a_leader(&mut self) {
+        let n = self.count;
+        if n == 0 {
+            return;
+        }
+        let at = self.sticky.rem_euclid(n as i32) as usize;
+        let leaderless = self.partitions.get(at).is_none_or(|p| p.leader.is_none());
+        if leaderless && self.partitions[..n].iter().any(|p| p.leader.is_some()) {
+            self.move_sticky();
+        }
+    }
+
     /// Whether a record of this topic is still in the producer: waiting for metadata or in a
     /// partition's batches (queued, in flight or awaiting a retry).
     pub(super) fn holds_records(&self) -> bool {
@@ -328,6 +364,7 @@ impl Producer {
                     count: 0,
                     pending: VecDeque::new(),
                     sticky: 0,
+                    sticky_bytes: 0,
                     missing: None,
                     compression: self.cfg.compression_for(name),
                     ratio: RatioEstimate::default(),
@@ -390,7 +427,9 @@ impl Producer {
     }
 
     /// Appends a record to its partition's open batch, opening a new batch when the open one
-    /// is full. The sticky partition moves on when a new batch is opened for it (KIP-480).
+    /// is full. The sticky partition moves on when a new batch is opened for it after its
+    /// open batch filled (KIP-480), or after `batch.size` bytes in batches that left unfilled
+    /// (KIP-794), to a partition with a leader.
     /// `charged` is what the record was charged against `buffer.memory` while it waited for
     /// metadata (0 if it did not): released, as the batch's charge replaces it.
     /// `payload` is the record's [`record_payload_len`].
@@ -427,6 +466,11 @@ impl Producer {
         // the append.
         let body = placed.body;
         let fits = body.is_some();
+        let keyless = record.key.is_none() && record.partition.is_none();
+        if keyless {
+            t.sticky_bytes += payload;
+        }
+        let mut move_sticky = false;
         if !fits {
             let had_open = if let Some(b) = p.batches.back_mut() {
                 let open = b.state == BatchState::Open;
@@ -450,10 +494,11 @@ impl Producer {
             }
             p.batches.push_back(batch);
             *next_batch += 1;
-            if had_open && record.key.is_none() && record.partition.is_none() && n > 0 {
-                t.sticky = (t.sticky + 1) % n;
-            }
+            // The sticky partition moves on when its open batch filled, or once it took
+            // `batch.size` bytes in batches that left before filling.
+            move_sticky = keyless && (had_open || t.sticky_bytes >= batch_size);
         }
+
         let b = p.batches.back_mut().expect("just ensured");
         let builder = b.builder.as_mut().expect("open batch has a builder");
         let body = match body {
@@ -473,6 +518,9 @@ impl Producer {
         self.buffered_bytes = self.buffered_bytes + placed.charge - charged;
         if full {
             b.state = BatchState::Ready;
+        }
+        if move_sticky {
+            self.topics[ti].move_sticky();
         }
         // Only a new batch or a full one changes what the index holds for the partition.
         if full || !fits {

@@ -260,6 +260,7 @@ impl Producer {
                 p.leader_epoch = -1;
                 p.stale_leader = false;
             }
+            self.topics[ti].sticky_to_a_leader();
             for pi in 0..self.topics[ti].partitions.len() {
                 if recreated {
                     self.request_bump_for(ti, pi);
