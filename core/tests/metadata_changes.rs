@@ -594,7 +594,8 @@ fn an_answer_naming_a_retired_topic_id_is_stale() {
     net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 3, &id(2));
     assert_eq!(net.pending(), 0);
     assert_eq!(net.bumps(), 1);
-    // A lagging broker names id 1 again, on every connection: nothing changes hands.
+    // A lagging broker names id 1 again, on every connection, for less than
+    // `retry.backoff.max.ms`: nothing changes hands.
     net.send("c");
     net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 3, &id(1));
     assert_eq!(net.bumps(), 1, "no bump for the retired id");
@@ -1106,4 +1107,45 @@ fn the_sticky_partition_moves_on_after_batch_size_bytes_in_unfilled_batches() {
         [1 - first; 5],
         "then the other partition: {parts:?}"
     );
+}
+
+/// Topic ids carry no order: the producer first learns the topic from an up-to-date broker
+/// (id 2), then one answer comes from a broker that lags and still knows the deleted topic
+/// (id 1), which is taken as the topic created again. When every answer names id 2 from then
+/// on, id 2 is taken back once they have for `retry.backoff.max.ms`. Before, id 2 stayed
+/// retired: every answer about the live topic was stale for the producer's life, and its
+/// records timed out.
+#[test]
+fn a_retired_topic_id_that_every_answer_names_is_taken_back() {
+    let mut net = Net::new();
+    let id = |v: u8| move |m: &mut MetadataResponse| m.topics[0].topic_id = [v; 16];
+    net.send("a");
+    net.run(3, &id(2), &mut |_| None);
+    assert_eq!(net.pending(), 0, "a delivered");
+    // One answer from the lagging broker.
+    net.send("b");
+    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 3, &id(1));
+    assert_eq!(net.pending(), 0, "b delivered");
+    let bumps = net.bumps();
+    // Every broker names id 2 again; the leader refuses once, so a fresh answer is needed.
+    net.send("c");
+    let asked = net.asked.len();
+    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 30, &id(2));
+    assert_eq!(net.pending(), 0, "c delivered");
+    assert_eq!(
+        net.bumps(),
+        bumps + 1,
+        "one bump: id 2's partitions start over"
+    );
+    assert!(
+        net.asked.len() - asked <= 15,
+        "metadata asked {} times: polled while id 2 was retired, not after",
+        net.asked.len() - asked
+    );
+    // Id 1 is retired now: the lagging broker's answer is stale again, and changes nothing.
+    net.send("d");
+    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 2, &id(1));
+    net.run(3, &id(2), &mut |_| None);
+    assert_eq!(net.pending(), 0, "d delivered");
+    assert_eq!(net.bumps(), bumps + 1, "no bump for the stale answer");
 }

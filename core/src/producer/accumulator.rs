@@ -152,6 +152,11 @@ pub(super) struct Topic {
     /// The ids of earlier topics of this name: an answer naming one comes from a broker
     /// that has not yet learned of the new topic, and is stale.
     pub(super) retired: Vec<[u8; 16]>,
+    /// Since when every answer about the topic has named one of `retired` (none its current
+    /// id): the order in which ids were learned may be wrong (topic ids carry no order, and a
+    /// lagging broker's answer may be the newer one to arrive), so a retired id that every
+    /// answer keeps naming for `retry.backoff.max.ms` is taken back.
+    pub(super) retired_named: Option<Instant>,
     /// A record was sent to the topic (or it held records) since the last idle sweep.
     pub(super) used: bool,
     /// Left out of metadata requests: unused for a whole `metadata.max.idle.ms` period.
@@ -370,6 +375,7 @@ impl Producer {
                     ratio: RatioEstimate::default(),
                     id: [0; 16],
                     retired: Vec::new(),
+                    retired_named: None,
                     used: true,
                     idle: false,
                 });

@@ -176,14 +176,25 @@ impl Producer {
                 incomplete = true;
                 continue;
             }
+            let (now, settle) = (self.now, self.cfg.retry_backoff_max);
             let topic = &mut self.topics[ti];
             topic.missing = None;
             // An earlier topic of this name: the answer comes from a broker that has not yet
-            // learned of the new one, and is stale.
+            // learned of the new one, and is stale ...
             if topic.retired.contains(&t.topic_id) {
-                incomplete = true; // ask another connection
-                continue;
+                let since = *topic.retired_named.get_or_insert(now);
+                if now < since + settle {
+                    incomplete = true; // ask another connection
+                    continue;
+                }
+                // ... unless every answer has named it for `retry.backoff.max.ms`: then the
+                // answer that retired it was the lagging one (ids carry no order: a lagging
+                // broker's old id can arrive after the new one). Taken back, and the id it
+                // replaced is retired in turn, below; else the topic would be stuck for the
+                // producer's life.
+                topic.retired.retain(|id| *id != t.topic_id);
             }
+            topic.retired_named = None;
             // A topic deleted and created again under its name (a new id) starts over: its
             // leader epochs restart from 0, so the old ones must not make every answer look
             // stale (KIP-320), and its partitions hold no state for this producer, so each
