@@ -147,6 +147,22 @@ impl Producer {
         }
     }
 
+    /// Drops the current identity and asks for a new producer id after the backoff (which
+    /// grows while identities keep being refused, so that a broker refusing each of them is
+    /// not asked in a tight loop).
+    pub(super) fn retake_producer_id(&mut self) {
+        self.set_identity(None);
+        self.refused_ids = self.refused_ids.saturating_add(1);
+        self.pid_retry_at = Some(
+            self.now
+                + backoff_delay(
+                    self.cfg.retry_backoff,
+                    self.cfg.retry_backoff_max,
+                    self.refused_ids,
+                ),
+        );
+    }
+
     /// PRODUCER_FENCED for batch `i`: Tansu refuses a client-side epoch bump, so from now on
     /// the producer takes a new id instead of bumping, and drops the identity the batch was
     /// refused under if it is still the current one.

@@ -113,6 +113,9 @@ pub struct Producer {
     pid_request: Option<ConnId>,
     pid_retry_at: Option<Instant>,
     pid_failures: u32,
+    /// Producer ids the broker refused outright (UNKNOWN_PRODUCER_ID at sequence 0) since a
+    /// batch was last acknowledged: the backoff before asking for the next grows with it.
+    refused_ids: u32,
     bump_refused: bool,
     metadata: MetadataState,
     buffered_bytes: usize,
@@ -182,6 +185,7 @@ impl Producer {
             pid_request: None,
             pid_retry_at: None,
             pid_failures: 0,
+            refused_ids: 0,
             bump_refused: false,
             metadata: MetadataState::default(),
             buffered_bytes: 0,

@@ -131,6 +131,10 @@ impl Producer {
         let topic = self.topics[ti].name.clone();
         let p = &mut self.topics[ti].partitions[pi];
         let Some(b) = p.batches.remove(i) else { return };
+        // An identity the broker took: refusals of earlier ones no longer slow the next.
+        if self.refused_ids > 0 && b.seq.is_some() {
+            self.refused_ids = 0;
+        }
         if let Some((identity, base)) = b.seq {
             if Some(identity) == p.bound {
                 let last_seq =

@@ -305,6 +305,18 @@ impl Producer {
             // of this batch is in its log: an earlier attempt whose answer was lost did not
             // land (state is only lost after producer.id.expiration.ms of idleness, §A.4).
             self.topics[ti].partitions[pi].batches[i].maybe_persisted = false;
+            // Refused at sequence 0, the start of an identity on the partition: the broker
+            // takes no batch under this producer id at all (Tansu, restarted without its
+            // state, answers so to every epoch of it; Kafka accepts an unknown producer at
+            // sequence 0), so a local epoch bump cannot help and only met the same answer,
+            // thousands of times a second until the epoch ran out. A new producer id is
+            // asked for instead, after the backoff.
+            let b = &self.topics[ti].partitions[pi].batches[i];
+            if let Some((id, 0)) = b.seq {
+                if self.identity == Some(id) {
+                    self.retake_producer_id();
+                }
+            }
         }
         let p = &self.topics[ti].partitions[pi];
         if explained || p.batches[i].maybe_persisted || p.batches[i].overtaken {
