@@ -73,6 +73,7 @@ pub struct Tansu {
     child: Child,
     binary: PathBuf,
     port: u16,
+    advertised_port: u16,
     dir: PathBuf,
     log: PathBuf,
 }
@@ -129,6 +130,7 @@ impl Tansu {
                 child,
                 binary: binary.clone(),
                 port,
+                advertised_port: advertised_port.unwrap_or(port),
                 dir,
                 log,
             };
@@ -166,6 +168,22 @@ impl Tansu {
                 )));
             }
             std::thread::sleep(PROBE_PAUSE);
+        }
+    }
+
+    /// Kills the broker (SIGKILL) and starts it again on the same port, with fresh memory
+    /// storage: it forgets every topic, record and producer. Its earlier log is kept beside
+    /// the new one.
+    ///
+    /// # Panics
+    /// If it does not accept connections again within 15 s (the message carries its log).
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::rename(&self.log, self.log.with_extension("log.before-restart"));
+        self.child = spawn_broker(&self.binary, self.port, self.advertised_port, &self.log);
+        if let Err(Startup::Exited(msg) | Startup::TimedOut(msg)) = self.wait_ready() {
+            panic!("Tansu did not come back after a restart: {msg}");
         }
     }
 
