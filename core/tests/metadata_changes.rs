@@ -1149,3 +1149,34 @@ fn a_retired_topic_id_that_every_answer_names_is_taken_back() {
     assert_eq!(net.pending(), 0, "d delivered");
     assert_eq!(net.bumps(), bumps + 1, "no bump for the stale answer");
 }
+
+/// The take-back needs answers naming the retired id without a break: one stale answer, two
+/// seconds of answers saying the topic is missing, then one more stale answer change nothing.
+/// (A review found the first version taking the old id back there, with a bump: its clock
+/// ran on across the answers in between.)
+#[test]
+fn answers_between_two_stale_ones_keep_a_retired_id_retired() {
+    let mut net = Net::new();
+    let id = |v: u8| move |m: &mut MetadataResponse| m.topics[0].topic_id = [v; 16];
+    net.send("a");
+    net.run(3, &id(1), &mut |_| None);
+    net.send("b");
+    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 3, &id(2));
+    assert_eq!(net.pending(), 0);
+    assert_eq!(net.bumps(), 1);
+    net.send("c");
+    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 1, &id(1));
+    assert_eq!(net.bumps(), 1, "one stale answer");
+    let missing = |m: &mut MetadataResponse| {
+        m.topics[0].error_code = ErrorCode::UnknownTopicOrPartition.as_i16();
+        m.topics[0].partitions.clear();
+    };
+    let asked = net.asked.len();
+    net.run(10, &missing, &mut |_| None);
+    assert!(net.asked.len() - asked >= 5, "answers in between");
+    net.run(1, &id(1), &mut |_| None);
+    assert_eq!(net.bumps(), 1, "id 1 stays retired");
+    net.run(3, &id(2), &mut |_| None);
+    assert_eq!(net.pending(), 0, "c delivered under id 2");
+    assert_eq!(net.bumps(), 1);
+}

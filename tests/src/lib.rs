@@ -74,6 +74,7 @@ pub struct Tansu {
     binary: PathBuf,
     port: u16,
     advertised_port: u16,
+    restarts: u32,
     dir: PathBuf,
     log: PathBuf,
 }
@@ -131,6 +132,7 @@ impl Tansu {
                 binary: binary.clone(),
                 port,
                 advertised_port: advertised_port.unwrap_or(port),
+                restarts: 0,
                 dir,
                 log,
             };
@@ -180,7 +182,11 @@ impl Tansu {
     pub fn restart(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::rename(&self.log, self.log.with_extension("log.before-restart"));
+        self.restarts += 1;
+        let kept = self
+            .log
+            .with_extension(format!("log.before-restart-{}", self.restarts));
+        let _ = std::fs::rename(&self.log, kept);
         self.child = spawn_broker(&self.binary, self.port, self.advertised_port, &self.log);
         if let Err(Startup::Exited(msg) | Startup::TimedOut(msg)) = self.wait_ready() {
             panic!("Tansu did not come back after a restart: {msg}");

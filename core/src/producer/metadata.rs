@@ -94,6 +94,7 @@ impl Producer {
                     let holds = t.holds_records();
                     if !t.used && !holds {
                         t.idle = true;
+                        t.retired_named = None;
                     }
                     t.used = holds;
                 }
@@ -166,6 +167,8 @@ impl Producer {
                 // An unknown topic may be a flap or still being created: its records wait up
                 // to `max.block.ms` (see `expire_deliveries`).
                 self.topics[ti].missing = Some(code);
+                // Not an answer naming a retired id: a take-back needs them unbroken.
+                self.topics[ti].retired_named = None;
                 continue;
             }
             // A partition listed twice makes the answer corrupt (the partition count is the
@@ -174,6 +177,7 @@ impl Producer {
             indexes.sort_unstable();
             if indexes.windows(2).any(|w| w[0] == w[1]) {
                 incomplete = true;
+                self.topics[ti].retired_named = None;
                 continue;
             }
             let (now, settle) = (self.now, self.cfg.retry_backoff_max);
@@ -191,7 +195,8 @@ impl Producer {
                 // answer that retired it was the lagging one (ids carry no order: a lagging
                 // broker's old id can arrive after the new one). Taken back, and the id it
                 // replaced is retired in turn, below; else the topic would be stuck for the
-                // producer's life.
+                // producer's life. (While answers keep alternating between the two ids, the
+                // one taken first stays: until the lagging broker catches up.)
                 topic.retired.retain(|id| *id != t.topic_id);
             }
             topic.retired_named = None;

@@ -132,7 +132,7 @@ impl Producer {
         let p = &mut self.topics[ti].partitions[pi];
         let Some(b) = p.batches.remove(i) else { return };
         // An identity the broker took: refusals of earlier ones no longer slow the next.
-        if self.refused_ids > 0 && b.seq.is_some() {
+        if self.refused_ids > 0 && b.seq.is_some_and(|(id, _)| Some(id) == self.identity) {
             self.refused_ids = 0;
         }
         if let Some((identity, base)) = b.seq {
