@@ -1180,3 +1180,34 @@ fn answers_between_two_stale_ones_keep_a_retired_id_retired() {
     assert_eq!(net.pending(), 0, "c delivered under id 2");
     assert_eq!(net.bumps(), 1);
 }
+
+/// Without topic ids (Metadata below v10), a topic deleted and created again while in use
+/// starts its leader epochs over: the first answer after the topic was reported gone is
+/// taken whatever its epochs. Before, the old epoch (5) made every answer about the new
+/// topic (epoch 0) stale for the producer's life, and its records timed out (a review).
+#[test]
+fn a_topic_recreated_in_use_without_topic_ids_is_used_again() {
+    let mut net = Net::new();
+    let epoch = |e: i32| move |m: &mut MetadataResponse| m.topics[0].partitions[0].leader_epoch = e;
+    net.send("a");
+    net.run(3, &epoch(5), &mut |_| None);
+    assert_eq!(net.pending(), 0, "a delivered");
+    let gone = |m: &mut MetadataResponse| {
+        m.topics[0].error_code = ErrorCode::UnknownTopicOrPartition.as_i16();
+        m.topics[0].partitions.clear();
+    };
+    net.send("b");
+    net.run_refusing_first(ErrorCode::UnknownTopicOrPartition, 3, &gone);
+    assert_eq!(net.pending(), 1, "b waits while the topic is gone");
+    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 30, &epoch(0));
+    assert_eq!(net.pending(), 0, "b delivered to the new topic");
+    // The guard is back for later answers: after epoch 2, one with epoch 1 is stale.
+    net.send("c");
+    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 3, &epoch(2));
+    assert_eq!(net.pending(), 0, "c delivered");
+    net.send("d");
+    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 3, &epoch(1));
+    assert_eq!(net.pending(), 1, "d waits: epoch 1 is stale");
+    net.run(3, &epoch(2), &mut |_| None);
+    assert_eq!(net.pending(), 0, "d delivered");
+}

@@ -182,6 +182,13 @@ impl Producer {
             }
             let (now, settle) = (self.now, self.cfg.retry_backoff_max);
             let topic = &mut self.topics[ti];
+            // Without topic ids, a topic reported gone may have been deleted and created
+            // again, its leader epochs starting over from 0: the first answer after is taken
+            // whatever its epochs (a lagging broker's, if that is what it was, costs a
+            // NOT_LEADER_OR_FOLLOWER and a fresh answer; with the old epochs kept, the new
+            // topic's answers looked stale for the producer's life).
+            let epochs_restart =
+                topic.missing == Some(ErrorCode::UnknownTopicOrPartition) && t.topic_id == [0; 16];
             topic.missing = None;
             // An earlier topic of this name: the answer comes from a broker that has not yet
             // learned of the new one, and is stale ...
@@ -246,11 +253,15 @@ impl Producer {
                     incomplete = true;
                     continue;
                 };
-                if mp.leader_epoch >= 0 && mp.leader_epoch < p.leader_epoch {
+                if mp.leader_epoch >= 0 && mp.leader_epoch < p.leader_epoch && !epochs_restart {
                     incomplete = true; // stale metadata (KIP-320): ask again
                     continue;
                 }
-                p.leader_epoch = mp.leader_epoch.max(p.leader_epoch);
+                p.leader_epoch = if epochs_restart {
+                    mp.leader_epoch
+                } else {
+                    mp.leader_epoch.max(p.leader_epoch)
+                };
                 p.stale_leader = false;
                 p.leader = (mp.leader_id >= 0).then_some(mp.leader_id);
                 // No leader, or one the answer did not list among the brokers (no address to
