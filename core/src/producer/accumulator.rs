@@ -157,6 +157,12 @@ pub(super) struct Topic {
     /// lagging broker's answer may be the newer one to arrive), so a retired id that every
     /// answer keeps naming for `retry.backoff.max.ms` is taken back.
     pub(super) retired_named: Option<Instant>,
+    /// Without topic ids: an answer said the topic is gone (UNKNOWN_TOPIC_OR_PARTITION), and
+    /// no answer since confirmed its partitions' leader epochs; lower ones may be a topic
+    /// created again (epochs from 0) and are believed once answers keep reporting them, from
+    /// `lower_epochs_since`, for `retry.backoff.max.ms`.
+    pub(super) gone_without_id: bool,
+    pub(super) lower_epochs_since: Option<Instant>,
     /// A record was sent to the topic (or it held records) since the last idle sweep.
     pub(super) used: bool,
     /// Left out of metadata requests: unused for a whole `metadata.max.idle.ms` period.
@@ -376,6 +382,8 @@ impl Producer {
                     id: [0; 16],
                     retired: Vec::new(),
                     retired_named: None,
+                    gone_without_id: false,
+                    lower_epochs_since: None,
                     used: true,
                     idle: false,
                 });

@@ -167,6 +167,11 @@ impl Producer {
                 // An unknown topic may be a flap or still being created: its records wait up
                 // to `max.block.ms` (see `expire_deliveries`).
                 self.topics[ti].missing = Some(code);
+                let topic = &mut self.topics[ti];
+                if code == ErrorCode::UnknownTopicOrPartition && topic.id == [0; 16] {
+                    topic.gone_without_id = true;
+                    topic.lower_epochs_since = None;
+                }
                 // Not an answer naming a retired id: a take-back needs them unbroken.
                 self.topics[ti].retired_named = None;
                 continue;
@@ -182,13 +187,6 @@ impl Producer {
             }
             let (now, settle) = (self.now, self.cfg.retry_backoff_max);
             let topic = &mut self.topics[ti];
-            // Without topic ids, a topic reported gone may have been deleted and created
-            // again, its leader epochs starting over from 0: the first answer after is taken
-            // whatever its epochs (a lagging broker's, if that is what it was, costs a
-            // NOT_LEADER_OR_FOLLOWER and a fresh answer; with the old epochs kept, the new
-            // topic's answers looked stale for the producer's life).
-            let epochs_restart =
-                topic.missing == Some(ErrorCode::UnknownTopicOrPartition) && t.topic_id == [0; 16];
             topic.missing = None;
             // An earlier topic of this name: the answer comes from a broker that has not yet
             // learned of the new one, and is stale ...
@@ -243,6 +241,31 @@ impl Producer {
             if shrunk || count > topic.count {
                 topic.count = count;
             }
+            // Without topic ids, a topic reported gone may have been deleted and created
+            // again, its leader epochs starting over from 0 (else its answers would look stale
+            // for the producer's life); or the broker that said so had not yet learned of it,
+            // and the next answer comes from one that lags. Lower epochs after such an answer
+            // are believed only once answers keep reporting them, without a break, for
+            // `retry.backoff.max.ms`: then every partition's epochs start over.
+            if topic.gone_without_id {
+                let lower = t.partitions.iter().any(|mp| {
+                    (usize::try_from(mp.partition_index).ok())
+                        .and_then(|i| topic.partitions.get(i))
+                        .is_some_and(|p| mp.leader_epoch >= 0 && mp.leader_epoch < p.leader_epoch)
+                });
+                let confirmed = lower
+                    && topic.id == [0; 16]
+                    && now >= *topic.lower_epochs_since.get_or_insert(now) + settle;
+                if confirmed {
+                    for p in &mut topic.partitions {
+                        p.leader_epoch = -1;
+                    }
+                }
+                if !lower || confirmed || topic.id != [0; 16] {
+                    topic.gone_without_id = false;
+                    topic.lower_epochs_since = None;
+                }
+            }
             let (listed_count, count) = (count, topic.count);
             for mp in &t.partitions {
                 let Some(p) = usize::try_from(mp.partition_index)
@@ -253,15 +276,11 @@ impl Producer {
                     incomplete = true;
                     continue;
                 };
-                if mp.leader_epoch >= 0 && mp.leader_epoch < p.leader_epoch && !epochs_restart {
+                if mp.leader_epoch >= 0 && mp.leader_epoch < p.leader_epoch {
                     incomplete = true; // stale metadata (KIP-320): ask again
                     continue;
                 }
-                p.leader_epoch = if epochs_restart {
-                    mp.leader_epoch
-                } else {
-                    mp.leader_epoch.max(p.leader_epoch)
-                };
+                p.leader_epoch = mp.leader_epoch.max(p.leader_epoch);
                 p.stale_leader = false;
                 p.leader = (mp.leader_id >= 0).then_some(mp.leader_id);
                 // No leader, or one the answer did not list among the brokers (no address to
