@@ -22,6 +22,17 @@ fn record(v: &str) -> Record {
     Record::new(TOPIC, v.to_owned()).with_partition(0)
 }
 
+/// A metadata answer naming the topic by id `v` (sixteen bytes `v`).
+fn topic_id(v: u8) -> impl Fn(&mut MetadataResponse) {
+    move |m: &mut MetadataResponse| m.topics[0].topic_id = [v; 16]
+}
+
+/// A metadata answer saying the topic does not exist.
+fn topic_gone(m: &mut MetadataResponse) {
+    m.topics[0].error_code = ErrorCode::UnknownTopicOrPartition.as_i16();
+    m.topics[0].partitions.clear();
+}
+
 /// The producer and every connection it opened, each answered on its own.
 struct Net {
     h: Harness,
@@ -155,6 +166,17 @@ impl Net {
         self.run(rounds, meta, &mut |f| {
             (!std::mem::replace(&mut refused, true)).then(|| produce_error(f, code))
         })
+    }
+
+    /// Record a delivered under topic id 1, then the topic created again: the next refresh
+    /// (after a refusal) learns id 2, and b is delivered after one bump.
+    fn recreated_as_id_2(&mut self) {
+        self.send("a");
+        self.run(3, &topic_id(1), &mut |_| None);
+        self.send("b");
+        self.run_refusing_first(ErrorCode::NotLeaderOrFollower, 3, &topic_id(2));
+        assert_eq!(self.pending(), 0);
+        assert_eq!(self.bumps(), 1);
     }
 
     fn pending(&self) -> usize {
@@ -557,8 +579,7 @@ fn a_missing_topic_is_no_longer_polled_once_nothing_waits_for_it() {
     let asked = std::cell::Cell::new(0);
     let missing = |m: &mut MetadataResponse| {
         asked.set(asked.get() + 1);
-        m.topics[0].error_code = ErrorCode::UnknownTopicOrPartition.as_i16();
-        m.topics[0].partitions.clear();
+        topic_gone(m);
     };
     net.send("a");
     net.run(10, &missing, &mut |_| None);
@@ -590,21 +611,14 @@ fn a_missing_topic_is_no_longer_polled_once_nothing_waits_for_it() {
 #[test]
 fn an_answer_naming_a_retired_topic_id_is_stale() {
     let mut net = Net::new();
-    let id = |v: u8| move |m: &mut MetadataResponse| m.topics[0].topic_id = [v; 16];
-    net.send("a");
-    net.run(3, &id(1), &mut |_| None);
-    // Created again: the next refresh (after a refusal) learns id 2.
-    net.send("b");
-    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 3, &id(2));
-    assert_eq!(net.pending(), 0);
-    assert_eq!(net.bumps(), 1);
+    net.recreated_as_id_2();
     // A lagging broker names id 1 again, on every connection, for less than
     // `retry.backoff.max.ms`: nothing changes hands.
     net.send("c");
-    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 3, &id(1));
+    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 3, &topic_id(1));
     assert_eq!(net.bumps(), 1, "no bump for the retired id");
     assert_eq!(net.pending(), 1, "c waits for a fresh answer");
-    net.run(3, &id(2), &mut |_| None);
+    net.run(3, &topic_id(2), &mut |_| None);
     assert_eq!(net.pending(), 0, "c delivered");
     assert_eq!(net.bumps(), 1);
 }
@@ -1122,19 +1136,18 @@ fn the_sticky_partition_moves_on_after_batch_size_bytes_in_unfilled_batches() {
 #[test]
 fn a_retired_topic_id_that_every_answer_names_is_taken_back() {
     let mut net = Net::new();
-    let id = |v: u8| move |m: &mut MetadataResponse| m.topics[0].topic_id = [v; 16];
     net.send("a");
-    net.run(3, &id(2), &mut |_| None);
+    net.run(3, &topic_id(2), &mut |_| None);
     assert_eq!(net.pending(), 0, "a delivered");
     // One answer from the lagging broker.
     net.send("b");
-    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 3, &id(1));
+    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 3, &topic_id(1));
     assert_eq!(net.pending(), 0, "b delivered");
     let bumps = net.bumps();
     // Every broker names id 2 again; the leader refuses once, so a fresh answer is needed.
     net.send("c");
     let asked = net.asked.len();
-    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 30, &id(2));
+    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 30, &topic_id(2));
     assert_eq!(net.pending(), 0, "c delivered");
     assert_eq!(
         net.bumps(),
@@ -1148,8 +1161,8 @@ fn a_retired_topic_id_that_every_answer_names_is_taken_back() {
     );
     // Id 1 is retired now: the lagging broker's answer is stale again, and changes nothing.
     net.send("d");
-    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 2, &id(1));
-    net.run(3, &id(2), &mut |_| None);
+    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 2, &topic_id(1));
+    net.run(3, &topic_id(2), &mut |_| None);
     assert_eq!(net.pending(), 0, "d delivered");
     assert_eq!(net.bumps(), bumps + 1, "no bump for the stale answer");
 }
@@ -1161,26 +1174,16 @@ fn a_retired_topic_id_that_every_answer_names_is_taken_back() {
 #[test]
 fn answers_between_two_stale_ones_keep_a_retired_id_retired() {
     let mut net = Net::new();
-    let id = |v: u8| move |m: &mut MetadataResponse| m.topics[0].topic_id = [v; 16];
-    net.send("a");
-    net.run(3, &id(1), &mut |_| None);
-    net.send("b");
-    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 3, &id(2));
-    assert_eq!(net.pending(), 0);
-    assert_eq!(net.bumps(), 1);
+    net.recreated_as_id_2();
     net.send("c");
-    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 1, &id(1));
+    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 1, &topic_id(1));
     assert_eq!(net.bumps(), 1, "one stale answer");
-    let missing = |m: &mut MetadataResponse| {
-        m.topics[0].error_code = ErrorCode::UnknownTopicOrPartition.as_i16();
-        m.topics[0].partitions.clear();
-    };
     let asked = net.asked.len();
-    net.run(10, &missing, &mut |_| None);
+    net.run(10, &topic_gone, &mut |_| None);
     assert!(net.asked.len() - asked >= 5, "answers in between");
-    net.run(1, &id(1), &mut |_| None);
+    net.run(1, &topic_id(1), &mut |_| None);
     assert_eq!(net.bumps(), 1, "id 1 stays retired");
-    net.run(3, &id(2), &mut |_| None);
+    net.run(3, &topic_id(2), &mut |_| None);
     assert_eq!(net.pending(), 0, "c delivered under id 2");
     assert_eq!(net.bumps(), 1);
 }
@@ -1196,12 +1199,8 @@ fn a_topic_recreated_in_use_without_topic_ids_is_used_again() {
     net.send("a");
     net.run(3, &epoch(5), &mut |_| None);
     assert_eq!(net.pending(), 0, "a delivered");
-    let gone = |m: &mut MetadataResponse| {
-        m.topics[0].error_code = ErrorCode::UnknownTopicOrPartition.as_i16();
-        m.topics[0].partitions.clear();
-    };
     net.send("b");
-    net.run_refusing_first(ErrorCode::UnknownTopicOrPartition, 3, &gone);
+    net.run_refusing_first(ErrorCode::UnknownTopicOrPartition, 3, &topic_gone);
     assert_eq!(net.pending(), 1, "b waits while the topic is gone");
     net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 30, &epoch(0));
     assert_eq!(net.pending(), 0, "b delivered to the new topic");

@@ -1,9 +1,9 @@
 //! The record accumulator: what `send` accepts (topic name, partition, `max.request.size`,
 //! `buffer.memory`), records waiting for their topic's metadata, partition choice (explicit,
-//! murmur2 by key, sticky per KIP-480 and KIP-794) and batching: a record joins its partition's open
-//! batch while it has room under `batch.size`, measured compressed by the topic's ratio
-//! estimate (which learns from each batch sealed); otherwise a new batch opens. Sequences are
-//! not assigned here: a batch is sealed only at its first transmission (P1,
+//! murmur2 by key, sticky per KIP-480 and KIP-794) and batching: a record joins its
+//! partition's open batch while it has room under `batch.size`, measured compressed by the
+//! topic's ratio estimate (which learns from each batch sealed); otherwise a new batch opens.
+//! Sequences are not assigned here: a batch is sealed only at its first transmission (P1,
 //! `partition.rs`).
 
 use std::collections::VecDeque;
@@ -512,7 +512,6 @@ impl Producer {
             // `batch.size` bytes in batches that left before filling.
             move_sticky = keyless && (had_open || t.sticky_bytes >= batch_size);
         }
-
         let b = p.batches.back_mut().expect("just ensured");
         let builder = b.builder.as_mut().expect("open batch has a builder");
         let body = match body {

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::connections::Target;
 use super::requests::RequestKind;
@@ -166,14 +166,14 @@ impl Producer {
                 }
                 // An unknown topic may be a flap or still being created: its records wait up
                 // to `max.block.ms` (see `expire_deliveries`).
-                self.topics[ti].missing = Some(code);
                 let topic = &mut self.topics[ti];
+                topic.missing = Some(code);
                 if code == ErrorCode::UnknownTopicOrPartition && topic.id == [0; 16] {
                     topic.gone_without_id = true;
                     topic.lower_epochs_since = None;
                 }
                 // Not an answer naming a retired id: a take-back needs them unbroken.
-                self.topics[ti].retired_named = None;
+                topic.retired_named = None;
                 continue;
             }
             // A partition listed twice makes the answer corrupt (the partition count is the
@@ -191,8 +191,7 @@ impl Producer {
             // An earlier topic of this name: the answer comes from a broker that has not yet
             // learned of the new one, and is stale ...
             if topic.retired.contains(&t.topic_id) {
-                let since = *topic.retired_named.get_or_insert(now);
-                if now < since + settle {
+                if !settled(&mut topic.retired_named, now, settle) {
                     incomplete = true; // ask another connection
                     continue;
                 }
@@ -255,7 +254,7 @@ impl Producer {
                 });
                 let confirmed = lower
                     && topic.id == [0; 16]
-                    && now >= *topic.lower_epochs_since.get_or_insert(now) + settle;
+                    && settled(&mut topic.lower_epochs_since, now, settle);
                 if confirmed {
                     for p in &mut topic.partitions {
                         p.leader_epoch = -1;
@@ -404,4 +403,12 @@ impl Producer {
         }
         self.sync(ti, pi);
     }
+}
+
+/// Whether answers saying the same thing since `since` (started now if unset) have kept
+/// saying it for `settle`: what makes the producer believe an answer that contradicts what
+/// it knows (a retired topic id named again, lower leader epochs without topic ids). The
+/// caller resets `since` at any answer that breaks the run.
+fn settled(since: &mut Option<Instant>, now: Instant, settle: Duration) -> bool {
+    now >= *since.get_or_insert(now) + settle
 }
