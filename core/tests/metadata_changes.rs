@@ -45,6 +45,11 @@ struct Net {
     asked: Vec<Vec<String>>,
     /// The address of each connection.
     addr_of: BTreeMap<ConnId, String>,
+    /// A broker that hangs (SIGSTOP): requests on connections to this address are read and
+    /// never answered.
+    hung: Option<String>,
+    /// Produce requests the hung broker read.
+    swallowed: usize,
 }
 
 impl Net {
@@ -60,6 +65,8 @@ impl Net {
             lagging: None,
             asked: Vec::new(),
             addr_of: BTreeMap::new(),
+            hung: None,
+            swallowed: 0,
         }
     }
 
@@ -115,6 +122,10 @@ impl Net {
             self.drain();
             while let Some((conn, f)) = self.next_frame() {
                 let (key, version, corr) = api_of(&f);
+                if self.hung.is_some() && self.hung.as_ref() == self.addr_of.get(&conn) {
+                    self.swallowed += usize::from(key == api_key::PRODUCE);
+                    continue;
+                }
                 let h = &mut self.h;
                 let a = match key {
                     api_key::METADATA => {
@@ -1308,4 +1319,63 @@ fn review_alternating_unknown_and_stale_answers_keep_the_known_leader() {
     );
     assert_eq!(produced.1, 0, "no Produce to the stale leader");
     assert_eq!(net.pending(), 0, "every record delivered by node 1");
+}
+
+/// A leader that hangs (a paused process, a stalled disk) while the cluster moves its
+/// partition elsewhere. Its kernel still completes TCP connects, so a reconnect looks fine
+/// until its handshake times out too. Before, the producer learned the new leader only then,
+/// after a second `request.timeout.ms`; now the request timeout itself asks for metadata
+/// (as the Java client does), and the record is delivered by the new leader after one.
+/// `leaders` are the leader before and after the move (node 1 is "bench:9092", also the
+/// bootstrap address; node 2 is "other:9092"), `hung` the address that stops answering.
+fn hung_leader_moves(leaders: (i32, i32), hung: &str) {
+    let timeout = Duration::from_secs(2);
+    let mut net = Net::with(|c| c.request_timeout = timeout);
+    let moved = std::cell::Cell::new(false);
+    let meta = |m: &mut MetadataResponse| {
+        topic_on_two_nodes(m, 1, 1, 5);
+        let p = &mut m.topics[0].partitions[0];
+        (p.leader_id, p.leader_epoch) = if moved.get() {
+            (leaders.1, 6)
+        } else {
+            (leaders.0, 5)
+        };
+    };
+    net.send("a");
+    net.run(3, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 0, "a delivered by node {}", leaders.0);
+    assert!(net.addr_of.values().any(|a| a == hung));
+    net.hung = Some(hung.into());
+    moved.set(true);
+    let sent_at = net.h.now;
+    net.send("b");
+    let mut delivered_after = None;
+    for _ in 0..40 {
+        net.run(1, &meta, &mut |_| None);
+        if net.pending() == 0 {
+            delivered_after = Some(net.h.now - sent_at);
+            break;
+        }
+    }
+    let after = delivered_after.expect("b delivered by the new leader");
+    eprintln!("b delivered {after:?} after it was sent");
+    assert!(
+        after < timeout * 2,
+        "b waited {after:?}: more than one request timeout ({timeout:?}) and a few rounds"
+    );
+    assert_eq!(net.swallowed, 1, "b was sent to the hung leader once");
+}
+
+#[test]
+fn a_request_timeout_on_a_hung_leader_asks_who_leads_now() {
+    hung_leader_moves((2, 1), "other:9092");
+}
+
+/// The same with the hung leader also the bootstrap server: the idle bootstrap connection
+/// reaches the hung broker too, so the question goes to another node (a connection opened
+/// for it). A review probe on a 3-node Kafka saw the refresh sent on that bootstrap
+/// connection and hang there for a second `request.timeout.ms`.
+#[test]
+fn a_hung_leader_that_is_also_the_bootstrap_server_is_not_asked() {
+    hung_leader_moves((1, 2), "bench:9092");
 }

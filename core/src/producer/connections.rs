@@ -170,18 +170,22 @@ impl Producer {
             || reason == HANDSHAKE_FAILED)
             && reason != MOVED
             && reason != UNLISTED;
-        // A ready connection lost (a reset, a request timeout) is simply opened again: if
-        // the node is gone the connect fails and metadata is asked for then, and if it no
-        // longer leads it says so (NOT_LEADER_OR_FOLLOWER). The Java client refreshes at once
-        // on such a network error; doing so here grew the model's state space by 60 % and
-        // more for one saved reconnect.
-        if let (Target::Node(n), true) = (c.target, failed) {
-            // A leader that cannot be reached may no longer lead: ask who does (the Java
-            // client refreshes metadata on every failed connect).
+        // A leader that cannot be reached, or that let a request time out, may no longer
+        // lead: ask who does (as the Java client does after a failed connect or a request
+        // timeout). A paused or hung leader (SIGSTOP, a stalled disk) still completes TCP
+        // connects from its kernel, so waiting for the reconnect to fail would cost a second
+        // request timeout. A ready connection merely reset is opened again without asking:
+        // if the node is gone the connect fails, and if it no longer leads it says so
+        // (NOT_LEADER_OR_FOLLOWER); asking on every reset grew the model's state space by
+        // 60 % and more for one saved round trip.
+        if let (Target::Node(n), true) = (c.target, failed || reason == REQUEST_TIMEOUT) {
             let leads_something = self.index.0.leads_batches(Some(n));
             if leads_something {
                 self.metadata.needed = true;
             }
+        }
+        if let (Target::Node(n), REQUEST_TIMEOUT) = (c.target, reason) {
+            self.metadata.hung = Some(n);
         }
         let b = self.backoff.entry(c.target).or_insert(Backoff {
             until: self.now,
@@ -265,6 +269,31 @@ impl Producer {
         }
     }
 
+    /// [`Self::any_ready_conn`] while node `hung` is suspected: a ready connection to
+    /// another node (the least busy, other than `avoid` if another is ready), or `None` while
+    /// one is set up, opened here if need be; `None` from this function (no other node known
+    /// and reachable) falls back to the usual choice.
+    fn conn_away_from(&mut self, hung: i32, avoid: Option<ConnId>) -> Option<Option<ConnId>> {
+        let elsewhere = |c: &Conn| matches!(c.target, Target::Node(n) if n != hung);
+        let least_busy = |skip: Option<ConnId>| {
+            (self.conns.iter())
+                .filter(|(id, c)| c.state == ConnState::Ready && elsewhere(c) && Some(**id) != skip)
+                .min_by_key(|(_, c)| c.inflight.len())
+                .map(|(id, _)| *id)
+        };
+        if let Some(ready) = least_busy(avoid).or_else(|| least_busy(None)) {
+            return Some(Some(ready));
+        }
+        if self.conns.values().any(elsewhere) {
+            return Some(None); // one is being set up
+        }
+        let node = (self.brokers.iter())
+            .find(|(n, _)| **n != hung && self.target_ready(Target::Node(**n)))
+            .map(|(n, a)| (*n, a.clone()))?;
+        self.open_conn(Target::Node(node.0), node.1);
+        Some(None)
+    }
+
     pub(super) fn target_ready(&self, target: Target) -> bool {
         self.backoff
             .get(&target)
@@ -274,6 +303,11 @@ impl Producer {
     /// A ready connection for a request any broker can answer (the least busy, other than
     /// `avoid` if another is ready), or `None` after arranging one.
     pub(super) fn any_ready_conn(&mut self, avoid: Option<ConnId>) -> Option<ConnId> {
+        if let Some(hung) = self.metadata.hung {
+            if let Some(away) = self.conn_away_from(hung, avoid) {
+                return away;
+            }
+        }
         let least_busy = |skip: Option<ConnId>| {
             (self.conns.iter())
                 .filter(|(id, c)| c.state == ConnState::Ready && Some(**id) != skip)

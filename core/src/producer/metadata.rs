@@ -28,6 +28,11 @@ pub(super) struct MetadataState {
     /// another ready connection if there is one, since a lagging broker keeps answering
     /// stale (librdkafka also moves on to another broker).
     pub(super) avoid: Option<ConnId>,
+    /// A node that let a request time out and has not answered anything since: a hung broker
+    /// (paused, a stalled disk) still completes TCP connects from its kernel, so a request any
+    /// broker can answer goes to another node while one is known (the Java client too asks the
+    /// cluster's nodes, not a bootstrap connection that may reach the hung one).
+    pub(super) hung: Option<i32>,
     /// When the next sweep for idle topics is due (`metadata.max.idle.ms`), once a request
     /// has scheduled one.
     pub(super) idle_sweep_at: Option<Instant>,

@@ -335,6 +335,7 @@ impl Producer {
                 buf.clear();
                 return;
             };
+            let target = c.target;
             let frame = match c.decoder.decode(buf) {
                 Ok(Some(f)) => f,
                 Ok(None) => return,
@@ -344,6 +345,10 @@ impl Producer {
                     return;
                 }
             };
+            // A suspected node that answers is not hung.
+            if matches!(target, Target::Node(n) if self.metadata.hung == Some(n)) {
+                self.metadata.hung = None;
+            }
             if let Err(reason) = self.handle_frame(conn, frame) {
                 self.close_conn(conn, reason);
                 buf.clear();
