@@ -1379,3 +1379,50 @@ fn a_request_timeout_on_a_hung_leader_asks_who_leads_now() {
 fn a_hung_leader_that_is_also_the_bootstrap_server_is_not_asked() {
     hung_leader_moves((1, 2), "bench:9092");
 }
+
+/// From a review of the hung-leader change: the mark outlives the hang when the recovered
+/// node leads nothing (nothing connects to it, so nothing it answers clears the mark). The
+/// first version then steered every metadata request to the only other node's connection,
+/// even the one whose answers were stale (a lagging broker), and ignored a ready bootstrap
+/// connection to a healthy broker: `c` waited for ever (20 requests to node 2 in 20 rounds).
+#[test]
+fn review_a_stale_hung_mark_keeps_asking_a_lagging_broker() {
+    let timeout = Duration::from_secs(2);
+    let mut net = Net::with(|c| c.request_timeout = timeout);
+    let phase = std::cell::Cell::new(0);
+    let meta = |m: &mut MetadataResponse| {
+        topic_on_two_nodes(m, 1, 1, 5);
+        m.brokers[0].host = "one".into(); // node 1 is not the bootstrap server
+        let p = &mut m.topics[0].partitions[0];
+        (p.leader_id, p.leader_epoch) = match phase.get() {
+            0 => (1, 5),
+            1 => (2, 6),
+            _ => (1, 7),
+        };
+    };
+    net.send("a");
+    net.run(3, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 0, "a delivered by node 1");
+    net.hung = Some("one:9092".into()); // node 1 hangs; partition moves to node 2
+    phase.set(1);
+    net.send("b");
+    net.run(40, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 0, "b delivered by node 2");
+    net.hung = None; // node 1 recovers
+    net.run(20, &meta, &mut |_| None);
+    let node2 = (net.conns.keys().copied())
+        .find(|c| net.addr_of[c] == "other:9092")
+        .expect("node 2 conn");
+    net.lagging = Some(node2); // node 2's metadata lags; partition moves back to node 1
+    phase.set(2);
+    let asked_before = net.asked.len();
+    net.send("c");
+    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 20, &meta);
+    let asked = net.asked.len() - asked_before;
+    assert_eq!(
+        net.pending(),
+        0,
+        "c delivered after a fresh answer ({asked} requests)"
+    );
+    assert!(asked <= 3, "{asked} metadata requests");
+}

@@ -270,25 +270,30 @@ impl Producer {
     }
 
     /// [`Self::any_ready_conn`] while node `hung` is suspected: a ready connection to
-    /// another node (the least busy, other than `avoid` if another is ready), or `None` while
-    /// one is set up, opened here if need be; `None` from this function (no other node known
-    /// and reachable) falls back to the usual choice.
+    /// another node (the least busy, never `avoid`, the broker whose last answer was stale),
+    /// or `None` while one is set up, opened here if need be (to a node without a
+    /// connection); `None` from this function (no such node known and reachable) falls back to
+    /// the usual choice.
     fn conn_away_from(&mut self, hung: i32, avoid: Option<ConnId>) -> Option<Option<ConnId>> {
-        let elsewhere = |c: &Conn| matches!(c.target, Target::Node(n) if n != hung);
-        let least_busy = |skip: Option<ConnId>| {
-            (self.conns.iter())
-                .filter(|(id, c)| c.state == ConnState::Ready && elsewhere(c) && Some(**id) != skip)
-                .min_by_key(|(_, c)| c.inflight.len())
-                .map(|(id, _)| *id)
+        let elsewhere = |id: &ConnId, c: &Conn| {
+            matches!(c.target, Target::Node(n) if n != hung) && Some(*id) != avoid
         };
-        if let Some(ready) = least_busy(avoid).or_else(|| least_busy(None)) {
-            return Some(Some(ready));
+        let ready = (self.conns.iter())
+            .filter(|(id, c)| c.state == ConnState::Ready && elsewhere(id, c))
+            .min_by_key(|(_, c)| c.inflight.len())
+            .map(|(id, _)| *id);
+        if ready.is_some() {
+            return Some(ready);
         }
-        if self.conns.values().any(elsewhere) {
+        if self.conns.iter().any(|(id, c)| elsewhere(id, c)) {
             return Some(None); // one is being set up
         }
         let node = (self.brokers.iter())
-            .find(|(n, _)| **n != hung && self.target_ready(Target::Node(**n)))
+            .find(|(n, _)| {
+                **n != hung
+                    && !self.node_conns.contains_key(n)
+                    && self.target_ready(Target::Node(**n))
+            })
             .map(|(n, a)| (*n, a.clone()))?;
         self.open_conn(Target::Node(node.0), node.1);
         Some(None)

@@ -343,6 +343,14 @@ impl Producer {
                 .flat_map(|t| t.partitions.iter().filter_map(|p| p.leader))
                 .collect();
             (self.brokers).retain(|id, _| listed.contains_key(id) || leaders.contains(id));
+            // A node gone from the cluster is no longer one to steer around.
+            if self
+                .metadata
+                .hung
+                .is_some_and(|n| !self.brokers.contains_key(&n))
+            {
+                self.metadata.hung = None;
+            }
         }
         // A connection to a node no longer known goes once nothing is in flight on it:
         // nothing will be sent to it again (the Java client closes it as idle later).
