@@ -117,12 +117,23 @@ impl Net {
         meta: &dyn Fn(&mut MetadataResponse),
         produce: &mut dyn FnMut(&Bytes) -> Option<Bytes>,
     ) -> Vec<Bytes> {
+        self.run_at(rounds, meta, &mut |_, f| produce(f))
+    }
+
+    /// [`Self::run`] with `produce` also given the address the Produce request went to.
+    fn run_at(
+        &mut self,
+        rounds: usize,
+        meta: &dyn Fn(&mut MetadataResponse),
+        produce: &mut dyn FnMut(&str, &Bytes) -> Option<Bytes>,
+    ) -> Vec<Bytes> {
         let mut produced = Vec::new();
         for _ in 0..rounds {
             self.drain();
             while let Some((conn, f)) = self.next_frame() {
                 let (key, version, corr) = api_of(&f);
-                if self.hung.is_some() && self.hung.as_ref() == self.addr_of.get(&conn) {
+                let addr = self.addr_of.get(&conn).cloned().unwrap_or_default();
+                if self.hung.as_ref() == Some(&addr) {
                     self.swallowed += usize::from(key == api_key::PRODUCE);
                     continue;
                 }
@@ -150,7 +161,7 @@ impl Net {
                     }
                     api_key::PRODUCE => {
                         produced.push(f.clone());
-                        produce(&f).unwrap_or_else(|| respond(&f, &mut h.next_offset))
+                        produce(&addr, &f).unwrap_or_else(|| respond(&f, &mut h.next_offset))
                     }
                     _ => respond(&f, &mut h.next_offset),
                 };
@@ -1237,39 +1248,19 @@ impl Net {
         meta: &dyn Fn(u32, &mut MetadataResponse),
     ) -> (usize, usize) {
         let (mut n1, mut n2) = (0, 0);
-        for _ in 0..rounds {
-            self.drain();
-            while let Some((conn, f)) = self.next_frame() {
-                let (key, version, corr) = api_of(&f);
-                let h = &mut self.h;
-                let a = match key {
-                    api_key::METADATA => {
-                        let a = respond(&f, &mut h.next_offset);
-                        let (_, mut m) =
-                            decode_response::<MetadataRequest>(version, a.slice(4..)).unwrap();
-                        k.set(k.get() + 1);
-                        meta(k.get(), &mut m);
-                        encode_response::<MetadataRequest>(&m, version, corr)
-                    }
-                    api_key::PRODUCE => {
-                        if self.addr_of[&conn] == "other:9092" {
-                            n2 += 1;
-                            produce_error(&f, ErrorCode::NotLeaderOrFollower)
-                        } else {
-                            n1 += 1;
-                            respond(&f, &mut h.next_offset)
-                        }
-                    }
-                    _ => respond(&f, &mut h.next_offset),
-                };
-                let mut buf = BytesMut::from(&a[..]);
-                h.p.handle_read(h.now, conn, &mut buf);
-                self.drain();
+        let counted = |m: &mut MetadataResponse| {
+            k.set(k.get() + 1);
+            meta(k.get(), m);
+        };
+        self.run_at(rounds, &counted, &mut |addr, f| {
+            if addr == "other:9092" {
+                n2 += 1;
+                Some(produce_error(f, ErrorCode::NotLeaderOrFollower))
+            } else {
+                n1 += 1;
+                None
             }
-            self.h.now += Duration::from_millis(200);
-            self.h.p.handle_timeout(self.h.now);
-        }
-        self.drain();
+        });
         (n1, n2)
     }
 }

@@ -278,25 +278,35 @@ impl Producer {
         let elsewhere = |id: &ConnId, c: &Conn| {
             matches!(c.target, Target::Node(n) if n != hung) && Some(*id) != avoid
         };
-        let ready = (self.conns.iter())
-            .filter(|(id, c)| c.state == ConnState::Ready && elsewhere(id, c))
-            .min_by_key(|(_, c)| c.inflight.len())
-            .map(|(id, _)| *id);
-        if ready.is_some() {
-            return Some(ready);
+        if let Some(ready) = self.least_busy(elsewhere) {
+            return Some(Some(ready));
         }
         if self.conns.iter().any(|(id, c)| elsewhere(id, c)) {
             return Some(None); // one is being set up
         }
+        self.open_to_node(|p, n| n != hung && !p.node_conns.contains_key(&n))
+            .then_some(None)
+    }
+
+    /// The ready connection with the fewest requests in flight among those `keep` takes.
+    fn least_busy(&self, keep: impl Fn(&ConnId, &Conn) -> bool) -> Option<ConnId> {
+        (self.conns.iter())
+            .filter(|(id, c)| c.state == ConnState::Ready && keep(id, c))
+            .min_by_key(|(_, c)| c.inflight.len())
+            .map(|(id, _)| *id)
+    }
+
+    /// Opens a connection to the first known node that `keep` takes and that is past its
+    /// reconnect backoff; whether there was one.
+    fn open_to_node(&mut self, keep: impl Fn(&Self, i32) -> bool) -> bool {
         let node = (self.brokers.iter())
-            .find(|(n, _)| {
-                **n != hung
-                    && !self.node_conns.contains_key(n)
-                    && self.target_ready(Target::Node(**n))
-            })
-            .map(|(n, a)| (*n, a.clone()))?;
-        self.open_conn(Target::Node(node.0), node.1);
-        Some(None)
+            .find(|(n, _)| keep(self, **n) && self.target_ready(Target::Node(**n)))
+            .map(|(n, a)| (*n, a.clone()));
+        let Some((n, addr)) = node else {
+            return false;
+        };
+        self.open_conn(Target::Node(n), addr);
+        true
     }
 
     pub(super) fn target_ready(&self, target: Target) -> bool {
@@ -313,26 +323,15 @@ impl Producer {
                 return away;
             }
         }
-        let least_busy = |skip: Option<ConnId>| {
-            (self.conns.iter())
-                .filter(|(id, c)| c.state == ConnState::Ready && Some(**id) != skip)
-                .min_by_key(|(_, c)| c.inflight.len())
-                .map(|(id, _)| *id)
-        };
-        let ready = least_busy(avoid).or_else(|| least_busy(None));
+        let ready =
+            (self.least_busy(|id, _| Some(*id) != avoid)).or_else(|| self.least_busy(|_, _| true));
         if ready.is_some() {
             return ready;
         }
         if !self.conns.is_empty() {
             return None; // one is being set up
         }
-        let node = self
-            .brokers
-            .iter()
-            .find(|(n, _)| self.target_ready(Target::Node(**n)))
-            .map(|(n, a)| (*n, a.clone()));
-        if let Some((n, addr)) = node {
-            self.open_conn(Target::Node(n), addr);
+        if self.open_to_node(|_, _| true) {
             return None;
         }
         let len = self.cfg.bootstrap_servers.len();
