@@ -277,6 +277,136 @@ fn a_throttled_connection_waits_before_its_next_produce() {
     assert_eq!(api_of(&f).0, api_key::PRODUCE);
 }
 
+/// Probe finding (a 50 kB/s quota, `request.timeout.ms` 2 s): a broker's throttle is often
+/// longer than the request timeout, and the broker reads nothing from the connection until it
+/// has passed. The producer waited at most `request.timeout.ms`, so its next request sat
+/// unread and timed out (retry, reconnect, records possibly persisted). Now the whole
+/// throttle is waited.
+#[test]
+fn a_throttle_longer_than_the_request_timeout_is_waited_in_full() {
+    use kprod_core::protocol::produce::ProduceRequest;
+
+    let mut h = Harness::new(|c| c.request_timeout = Duration::from_secs(2));
+    h.p.send(h.now, record("a")).unwrap();
+    let f = h.answer_until_produce(&[]).expect("a's request");
+    let (_, version, corr) = api_of(&f);
+    let a = respond(&f, &mut h.next_offset);
+    let (_, mut resp) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
+    resp.throttle_time_ms = 5_000;
+    h.feed(encode_response::<ProduceRequest>(&resp, version, corr));
+    h.p.send(h.now, record("b")).unwrap();
+    h.drain();
+    let wait = match h.p.poll_output() {
+        Output::Wait { until } => until.expect("a deadline"),
+        o => panic!("{o:?}"),
+    };
+    assert_eq!(
+        wait,
+        h.now + Duration::from_secs(5),
+        "woken when the throttle ends"
+    );
+    h.now += Duration::from_millis(4_900);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    assert!(
+        h.next_frame().is_none(),
+        "nothing sent before the throttle ends"
+    );
+    h.now += Duration::from_millis(100);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    let f = h.next_frame().expect("b sent once the throttle passed");
+    assert_eq!(api_of(&f).0, api_key::PRODUCE);
+    let b = respond(&f, &mut h.next_offset);
+    h.feed(b);
+    assert_eq!(h.p.pending_records(), 0);
+    assert_eq!(h.p.metrics().retries, 0);
+}
+
+/// Probe finding: requests pipelined behind a throttled answer are read by the broker only
+/// when the throttle ends; they kept their send-time deadline and timed out (the connection
+/// was closed and their records retried or failed possibly persisted). Now each request in
+/// flight on the connection has the throttle added to its deadline, as the Java client does.
+#[test]
+fn requests_in_flight_behind_a_throttled_answer_wait_the_throttle_too() {
+    use kprod_core::protocol::produce::ProduceRequest;
+
+    let mut h = Harness::new(|c| c.request_timeout = Duration::from_secs(2));
+    h.p.send(h.now, record("x")).unwrap();
+    h.answer_all();
+    let mut requests = Vec::new();
+    for v in ["a", "b"] {
+        h.p.send(h.now, record(v)).unwrap();
+        h.p.flush(h.now);
+        h.drain();
+        requests.push(h.next_frame().expect("a Produce request"));
+    }
+    let (_, version, corr) = api_of(&requests[0]);
+    let a = respond(&requests[0], &mut h.next_offset);
+    let (_, mut resp) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
+    resp.throttle_time_ms = 3_000;
+    h.now += Duration::from_millis(500);
+    h.feed(encode_response::<ProduceRequest>(&resp, version, corr));
+    // Past b's first deadline (2 s after it was sent), short of it plus the throttle.
+    h.now += Duration::from_millis(4_000);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    assert!(h.conn.is_some(), "the connection is kept");
+    assert_eq!(h.p.metrics().retries, 0, "b not retried");
+    let b = respond(&requests[1], &mut h.next_offset);
+    h.feed(b);
+    assert_eq!(h.p.pending_records(), 0, "b delivered by its first request");
+    assert!(h.failures().is_empty(), "{:?}", h.failures());
+}
+
+/// A request written to a throttled connection (here a Metadata request for a new topic, the
+/// throttled connection being the only one left) is read by the broker when the throttle
+/// ends: its request timeout counts from then, so a throttle longer than the timeout does
+/// not close the connection under it.
+#[test]
+fn a_request_sent_on_a_throttled_connection_times_out_from_the_throttles_end() {
+    use kprod_core::protocol::produce::ProduceRequest;
+
+    let mut h = Harness::new(|c| c.request_timeout = Duration::from_secs(2));
+    h.p.send(h.now, record("a")).unwrap();
+    let f = h.answer_until_produce(&[]).expect("a's request");
+    let leader = h.conn.expect("the leader's connection");
+    let (_, version, corr) = api_of(&f);
+    let a = respond(&f, &mut h.next_offset);
+    let (_, mut resp) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
+    resp.throttle_time_ms = 5_000;
+    h.feed(encode_response::<ProduceRequest>(&resp, version, corr));
+    // The bootstrap connection goes away: the throttled one is all there is.
+    assert_ne!(leader, ConnId(0));
+    h.p.handle_disconnected(h.now, ConnId(0));
+    h.drain();
+    h.conn = Some(leader);
+    h.p.send(h.now, Record::new("other", "b")).unwrap();
+    h.drain();
+    let m = h
+        .next_frame()
+        .expect("a Metadata request for the new topic");
+    assert_eq!(api_of(&m).0, api_key::METADATA);
+    assert_eq!(h.conn, Some(leader));
+    let closed = |events: &[Event]| {
+        (events.iter()).any(|e| {
+            matches!(e, Event::Diagnostic(Diagnostic::Disconnected { conn, .. }) if *conn == leader)
+        })
+    };
+    h.now += Duration::from_millis(6_900);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    assert!(
+        !closed(&h.events),
+        "not timed out before 5 s + 2 s: {:?}",
+        h.events
+    );
+    h.now += Duration::from_millis(100);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    assert!(closed(&h.events), "timed out 2 s after the throttle ended");
+}
+
 /// Review finding: once a partition waits for a rebase (a failed batch left a gap), a retry
 /// that was never written goes only under the next epoch. A later batch that may have been
 /// written, refused OUT_OF_ORDER_SEQUENCE_NUMBER behind it, was taken as waiting for that

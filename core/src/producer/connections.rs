@@ -292,7 +292,13 @@ impl Producer {
     fn least_busy(&self, keep: impl Fn(&ConnId, &Conn) -> bool) -> Option<ConnId> {
         (self.conns.iter())
             .filter(|(id, c)| c.state == ConnState::Ready && keep(id, c))
-            .min_by_key(|(_, c)| c.inflight.len())
+            // A throttled connection (KIP-219) is read again only when its throttle ends.
+            .min_by_key(|(_, c)| {
+                (
+                    c.throttled_until.is_some_and(|t| t > self.now),
+                    c.inflight.len(),
+                )
+            })
             .map(|(id, _)| *id)
     }
 

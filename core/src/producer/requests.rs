@@ -94,8 +94,12 @@ impl Producer {
         kind: RequestKind,
         chunks: impl IntoIterator<Item = Bytes>,
     ) {
-        let deadline = self.now + self.cfg.request_timeout;
+        let now = self.now;
         if let Some(c) = self.conns.get_mut(&conn) {
+            // On a throttled connection the broker reads the request only when the throttle
+            // ends (KIP-219): its time starts then.
+            let from = c.throttled_until.map_or(now, |t| t.max(now));
+            let deadline = from + self.cfg.request_timeout;
             c.inflight.push_back(InFlight {
                 correlation_id,
                 kind,

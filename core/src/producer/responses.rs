@@ -81,17 +81,28 @@ impl Producer {
     }
 
     /// A Produce answer's `throttle_time_ms`: from v6 (KIP-219) the broker answers at once
-    /// and leaves the wait to the client (before, it held the answer back itself). A hostile
-    /// value is bounded by `request.timeout.ms`.
+    /// and leaves the wait to the client (before, it held the answer back itself), and it
+    /// reads nothing more from the connection until the time has passed. So the connection
+    /// carries no new request until then, and every request still in flight on it has its
+    /// `request.timeout.ms` deadline pushed back by the throttle (the broker reads it that
+    /// much later; several throttled answers add up, as the broker's mutes do). The wait is
+    /// the broker's, in full, even beyond `request.timeout.ms` (quotas ask for many seconds);
+    /// only a hostile value is bounded, by `delivery.timeout.ms`, past which every record
+    /// waiting for the connection has failed anyway.
     fn on_throttle(&mut self, conn: ConnId, version: i16, throttle_ms: i32) {
         if version < 6 || throttle_ms <= 0 {
             return;
         }
         let wait =
-            std::time::Duration::from_millis(throttle_ms as u64).min(self.cfg.request_timeout);
+            std::time::Duration::from_millis(throttle_ms as u64).min(self.cfg.delivery_timeout);
         self.stats.0.produce_throttled += 1;
+        let now = self.now;
         if let Some(c) = self.conns.get_mut(&conn) {
-            c.throttled_until = self.now.checked_add(wait);
+            let until = now.checked_add(wait);
+            c.throttled_until = c.throttled_until.max(until);
+            for r in c.inflight.iter_mut() {
+                r.deadline = r.deadline.checked_add(wait).unwrap_or(r.deadline);
+            }
         }
     }
 
