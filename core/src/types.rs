@@ -196,10 +196,12 @@ pub enum DeliveryError {
     DeliveryTimeout {
         /// What held the record back: the last error an attempt of its batch drew (a
         /// broker's code such as NOT_ENOUGH_REPLICAS, or NETWORK_EXCEPTION and
-        /// REQUEST_TIMED_OUT for a lost connection and a request timeout on this side), or
-        /// for a record that waited for metadata, the code metadata gave for its missing
-        /// topic. `None` if its batch was never sent (no leader, no connection, a full
-        /// pipeline): a batch in flight waits for its answer or its request timeout.
+        /// REQUEST_TIMED_OUT for a lost connection and a request timeout on this side), or,
+        /// for a record that waited for metadata or in a batch no attempt of which was
+        /// answered, the code metadata gave for its missing topic (deleted meanwhile).
+        /// `None` if its batch was never sent (no leader, no connection, a full pipeline)
+        /// and its topic is not known to be missing: a batch in flight waits for its answer
+        /// or its request timeout.
         last_error: Option<ErrorCode>,
     },
     /// The topic does not exist (or is not authorized) according to metadata.
@@ -414,6 +416,7 @@ pub enum Diagnostic {
 ///     topic: "orders".into(),
 ///     partition: 2,
 ///     base_offset: Some(40),
+///     log_append_time: None,
 ///     ids: vec![RecordId(7), RecordId(9)],
 /// };
 /// let offsets: Vec<_> = d.records().collect();
@@ -430,6 +433,12 @@ pub struct Delivered {
     /// The first record's offset; `None` when the broker confirmed a duplicate without one
     /// (DUPLICATE_SEQUENCE_NUMBER).
     pub base_offset: Option<i64>,
+    /// The time the broker wrote the batch (ms since the Unix epoch) when the topic keeps
+    /// `message.timestamp.type=LogAppendTime`: then it is every record's timestamp in the
+    /// log, in place of the one it was sent with. `None` when the topic keeps the records'
+    /// own (create) timestamps, and when the broker did not say (a duplicate confirmed
+    /// without one).
+    pub log_append_time: Option<i64>,
     /// The records, in the order they were sent (and written). Never empty.
     pub ids: Vec<RecordId>,
 }

@@ -1417,3 +1417,44 @@ fn review_a_stale_hung_mark_keeps_asking_a_lagging_broker() {
     );
     assert!(asked <= 3, "{asked} metadata requests");
 }
+
+/// Probe finding: records in batches of a topic deleted while they waited failed at the
+/// delivery timeout with no cause (`last_error: None`), only the batches in flight carrying
+/// UNKNOWN_TOPIC_OR_PARTITION. Now a batch never answered carries what metadata says of its
+/// topic.
+#[test]
+fn records_of_a_deleted_topic_time_out_naming_the_topics_absence() {
+    let mut net = Net::with(|c| {
+        c.metadata_max_age = Duration::from_secs(1);
+        c.request_timeout = Duration::from_secs(2);
+        c.delivery_timeout = Duration::from_secs(5);
+        c.max_in_flight = 1;
+    });
+    net.send("a");
+    net.run(3, &|_| {}, &mut |_| None);
+    assert_eq!(net.pending(), 0, "a delivered");
+    // The topic is deleted: b's request is refused, c and d wait behind it.
+    for v in ["b", "c", "d"] {
+        net.send(v);
+        net.h.p.flush(net.h.now);
+    }
+    let refuse = &mut |f: &Bytes| Some(produce_error(f, ErrorCode::UnknownTopicOrPartition));
+    net.run(5, &topic_gone, refuse);
+    // Records sent once metadata has said so go into batches of the known partition.
+    for v in ["e", "f"] {
+        net.send(v);
+        net.h.p.flush(net.h.now);
+    }
+    net.run(40, &topic_gone, refuse);
+    assert_eq!(net.pending(), 0, "every record resolved");
+    let failed: Vec<_> = (net.h.events.iter())
+        .filter_map(|e| match e {
+            Event::Failed { error, .. } => Some(error.clone()),
+            _ => None,
+        })
+        .collect();
+    let gone = DeliveryError::DeliveryTimeout {
+        last_error: Some(ErrorCode::UnknownTopicOrPartition),
+    };
+    assert_eq!(failed, vec![gone; 5]);
+}

@@ -277,6 +277,36 @@ fn a_throttled_connection_waits_before_its_next_produce() {
     assert_eq!(api_of(&f).0, api_key::PRODUCE);
 }
 
+/// Probe finding: on a topic with `message.timestamp.type=LogAppendTime` the broker stamps
+/// each batch with the time it wrote it and answers it (`log_append_time_ms`); the delivery
+/// carries it, and carries none for a topic that keeps the records' own times (-1).
+#[test]
+fn a_delivery_carries_the_brokers_log_append_time() {
+    use kprod_core::protocol::produce::ProduceRequest;
+
+    let mut h = Harness::new(|_| {});
+    for (value, stamp, expected) in [
+        ("a", 1_700_000_000_123, Some(1_700_000_000_123)),
+        ("b", -1, None),
+    ] {
+        h.p.send(h.now, record(value)).unwrap();
+        let f = h.answer_until_produce(&[]).expect("a Produce request");
+        let (_, version, corr) = api_of(&f);
+        let a = respond(&f, &mut h.next_offset);
+        let (_, mut resp) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
+        resp.responses[0].partition_responses[0].log_append_time_ms = stamp;
+        h.events.clear();
+        h.feed(encode_response::<ProduceRequest>(&resp, version, corr));
+        let delivered: Vec<_> = (h.events.iter())
+            .filter_map(|e| match e {
+                Event::Delivered(d) => Some(d.log_append_time),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(delivered, [expected], "record {value}");
+    }
+}
+
 /// Probe finding (a 50 kB/s quota, `request.timeout.ms` 2 s): a broker's throttle is often
 /// longer than the request timeout, and the broker reads nothing from the connection until it
 /// has passed. The producer waited at most `request.timeout.ms`, so its next request sat

@@ -264,10 +264,25 @@ pub struct Delivery {
     /// Offset; `None` when the broker confirmed a duplicate without one, and always `None`
     /// under `acks=0` ([`Acknowledgement::Unacknowledged`]).
     pub offset: Option<i64>,
-    /// The record's create timestamp (ms since the Unix epoch).
+    /// The record's timestamp in the log (ms since the Unix epoch): the one it was sent with
+    /// (its create time, or the wall-clock time at `enqueue` for a zero one) or, on a topic
+    /// that keeps `message.timestamp.type=LogAppendTime`, the time the broker wrote it
+    /// ([`Delivery::timestamp_type`] says which).
     pub timestamp: i64,
+    /// Whose time [`Delivery::timestamp`] is.
+    pub timestamp_type: TimestampType,
     /// What the broker confirmed, which follows `acks`.
     pub acknowledgement: Acknowledgement,
+}
+
+/// Whose time a [`Delivery::timestamp`] is, as the topic's `message.timestamp.type` decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TimestampType {
+    /// The record's own, as sent (also when the broker did not say, as for a duplicate
+    /// confirmed without offsets, and under `acks=0`).
+    CreateTime,
+    /// The broker's, when it wrote the record's batch.
+    LogAppendTime,
 }
 
 impl Delivery {
@@ -503,7 +518,8 @@ impl std::fmt::Display for DeliveryError {
 
 impl std::error::Error for DeliveryError {}
 
-type Outcome = Result<(Arc<str>, i32, Option<i64>, Acknowledgement), DeliveryError>;
+/// Topic, partition, offset, log append time, acknowledgement.
+type Outcome = Result<(Arc<str>, i32, Option<i64>, Option<i64>, Acknowledgement), DeliveryError>;
 
 /// What the driver holds for each accepted record until it resolves, charged against
 /// `buffer.memory` with the record ([`ProducerConfig::record_overhead`]): its slot in
@@ -527,13 +543,20 @@ impl Future for DeliveryFuture {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let timestamp = self.timestamp;
         Pin::new(&mut self.rx).poll(cx).map(|r| match r {
-            Ok(Ok((topic, partition, offset, acknowledgement))) => Ok(Delivery {
-                topic,
-                partition,
-                offset,
-                timestamp,
-                acknowledgement,
-            }),
+            Ok(Ok((topic, partition, offset, log_append_time, acknowledgement))) => {
+                let (timestamp, timestamp_type) = match log_append_time {
+                    Some(t) => (t, TimestampType::LogAppendTime),
+                    None => (timestamp, TimestampType::CreateTime),
+                };
+                Ok(Delivery {
+                    topic,
+                    partition,
+                    offset,
+                    timestamp,
+                    timestamp_type,
+                    acknowledgement,
+                })
+            }
             Ok(Err(e)) => Err(e),
             Err(_) => Err(stopped()),
         })
@@ -1727,7 +1750,7 @@ impl<C: Connector> Driver<C> {
                     if let Some(tx) = core.pending.remove(id) {
                         let topic = d.topic.clone();
                         self.outbox
-                            .push((tx, Ok((topic, d.partition, offset, ack))));
+                            .push((tx, Ok((topic, d.partition, offset, d.log_append_time, ack))));
                     }
                 }
             }
@@ -1736,7 +1759,7 @@ impl<C: Connector> Driver<C> {
                 for &id in &s.ids {
                     if let Some(tx) = core.pending.remove(id) {
                         let topic = s.topic.clone();
-                        self.outbox.push((tx, Ok((topic, s.partition, None, ack))));
+                        self.outbox.push((tx, Ok((topic, s.partition, None, None, ack))));
                     }
                 }
             }

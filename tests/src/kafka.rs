@@ -885,12 +885,34 @@ impl Kafka {
         replication: i32,
         min_insync: Option<i32>,
     ) {
+        let min = min_insync.map(|m| m.to_string());
+        let configs: Vec<(&str, &str)> = (min.as_deref())
+            .map(|m| ("min.insync.replicas", m))
+            .into_iter()
+            .collect();
+        self.create_topic_with(topic, partitions, replication, &configs);
+    }
+
+    /// [`Kafka::create_topic`] with the topic-level `configs` (name, value) given.
+    ///
+    /// # Panics
+    /// If the admin request fails or the partitions do not get leaders within 60 s.
+    pub fn create_topic_with(
+        &self,
+        topic: &str,
+        partitions: i32,
+        replication: i32,
+        configs: &[(&str, &str)],
+    ) {
         let bootstrap = self.bootstrap();
         let name = topic.to_owned();
+        let configs: Vec<(String, String)> = (configs.iter())
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
         // rdkafka's admin client is async; run it on its own thread and runtime so this works
         // from inside or outside a tokio runtime.
         let result = std::thread::spawn(move || {
-            create_topic_rdkafka(&bootstrap, &name, partitions, replication, min_insync)
+            create_topic_rdkafka(&bootstrap, &name, partitions, replication, &configs)
         })
         .join()
         .expect("admin thread panicked");
@@ -1128,7 +1150,7 @@ fn create_topic_rdkafka(
     topic: &str,
     partitions: i32,
     replication: i32,
-    min_insync: Option<i32>,
+    configs: &[(String, String)],
 ) -> Result<(), String> {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
     use rdkafka::client::DefaultClientContext;
@@ -1143,10 +1165,9 @@ fn create_topic_rdkafka(
             .set("bootstrap.servers", bootstrap)
             .create()
             .map_err(|e| format!("admin client: {e}"))?;
-        let min = min_insync.map(|m| m.to_string());
         let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication));
-        if let Some(m) = &min {
-            new = new.set("min.insync.replicas", m);
+        for (k, v) in configs {
+            new = new.set(k, v);
         }
         let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
         let results = admin

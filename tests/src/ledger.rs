@@ -647,6 +647,7 @@ mod tests {
                         partition: 0,
                         offset,
                         timestamp: 0,
+                        timestamp_type: kprod_tokio::TimestampType::CreateTime,
                         acknowledgement: kprod_tokio::Acknowledgement::InSyncReplicas,
                     }),
                     Err(persisted) => Err(DeliveryError::new(

@@ -886,6 +886,7 @@ mod tests {
                 partition,
                 offset,
                 timestamp: 0,
+                timestamp_type: kprod_tokio::TimestampType::CreateTime,
                 acknowledgement: kprod_tokio::Acknowledgement::InSyncReplicas,
             }),
         }
@@ -951,6 +952,7 @@ mod tests {
                 partition: p,
                 offset: Some(o),
                 timestamp: 0,
+                timestamp_type: kprod_tokio::TimestampType::CreateTime,
                 acknowledgement: kprod_tokio::Acknowledgement::InSyncReplicas,
             })
         };

@@ -65,7 +65,10 @@ impl Producer {
                     if mutated!(self.cfg, TimeoutForgetsAttempts) {
                         self.topics[ti].partitions[pi].batches[i].maybe_persisted = false;
                     }
-                    let last_error = self.topics[ti].partitions[pi].batches[i].last_error.0;
+                    // A batch never answered: what metadata last said of its topic, if it
+                    // said it is missing (deleted while the batch waited).
+                    let last_error = (self.topics[ti].partitions[pi].batches[i].last_error.0)
+                        .or(self.topics[ti].missing);
                     let error = DeliveryError::DeliveryTimeout { last_error };
                     self.fail_batch(ti, pi, i, error, persisted);
                 }
@@ -126,8 +129,16 @@ impl Producer {
         self.request_bump_for(ti, pi);
     }
 
-    /// Removes batch `i` and reports its records delivered at `base_offset..`.
-    pub(super) fn ack_batch(&mut self, ti: usize, pi: usize, i: usize, base_offset: Option<i64>) {
+    /// Removes batch `i` and reports its records delivered at `base_offset..` (written at
+    /// `log_append_time`, on a LogAppendTime topic).
+    pub(super) fn ack_batch(
+        &mut self,
+        ti: usize,
+        pi: usize,
+        i: usize,
+        base_offset: Option<i64>,
+        log_append_time: Option<i64>,
+    ) {
         let topic = self.topics[ti].name.clone();
         let p = &mut self.topics[ti].partitions[pi];
         let Some(b) = p.batches.remove(i) else { return };
@@ -164,6 +175,7 @@ impl Producer {
             topic,
             partition: pi as i32,
             base_offset,
+            log_append_time,
             ids: records,
         }));
         // The batch's buffer serves the next batches.
@@ -181,7 +193,7 @@ impl Producer {
                 .take(i)
                 .position(|e| e.overtaken && e.state != BatchState::InFlight)
             {
-                self.ack_batch(ti, pi, k, None);
+                self.ack_batch(ti, pi, k, None, None);
             }
         }
     }

@@ -162,10 +162,10 @@ impl Producer {
             return;
         }
         match code {
-            ErrorCode::None => self.on_success(r, i, pr.base_offset),
+            ErrorCode::None => self.on_success(r, i, pr),
             ErrorCode::DuplicateSequenceNumber => {
                 let offset = mutated!(self.cfg, DuplicateAtMinusOne).then_some(-1);
-                self.ack_batch(ti, pi, i, offset)
+                self.ack_batch(ti, pi, i, offset, log_append_time(pr))
             }
             ErrorCode::OutOfOrderSequenceNumber | ErrorCode::UnknownProducerId => {
                 self.on_out_of_order(ti, pi, i, code, pr.log_start_offset)
@@ -214,14 +214,15 @@ impl Producer {
 
     /// A success for batch `i` (`r`): acknowledged at `base_offset`, unless the offset is
     /// impossible.
-    fn on_success(&mut self, r: BatchRef, i: usize, base_offset: i64) {
+    fn on_success(&mut self, r: BatchRef, i: usize, pr: &PartitionResult) {
         let (ti, pi) = (r.topic, r.partition);
+        let base_offset = pr.base_offset;
         let count = i64::from(self.topics[ti].partitions[pi].batches[i].count());
         if base_offset < 0 || base_offset.checked_add(count).is_none() {
             // A success with an impossible offset is corrupt: its truth is unknown.
             self.retry_batch(r, ErrorCode::CorruptMessage, true);
         } else {
-            self.ack_batch(ti, pi, i, Some(base_offset));
+            self.ack_batch(ti, pi, i, Some(base_offset), log_append_time(pr));
         }
     }
 
@@ -501,4 +502,10 @@ impl Producer {
         p.update_inflight_conn();
         self.sync(ti, pi);
     }
+}
+
+/// A Produce answer's `log_append_time_ms`: the time the broker wrote the batch on a
+/// LogAppendTime topic, -1 (or any negative value) otherwise.
+fn log_append_time(pr: &PartitionResult) -> Option<i64> {
+    (pr.log_append_time_ms >= 0).then_some(pr.log_append_time_ms)
 }
