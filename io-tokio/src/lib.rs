@@ -1759,7 +1759,8 @@ impl<C: Connector> Driver<C> {
                 for &id in &s.ids {
                     if let Some(tx) = core.pending.remove(id) {
                         let topic = s.topic.clone();
-                        self.outbox.push((tx, Ok((topic, s.partition, None, None, ack))));
+                        self.outbox
+                            .push((tx, Ok((topic, s.partition, None, None, ack))));
                     }
                 }
             }

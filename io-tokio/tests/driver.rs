@@ -897,6 +897,60 @@ mod handle_api {
         assert_eq!(broker.log("t", 0), ["slow"]);
     }
 
+    /// CLUSTER_AUTHORIZATION_FAILED on InitProducerId (ACLs not granted yet) fails the
+    /// waiting records, not persisted and handed back, without stopping the producer: once
+    /// the broker gives a producer id, records are delivered.
+    #[tokio::test(start_paused = true)]
+    async fn a_producer_id_refused_for_authorization_is_asked_again() {
+        let broker = FakeBroker::new("t", 1);
+        broker
+            .cluster
+            .lock()
+            .unwrap()
+            .init_producer_id_errors
+            .extend([ErrorCode::ClusterAuthorizationFailed; 3]);
+        let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+        let refused = |i: usize, e: &DeliveryError| {
+            assert_eq!(
+                e.kind,
+                ErrorKind::Failed(FailureReason::Broker(ErrorCode::ClusterAuthorizationFailed)),
+                "record {i}: {e}"
+            );
+            assert_eq!(e.persisted, Persistence::NotPersisted, "record {i}");
+            let r = e.record().expect("handed back");
+            assert_eq!(r.value.as_deref(), Some(i.to_string().as_bytes()));
+        };
+        let outcomes = enqueue_all(&h, "t", 20).await;
+        let e = outcomes[0]
+            .as_ref()
+            .expect_err("refused at the first answer");
+        refused(0, e);
+        // Records sent one at a time until the refusals are spent: each fails with the
+        // refusal or is delivered, and the producer is never stopped.
+        let mut failed = 0;
+        let mut i = 20;
+        let delivered = loop {
+            assert!(i < 40, "nothing delivered after the refusals");
+            match h.send(Record::new("t", i.to_string())).await {
+                Ok(d) => break (i, d),
+                Err(e) => refused(i, &e),
+            }
+            failed += 1;
+            i += 1;
+        };
+        assert_eq!(h.fatal(), None);
+        assert!(failed <= 3, "{failed} refused one at a time");
+        assert_eq!(delivered.1.offset, Some(0));
+        assert_eq!(broker.log("t", 0), [delivered.0.to_string()]);
+        let cluster = broker.cluster.lock().unwrap();
+        assert!(
+            cluster.init_producer_id_errors.is_empty(),
+            "every refusal given"
+        );
+        drop(cluster);
+        h.close_timeout(Duration::from_secs(1)).await.unwrap();
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_fatal_core_error_is_returned_by_every_later_call_and_by_fatal() {
         let broker = FakeBroker::new("t", 1);
@@ -905,15 +959,15 @@ mod handle_api {
             .lock()
             .unwrap()
             .init_producer_id_errors
-            .push_back(ErrorCode::ClusterAuthorizationFailed);
+            .push_back(ErrorCode::UnsupportedVersion);
         let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
         assert_eq!(h.fatal(), None);
         let outcomes = enqueue_all(&h, "t", 20).await;
-        let expected = Fatal::Producer(FatalError::Broker(ErrorCode::ClusterAuthorizationFailed));
+        let expected = Fatal::Producer(FatalError::Broker(ErrorCode::UnsupportedVersion));
         assert_eq!(h.fatal(), Some(expected.clone()));
         assert_eq!(
             expected.to_string(),
-            "the producer failed: broker error CLUSTER_AUTHORIZATION_FAILED (31)"
+            "the producer failed: broker error UNSUPPORTED_VERSION (35)"
         );
         for (i, o) in outcomes.iter().enumerate() {
             let e = o.as_ref().unwrap_err();
@@ -921,7 +975,7 @@ mod handle_api {
                 matches!(
                     e.kind,
                     ErrorKind::Failed(FailureReason::Fatal(FatalError::Broker(
-                        ErrorCode::ClusterAuthorizationFailed
+                        ErrorCode::UnsupportedVersion
                     )))
                 ),
                 "record {i}: {e}"

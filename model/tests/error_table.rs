@@ -470,13 +470,34 @@ fn init_producer_id_retriable_errors_are_retried() {
     check_all(&sim, 1);
 }
 
+/// CLUSTER_AUTHORIZATION_FAILED on InitProducerId is not fatal (a deviation from §B.3, as
+/// the Java client since KAFKA-13668): ACLs may be granted later. The records waiting for an
+/// identity fail with it, not persisted and handed back; the producer asks again after the
+/// backoff and, once answered, delivers the next records.
+#[test]
+fn init_producer_id_authorization_failures_fail_the_waiting_records_and_are_retried() {
+    let mut sim = sim(1, cfg());
+    sim.cluster
+        .init_producer_id_errors
+        .extend([ErrorCode::ClusterAuthorizationFailed; 2]);
+    let a = sim.send(rec(1, 0));
+    let b = sim.send(rec(2, 0));
+    sim.run(STEPS);
+    assert_eq!(fatal(&sim), None);
+    assert_eq!(failed(&sim, a), Persistence::NotPersisted);
+    assert_eq!(failed(&sim, b), Persistence::NotPersisted);
+    let c = sim.send(rec(3, 0));
+    sim.run(STEPS);
+    assert_eq!(delivered(&sim, c), 0);
+    assert_eq!(sim.requests[&api_key::INIT_PRODUCER_ID], 3);
+    assert_eq!(sim.cluster.stats.producer_ids, 1);
+    assert_eq!(stored_values(&sim, 0), vec![val(3)]);
+    check_all(&sim, 1);
+}
+
 #[test]
 fn init_producer_id_fatal_errors_stop_the_producer() {
-    for code in [
-        ErrorCode::ClusterAuthorizationFailed,
-        ErrorCode::UnsupportedVersion,
-        ErrorCode::InvalidRequest,
-    ] {
+    for code in [ErrorCode::UnsupportedVersion, ErrorCode::InvalidRequest] {
         let mut sim = sim(1, cfg());
         sim.cluster.init_producer_id_errors.push_back(code);
         let a = sim.send(rec(1, 0));

@@ -618,6 +618,24 @@ impl Kafka {
         );
     }
 
+    /// Adds or removes ACLs with Kafka's `AclCommand` (`kafka-acls.sh`), `args` as that tool
+    /// takes them (`--add --allow-principal User:alice --operation Write --topic t`), over the
+    /// PLAINTEXT listener; the broker needs an authorizer for them to matter.
+    ///
+    /// # Panics
+    /// If the command fails.
+    pub fn acl(&self, args: &[&str]) {
+        let bootstrap = self.bootstrap();
+        let mut all = vec!["--bootstrap-server", bootstrap.as_str()];
+        all.extend_from_slice(args);
+        all.push("--force");
+        self.run_tool(
+            &format!("kafka-acls {args:?}"),
+            "org.apache.kafka.tools.AclCommand",
+            all,
+        );
+    }
+
     /// Sets a produce quota of `bytes_per_second` for client id `client_id` (Kafka's
     /// `ConfigCommand`, as `kafka-configs.sh --alter --entity-type clients` runs it).
     ///

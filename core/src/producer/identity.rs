@@ -7,6 +7,7 @@
 
 use super::requests::RequestKind;
 use super::{backoff_delay, Producer};
+use crate::partition::BatchState;
 use crate::protocol::init_producer_id::InitProducerIdRequest;
 use crate::protocol::ErrorCode;
 use crate::types::{DeliveryError, Diagnostic, FatalError, Persistence, ProducerIdentity};
@@ -51,16 +52,17 @@ impl Producer {
                 self.pid_retry_at = None;
                 self.diag(Diagnostic::ProducerId(id));
             }
-            c if c.is_retriable() || c == ErrorCode::None => {
-                self.pid_failures += 1;
-                self.pid_retry_at = Some(
-                    self.now
-                        + backoff_delay(
-                            self.cfg.retry_backoff,
-                            self.cfg.retry_backoff_max,
-                            self.pid_failures,
-                        ),
-                );
+            c if c.is_retriable() || c == ErrorCode::None => self.retry_producer_id_later(),
+            ErrorCode::ClusterAuthorizationFailed => {
+                // Not authorized to produce idempotently (no IdempotentWrite, no Write on
+                // any topic): ACLs can be granted later, so the producer is not stopped. The
+                // records that wait for an identity fail now with the refusal, not
+                // persisted (unless an earlier attempt of theirs went unanswered), and
+                // the producer asks again after the backoff, as the Java client does since
+                // KAFKA-13668 (3.4). Batches in flight under an earlier identity wait for
+                // their answers.
+                self.fail_waiting_for_identity(code);
+                self.retry_producer_id_later();
             }
             c => self.fail_fatal(FatalError::Broker(c)),
         }
@@ -68,6 +70,39 @@ impl Producer {
             return Err("InitProducerId answer without a producer id");
         }
         Ok(())
+    }
+
+    /// The next InitProducerId after the backoff, which grows with each failure in a row.
+    fn retry_producer_id_later(&mut self) {
+        self.pid_failures += 1;
+        self.pid_retry_at = Some(
+            self.now
+                + backoff_delay(
+                    self.cfg.retry_backoff,
+                    self.cfg.retry_backoff_max,
+                    self.pid_failures,
+                ),
+        );
+    }
+
+    /// Fails with `code` every batch that cannot go without a producer identity: every batch
+    /// not in flight (a batch sequenced under an earlier identity needs the new one to be
+    /// sent again, P9). Records still waiting for metadata are left to wait: they meet the
+    /// next answer.
+    fn fail_waiting_for_identity(&mut self, code: ErrorCode) {
+        for ti in 0..self.topics.len() {
+            for pi in 0..self.topics[ti].partitions.len() {
+                let mut i = 0;
+                while i < self.topics[ti].partitions[pi].batches.len() {
+                    if self.topics[ti].partitions[pi].batches[i].state == BatchState::InFlight {
+                        i += 1;
+                        continue;
+                    }
+                    let error = DeliveryError::Broker(code);
+                    self.fail_batch(ti, pi, i, error, Persistence::NotPersisted);
+                }
+            }
+        }
     }
 
     /// Moves drained partitions to the producer's current identity (P9). A batch that a
