@@ -180,6 +180,6 @@ pub use protocol::compression::{Compression, CompressionType};
 pub use protocol::record_batch::Header;
 pub use sasl::{SaslConfig, SaslInput, SaslMechanism, SaslNeed, Secret};
 pub use types::{
-    ConnId, Delivered, DeliveryError, Diagnostic, Event, FatalError, Output, Persistence,
-    ProducerIdentity, Record, RecordId, SendError, Sent,
+    BrokerDetail, ConnId, Delivered, DeliveryError, Diagnostic, Event, FatalError, Output,
+    Persistence, ProducerIdentity, Record, RecordId, SendError, Sent,
 };

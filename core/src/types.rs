@@ -470,6 +470,62 @@ pub struct Sent {
     pub ids: Vec<RecordId>,
 }
 
+/// What the broker said about a refused batch beyond its error code (Produce v8+, KIP-467),
+/// for one of its records. A broker that refuses a batch for some of its records (a keyless
+/// record on a compacted topic, INVALID_RECORD; an out-of-range timestamp, INVALID_TIMESTAMP)
+/// names them by their index in the batch: the others were refused only for being in that
+/// batch, and may be sent again as they are.
+///
+/// ```
+/// use kprod_core::BrokerDetail;
+/// let named = BrokerDetail {
+///     message: Some("One or more records have been rejected".into()),
+///     named: Some(true),
+///     record_message: Some("Compacted topic cannot accept message without key".into()),
+/// };
+/// assert!(named.is_named_invalid());
+/// assert!(!BrokerDetail { named: Some(false), ..named.clone() }.is_named_invalid());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BrokerDetail {
+    /// The broker's message for the partition (`error_message`), if it gave one.
+    pub message: Option<Arc<str>>,
+    /// `Some(true)`: the broker named this record as invalid (`record_errors`);
+    /// `Some(false)`: it named other records of the batch, not this one; `None`: it named
+    /// none.
+    pub named: Option<bool>,
+    /// The broker's message for this record, when it named it and gave one.
+    pub record_message: Option<Arc<str>>,
+}
+
+impl BrokerDetail {
+    /// Whether the broker named this record as one that made it refuse the batch.
+    pub fn is_named_invalid(&self) -> bool {
+        self.named == Some(true)
+    }
+}
+
+impl std::fmt::Display for BrokerDetail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut sep = "";
+        if let Some(m) = &self.message {
+            write!(f, "{m}")?;
+            sep = "; ";
+        }
+        match self.named {
+            Some(true) => {
+                write!(f, "{sep}this record was named invalid")?;
+                if let Some(m) = &self.record_message {
+                    write!(f, ": {m}")?;
+                }
+            }
+            Some(false) => write!(f, "{sep}refused for other records of its batch")?,
+            None => {}
+        }
+        Ok(())
+    }
+}
+
 /// An outcome or notice for the application.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Event {
@@ -505,6 +561,10 @@ pub enum Event {
         /// second copy of the records it sends). `None` would mean that kprod could not
         /// decode a batch it built itself, a bug (debug builds assert it never happens).
         record: Option<Box<Record>>,
+        /// What the broker said beyond its error code when it refused the record's batch
+        /// (Produce v8+): its message, and which records it named as invalid. `None` when
+        /// it said nothing more, and for failures of other kinds.
+        detail: Option<Box<BrokerDetail>>,
     },
     /// The producer stopped for good; every pending record also gets a `Failed`.
     Fatal(FatalError),

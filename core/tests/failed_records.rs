@@ -25,6 +25,7 @@ impl Harness {
                     error,
                     persisted,
                     record,
+                    ..
                 } => Some((
                     *id,
                     error.clone(),
@@ -241,4 +242,91 @@ fn an_abort_with_a_batch_in_flight_returns_its_records_possibly_persisted() {
     // Later records are refused and handed back too.
     let refused = h.p.send(h.now, record(9)).unwrap_err();
     assert_eq!(refused.record(), &record(9));
+}
+
+/// A broker refusing a batch for some of its records (Produce v8+, KIP-467: a keyless record
+/// on a compacted topic) names them by their index in the batch and adds a message: each
+/// failed record carries it, the named ones marked so with their own message, the others
+/// marked refused for them (they may be sent again as they are). Records of a later batch
+/// refused without a word carry no detail. (Probe finding: the broker's words were checked
+/// and dropped.)
+#[test]
+fn a_refusal_naming_invalid_records_tells_each_record_whether_it_was_named() {
+    use kprod_core::protocol::produce::{BatchIndexAndErrorMessage, ProduceRequest};
+    use kprod_core::protocol::{api_key, decode_response, encode_response};
+    use kprod_core::BrokerDetail;
+
+    let mut h = Harness::new(|c| c.max_in_flight = 1);
+    let ids = send_all(&mut h, 3);
+    let f = h.answer_until_produce(&[]).expect("a Produce request");
+    let (_, version, corr) = harness::api_of(&f);
+    assert!(version >= 8, "record errors need Produce v8+");
+    let (_, mut resp) = decode_response::<ProduceRequest>(
+        version,
+        produce_error(&f, ErrorCode::InvalidRecord).slice(4..),
+    )
+    .unwrap();
+    let p = &mut resp.responses[0].partition_responses[0];
+    p.error_message = Some("One or more records have been rejected".into());
+    p.record_errors = vec![BatchIndexAndErrorMessage {
+        batch_index: 1,
+        batch_index_error_message: Some("Compacted topic cannot accept message without key".into()),
+    }];
+    h.feed(encode_response::<ProduceRequest>(&resp, version, corr));
+    let details: Vec<_> = (h.events.iter())
+        .filter_map(|e| match e {
+            Event::Failed {
+                id, error, detail, ..
+            } => Some((*id, error.clone(), detail.clone())),
+            _ => None,
+        })
+        .collect();
+    let message = Some("One or more records have been rejected".into());
+    let innocent = BrokerDetail {
+        message: message.clone(),
+        named: Some(false),
+        record_message: None,
+    };
+    let named = BrokerDetail {
+        message,
+        named: Some(true),
+        record_message: Some("Compacted topic cannot accept message without key".into()),
+    };
+    let refused = DeliveryError::Broker(ErrorCode::InvalidRecord);
+    assert_eq!(
+        details,
+        [
+            (ids[0], refused.clone(), Some(Box::new(innocent.clone()))),
+            (ids[1], refused.clone(), Some(Box::new(named.clone()))),
+            (ids[2], refused.clone(), Some(Box::new(innocent))),
+        ]
+    );
+    assert!(named.is_named_invalid());
+    assert_eq!(
+        named.to_string(),
+        "One or more records have been rejected; this record was named invalid: Compacted \
+         topic cannot accept message without key"
+    );
+    // A refusal without words: no detail.
+    h.events.clear();
+    h.p.send(h.now, record(3)).unwrap();
+    h.drain();
+    let mut refused_plainly = false;
+    while let Some(f) = h.next_frame() {
+        if harness::api_of(&f).0 == api_key::PRODUCE {
+            h.feed(produce_error(&f, ErrorCode::InvalidRecord));
+            refused_plainly = true;
+        } else {
+            let a = harness::respond(&f, &mut h.next_offset);
+            h.feed(a);
+        }
+    }
+    assert!(refused_plainly);
+    let plain: Vec<_> = (h.events.iter())
+        .filter_map(|e| match e {
+            Event::Failed { detail, .. } => Some(detail.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(plain, [None]);
 }

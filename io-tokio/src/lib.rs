@@ -357,6 +357,7 @@ impl Fatal {
             },
             persisted,
             record,
+            detail: None,
         }
     }
 }
@@ -465,6 +466,8 @@ pub struct DeliveryError {
     pub persisted: Persistence,
     /// The record handed back (for `Refused`, it is inside the `SendError`).
     record: Option<Box<Record>>,
+    /// What the broker said beyond its error code.
+    detail: Option<Box<kprod_core::BrokerDetail>>,
 }
 
 impl DeliveryError {
@@ -475,7 +478,17 @@ impl DeliveryError {
             kind,
             persisted,
             record: None,
+            detail: None,
         }
+    }
+
+    /// What the broker said beyond its error code when it refused the record's batch
+    /// (Produce v8+): its message and whether it named this record as invalid
+    /// ([`kprod_core::BrokerDetail`]). A broker refusing a batch for a keyless record on a
+    /// compacted topic, or for an out-of-range timestamp, names the culprits: the batch's
+    /// other records were refused only for being with them, and may be sent again.
+    pub fn broker_detail(&self) -> Option<&kprod_core::BrokerDetail> {
+        self.detail.as_deref()
     }
 
     /// The record that failed: topic, key, value, headers and timestamp as sent (a zero
@@ -508,10 +521,14 @@ impl DeliveryError {
 impl std::fmt::Display for DeliveryError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.kind {
-            ErrorKind::Refused(e) => write!(f, "record refused: {e}"),
-            ErrorKind::Failed(e) => write!(f, "delivery failed ({:?}): {e}", self.persisted),
-            ErrorKind::Connection(e) => write!(f, "delivery failed ({:?}): {e}", self.persisted),
-            ErrorKind::DriverStopped => write!(f, "the producer's driver task stopped"),
+            ErrorKind::Refused(e) => write!(f, "record refused: {e}")?,
+            ErrorKind::Failed(e) => write!(f, "delivery failed ({:?}): {e}", self.persisted)?,
+            ErrorKind::Connection(e) => write!(f, "delivery failed ({:?}): {e}", self.persisted)?,
+            ErrorKind::DriverStopped => write!(f, "the producer's driver task stopped")?,
+        }
+        match &self.detail {
+            Some(d) => write!(f, " ({d})"),
+            None => Ok(()),
         }
     }
 }
@@ -1769,6 +1786,7 @@ impl<C: Connector> Driver<C> {
                 error,
                 persisted,
                 record,
+                detail,
             } => {
                 if let Some(tx) = core.pending.remove(id) {
                     let kind = match &self.failed {
@@ -1780,6 +1798,7 @@ impl<C: Connector> Driver<C> {
                         kind,
                         persisted,
                         record,
+                        detail,
                     };
                     self.outbox.push((tx, Err(error)));
                 }

@@ -295,8 +295,10 @@ fn message_too_large_splits_batches_and_fails_only_the_oversized_records() {
 /// record without a key with INVALID_RECORD (87) and the whole batch with it: every 100th
 /// record has no key. Each record resolves once and truthfully: delivered (then in the log
 /// once, in send order, at its offset) or failed INVALID_RECORD, not persisted, handed back
-/// (then absent from the log). Every keyless record fails; the records in other batches are
-/// delivered, the partition going on after each refused batch (an epoch bump closes the gap).
+/// (then absent from the log). Every keyless record fails, named by the broker as the
+/// invalid one (`DeliveryError::broker_detail`), its batch's other records marked refused for
+/// it; the records in other batches are delivered, the partition going on after each refused
+/// batch (an epoch bump closes the gap).
 #[test]
 fn compacted_topic_refuses_keyless_records_and_nothing_else_is_lost() {
     use kprod_tokio::{ErrorCode, ErrorKind, FailureReason, Persistence, Record};
@@ -339,6 +341,18 @@ fn compacted_topic_refuses_keyless_records_and_nothing_else_is_lost() {
                 assert_eq!(e.persisted, Persistence::NotPersisted, "record {i}");
                 let back = e.record().expect("the record is handed back");
                 assert_eq!(back.value.as_deref(), Some(format!("r{i:06}").as_bytes()));
+                // Kafka names the keyless record in its answer (KIP-467): the others were
+                // refused only for being in its batch.
+                let detail = e.broker_detail().expect("the broker's words");
+                assert_eq!(
+                    detail.is_named_invalid(),
+                    keyless(i),
+                    "record {i}: {detail}"
+                );
+                if keyless(i) {
+                    let why = detail.record_message.as_deref().unwrap_or_default();
+                    assert!(why.contains("without key"), "record {i}: {detail}");
+                }
                 failed += 1;
             }
         }

@@ -467,6 +467,7 @@ impl Producer {
                 error: DeliveryError::UnknownPartition,
                 persisted: Persistence::NotPersisted,
                 record: Some(Box::new(record)),
+                detail: None,
             });
             return;
         }

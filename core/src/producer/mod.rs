@@ -117,6 +117,9 @@ pub struct Producer {
     /// batch was last acknowledged: the backoff before asking for the next grows with it.
     refused_ids: u32,
     bump_refused: bool,
+    /// While a Produce answer's refusal of one batch is acted on: what the broker said
+    /// beyond the code, for that batch's failed records. `None` at every other time.
+    broker_refusal: Option<responses::Refusal>,
     metadata: MetadataState,
     buffered_bytes: usize,
     pending_records: usize,
@@ -186,6 +189,7 @@ impl Producer {
             pid_retry_at: None,
             pid_failures: 0,
             refused_ids: 0,
+            broker_refusal: None,
             bump_refused: false,
             metadata: MetadataState::default(),
             buffered_bytes: 0,

@@ -85,6 +85,7 @@ impl Producer {
             error,
             persisted: Persistence::NotPersisted,
             record: Some(Box::new(p.record)),
+            detail: None,
         });
     }
 
@@ -118,12 +119,16 @@ impl Producer {
         self.pending_records -= b.records.len();
         self.on_batch_failed(ti, pi, &b, &error, persisted);
         let topic = self.topics[ti].name.clone();
-        for (id, record) in b.into_failed_records(&topic, pi as i32) {
+        let refusal = self.broker_refusal.clone();
+        let batch = b.id;
+        for (k, (id, record)) in b.into_failed_records(&topic, pi as i32).enumerate() {
+            let detail = refusal.as_ref().and_then(|r| r.detail(batch, k));
             self.emit(Event::Failed {
                 id,
                 error: error.clone(),
                 persisted,
                 record,
+                detail,
             });
         }
         self.request_bump_for(ti, pi);

@@ -6,6 +6,8 @@
 //! sequence range, P3, KAFKA-8325), CORRUPT_MESSAGE, retriable, possibly persisted, and
 //! permanent errors with the gap policy (§B.4).
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use smallvec::SmallVec;
 
@@ -16,10 +18,12 @@ use crate::config::{DataLossPolicy, GapPolicy};
 use crate::partition::{Batch, BatchState};
 use crate::protocol::init_producer_id::InitProducerIdRequest;
 use crate::protocol::metadata::MetadataRequest;
-use crate::protocol::produce::{PartitionResult, ProduceResponseReader};
+use crate::protocol::produce::{BatchIndexAndErrorMessage, PartitionResult, ProduceResponseReader};
 use crate::protocol::record_batch::{record_payload_len, RecordBatch, RecordBatchBuilder};
 use crate::protocol::{decode_response, ErrorCode, ResponseHeader};
-use crate::types::{ConnId, DeliveryError, Diagnostic, FatalError, Persistence, RecordId};
+use crate::types::{
+    BrokerDetail, ConnId, DeliveryError, Diagnostic, FatalError, Persistence, RecordId,
+};
 
 /// How often CORRUPT_MESSAGE is retried before it counts as a permanent failure.
 pub(super) const MAX_CORRUPT_RETRIES: u8 = 3;
@@ -115,6 +119,7 @@ impl Producer {
         // many batches looks them up in a table sorted (stably) by topic and partition, built
         // in one walk of the answer, rather than walking the answer once per batch.
         let mut table: Vec<(Bytes, i32, PartitionResult)> = Vec::new();
+        let mut decoded = None;
         if refs.len() > 8 {
             resp.for_each(|t, p| {
                 table.push((t.clone(), p.index, *p));
@@ -136,6 +141,17 @@ impl Producer {
                     .map(|e| e.2)
             };
             match result {
+                Some(pr) if may_fail_records(pr.error_code) => {
+                    // A refusal that may fail the batch: what the broker said beyond the code
+                    // (v8+), for the failed records. The answer is decoded whole once, and
+                    // only on this rare path.
+                    let whole = decoded.get_or_insert_with(|| resp.decode_whole());
+                    self.broker_refusal = (whole.as_ref())
+                        .and_then(|w| w.error_detail(name, index))
+                        .and_then(|(errors, message)| Refusal::new(r.batch, errors, message));
+                    self.on_partition_result(r, &pr);
+                    self.broker_refusal = None;
+                }
                 Some(pr) => self.on_partition_result(r, &pr),
                 // A response that leaves a partition out tells us nothing about it.
                 None => self.retry_batch(r, ErrorCode::NetworkException, true),
@@ -508,4 +524,71 @@ impl Producer {
 /// LogAppendTime topic, -1 (or any negative value) otherwise.
 fn log_append_time(pr: &PartitionResult) -> Option<i64> {
     (pr.log_append_time_ms >= 0).then_some(pr.log_append_time_ms)
+}
+
+/// What a broker said about a refused batch beyond the error code (Produce v8+, KIP-467).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct Refusal {
+    /// The batch refused.
+    batch: u64,
+    message: Option<Arc<str>>,
+    /// The records the broker named invalid, by their index in the batch, sorted.
+    named: Vec<(i32, Option<Arc<str>>)>,
+}
+
+impl Refusal {
+    /// `None` when the broker said nothing more than the code.
+    fn new(
+        batch: u64,
+        errors: Vec<BatchIndexAndErrorMessage>,
+        message: Option<String>,
+    ) -> Option<Self> {
+        if errors.is_empty() && message.is_none() {
+            return None;
+        }
+        let mut named: Vec<(i32, Option<Arc<str>>)> = (errors.into_iter())
+            .map(|e| (e.batch_index, e.batch_index_error_message.map(Arc::from)))
+            .collect();
+        named.sort_by_key(|e| e.0);
+        Some(Self {
+            batch,
+            message: message.map(Arc::from),
+            named,
+        })
+    }
+
+    /// The detail for the `k`-th record of batch `batch`, if this refusal is of that batch.
+    pub(super) fn detail(&self, batch: u64, k: usize) -> Option<Box<BrokerDetail>> {
+        if batch != self.batch {
+            return None;
+        }
+        let found = (self
+            .named
+            .binary_search_by_key(&(k as i64), |e| i64::from(e.0)))
+        .ok()
+        .map(|at| self.named[at].1.clone());
+        Some(Box::new(BrokerDetail {
+            message: self.message.clone(),
+            named: (!self.named.is_empty()).then_some(found.is_some()),
+            record_message: found.flatten(),
+        }))
+    }
+}
+
+/// Whether a Produce answer's `code` may fail its batch's records for good (rather than
+/// retry them or move the partition to a new identity): then what the broker said beyond
+/// the code goes with them.
+fn may_fail_records(code: i16) -> bool {
+    let code = ErrorCode::from_i16(code);
+    code != ErrorCode::None
+        && !code.is_retriable()
+        && !matches!(
+            code,
+            ErrorCode::DuplicateSequenceNumber
+                | ErrorCode::OutOfOrderSequenceNumber
+                | ErrorCode::UnknownProducerId
+                | ErrorCode::InvalidProducerEpoch
+                | ErrorCode::ProducerFenced
+                | ErrorCode::InvalidProducerIdMapping
+        )
 }

@@ -240,6 +240,23 @@ pub struct ProduceResponse {
     pub node_endpoints: Vec<NodeEndpoint>,
 }
 
+impl ProduceResponse {
+    /// What the broker said beyond the error code about partition `index` of `topic` (its
+    /// first result): the records it named invalid and its message. `None` if the answer
+    /// has no such partition.
+    pub fn error_detail(
+        &self,
+        topic: &str,
+        index: i32,
+    ) -> Option<(Vec<BatchIndexAndErrorMessage>, Option<String>)> {
+        (self.responses.iter())
+            .filter(|t| t.name == topic)
+            .flat_map(|t| &t.partition_responses)
+            .find(|p| p.index == index)
+            .map(|p| (p.record_errors.clone(), p.error_message.clone()))
+    }
+}
+
 /// One topic's results.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TopicProduceResponse {
@@ -463,7 +480,7 @@ impl Message for ProduceResponse {
 
 /// One partition's result in a Produce response as [`ProduceResponseReader`] reads it in
 /// place: every field the producer acts on. (The record errors and error message of v8+ are
-/// checked, not kept.)
+/// checked here, and read only for a refusal, by [`ProduceResponseReader::decode_whole`].)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PartitionResult {
     /// Partition index.
@@ -530,6 +547,16 @@ impl ProduceResponseReader {
         debug_assert!(walked.is_ok(), "a checked response walks again");
     }
 
+    /// The whole answer, decoded into owned structs ([`ProduceResponse`]): for a refusal's
+    /// rare path ([`ProduceResponse::error_detail`]). `None` before v8, which has no record
+    /// errors or messages to read.
+    pub fn decode_whole(&self) -> Option<ProduceResponse> {
+        if self.version < 8 {
+            return None;
+        }
+        ProduceResponse::decode(self.version, &mut Reader::new(self.body.clone())).ok()
+    }
+
     /// The first result for partition `index` of `topic`.
     pub fn find(&self, topic: &str, index: i32) -> Option<PartitionResult> {
         let mut found = None;
@@ -563,7 +590,7 @@ fn walk_response(
             let log_append_time_ms = r.i64()?;
             let log_start_offset = if version >= 5 { r.i64()? } else { -1 };
             if version >= 8 {
-                // record_errors, then error_message: checked, not kept.
+                // record_errors, then error_message: checked (read on a refusal by `decode_whole`).
                 for _ in 0..r.array_len(flex)? {
                     r.i32()?;
                     r.nullable_str_bytes(flex)?;
