@@ -783,6 +783,9 @@ enum Command {
         record: Record,
         accepted: oneshot::Sender<Result<(), DeliveryError>>,
         done: oneshot::Sender<Outcome>,
+        /// When the application handed the record over: it waits for `buffer.memory` until
+        /// `max.block.ms` after this, then is refused.
+        since: Instant,
         _ticket: Ticket,
     },
     /// Several records in one hand-off ([`ProducerHandle::enqueue_many`]): accepted in order;
@@ -792,6 +795,8 @@ enum Command {
         /// The verdicts so far, one per record taken from the front of `records`.
         results: Vec<Result<(), DeliveryError>>,
         accepted: oneshot::Sender<Vec<Result<(), DeliveryError>>>,
+        /// As for `Send`.
+        since: Instant,
         _ticket: Ticket,
     },
     Flush(oneshot::Sender<()>),
@@ -800,6 +805,14 @@ enum Command {
 }
 
 impl Command {
+    /// When a send waiting for memory is refused (`max.block.ms` after it was handed over).
+    fn expiry(&self, max_block: Duration) -> Option<Instant> {
+        match self {
+            Self::Send { since, .. } | Self::SendMany { since, .. } => since.checked_add(max_block),
+            Self::Flush(_) | Self::Close(_) | Self::Metrics(_) => None,
+        }
+    }
+
     /// A send whose caller no longer waits for its acceptance.
     fn abandoned(&self) -> bool {
         match self {
@@ -1038,8 +1051,10 @@ impl ProducerHandle {
 
     /// Hands a record to the producer and returns once it is accepted, without waiting for
     /// delivery. While `buffer.memory` is full this waits for records to resolve (behind the
-    /// records already waiting, in order). A zero timestamp is set to the current wall-clock
-    /// time.
+    /// records already waiting, in order), for at most `max.block.ms` (60 s by default) from
+    /// the call, as the Java client's `send` blocks: then the record is refused,
+    /// `Refused(QueueFull)`, not persisted, and handed back. A zero timestamp is set to the
+    /// current wall-clock time.
     ///
     /// When there is room the record is accepted on the caller's task at the first poll,
     /// without waiting for the producer's task (a short lock shared with it). Like tokio's own
@@ -1076,6 +1091,7 @@ impl ProducerHandle {
             record,
             accepted,
             done,
+            since: now(),
             _ticket: ticket,
         };
         if let Err(mpsc::error::SendError(Command::Send { record, .. })) = self.tx.send(cmd).await {
@@ -1164,7 +1180,8 @@ impl ProducerHandle {
     /// the producer task) for the lot. Returns one result per record, in order, once every
     /// record was accepted or refused; records are accepted in order, and while
     /// `buffer.memory` is full the rest wait (handed to the producer task in one message), as
-    /// with `enqueue`. A zero timestamp is set to the current wall-clock time.
+    /// with `enqueue`, each refused `QueueFull` after `max.block.ms`. A zero timestamp is set
+    /// to the current wall-clock time.
     ///
     /// Cancellation: if this future is dropped before it returns, a prefix of the records
     /// may have been accepted (those are delivered like any other record) and the rest are
@@ -1203,6 +1220,7 @@ impl ProducerHandle {
                 records: queued,
                 results,
                 accepted,
+                since: now(),
                 _ticket: ticket.unwrap_or_else(|| Ticket::new(&self.shared)),
             };
             match self.tx.send(cmd).await {
@@ -1527,9 +1545,11 @@ impl<C: Connector> Driver<C> {
         let mut armed = None;
         let mut commands_open = true;
         let shared = Arc::clone(&self.shared);
+        let max_block;
         {
             let core = shared.lock();
             let cfg = core.producer.config();
+            max_block = cfg.max_block;
             if cfg.acks == 0 {
                 self.write_backlog_limit = Some(cfg.buffer_memory);
                 self.write_stall = Some(cfg.request_timeout);
@@ -1572,11 +1592,16 @@ impl<C: Connector> Driver<C> {
                         }
                     }
                     Some(Input::Connected(r)) => self.connect_done(core, r),
-                    Some(Input::Timer) => core.producer.handle_timeout(now()),
+                    // The wake-up may be for a send waiting for memory, before the core's.
+                    Some(Input::Timer) if self.deadline.is_some_and(|d| d <= now()) => {
+                        core.producer.handle_timeout(now())
+                    }
+                    Some(Input::Timer) => {}
                     Some(Input::Woken) | None => {}
                 }
                 if self.failed.is_none() {
                     self.drain(core);
+                    self.expire_deferred(core);
                     self.pump_deferred(core);
                 }
                 let backlogged = self.write_backlogged();
@@ -1590,8 +1615,12 @@ impl<C: Connector> Driver<C> {
             if finished {
                 break;
             }
-            if self.deadline != armed {
-                armed = self.deadline;
+            let wake = match (self.deadline, self.block_deadline(max_block)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            if wake != armed {
+                armed = wake;
                 if let Some(until) = armed {
                     sleep.as_mut().reset(tokio::time::Instant::from_std(until));
                 }
@@ -1605,7 +1634,7 @@ impl<C: Connector> Driver<C> {
                 Some(r) = self.connecting.join_next(), if !self.connecting.is_empty() => {
                     Input::Connected(r)
                 }
-                () = &mut sleep, if self.deadline.is_some() => Input::Timer,
+                () = &mut sleep, if armed.is_some() => Input::Timer,
                 () = written.notified(), if backlogged => Input::Woken,
                 () = shared.wake.notified() => Input::Woken,
             });
@@ -1972,6 +2001,7 @@ impl<C: Connector> Driver<C> {
                 record,
                 accepted,
                 done,
+                since,
                 _ticket,
             } => {
                 if accepted.is_closed() {
@@ -1988,6 +2018,7 @@ impl<C: Connector> Driver<C> {
                             record,
                             accepted,
                             done,
+                            since,
                             _ticket,
                         });
                     }
@@ -2000,6 +2031,7 @@ impl<C: Connector> Driver<C> {
                 mut records,
                 mut results,
                 accepted,
+                since,
                 _ticket,
             } => {
                 if accepted.is_closed() {
@@ -2019,6 +2051,7 @@ impl<C: Connector> Driver<C> {
                                 records,
                                 results,
                                 accepted,
+                                since,
                                 _ticket,
                             });
                         }
@@ -2057,6 +2090,47 @@ impl<C: Connector> Driver<C> {
                 .sum();
             unwritten > limit
         })
+    }
+
+    /// When the send at the front of the commands waiting for memory has waited
+    /// `max.block.ms` (the driver wakes then to refuse it).
+    fn block_deadline(&self, max_block: Duration) -> Option<Instant> {
+        self.deferred.front()?.expiry(max_block)
+    }
+
+    /// Refuses the sends at the front of the commands waiting for memory that have waited
+    /// `max.block.ms` since the application handed them over, as the Java client's `send`
+    /// throws once it has blocked that long: `Refused(QueueFull)`, not persisted, the record
+    /// handed back (every record of an `enqueue_many` still waiting). The commands behind
+    /// them are tried again.
+    fn expire_deferred(&mut self, core: &mut Core) {
+        let max_block = core.producer.config().max_block;
+        let now = now();
+        while let Some(front) = self.deferred.front() {
+            if front.expiry(max_block).is_none_or(|at| at > now) {
+                return;
+            }
+            match self.deferred.pop_front() {
+                Some(Command::Send {
+                    record, accepted, ..
+                }) => {
+                    let _ = accepted.send(Err(refused(SendError::QueueFull(record))));
+                }
+                Some(Command::SendMany {
+                    records,
+                    mut results,
+                    accepted,
+                    ..
+                }) => {
+                    let full = |(record, _)| Err(refused(SendError::QueueFull(record)));
+                    results.extend(records.into_iter().map(full));
+                    let _ = accepted.send(results);
+                }
+                Some(_) | None => unreachable!("only sends expire"),
+            }
+            // Whatever is behind is tried again (a flush or close goes ahead at once).
+            self.refused_at = None;
+        }
     }
 
     /// Retries deferred commands in order once memory was freed.

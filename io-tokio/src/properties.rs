@@ -745,7 +745,7 @@ impl CodecLevels {
 /// | `reconnect.backoff.max.ms` | accepted when equal to `retry.backoff.max.ms` (1000 by default in the Java client), which caps kprod's reconnect backoff |
 /// | `metadata.max.age.ms` (`topic.metadata.refresh.interval.ms`) | periodic metadata refresh |
 /// | `metadata.max.idle.ms` | a topic not sent to for this long is left out of metadata requests until its next record (at least 5000, as in Java) |
-/// | `max.block.ms` | how long a record waits for its topic in metadata before failing; waiting for `buffer.memory` is bounded by records resolving (`delivery.timeout.ms`) instead |
+/// | `max.block.ms` | how long a record waits for its topic in metadata before failing, and how long `send`/`enqueue` wait for room in `buffer.memory` before refusing the record (`QueueFull`, handed back) |
 /// | `allow.auto.create.topics` | sent in Metadata requests |
 /// | `compression.type` (`compression.codec`) | `none`, `gzip`, `snappy`, `lz4`, `zstd` |
 /// | `compression.level`, `compression.{gzip,lz4,zstd}.level` | the codec's level; `-1` is its default |

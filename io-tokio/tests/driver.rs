@@ -786,6 +786,60 @@ mod handle_api {
         h.close().await;
     }
 
+    /// A send waiting for `buffer.memory` waits at most `max.block.ms` from the call, as the
+    /// Java client's `send` blocks: then it is refused `QueueFull`, not persisted, with its
+    /// record handed back (each record of an `enqueue_many` too), and the producer goes on.
+    /// Before, it waited until records resolved, up to `delivery.timeout.ms` (2 minutes by
+    /// default) behind a broker that does not answer.
+    #[tokio::test(start_paused = true)]
+    async fn a_send_waits_for_memory_at_most_max_block_ms() {
+        let broker = FakeBroker::new("t", 1);
+        broker.script.lock().unwrap().latency = Duration::from_secs(10);
+        let cfg = config(&[
+            ("buffer.memory", "1024"),
+            ("max.request.size", "1024"),
+            ("max.block.ms", "2000"),
+        ]);
+        let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+        let big = |name: &str| format!("{name}-{}", "x".repeat(600));
+        // Accepted at once: it holds the buffer until acknowledged, 10 s later.
+        let held = h.enqueue(Record::new("t", big("held"))).await.unwrap();
+        let start = Instant::now();
+        let e = h.send(Record::new("t", big("blocked"))).await.unwrap_err();
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(2),
+            "refused after max.block.ms"
+        );
+        assert!(
+            matches!(&e.kind, ErrorKind::Refused(r) if matches!(**r, SendError::QueueFull(_))),
+            "{e}"
+        );
+        assert_eq!(e.persisted, Persistence::NotPersisted);
+        assert_eq!(
+            e.record().unwrap().value.as_deref(),
+            Some(big("blocked").as_bytes())
+        );
+        let many = h
+            .enqueue_many([Record::new("t", big("m1")), Record::new("t", big("m2"))])
+            .await;
+        assert_eq!(start.elapsed(), Duration::from_secs(4));
+        for (r, name) in many.into_iter().zip(["m1", "m2"]) {
+            let e = r.unwrap_err();
+            assert_eq!(e.persisted, Persistence::NotPersisted);
+            assert_eq!(
+                e.record().unwrap().value.as_deref(),
+                Some(big(name).as_bytes())
+            );
+        }
+        assert_eq!(held.await.unwrap().offset, Some(0));
+        // Room again: the next record is accepted and delivered.
+        let after = h.send(Record::new("t", big("after"))).await.unwrap();
+        assert_eq!(after.offset, Some(1));
+        assert_eq!(broker.log("t", 0), [big("held"), big("after")]);
+        h.close().await;
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_record_that_fits_waits_behind_a_record_waiting_for_memory() {
         let broker = FakeBroker::new("t", 1);
