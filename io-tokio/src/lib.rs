@@ -240,16 +240,65 @@ pub trait Connector: Send + Sync + 'static {
     }
 }
 
-/// The default connector: TCP with `TCP_NODELAY`.
+/// The default connector: TCP with `TCP_NODELAY`. A host name that resolves to several
+/// addresses has every one tried ([`connect_any`]), as the Java client's
+/// `client.dns.lookup=use_all_dns_ips` does.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TcpConnector;
 
 impl Connector for TcpConnector {
     type Stream = TcpStream;
     async fn connect(&self, addr: &str) -> io::Result<TcpStream> {
-        let stream = TcpStream::connect(addr).await?;
+        let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host(addr).await?.collect();
+        let stream = connect_any(&addrs).await?;
         stream.set_nodelay(true)?;
         Ok(stream)
+    }
+}
+
+/// How long a connection attempt to one address has before the next address is tried
+/// alongside it (RFC 8305's recommended delay).
+const NEXT_ADDRESS_AFTER: Duration = Duration::from_millis(250);
+
+/// Connects to the first of `addrs` that accepts: the first is tried at once, and each next
+/// one when the attempts before it have failed or [`NEXT_ADDRESS_AFTER`] after the last one
+/// started, the attempts still running going on beside it (Happy Eyeballs, RFC 8305). An
+/// address that drops connection attempts (a dead host behind a name with several
+/// addresses) so no longer holds the others for the kernel's SYN retries (about two minutes,
+/// longer than the producer's `connect.timeout`). The error is the last attempt's.
+pub async fn connect_any(addrs: &[std::net::SocketAddr]) -> io::Result<TcpStream> {
+    let mut next = addrs.iter().copied();
+    let mut attempts = JoinSet::new();
+    let mut last_error = None;
+    let stagger = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(stagger);
+    let mut more = true;
+    loop {
+        if more && (attempts.is_empty() || stagger.is_elapsed()) {
+            match next.next() {
+                Some(a) => {
+                    attempts.spawn(TcpStream::connect(a));
+                    stagger
+                        .as_mut()
+                        .reset(tokio::time::Instant::now() + NEXT_ADDRESS_AFTER);
+                }
+                None => more = false,
+            }
+        }
+        if attempts.is_empty() {
+            return Err(last_error.unwrap_or_else(|| {
+                io::Error::new(io::ErrorKind::NotFound, "the name resolves to no address")
+            }));
+        }
+        tokio::select! {
+            done = attempts.join_next() => match done {
+                Some(Ok(Ok(stream))) => return Ok(stream), // the others are aborted on drop
+                Some(Ok(Err(e))) => last_error = Some(e),
+                Some(Err(e)) => last_error = Some(io::Error::other(e)),
+                None => {}
+            },
+            () = &mut stagger, if more => {}
+        }
     }
 }
 

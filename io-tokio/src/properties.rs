@@ -760,7 +760,7 @@ impl CodecLevels {
 /// | `socket.keepalive.enable` | `false` (kprod does not set `SO_KEEPALIVE`) |
 /// | `socket.nagle.disable` | `true` (`TCP_NODELAY` is always set) |
 /// | `send.buffer.bytes`, `receive.buffer.bytes` (`-1`), `socket.send.buffer.bytes`, `socket.receive.buffer.bytes` (`0`) | the operating system's default |
-/// | `client.dns.lookup` | `use_all_dns_ips`: every resolved address is tried in turn |
+/// | `client.dns.lookup` | `use_all_dns_ips`: every resolved address is tried, the next one 250 ms after the previous attempt started or at once when it failed, the first to connect used (RFC 8305) |
 /// | `api.version.request` (librdkafka) | `true` |
 /// | `security.protocol`, `ssl.*`, `sasl.*` | see [`ClientConfig::from_properties`] |
 /// | `socket.connection.setup.timeout.ms` | how long a connect (and TLS handshake) may take ([`ProducerConfig::connect_timeout`], 10 s by default) |

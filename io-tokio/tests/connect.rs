@@ -1,0 +1,59 @@
+//! `TcpConnector`'s address choice over real loopback sockets: a name that resolves to
+//! several addresses, the first of which drops connection attempts.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use kprod_tokio::connect_any;
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+
+/// A loopback address that drops connection attempts (SYNs), as a dead host or a firewall
+/// does: a listener that never accepts, its accept queue (backlog 0) filled first by
+/// connections kept open. Returns the address and what must stay alive for it.
+async fn blackhole() -> (SocketAddr, TcpListener, Vec<TcpStream>) {
+    let socket = TcpSocket::new_v4().expect("a socket");
+    socket.bind("127.0.0.1:0".parse().unwrap()).expect("bind");
+    let addr = socket.local_addr().unwrap();
+    let listener = socket.listen(0).expect("listen");
+    // Connect until an attempt is dropped: the queue is full from then on.
+    let mut queued = Vec::new();
+    for _ in 0..16 {
+        match tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => queued.push(s),
+            Ok(Err(e)) => panic!("connecting to the never-accepting listener: {e}"),
+            Err(_) => return (addr, listener, queued),
+        }
+    }
+    panic!("16 connections to a listener with backlog 0 were all queued")
+}
+
+/// The first address drops the attempt: the connector tries the next one alongside it after
+/// a short delay and connects there, instead of waiting for the kernel to give up on the
+/// first (about two minutes, beyond the producer's `connect.timeout`, so that before, a
+/// bootstrap name listing a dead address first was never connected to).
+#[tokio::test]
+async fn a_name_whose_first_address_drops_connects_to_the_next() {
+    let (dead, _listener, _queued) = blackhole().await;
+    let good = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let good_addr = good.local_addr().unwrap();
+    let accept = tokio::spawn(async move { good.accept().await.map(|(_, peer)| peer) });
+    let stream = tokio::time::timeout(Duration::from_secs(20), connect_any(&[dead, good_addr]))
+        .await
+        .expect("connected before the first address's attempt gave up")
+        .expect("connected");
+    assert_eq!(stream.peer_addr().unwrap(), good_addr);
+    let peer = accept.await.unwrap().unwrap();
+    assert_eq!(peer, stream.local_addr().unwrap());
+}
+
+/// Every address refusing: the last error, at once.
+#[tokio::test]
+async fn every_address_refusing_is_an_error() {
+    let closed = |l: std::net::TcpListener| l.local_addr().unwrap();
+    let a = closed(std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+    let b = closed(std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+    let e = connect_any(&[a, b]).await.expect_err("nothing listens");
+    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused);
+    let none = connect_any(&[]).await.expect_err("no address");
+    assert_eq!(none.kind(), std::io::ErrorKind::NotFound);
+}
