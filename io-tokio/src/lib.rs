@@ -261,7 +261,7 @@ impl Connector for TcpConnector {
 const NEXT_ADDRESS_AFTER: Duration = Duration::from_millis(250);
 
 /// Connects to the first of `addrs` that accepts: the first is tried at once, and each next
-/// one when the attempts before it have failed or [`NEXT_ADDRESS_AFTER`] after the last one
+/// one when the attempts before it have failed or 250 ms after the last one
 /// started, the attempts still running going on beside it (Happy Eyeballs, RFC 8305). An
 /// address that drops connection attempts (a dead host behind a name with several
 /// addresses) so no longer holds the others for the kernel's SYN retries (about two minutes,
