@@ -335,65 +335,21 @@ impl Producer {
             return ready;
         }
         if !self.conns.is_empty() {
-            // One is being set up. A bootstrap server that takes the connection and never
-            // answers it would hold everything for `request.timeout.ms`: once every setup
-            // has lasted `retry.backoff.max.ms` (`bootstrap_patience_ends`), the next
-            // bootstrap server is tried alongside.
-            if self
-                .bootstrap_patience_ends()
-                .is_some_and(|t| t <= self.now)
-            {
-                self.open_bootstrap();
-            }
-            return None;
+            return None; // one is being set up
         }
         if self.open_to_node(|_, _| true) {
             return None;
         }
-        self.open_bootstrap();
-        None
-    }
-
-    /// When the bootstrap connections being set up (none ready, no other connection) have
-    /// all waited for their ApiVersions answer long enough for another bootstrap server to
-    /// be tried alongside: the latest of their requests' sending plus
-    /// `retry.backoff.max.ms`. `None` when there is another connection, one still
-    /// connecting, a ready one, or no other bootstrap server.
-    pub(super) fn bootstrap_patience_ends(&self) -> Option<Instant> {
-        let len = self.cfg.bootstrap_servers.len();
-        if len < 2 || self.conns.is_empty() || self.conns.len() >= len {
-            return None;
-        }
-        let mut latest: Option<Instant> = None;
-        for c in self.conns.values() {
-            // A connect in progress has its own bound (`connect.timeout`); the wait here is
-            // for a server that took the connection and does not answer its ApiVersions.
-            let started = match (c.target, c.state) {
-                (Target::Bootstrap(_), ConnState::Negotiating) => c
-                    .inflight
-                    .front()?
-                    .deadline
-                    .checked_sub(self.cfg.request_timeout)?,
-                _ => return None,
-            };
-            latest = latest.max(Some(started));
-        }
-        latest?.checked_add(self.cfg.retry_backoff_max)
-    }
-
-    /// Opens a connection to the next bootstrap server that has none and is past its
-    /// reconnect backoff, if any.
-    fn open_bootstrap(&mut self) {
         let len = self.cfg.bootstrap_servers.len();
         for k in 0..len {
             let i = (self.bootstrap_next + k) % len;
-            let busy = (self.conns.values()).any(|c| c.target == Target::Bootstrap(i));
-            if !busy && self.target_ready(Target::Bootstrap(i)) {
+            if self.target_ready(Target::Bootstrap(i)) {
                 let addr: Arc<str> = Arc::from(self.cfg.bootstrap_servers[i].as_str());
                 self.open_conn(Target::Bootstrap(i), addr);
-                return;
+                return None;
             }
         }
+        None
     }
 
     /// Opens connections to leaders that have something to send.

@@ -436,9 +436,6 @@ impl Producer {
                 next = Some(d);
             }
         };
-        if let Some(t) = self.bootstrap_patience_ends() {
-            consider(t);
-        }
         for c in self.conns.values() {
             if let Some(r) = c.inflight.front() {
                 consider(r.deadline);
