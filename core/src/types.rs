@@ -436,8 +436,10 @@ pub struct Delivered {
     /// The time the broker wrote the batch (ms since the Unix epoch) when the topic keeps
     /// `message.timestamp.type=LogAppendTime`: then it is every record's timestamp in the
     /// log, in place of the one it was sent with. `None` when the topic keeps the records'
-    /// own (create) timestamps, and when the broker did not say (a duplicate confirmed
-    /// without one).
+    /// own (create) timestamps, and when it is not known: the broker did not say (a
+    /// duplicate confirmed without one), or the answer was to a retry before any first attempt on the topic showed it stamps
+    /// appends (Kafka answers a retry it finds already written with the stored batch's
+    /// largest timestamp, also on a CreateTime topic).
     pub log_append_time: Option<i64>,
     /// The records, in the order they were sent (and written). Never empty.
     pub ids: Vec<RecordId>,

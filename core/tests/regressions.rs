@@ -688,3 +688,108 @@ fn unknown_producer_id_at_sequence_zero_takes_a_new_producer_id() {
     let delivered = deliveries(&h.events);
     assert_eq!(delivered.len(), 2, "a and b delivered: {delivered:?}");
 }
+
+/// Review finding: CLUSTER_AUTHORIZATION_FAILED on InitProducerId fails the batches waiting
+/// for an identity, and one already sequenced leaves a gap; the gap policy did not apply, so
+/// under `CutPartition` a later batch in flight was re-sequenced and delivered past the
+/// refused one. Now the cut takes it: `PartitionCut`, not persisted (the broker refused it
+/// out of order).
+#[test]
+fn an_authorization_refusal_of_a_new_producer_id_cuts_the_partition_under_the_cut_policy() {
+    use kprod_core::protocol::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
+    use kprod_core::GapPolicy;
+
+    let mut h = Harness::new(|c| c.gap_policy = GapPolicy::CutPartition);
+    h.p.send(h.now, record("x")).unwrap();
+    h.answer_all();
+    assert_eq!(h.p.pending_records(), 0);
+    // a and b in flight; a is refused PRODUCER_FENCED (the broker refuses the epoch: the
+    // producer drops its identity and asks for a new id).
+    let mut requests = Vec::new();
+    for v in ["a", "b"] {
+        h.p.send(h.now, record(v)).unwrap();
+        h.p.flush(h.now);
+        h.drain();
+        requests.push(h.next_frame().expect("a Produce request"));
+    }
+    h.feed(produce_error(&requests[0], ErrorCode::ProducerFenced));
+    let init = h.next_frame().expect("an InitProducerId request");
+    let (key, version, corr) = api_of(&init);
+    assert_eq!(key, api_key::INIT_PRODUCER_ID);
+    let refused = InitProducerIdResponse {
+        throttle_time_ms: 0,
+        error_code: ErrorCode::ClusterAuthorizationFailed.as_i16(),
+        producer_id: -1,
+        producer_epoch: -1,
+    };
+    // Asked on the idle bootstrap connection (b is in flight on the leader's).
+    let answer = encode_response::<InitProducerIdRequest>(&refused, version, corr);
+    h.p.handle_read(h.now, ConnId(0), &mut BytesMut::from(&answer[..]));
+    h.drain();
+    // b comes back refused out of order (a is not in the log).
+    h.feed(produce_error(
+        &requests[1],
+        ErrorCode::OutOfOrderSequenceNumber,
+    ));
+    h.answer_all();
+    let failures = h.failures();
+    assert_eq!(
+        failures,
+        [
+            (
+                DeliveryError::Broker(ErrorCode::ClusterAuthorizationFailed),
+                Persistence::NotPersisted
+            ),
+            (DeliveryError::PartitionCut, Persistence::NotPersisted),
+        ],
+        "{:?}",
+        h.events
+    );
+    assert_eq!(h.p.pending_records(), 0);
+}
+
+/// Review finding: Kafka answers a retry it finds already written (a duplicate) with the
+/// stored batch's largest timestamp as `log_append_time_ms`, also on a CreateTime topic; the
+/// delivery then claimed a log append time. Now a time is believed on a first attempt
+/// (which shows the topic stamps appends) and on a retry only once the topic is known to.
+#[test]
+fn a_retry_answered_with_a_time_is_not_taken_for_a_log_append_time_topic_unless_known() {
+    use kprod_core::protocol::produce::ProduceRequest;
+
+    let mut h = Harness::new(|_| {});
+    let stamped = |h: &mut Harness, value: &str, refuse_first: bool, stamp: i64| {
+        h.events.clear();
+        h.p.send(h.now, record(value)).unwrap();
+        let mut f = h.answer_until_produce(&[]).expect("a Produce request");
+        if refuse_first {
+            h.feed(produce_error(&f, ErrorCode::NotEnoughReplicas));
+            h.now += Duration::from_secs(2);
+            h.p.handle_timeout(h.now);
+            f = h.answer_until_produce(&[]).expect("the retry");
+        }
+        let (_, version, corr) = api_of(&f);
+        let a = respond(&f, &mut h.next_offset);
+        let (_, mut resp) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
+        resp.responses[0].partition_responses[0].log_append_time_ms = stamp;
+        h.feed(encode_response::<ProduceRequest>(&resp, version, corr));
+        (h.events.iter())
+            .filter_map(|e| match e {
+                Event::Delivered(d) => Some(d.log_append_time),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    // A retry answered with a time on a topic not known to stamp appends: a duplicate's
+    // create time, perhaps.
+    assert_eq!(stamped(&mut h, "a", true, 1_700_000_000_001), [None]);
+    // A first attempt answered with one: the topic stamps appends.
+    assert_eq!(
+        stamped(&mut h, "b", false, 1_700_000_000_002),
+        [Some(1_700_000_000_002)]
+    );
+    // From then on a retry's time is believed too.
+    assert_eq!(
+        stamped(&mut h, "c", true, 1_700_000_000_003),
+        [Some(1_700_000_000_003)]
+    );
+}

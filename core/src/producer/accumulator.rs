@@ -143,6 +143,9 @@ pub(super) struct Topic {
     pub(super) sticky_bytes: usize,
     /// Metadata says the topic does not exist: the code, while it keeps saying so.
     pub(super) missing: Option<ErrorCode>,
+    /// An answer to a batch's first attempt carried a log append time: the topic keeps
+    /// `message.timestamp.type=LogAppendTime` ([`Producer::log_append_time_of`]).
+    pub(super) stamps_appends: bool,
     /// The compression of this topic's batches, and Kafka's estimate of its ratio.
     pub(super) compression: Compression,
     pub(super) ratio: RatioEstimate,
@@ -377,6 +380,7 @@ impl Producer {
                     sticky: 0,
                     sticky_bytes: 0,
                     missing: None,
+                    stamps_appends: false,
                     compression: self.cfg.compression_for(name),
                     ratio: RatioEstimate::default(),
                     id: [0; 16],

@@ -87,19 +87,30 @@ impl Producer {
 
     /// Fails with `code` every batch that cannot go without a producer identity: every batch
     /// not in flight (a batch sequenced under an earlier identity needs the new one to be
-    /// sent again, P9). Records still waiting for metadata are left to wait: they meet the
-    /// next answer.
+    /// sent again, P9). A sequenced one leaves a gap, so the gap policy applies as for any
+    /// refusal for good (a cut fails the partition's later batches too, `Fatal` stops the
+    /// producer). Records still waiting for metadata are left to wait: they meet the next
+    /// answer.
     fn fail_waiting_for_identity(&mut self, code: ErrorCode) {
         for ti in 0..self.topics.len() {
             for pi in 0..self.topics[ti].partitions.len() {
                 let mut i = 0;
                 while i < self.topics[ti].partitions[pi].batches.len() {
-                    if self.topics[ti].partitions[pi].batches[i].state == BatchState::InFlight {
+                    if self.fatal.is_some() {
+                        return;
+                    }
+                    let p = &self.topics[ti].partitions[pi];
+                    let b = &p.batches[i];
+                    if b.state == BatchState::InFlight {
                         i += 1;
                         continue;
                     }
-                    let error = DeliveryError::Broker(code);
-                    self.fail_batch(ti, pi, i, error, Persistence::NotPersisted);
+                    if b.is_sequenced_under(p.bound) {
+                        self.fail_permanently(ti, pi, i, code);
+                    } else {
+                        let error = DeliveryError::Broker(code);
+                        self.fail_batch(ti, pi, i, error, Persistence::NotPersisted);
+                    }
                 }
             }
         }

@@ -181,7 +181,8 @@ impl Producer {
             ErrorCode::None => self.on_success(r, i, pr),
             ErrorCode::DuplicateSequenceNumber => {
                 let offset = mutated!(self.cfg, DuplicateAtMinusOne).then_some(-1);
-                self.ack_batch(ti, pi, i, offset, log_append_time(pr))
+                let stamp = self.log_append_time_of(ti, pi, i, pr);
+                self.ack_batch(ti, pi, i, offset, stamp)
             }
             ErrorCode::OutOfOrderSequenceNumber | ErrorCode::UnknownProducerId => {
                 self.on_out_of_order(ti, pi, i, code, pr.log_start_offset)
@@ -238,8 +239,29 @@ impl Producer {
             // A success with an impossible offset is corrupt: its truth is unknown.
             self.retry_batch(r, ErrorCode::CorruptMessage, true);
         } else {
-            self.ack_batch(ti, pi, i, Some(base_offset), log_append_time(pr));
+            let stamp = self.log_append_time_of(ti, pi, i, pr);
+            self.ack_batch(ti, pi, i, Some(base_offset), stamp);
         }
+    }
+
+    /// The log append time an answer gives batch `i`, if it is one. Kafka answers an attempt
+    /// it appends with the time on a LogAppendTime topic and -1 on a CreateTime one, but a
+    /// retry it finds already written (a duplicate) with the stored batch's largest
+    /// timestamp, on either kind of topic. So a time is believed on a first attempt, which
+    /// marks the topic, and on a retry only for a marked topic.
+    fn log_append_time_of(
+        &mut self,
+        ti: usize,
+        pi: usize,
+        i: usize,
+        pr: &PartitionResult,
+    ) -> Option<i64> {
+        let stamp = log_append_time(pr)?;
+        let first_attempt = self.topics[ti].partitions[pi].batches[i].retries == 0;
+        if first_attempt {
+            self.topics[ti].stamps_appends = true;
+        }
+        self.topics[ti].stamps_appends.then_some(stamp)
     }
 
     /// CORRUPT_MESSAGE for batch `i` (`r`): retried `MAX_CORRUPT_RETRIES` times, then a
