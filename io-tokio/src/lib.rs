@@ -327,8 +327,10 @@ pub struct Delivery {
 /// Whose time a [`Delivery::timestamp`] is, as the topic's `message.timestamp.type` decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TimestampType {
-    /// The record's own, as sent (also when the broker did not say, as for a duplicate
-    /// confirmed without offsets, and under `acks=0`).
+    /// The record's own, as sent; also when the log's is not known: the broker did not say
+    /// (a duplicate confirmed without offsets, `acks=0`), or it answered a retry before any
+    /// first attempt on the topic showed that it stamps appends
+    /// ([`kprod_core::Delivered::log_append_time`]).
     CreateTime,
     /// The broker's, when it wrote the record's batch.
     LogAppendTime,
