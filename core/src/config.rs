@@ -86,6 +86,14 @@ pub struct ProducerConfig {
     /// treated as a failed connect: reconnect backoff, the next bootstrap server, a metadata
     /// refresh if it was a leader's.
     pub connect_timeout: Duration,
+    /// While the producer has no connection but bootstrap connections waiting for their
+    /// first answer (ApiVersions): how long they wait before the next bootstrap server is
+    /// tried alongside, so that a server that takes connections and never answers them (a
+    /// hung broker, a dead proxy) does not hold a starting producer for
+    /// `request.timeout.ms`. `None`: only after the request timeout, one server at a time.
+    /// 1 s by default. Not a Kafka property (the Java client starts at a random bootstrap
+    /// server and waits out the request timeout there).
+    pub bootstrap_patience: Option<Duration>,
     /// `delivery.timeout.ms`: the bound on a record's whole life in the producer.
     pub delivery_timeout: Duration,
     /// `retry.backoff.ms`.
@@ -203,6 +211,7 @@ impl ProducerConfig {
         for d in [
             &mut self.producer_id_expiration,
             &mut self.metadata_max_idle,
+            &mut self.bootstrap_patience,
         ]
         .into_iter()
         .flatten()
@@ -254,6 +263,7 @@ impl Default for ProducerConfig {
             max_request_size: 1024 * 1024,
             request_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
+            bootstrap_patience: Some(Duration::from_secs(1)),
             delivery_timeout: Duration::from_secs(120),
             retry_backoff: Duration::from_millis(100),
             retry_backoff_max: Duration::from_secs(1),

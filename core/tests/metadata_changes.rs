@@ -1458,3 +1458,34 @@ fn records_of_a_deleted_topic_time_out_naming_the_topics_absence() {
     };
     assert_eq!(failed, vec![gone; 5]);
 }
+
+/// Probe finding (a proxy that takes connections and never answers, listed first among the
+/// bootstrap servers): every producer waited a whole `request.timeout.ms` for the first
+/// bootstrap server's ApiVersions before trying the next one (30 s by default; Java starts
+/// at a random bootstrap server, and stalled so in 1 run of 5). Now the next bootstrap
+/// server is tried alongside once the first has had `retry.backoff.max.ms`: the record is
+/// delivered through it about a second after it was sent, with a 30 s request timeout.
+#[test]
+fn a_bootstrap_server_that_never_answers_does_not_hold_the_producer() {
+    let mut net = Net::with(|c| {
+        c.bootstrap_servers = vec!["dead:9092".into(), "bench:9092".into()];
+        c.request_timeout = Duration::from_secs(30);
+    });
+    net.hung = Some("dead:9092".into());
+    let sent_at = net.h.now;
+    net.send("a");
+    let mut delivered_after = None;
+    for _ in 0..100 {
+        net.run(1, &|_| {}, &mut |_| None);
+        if net.pending() == 0 {
+            delivered_after = Some(net.h.now - sent_at);
+            break;
+        }
+    }
+    let after = delivered_after.expect("a delivered");
+    assert!(
+        after <= Duration::from_secs(2),
+        "a waited {after:?} for a bootstrap server that never answers"
+    );
+    assert_eq!(net.connects[..2], ["dead:9092", "bench:9092"]);
+}

@@ -793,3 +793,120 @@ fn a_retry_answered_with_a_time_is_not_taken_for_a_log_append_time_topic_unless_
         [Some(1_700_000_000_003)]
     );
 }
+
+/// Probe finding: a broker that refuses every batch (Tansu with its storage failing answers
+/// UNKNOWN_SERVER_ERROR) and takes no epoch bump made the producer ask for a new producer id
+/// per refused batch, at once each time (about 160 a second against Tansu). Now a new id
+/// whose predecessor had nothing acknowledged waits for the backoff, which grows while ids
+/// keep being spent so; a batch acknowledged under an id resets it.
+#[test]
+fn a_broker_refusing_every_batch_is_not_asked_for_a_new_producer_id_per_batch() {
+    // An epoch of at most 1: every other bump is a new producer id, as against Tansu,
+    // which refuses the bump.
+    let mut h = Harness::new(|c| {
+        c.max_epoch = 1;
+        c.retry_backoff = Duration::from_millis(100);
+        c.retry_backoff_max = Duration::from_secs(1);
+    });
+    let start = h.now;
+    let mut inits = Vec::new();
+    let mut refused = 0;
+    let mut refuse = true;
+    let mut wires: std::collections::BTreeMap<ConnId, BytesMut> = Default::default();
+    // Runs the producer until nothing is pending, each connection answered on its own, every
+    // Produce refused while `refuse`; time moves 10 ms when nothing is left to answer.
+    let mut run = |h: &mut Harness, refuse: bool, inits: &mut Vec<Duration>, refused: &mut u32| {
+        for _ in 0..1000 {
+            loop {
+                match h.p.poll_output() {
+                    Output::Wait { .. } => break,
+                    Output::Connect { conn, .. } => h.p.handle_connected(h.now, conn),
+                    Output::Transmit { conn, bytes } => {
+                        wires.entry(conn).or_default().extend_from_slice(&bytes)
+                    }
+                    Output::Close { conn } => {
+                        wires.remove(&conn);
+                    }
+                    Output::Event(e) => h.events.push(e),
+                    Output::SaslInput { .. } => unreachable!("no SASL here"),
+                }
+            }
+            let mut answers = Vec::new();
+            for (&conn, wire) in &mut wires {
+                while wire.len() >= 4 {
+                    let len = 4 + i32::from_be_bytes(wire[..4].try_into().unwrap()) as usize;
+                    let f = wire.split_to(len).freeze();
+                    let answer = match api_of(&f).0 {
+                        api_key::PRODUCE if refuse => {
+                            *refused += 1;
+                            produce_error(&f, ErrorCode::UnknownServerError)
+                        }
+                        key => {
+                            if key == api_key::INIT_PRODUCER_ID {
+                                inits.push(h.now - start);
+                            }
+                            respond(&f, &mut h.next_offset)
+                        }
+                    };
+                    answers.push((conn, answer));
+                }
+            }
+            if answers.is_empty() {
+                if h.p.pending_records() == 0 {
+                    return;
+                }
+                h.now += Duration::from_millis(10);
+                h.p.handle_timeout(h.now);
+            }
+            for (conn, a) in answers {
+                h.p.handle_read(h.now, conn, &mut BytesMut::from(&a[..]));
+            }
+        }
+        panic!("not resolved: {:?}", h.events);
+    };
+    // 40 records, one at a time, every Produce refused.
+    for i in 0..40 {
+        h.p.send(h.now, record(&format!("r{i}"))).unwrap();
+        run(&mut h, refuse, &mut inits, &mut refused);
+    }
+    assert_eq!(refused, 40, "every record refused once");
+    let failures = h.failures();
+    assert_eq!(failures.len(), 40);
+    let refusal = (
+        DeliveryError::Broker(ErrorCode::UnknownServerError),
+        Persistence::PossiblyPersisted,
+    );
+    assert!(failures.iter().all(|f| *f == refusal), "{failures:?}");
+    // The first id and 19 new ones (each takes one refusal and one bump); after the first
+    // few, the backoff has
+    // grown to `retry.backoff.max.ms` between new ids. (Before: all 20 at the same instant.)
+    assert_eq!(inits.len(), 20, "new ids at {inits:?}");
+    let spacing: Vec<Duration> = inits.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        spacing.iter().skip(5).all(|d| *d >= Duration::from_secs(1)),
+        "new ids at {inits:?}"
+    );
+    // An acknowledged batch resets the backoff: the id after it is asked for at once, the
+    // next after the backoff again.
+    refuse = false;
+    h.p.send(h.now, record("ok")).unwrap();
+    run(&mut h, refuse, &mut inits, &mut refused);
+    assert_eq!(deliveries(&h.events).len(), 1, "ok delivered");
+    let before = inits.len();
+    refuse = true;
+    let t = h.now - start;
+    for i in 0..5 {
+        h.p.send(h.now, record(&format!("s{i}"))).unwrap();
+        run(&mut h, refuse, &mut inits, &mut refused);
+    }
+    let after: Vec<Duration> = inits[before..].iter().map(|d| *d - t).collect();
+    assert_eq!(after.len(), 2, "two new ids: {after:?}");
+    assert!(
+        after[0] < Duration::from_millis(20),
+        "the first at once: {after:?}"
+    );
+    assert!(
+        after[1] >= Duration::from_millis(200),
+        "the second later: {after:?}"
+    );
+}

@@ -335,21 +335,66 @@ impl Producer {
             return ready;
         }
         if !self.conns.is_empty() {
-            return None; // one is being set up
+            // One is being set up. A bootstrap server that takes the connection and never
+            // answers it would hold everything for `request.timeout.ms`: once every setup
+            // has lasted `bootstrap_patience` (`bootstrap_patience_ends`), the next
+            // bootstrap server is tried alongside.
+            if self
+                .bootstrap_patience_ends()
+                .is_some_and(|t| t <= self.now)
+            {
+                self.open_bootstrap();
+            }
+            return None;
         }
         if self.open_to_node(|_, _| true) {
             return None;
         }
+        self.open_bootstrap();
+        None
+    }
+
+    /// When the bootstrap connections being set up (none ready, no other connection) have
+    /// all waited for their ApiVersions answer long enough for another bootstrap server to
+    /// be tried alongside: the latest of their requests' sending plus
+    /// `bootstrap_patience`. `None` when there is another connection, one still
+    /// connecting, a ready one, no other bootstrap server, or no patience set.
+    pub(super) fn bootstrap_patience_ends(&self) -> Option<Instant> {
+        let patience = self.cfg.bootstrap_patience?;
+        let len = self.cfg.bootstrap_servers.len();
+        if len < 2 || self.conns.is_empty() || self.conns.len() >= len {
+            return None;
+        }
+        let mut latest: Option<Instant> = None;
+        for c in self.conns.values() {
+            // A connect in progress has its own bound (`connect.timeout`); the wait here is
+            // for a server that took the connection and does not answer its ApiVersions.
+            let started = match (c.target, c.state) {
+                (Target::Bootstrap(_), ConnState::Negotiating) => c
+                    .inflight
+                    .front()?
+                    .deadline
+                    .checked_sub(self.cfg.request_timeout)?,
+                _ => return None,
+            };
+            latest = latest.max(Some(started));
+        }
+        latest?.checked_add(patience)
+    }
+
+    /// Opens a connection to the next bootstrap server that has none and is past its
+    /// reconnect backoff, if any.
+    fn open_bootstrap(&mut self) {
         let len = self.cfg.bootstrap_servers.len();
         for k in 0..len {
             let i = (self.bootstrap_next + k) % len;
-            if self.target_ready(Target::Bootstrap(i)) {
+            let busy = (self.conns.values()).any(|c| c.target == Target::Bootstrap(i));
+            if !busy && self.target_ready(Target::Bootstrap(i)) {
                 let addr: Arc<str> = Arc::from(self.cfg.bootstrap_servers[i].as_str());
                 self.open_conn(Target::Bootstrap(i), addr);
-                return None;
+                return;
             }
         }
-        None
     }
 
     /// Opens connections to leaders that have something to send.

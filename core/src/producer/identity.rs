@@ -182,7 +182,19 @@ impl Producer {
             return;
         };
         if self.bump_refused || id.epoch >= self.cfg.max_epoch {
+            // A new producer id. If the one given up on had nothing acknowledged either,
+            // the next is asked for after the backoff, which grows while ids keep being
+            // spent so: a broker that refuses every batch (Tansu with its storage failing,
+            // where each refusal is a bump and a bump a new id) is not asked for a new
+            // producer id per batch.
+            let spent = self.refused_ids;
             self.set_identity(None);
+            self.refused_ids = spent.saturating_add(1);
+            if spent > 0 {
+                let delay =
+                    backoff_delay(self.cfg.retry_backoff, self.cfg.retry_backoff_max, spent);
+                self.pid_retry_at = Some(self.now + delay);
+            }
         } else {
             let next = ProducerIdentity {
                 producer_id: id.producer_id,

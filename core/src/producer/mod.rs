@@ -113,8 +113,10 @@ pub struct Producer {
     pid_request: Option<ConnId>,
     pid_retry_at: Option<Instant>,
     pid_failures: u32,
-    /// Producer ids the broker refused outright (UNKNOWN_PRODUCER_ID at sequence 0) since a
-    /// batch was last acknowledged: the backoff before asking for the next grows with it.
+    /// Producer ids given up on since a batch was last acknowledged: refused outright
+    /// (UNKNOWN_PRODUCER_ID at sequence 0), or left for a new one (a bump the broker does
+    /// not take, or the epoch exhausted). The backoff before asking for the next grows
+    /// with it.
     refused_ids: u32,
     bump_refused: bool,
     /// While a Produce answer's refusal of one batch is acted on: what the broker said
@@ -436,6 +438,9 @@ impl Producer {
                 next = Some(d);
             }
         };
+        if let Some(t) = self.bootstrap_patience_ends() {
+            consider(t);
+        }
         for c in self.conns.values() {
             if let Some(r) = c.inflight.front() {
                 consider(r.deadline);
