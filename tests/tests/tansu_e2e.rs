@@ -263,3 +263,47 @@ fn a_tansu_restarted_without_its_state_gets_a_new_producer_id_and_the_records() 
         assert_eq!(values, want, "partition {p}");
     }
 }
+
+/// A first bootstrap server that takes connections and never answers them (a listener that
+/// never reads: the kernel completes the handshake) does not hold the producer for
+/// `request.timeout.ms` (30 s here): after `bootstrap_patience` (1 s) the next bootstrap server,
+/// Tansu, is tried alongside, and the record is delivered while the first connection's
+/// ApiVersions request is still unanswered (still in flight when the delivery is reported).
+#[test]
+fn a_bootstrap_server_that_never_answers_is_passed_over() {
+    const TOPIC: &str = "kprod-hung-bootstrap";
+    let tansu = Tansu::start();
+    tansu.create_topic(TOPIC, 1);
+    let hung = std::net::TcpListener::bind("127.0.0.1:0").expect("a local listener");
+    let brokers = format!("{},{}", hung.local_addr().unwrap(), tansu.addr());
+    let rt = kprod_tests::e2e::runtime();
+    let started = Instant::now();
+    let (delivery, m) = rt.block_on(async {
+        let producer = kprod_tokio::ProducerHandle::from_properties(&[
+            ("bootstrap.servers", brokers.as_str()),
+            ("linger.ms", "0"),
+            ("request.timeout.ms", "30000"),
+        ])
+        .unwrap();
+        let d = producer
+            .send(kprod_tokio::Record::new(TOPIC, "through the second").with_partition(0))
+            .await;
+        let m = producer.metrics().await;
+        producer.close().await;
+        (d, m)
+    });
+    let took = started.elapsed();
+    let d = delivery
+        .unwrap_or_else(|e| panic!("not delivered: {e}\nbroker log:\n{}", tansu.log_tail(20)));
+    println!(
+        "delivered at offset {:?} after {took:?}; {} connections opened, {} requests in flight",
+        d.offset, m.connections_opened, m.requests_in_flight
+    );
+    assert_eq!(d.offset, Some(0));
+    assert!(
+        m.requests_in_flight >= 1,
+        "the hung server's ApiVersions should still be unanswered, not timed out: {m:?}"
+    );
+    assert!(m.connections_opened >= 2, "{m:?}");
+    drop(hung);
+}
