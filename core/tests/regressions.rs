@@ -910,3 +910,100 @@ fn a_broker_refusing_every_batch_is_not_asked_for_a_new_producer_id_per_batch() 
         "the second later: {after:?}"
     );
 }
+
+/// Probe finding (P8): a batch in flight when its `delivery.timeout.ms` passed waited for its
+/// answer or its request timeout, so its records were reported up to one request timeout
+/// late (114.7 s against a 90 s delivery timeout in the probe; the Java client fails them at
+/// 90 s). Now the connection of a Produce request still unanswered at the delivery timeout
+/// of a batch in it is closed, as at a request timeout, and the batch fails then, possibly
+/// persisted. A broker that never answers a Produce: request timeout 2 s, delivery timeout
+/// 3 s; the first attempt times out at 2 s, the retry is in flight at 3 s.
+#[test]
+fn a_batch_in_flight_fails_at_its_delivery_timeout_not_at_its_request_timeout() {
+    let mut h = Harness::new(|c| {
+        c.request_timeout = Duration::from_secs(2);
+        c.delivery_timeout = Duration::from_secs(3);
+        c.retry_backoff = Duration::from_millis(100);
+    });
+    let start = h.now;
+    let mut wires: std::collections::BTreeMap<ConnId, BytesMut> = Default::default();
+    let mut produces = Vec::new();
+    h.p.send(h.now, record("late")).unwrap();
+    let mut failed_at = None;
+    for _ in 0..1000 {
+        loop {
+            match h.p.poll_output() {
+                Output::Wait { .. } => break,
+                Output::Connect { conn, .. } => h.p.handle_connected(h.now, conn),
+                Output::Transmit { conn, bytes } => {
+                    wires.entry(conn).or_default().extend_from_slice(&bytes)
+                }
+                Output::Close { conn } => {
+                    wires.remove(&conn);
+                }
+                Output::Event(e) => {
+                    if matches!(e, Event::Failed { .. }) {
+                        failed_at.get_or_insert(h.now - start);
+                    }
+                    h.events.push(e)
+                }
+                Output::SaslInput { .. } => unreachable!("no SASL here"),
+            }
+        }
+        if failed_at.is_some() {
+            break;
+        }
+        let mut answers = Vec::new();
+        for (&conn, wire) in &mut wires {
+            while wire.len() >= 4 {
+                let len = 4 + i32::from_be_bytes(wire[..4].try_into().unwrap()) as usize;
+                let f = wire.split_to(len).freeze();
+                if api_of(&f).0 == api_key::PRODUCE {
+                    produces.push(h.now - start); // never answered
+                } else {
+                    answers.push((conn, respond(&f, &mut h.next_offset)));
+                }
+            }
+        }
+        if answers.is_empty() {
+            h.now += Duration::from_millis(50);
+            h.p.handle_timeout(h.now);
+        }
+        for (conn, a) in answers {
+            h.p.handle_read(h.now, conn, &mut BytesMut::from(&a[..]));
+        }
+    }
+    let failed_at = failed_at.expect("the record resolved");
+    assert_eq!(
+        produces.len(),
+        2,
+        "a first attempt and a retry: {produces:?}"
+    );
+    assert!(
+        produces[1] > Duration::from_secs(2) && produces[1] < Duration::from_secs(3),
+        "the retry went out after the first attempt's request timeout: {produces:?}"
+    );
+    assert_eq!(
+        failed_at,
+        Duration::from_secs(3),
+        "failed at its delivery timeout, with the retry still in flight"
+    );
+    assert_eq!(
+        h.failures(),
+        vec![(
+            DeliveryError::DeliveryTimeout {
+                last_error: Some(ErrorCode::RequestTimedOut)
+            },
+            Persistence::PossiblyPersisted
+        )]
+    );
+    assert!(
+        h.events.iter().any(|e| matches!(
+            e,
+            Event::Diagnostic(Diagnostic::Disconnected { reason, .. })
+                if reason.contains("delivery timeout")
+        )),
+        "the connection was given up on for the delivery timeout: {:?}",
+        h.events
+    );
+}
