@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use smallvec::SmallVec;
 
 use super::requests::{InFlight, RequestKind};
 use super::{auth, backoff_delay, Producer};
@@ -34,8 +33,6 @@ pub(super) const HANDSHAKE_FAILED: &str = "handshake failed";
 
 /// Why a connection whose oldest request went unanswered for `request.timeout.ms` is closed.
 pub(super) const REQUEST_TIMEOUT: &str = "request timeout";
-/// A Produce request still unanswered when a batch in it reached `delivery.timeout.ms`.
-pub(super) const DELIVERY_TIMEOUT: &str = "delivery timeout of a batch in flight";
 
 /// Which broker a connection goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -211,7 +208,7 @@ impl Producer {
         let mut touched: Vec<(usize, usize)> = Vec::new();
         // What a batch in flight here learns: its request timed out on this side, or the
         // connection was lost.
-        let lost = if reason == REQUEST_TIMEOUT || reason == DELIVERY_TIMEOUT {
+        let lost = if reason == REQUEST_TIMEOUT {
             ErrorCode::RequestTimedOut
         } else {
             ErrorCode::NetworkException
@@ -446,29 +443,16 @@ impl Producer {
         }
     }
 
-    /// Closes every connection with a request past its request timeout (P8), or with a
-    /// Produce request still unanswered at the delivery timeout of a batch in it: the
-    /// connection is given up on as at a request timeout, so that the batch resolves at its
-    /// delivery timeout (possibly persisted), as the Java client fails it then, and no late
-    /// answer arrives for it. Request timeouts come in sending order (the front one is the
-    /// earliest); a delivery timeout can be anywhere in the (short) queue.
     pub(super) fn expire_requests(&mut self) {
         let now = self.now;
-        let expired: SmallVec<[(ConnId, &'static str); 2]> = self
+        let expired: Vec<ConnId> = self
             .conns
             .iter()
-            .filter_map(|(id, c)| {
-                if c.inflight.front().is_some_and(|r| r.deadline <= now) {
-                    Some((*id, REQUEST_TIMEOUT))
-                } else if (c.inflight.iter()).any(|r| r.expires.is_some_and(|e| e <= now)) {
-                    Some((*id, DELIVERY_TIMEOUT))
-                } else {
-                    None
-                }
-            })
+            .filter(|(_, c)| c.inflight.front().is_some_and(|r| r.deadline <= now))
+            .map(|(id, _)| *id)
             .collect();
-        for (conn, reason) in expired {
-            self.close_conn(conn, reason);
+        for conn in expired {
+            self.close_conn(conn, REQUEST_TIMEOUT);
         }
     }
 

@@ -445,9 +445,6 @@ impl Producer {
             if let Some(r) = c.inflight.front() {
                 consider(r.deadline);
             }
-            for r in &c.inflight {
-                r.expires.into_iter().for_each(&mut consider);
-            }
             c.connect_deadline.into_iter().for_each(&mut consider);
             c.throttled_until.into_iter().for_each(&mut consider);
             if let Some(d) = c.sasl.as_ref().and_then(auth::SaslConn::next_deadline) {

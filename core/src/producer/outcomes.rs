@@ -49,9 +49,7 @@ impl Producer {
             }
             while let Some((_, pi)) = due.next_if(|d| d.0 == ti) {
                 // Batches are in creation order: stop at the first one not yet expired.
-                // An in-flight batch past its delivery timeout had its connection closed just
-                // before (`expire_requests`), so it is no longer in flight here; one still in
-                // flight waits for its answer (P8).
+                // In-flight batches wait for their answer or their request timeout (P8).
                 let mut i = 0;
                 while i < self.topics[ti].partitions[pi].batches.len() {
                     let b = &self.topics[ti].partitions[pi].batches[i];

@@ -46,10 +46,6 @@ pub(super) struct InFlight {
     pub(super) correlation_id: i32,
     pub(super) kind: RequestKind,
     pub(super) deadline: Instant,
-    /// A Produce request's earliest `delivery.timeout.ms` deadline among its batches: if it
-    /// is still unanswered then, its connection is closed (as at a request timeout, P8) so
-    /// that the batch resolves at its delivery timeout, not up to a request timeout later.
-    pub(super) expires: Option<Instant>,
 }
 
 impl Producer {
@@ -68,7 +64,7 @@ impl Producer {
     ) {
         let correlation_id = self.next_correlation_id();
         let bytes = encode_request(req, version, correlation_id, self.cfg.client_id.as_deref());
-        self.track_and_send(conn, correlation_id, kind, None, std::iter::once(bytes));
+        self.track_and_send(conn, correlation_id, kind, std::iter::once(bytes));
     }
 
     /// A Produce request goes out as chunks: its record batches are not copied (§E.3); its
@@ -79,7 +75,6 @@ impl Producer {
         req: &ProduceRequest,
         version: i16,
         kind: RequestKind,
-        expires: Option<Instant>,
         framing: &mut bytes::BytesMut,
     ) {
         let correlation_id = self.next_correlation_id();
@@ -89,7 +84,7 @@ impl Producer {
             self.cfg.client_id.as_deref(),
             framing,
         );
-        self.track_and_send(conn, correlation_id, kind, expires, chunks);
+        self.track_and_send(conn, correlation_id, kind, chunks);
     }
 
     pub(super) fn track_and_send(
@@ -97,7 +92,6 @@ impl Producer {
         conn: ConnId,
         correlation_id: i32,
         kind: RequestKind,
-        expires: Option<Instant>,
         chunks: impl IntoIterator<Item = Bytes>,
     ) {
         let now = self.now;
@@ -110,7 +104,6 @@ impl Producer {
                 correlation_id,
                 kind,
                 deadline,
-                expires,
             });
             for bytes in chunks {
                 self.out.push_back(Output::Transmit { conn, bytes });
@@ -181,7 +174,6 @@ impl Producer {
         let mut topic_data = std::mem::take(&mut pool.list);
         let mut current: Option<(usize, TopicProduceData)> = None;
         let mut total = REQUEST_OVERHEAD;
-        let mut oldest: Option<Instant> = None;
         let mut visit = std::mem::take(&mut self.scratch.0);
         visit.clear();
         self.index.0.sendable_to(node, &mut visit);
@@ -217,7 +209,6 @@ impl Producer {
                 continue;
             };
             let b = &p.batches[pick.index];
-            oldest = Some(oldest.map_or(b.created, |o| o.min(b.created)));
             let wire = b.wire.clone().expect("a picked batch is sequenced");
             observe_compression(t.compression, &mut t.ratio, unsealed, b.id, &wire);
             total += wire.len() + PARTITION_OVERHEAD + t.name.len();
@@ -264,8 +255,7 @@ impl Producer {
             return true;
         }
         let kind = RequestKind::Produce(refs);
-        let expires = oldest.map(|t| t + self.cfg.delivery_timeout);
-        self.transmit_produce(conn, &req, version, kind, expires, &mut pool.framing);
+        self.transmit_produce(conn, &req, version, kind, &mut pool.framing);
         pool.recycle(req.topic_data);
         self.request_pool.0 = pool;
         true
