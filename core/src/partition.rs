@@ -56,6 +56,11 @@ pub(crate) struct Batch {
     /// A later batch of the same identity was acknowledged first; re-sequencing this one
     /// would reorder the log, so it can only be acknowledged or failed.
     pub(crate) overtaken: bool,
+    /// Its records were already reported failed, possibly persisted, at their delivery
+    /// timeout while the batch was in flight: it stays (uncharged) only until its request
+    /// resolves, which then settles the partition's sequence state and reports nothing, and
+    /// it is never sent again.
+    pub(crate) reported: bool,
     pub(crate) retries: u32,
     pub(crate) corrupt_retries: u8,
     /// The room the batch was charged for against `buffer.memory` when it opened.
@@ -109,6 +114,7 @@ impl Batch {
             state: BatchState::Open,
             maybe_persisted: false,
             overtaken: false,
+            reported: false,
             retries: 0,
             corrupt_retries: 0,
             reserve: Reserve::default(),

@@ -910,3 +910,185 @@ fn a_broker_refusing_every_batch_is_not_asked_for_a_new_producer_id_per_batch() 
         "the second later: {after:?}"
     );
 }
+
+/// The connections of a hand-driven producer, each with the bytes written to it.
+type Wires = std::collections::BTreeMap<ConnId, BytesMut>;
+
+/// One round: carries out the producer's outputs (connects succeed at once, events are kept),
+/// then offers each whole request written to `answer`, which answers it (`Some`) or holds it.
+/// Returns whether anything was answered.
+fn pump(
+    h: &mut Harness,
+    wires: &mut Wires,
+    answer: &mut dyn FnMut(&mut Harness, ConnId, Bytes) -> Option<Bytes>,
+) -> bool {
+    loop {
+        match h.p.poll_output() {
+            Output::Wait { .. } => break,
+            Output::Connect { conn, .. } => h.p.handle_connected(h.now, conn),
+            Output::Transmit { conn, bytes } => {
+                wires.entry(conn).or_default().extend_from_slice(&bytes)
+            }
+            Output::Close { conn } => {
+                wires.remove(&conn);
+            }
+            Output::Event(e) => h.events.push(e),
+            Output::SaslInput { .. } => unreachable!("no SASL here"),
+        }
+    }
+    let mut frames = Vec::new();
+    for (&conn, wire) in wires.iter_mut() {
+        while wire.len() >= 4 {
+            let len = 4 + i32::from_be_bytes(wire[..4].try_into().unwrap()) as usize;
+            frames.push((conn, wire.split_to(len).freeze()));
+        }
+    }
+    let mut answered = false;
+    for (conn, f) in frames {
+        if let Some(a) = answer(h, conn, f) {
+            h.p.handle_read(h.now, conn, &mut BytesMut::from(&a[..]));
+            answered = true;
+        }
+    }
+    answered
+}
+
+/// Probe finding (P8 lateness): a batch in flight when its `delivery.timeout.ms` passed waited
+/// for its answer or its request timeout, so its records were reported up to one request
+/// timeout late (114.7 s against a 90 s delivery timeout in the probe; the Java client fails
+/// them at 90 s). Now its records fail at the delivery timeout, possibly persisted, and the
+/// batch stays in flight, uncharged, until its request resolves; the connection is kept.
+/// A broker that holds every Produce: request timeout 2 s, delivery timeout 3 s; the first
+/// attempt times out at 2 s, the retry is in flight at 3 s. Then the held retry is answered:
+/// `written` a success (nothing more is reported, and the next record follows in the same
+/// epoch), or NOT_ENOUGH_REPLICAS (nothing more is reported either, and the gap makes the
+/// partition start a new epoch).
+fn in_flight_delivery_timeout(written: bool) {
+    let mut h = Harness::new(|c| {
+        c.request_timeout = Duration::from_secs(2);
+        c.delivery_timeout = Duration::from_secs(3);
+        c.retry_backoff = Duration::from_millis(100);
+    });
+    let start = h.now;
+    let mut wires = Wires::new();
+    let mut held: Vec<(ConnId, Bytes, Duration)> = Vec::new();
+    h.p.send(h.now, record("late")).unwrap();
+    let mut failed_at = None;
+    for _ in 0..1000 {
+        let answered = pump(&mut h, &mut wires, &mut |h, conn, f| {
+            if api_of(&f).0 == api_key::PRODUCE {
+                held.push((conn, f, h.now - start));
+                None
+            } else {
+                Some(respond(&f, &mut h.next_offset))
+            }
+        });
+        if !h.failures().is_empty() {
+            failed_at = Some(h.now - start);
+            break;
+        }
+        if !answered {
+            h.now += Duration::from_millis(50);
+            h.p.handle_timeout(h.now);
+        }
+    }
+    let failed_at = failed_at.expect("the record resolved");
+    let sent: Vec<Duration> = held.iter().map(|h| h.2).collect();
+    assert_eq!(sent.len(), 2, "a first attempt and a retry: {sent:?}");
+    assert!(
+        sent[1] > Duration::from_secs(2) && sent[1] < Duration::from_secs(3),
+        "the retry went out after the first attempt's request timeout: {sent:?}"
+    );
+    assert_eq!(
+        failed_at,
+        Duration::from_secs(3),
+        "failed at its delivery timeout (4.1 s before: the retry's request timeout)"
+    );
+    let late = (
+        DeliveryError::DeliveryTimeout {
+            last_error: Some(ErrorCode::RequestTimedOut),
+        },
+        Persistence::PossiblyPersisted,
+    );
+    assert_eq!(h.failures(), vec![late.clone()]);
+    let Event::Failed { record: back, .. } = h
+        .events
+        .iter()
+        .find(|e| matches!(e, Event::Failed { .. }))
+        .unwrap()
+    else {
+        unreachable!()
+    };
+    assert_eq!(
+        back.as_ref().and_then(|r| r.value.clone()).as_deref(),
+        Some(&b"late"[..]),
+        "the record handed back"
+    );
+    assert_eq!(h.p.pending_records(), 0);
+    let disconnects = |h: &Harness| {
+        (h.events.iter())
+            .filter(|e| matches!(e, Event::Diagnostic(Diagnostic::Disconnected { .. })))
+            .count()
+    };
+    let before = disconnects(&h);
+    // The held retry is answered now, on the connection it was sent on (still open).
+    let (conn, retry, _) = held.pop().unwrap();
+    assert!(wires.contains_key(&conn), "the retry's connection is kept");
+    let answer = if written {
+        respond(&retry, &mut h.next_offset)
+    } else {
+        produce_error(&retry, ErrorCode::NotEnoughReplicas)
+    };
+    h.p.handle_read(h.now, conn, &mut BytesMut::from(&answer[..]));
+    // The next record: delivered, in the same epoch after a written batch, in a new one
+    // after the gap.
+    h.p.send(h.now, record("next")).unwrap();
+    let mut next_sent = None;
+    for _ in 0..200 {
+        let answered = pump(&mut h, &mut wires, &mut |h, _, f| {
+            if api_of(&f).0 == api_key::PRODUCE {
+                next_sent.get_or_insert(epoch_and_sequence(&f));
+            }
+            Some(respond(&f, &mut h.next_offset))
+        });
+        if h.p.pending_records() == 0 {
+            break;
+        }
+        if !answered {
+            h.now += Duration::from_millis(50);
+            h.p.handle_timeout(h.now);
+        }
+    }
+    assert_eq!(h.p.pending_records(), 0, "next resolved: {:?}", h.events);
+    // The events of the last answer.
+    pump(&mut h, &mut wires, &mut |h, _, f| {
+        Some(respond(&f, &mut h.next_offset))
+    });
+    assert_eq!(
+        h.failures(),
+        vec![late],
+        "nothing more reported for the late record"
+    );
+    assert_eq!(
+        deliveries(&h.events).len(),
+        1,
+        "next delivered: {:?}",
+        h.events
+    );
+    assert_eq!(disconnects(&h), before, "no connection given up on");
+    if written {
+        assert_eq!(next_sent, Some((0, 1)), "the same epoch, the next sequence");
+    } else {
+        assert_eq!(next_sent, Some((1, 0)), "a new epoch after the gap");
+    }
+}
+
+#[test]
+fn a_batch_in_flight_fails_at_its_delivery_timeout_and_a_late_success_reports_nothing() {
+    in_flight_delivery_timeout(true);
+}
+
+#[test]
+fn a_batch_in_flight_fails_at_its_delivery_timeout_and_a_late_refusal_reports_nothing() {
+    in_flight_delivery_timeout(false);
+}

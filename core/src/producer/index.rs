@@ -20,7 +20,7 @@ use smallvec::SmallVec;
 use std::ops::Bound::{Excluded, Included, Unbounded};
 use std::time::{Duration, Instant};
 
-use crate::partition::{BatchState, Partition};
+use crate::partition::Partition;
 use crate::types::ProducerIdentity;
 
 use super::Producer;
@@ -55,7 +55,8 @@ pub(super) struct Entry {
     /// The producer has an identity and this partition is bound to another one.
     unbound: bool,
     /// The deadlines [`Producer::next_deadline`] considers for it: the head retry's backoff,
-    /// the open batch's linger, and the delivery timeout of the first batch not in flight.
+    /// the open batch's linger, and the delivery timeout of the first batch whose records
+    /// are not yet reported (in flight or not).
     timers: [Option<Instant>; 3],
 }
 
@@ -74,7 +75,7 @@ impl Entry {
         timers[2] = p
             .batches
             .iter()
-            .find(|b| b.state != BatchState::InFlight)
+            .find(|b| !b.reported)
             .and_then(|b| b.created.checked_add(delivery_timeout));
         Self {
             queued: (!p.batches.is_empty()).then_some(p.leader),

@@ -49,7 +49,8 @@ impl Producer {
             }
             while let Some((_, pi)) = due.next_if(|d| d.0 == ti) {
                 // Batches are in creation order: stop at the first one not yet expired.
-                // In-flight batches wait for their answer or their request timeout (P8).
+                // A batch in flight has its records reported now, and stays until its
+                // request resolves (`report_in_flight`).
                 let mut i = 0;
                 while i < self.topics[ti].partitions[pi].batches.len() {
                     let b = &self.topics[ti].partitions[pi].batches[i];
@@ -57,6 +58,9 @@ impl Producer {
                         break;
                     }
                     if b.state == BatchState::InFlight {
+                        if !b.reported {
+                            self.report_in_flight(ti, pi, i);
+                        }
                         i += 1;
                         continue;
                     }
@@ -74,6 +78,39 @@ impl Producer {
                 }
                 self.expired_through(ti, pi);
             }
+        }
+    }
+
+    /// Batch `i`, in flight, reached its delivery timeout: its records fail now, possibly
+    /// persisted (the attempt on the wire may be written), with their records handed back,
+    /// as the Java client fails an in-flight batch at its delivery timeout. The batch itself
+    /// stays, uncharged, until its request resolves: it keeps its place in the partition's
+    /// sequence (nothing is re-sequenced over it, P9 waits for it), and its answer then
+    /// settles the sequence state without reporting anything (`ack_batch`; any other outcome
+    /// fails it silently through `fail_batch`, a gap like any failed sequenced batch). The
+    /// connection is kept: the other requests on it are not disturbed (P8 still holds, as
+    /// the answer is read and acted on).
+    fn report_in_flight(&mut self, ti: usize, pi: usize, i: usize) {
+        let b = &mut self.topics[ti].partitions[pi].batches[i];
+        b.reported = true;
+        let size = std::mem::take(&mut b.size);
+        let copy = b.clone();
+        let last_error = copy.last_error.0.or(self.topics[ti].missing);
+        let error = DeliveryError::DeliveryTimeout { last_error };
+        let persisted = Persistence::PossiblyPersisted;
+        self.sync(ti, pi);
+        self.buffered_bytes -= size;
+        self.pending_records -= copy.records.len();
+        self.on_batch_failed(ti, pi, &copy, &error, persisted);
+        let topic = self.topics[ti].name.clone();
+        for (id, record) in copy.into_failed_records(&topic, pi as i32) {
+            self.emit(Event::Failed {
+                id,
+                error: error.clone(),
+                persisted,
+                record,
+                detail: None,
+            });
         }
     }
 
@@ -115,6 +152,11 @@ impl Producer {
         }
         p.update_inflight_conn();
         self.sync(ti, pi);
+        if b.reported {
+            // Its records were reported at their delivery timeout: only the gap is left.
+            self.request_bump_for(ti, pi);
+            return;
+        }
         self.buffered_bytes -= b.size;
         self.pending_records -= b.records.len();
         self.on_batch_failed(ti, pi, &b, &error, persisted);
@@ -170,6 +212,11 @@ impl Producer {
         }
         p.update_inflight_conn();
         self.sync(ti, pi);
+        if b.reported {
+            // Written after all, but its records were reported at their delivery timeout
+            // (possibly persisted, which was true): nothing more to say.
+            return;
+        }
         self.on_batch_acked(ti, pi, &b, base_offset);
         self.buffered_bytes -= b.size;
         self.pending_records -= b.records.len();
@@ -214,6 +261,20 @@ impl Producer {
         let Some(i) = p.position(r.batch) else { return };
         let b = &mut p.batches[i];
         if b.state != BatchState::InFlight {
+            return;
+        }
+        if b.reported {
+            // Never sent again: its records were reported; the attempt may be written.
+            b.maybe_persisted |= possibly_persisted;
+            b.last_error.0 = Some(error);
+            let error = DeliveryError::Broker(error);
+            self.fail_batch(
+                r.topic,
+                r.partition,
+                i,
+                error,
+                Persistence::PossiblyPersisted,
+            );
             return;
         }
         let delay = backoff_delay(

@@ -172,6 +172,35 @@ impl Producer {
             self.topics[ti].partitions[pi].batches[i].last_error.0 = Some(code);
         }
         self.learn_leadership_from_produce(ti, pi, code, pr);
+        // A batch whose records were reported at their delivery timeout is never sent again:
+        // an answer that would retry, split or re-sequence it ends it here instead, a gap
+        // like any failed sequenced batch (the partition rebases). Every other answer takes
+        // its usual course (a success or a duplicate moves the sequence state on, a refusal
+        // for good applies the gap policy, a fatal one stops the producer), and reports
+        // nothing more for it (`ack_batch`, `fail_batch`).
+        if self.topics[ti].partitions[pi].batches[i].reported
+            && (code.is_retriable()
+                || matches!(
+                    code,
+                    ErrorCode::OutOfOrderSequenceNumber
+                        | ErrorCode::UnknownProducerId
+                        | ErrorCode::InvalidProducerEpoch
+                        | ErrorCode::ProducerFenced
+                        | ErrorCode::InvalidProducerIdMapping
+                        | ErrorCode::MessageTooLarge
+                        | ErrorCode::CorruptMessage
+                ))
+        {
+            if code == ErrorCode::ProducerFenced {
+                self.on_bump_refused(ti, pi, i);
+            }
+            let after =
+                code.is_possibly_persisted() || self.cfg.acks == -1 && code.may_follow_append();
+            self.topics[ti].partitions[pi].batches[i].maybe_persisted |= after;
+            let error = DeliveryError::Broker(code);
+            self.fail_batch(ti, pi, i, error, Persistence::PossiblyPersisted);
+            return;
+        }
         if !self.cfg.enable_idempotence
             && self.on_identity_error_without_idempotence(ti, pi, i, code)
         {
@@ -522,6 +551,7 @@ impl Producer {
                 state: BatchState::Retry { at: self.now },
                 maybe_persisted: false,
                 overtaken: old.overtaken,
+                reported: false,
                 retries: old.retries,
                 corrupt_retries: 0,
                 reserve: reserve_for(&self.cfg, first),
