@@ -1025,6 +1025,11 @@ fn in_flight_delivery_timeout(written: bool) {
         "the record handed back"
     );
     assert_eq!(h.p.pending_records(), 0);
+    assert_eq!(
+        h.p.buffered_bytes(),
+        0,
+        "the batch in flight is no longer charged"
+    );
     let disconnects = |h: &Harness| {
         (h.events.iter())
             .filter(|e| matches!(e, Event::Diagnostic(Diagnostic::Disconnected { .. })))
@@ -1044,10 +1049,13 @@ fn in_flight_delivery_timeout(written: bool) {
     // after the gap.
     h.p.send(h.now, record("next")).unwrap();
     let mut next_sent = None;
+    let mut produces_after = Vec::new();
     for _ in 0..200 {
         let answered = pump(&mut h, &mut wires, &mut |h, _, f| {
             if api_of(&f).0 == api_key::PRODUCE {
                 next_sent.get_or_insert(epoch_and_sequence(&f));
+                let has = |v: &[u8]| f.windows(v.len()).any(|w| w == v);
+                produces_after.push((has(b"late"), has(b"next")));
             }
             Some(respond(&f, &mut h.next_offset))
         });
@@ -1076,6 +1084,11 @@ fn in_flight_delivery_timeout(written: bool) {
         h.events
     );
     assert_eq!(disconnects(&h), before, "no connection given up on");
+    assert_eq!(
+        produces_after,
+        vec![(false, true)],
+        "one Produce after the answer, with next only: the late batch is never sent again"
+    );
     if written {
         assert_eq!(next_sent, Some((0, 1)), "the same epoch, the next sequence");
     } else {
@@ -1091,4 +1104,48 @@ fn a_batch_in_flight_fails_at_its_delivery_timeout_and_a_late_success_reports_no
 #[test]
 fn a_batch_in_flight_fails_at_its_delivery_timeout_and_a_late_refusal_reports_nothing() {
     in_flight_delivery_timeout(false);
+}
+
+/// Review finding: `close` finishes once every record has its outcome, which can now be while
+/// a batch whose records were reported at their delivery timeout is still in flight. That
+/// batch goes with the close: nothing is left to send, and no connection is asked for after.
+#[test]
+fn close_with_a_reported_batch_in_flight_finishes_and_asks_for_nothing_more() {
+    let mut h = Harness::new(|c| {
+        c.request_timeout = Duration::from_secs(2);
+        c.delivery_timeout = Duration::from_secs(3);
+    });
+    let mut wires = Wires::new();
+    h.p.send(h.now, record("late")).unwrap();
+    let mut hold = |h: &mut Harness, _: ConnId, f: Bytes| {
+        (api_of(&f).0 != api_key::PRODUCE).then(|| respond(&f, &mut h.next_offset))
+    };
+    for _ in 0..200 {
+        if !pump(&mut h, &mut wires, &mut hold) {
+            if !h.failures().is_empty() {
+                break;
+            }
+            h.now += Duration::from_millis(50);
+            h.p.handle_timeout(h.now);
+        }
+    }
+    assert_eq!(
+        h.failures().len(),
+        1,
+        "late reported at its delivery timeout"
+    );
+    h.p.close(h.now);
+    pump(&mut h, &mut wires, &mut hold);
+    assert!(h.p.is_closed(), "closed once every record has its outcome");
+    // Time passes: nothing more is asked for.
+    for _ in 0..100 {
+        h.now += Duration::from_millis(100);
+        h.p.handle_timeout(h.now);
+        loop {
+            match h.p.poll_output() {
+                Output::Wait { .. } => break,
+                o => panic!("after the close: {o:?}"),
+            }
+        }
+    }
 }

@@ -461,8 +461,8 @@ impl Producer {
             }
         }
         // Every partition's linger and retry-backoff expiries, and the delivery timeout of
-        // its first batch not in flight (batches are in creation order; in-flight ones
-        // expire through their request): kept sorted by the index.
+        // its first batch whose records are not yet reported (batches are in creation
+        // order): kept sorted by the index.
         self.index
             .0
             .next_timer(now)
@@ -482,6 +482,20 @@ impl Producer {
     fn maybe_finish_close(&mut self) {
         if self.closing && !self.closed && self.pending_records == 0 {
             self.closed = true;
+            // Every record has its outcome; what batches are left are in flight with their
+            // records reported at their delivery timeout. Their answers will not be read:
+            // they go, so that nothing is left to send or connect for.
+            for ti in 0..self.topics.len() {
+                for pi in 0..self.topics[ti].partitions.len() {
+                    let p = &mut self.topics[ti].partitions[pi];
+                    if !p.batches.is_empty() {
+                        debug_assert!(p.batches.iter().all(|b| b.reported));
+                        p.batches.clear();
+                        p.update_inflight_conn();
+                        self.sync(ti, pi);
+                    }
+                }
+            }
             let conns: Vec<ConnId> = self.conns.keys().copied().collect();
             for c in conns {
                 self.out.push_back(Output::Close { conn: c });

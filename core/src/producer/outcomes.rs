@@ -2,8 +2,8 @@
 //! offsets; a later acknowledgement marks earlier batches overtaken, P11), retried (backoff,
 //! the same bytes, P2), or failed with a truthful persistence (an earlier unanswered attempt
 //! makes it possibly persisted, P10, S4; a sequenced batch leaves a gap and asks for a bump,
-//! P9). Also the delivery timeout (§B.3: in-flight batches wait for their answer or request
-//! timeout) and the fatal stop (every unresolved record fails).
+//! P9). Also the delivery timeout (§B.3; a batch in flight has its records reported then and
+//! waits, uncharged, for its answer) and the fatal stop (every unresolved record fails).
 
 use smallvec::SmallVec;
 
@@ -212,15 +212,24 @@ impl Producer {
         }
         p.update_inflight_conn();
         self.sync(ti, pi);
-        if b.reported {
+        self.on_batch_acked(ti, pi, &b, base_offset);
+        let reported = b.reported;
+        self.buffered_bytes -= b.size;
+        if !reported {
+            self.pending_records -= b.records.len();
+        }
+        let Batch { records, wire, .. } = b;
+        // The batch's buffer serves the next batches.
+        let pool = &mut self.batch_pool.0;
+        if let Some(wire) = wire {
+            let cap = self.cfg.batch_size.min(self.cfg.max_request_size);
+            pool.put_wire(wire, cap.saturating_mul(2).saturating_add(HEADER_LEN));
+        }
+        if reported {
             // Written after all, but its records were reported at their delivery timeout
             // (possibly persisted, which was true): nothing more to say.
             return;
         }
-        self.on_batch_acked(ti, pi, &b, base_offset);
-        self.buffered_bytes -= b.size;
-        self.pending_records -= b.records.len();
-        let Batch { records, wire, .. } = b;
         // One event for the batch: its record list goes with it (the next batch takes a new
         // one), the topic's name is shared once.
         self.emit(Event::Delivered(Delivered {
@@ -230,12 +239,6 @@ impl Producer {
             log_append_time,
             ids: records,
         }));
-        // The batch's buffer serves the next batches.
-        let pool = &mut self.batch_pool.0;
-        if let Some(wire) = wire {
-            let cap = self.cfg.batch_size.min(self.cfg.max_request_size);
-            pool.put_wire(wire, cap.saturating_mul(2).saturating_add(HEADER_LEN));
-        }
         if mutated!(self.cfg, ImplicitAckOvertaken) {
             // librdkafka's implicit acknowledgement: the earlier batches count as delivered.
             let p = &self.topics[ti].partitions[pi];

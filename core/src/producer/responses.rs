@@ -173,27 +173,17 @@ impl Producer {
         }
         self.learn_leadership_from_produce(ti, pi, code, pr);
         // A batch whose records were reported at their delivery timeout is never sent again:
-        // an answer that would retry, split or re-sequence it ends it here instead, a gap
-        // like any failed sequenced batch (the partition rebases). Every other answer takes
-        // its usual course (a success or a duplicate moves the sequence state on, a refusal
-        // for good applies the gap policy, a fatal one stops the producer), and reports
-        // nothing more for it (`ack_batch`, `fail_batch`).
-        if self.topics[ti].partitions[pi].batches[i].reported
-            && (code.is_retriable()
-                || matches!(
-                    code,
-                    ErrorCode::OutOfOrderSequenceNumber
-                        | ErrorCode::UnknownProducerId
-                        | ErrorCode::InvalidProducerEpoch
-                        | ErrorCode::ProducerFenced
-                        | ErrorCode::InvalidProducerIdMapping
-                        | ErrorCode::MessageTooLarge
-                        | ErrorCode::CorruptMessage
-                ))
+        // an answer that would retry or split it ends it here instead, a gap like any failed
+        // sequenced batch (the partition rebases); one that would re-sequence it ends it in
+        // `reject_for_rebase`. Every other answer takes its usual course (a success or a
+        // duplicate moves the sequence state on, OUT_OF_ORDER_SEQUENCE_NUMBER is classified
+        // as usual, data loss included, a refusal for good applies the gap policy, a fatal
+        // one stops the producer), and reports nothing more for it (`ack_batch`,
+        // `fail_batch`).
+        let b = &self.topics[ti].partitions[pi].batches[i];
+        if b.reported
+            && (code.is_retriable() || code == ErrorCode::MessageTooLarge && b.count() > 1)
         {
-            if code == ErrorCode::ProducerFenced {
-                self.on_bump_refused(ti, pi, i);
-            }
             let after =
                 code.is_possibly_persisted() || self.cfg.acks == -1 && code.may_follow_append();
             self.topics[ti].partitions[pi].batches[i].maybe_persisted |= after;
@@ -314,7 +304,12 @@ impl Producer {
         let p = &mut self.topics[ti].partitions[pi];
         p.needs_rebase = true;
         let b = &mut p.batches[i];
-        if b.maybe_persisted {
+        if b.reported {
+            // Its records were reported at their delivery timeout: never re-sequenced, it
+            // ends here (silently, `fail_batch`).
+            let error = DeliveryError::Broker(code);
+            self.fail_batch(ti, pi, i, error, Persistence::PossiblyPersisted);
+        } else if b.maybe_persisted {
             self.fail_batch(
                 ti,
                 pi,
