@@ -1141,11 +1141,7 @@ fn close_with_a_reported_batch_in_flight_finishes_and_asks_for_nothing_more() {
     for _ in 0..100 {
         h.now += Duration::from_millis(100);
         h.p.handle_timeout(h.now);
-        loop {
-            match h.p.poll_output() {
-                Output::Wait { .. } => break,
-                o => panic!("after the close: {o:?}"),
-            }
-        }
+        let o = h.p.poll_output();
+        assert!(matches!(o, Output::Wait { .. }), "after the close: {o:?}");
     }
 }
