@@ -267,9 +267,8 @@ impl Producer {
             return;
         }
         if b.reported {
-            // Never sent again: its records were reported; the attempt may be written.
-            b.maybe_persisted |= possibly_persisted;
-            b.last_error.0 = Some(error);
+            // Never sent again: its records were reported (as possibly persisted), so
+            // nothing about this attempt is reported either.
             let error = DeliveryError::Broker(error);
             self.fail_batch(
                 r.topic,

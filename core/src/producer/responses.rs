@@ -184,9 +184,6 @@ impl Producer {
         if b.reported
             && (code.is_retriable() || code == ErrorCode::MessageTooLarge && b.count() > 1)
         {
-            let after =
-                code.is_possibly_persisted() || self.cfg.acks == -1 && code.may_follow_append();
-            self.topics[ti].partitions[pi].batches[i].maybe_persisted |= after;
             let error = DeliveryError::Broker(code);
             self.fail_batch(ti, pi, i, error, Persistence::PossiblyPersisted);
             return;
