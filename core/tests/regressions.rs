@@ -612,60 +612,37 @@ fn unknown_producer_id_at_sequence_zero_takes_a_new_producer_id() {
     // answered on its own (the new producer id may be asked for on any of them).
     h.p.send(h.now, record("b")).unwrap();
     let (mut refused, mut inits) = (0, 0);
-    let mut wires: std::collections::BTreeMap<ConnId, BytesMut> = Default::default();
+    let mut wires = Wires::new();
     for _ in 0..50 {
-        loop {
-            match h.p.poll_output() {
-                Output::Wait { .. } => break,
-                Output::Connect { conn, .. } => h.p.handle_connected(h.now, conn),
-                Output::Transmit { conn, bytes } => {
-                    wires.entry(conn).or_default().extend_from_slice(&bytes)
-                }
-                Output::Close { conn } => {
-                    wires.remove(&conn);
-                }
-                Output::Event(e) => h.events.push(e),
-                Output::SaslInput { .. } => unreachable!("no SASL here"),
-            }
-        }
-        let mut answers = Vec::new();
-        for (&conn, wire) in &mut wires {
-            while wire.len() >= 4 {
-                let len = 4 + i32::from_be_bytes(wire[..4].try_into().unwrap()) as usize;
-                let f = wire.split_to(len).freeze();
-                let (key, version, corr) = api_of(&f);
-                let answer = match key {
-                    api_key::PRODUCE => {
-                        let records = produce_of(&f).topic_data[0].partition_data[0]
-                            .records
-                            .clone()
-                            .unwrap();
-                        let pid = i64::from_be_bytes(records[43..51].try_into().unwrap());
-                        if pid == 7 {
-                            refused += 1;
-                            produce_error(&f, ErrorCode::UnknownProducerId)
-                        } else {
-                            respond(&f, &mut h.next_offset)
-                        }
+        pump(&mut h, &mut wires, &mut |h, _, f| {
+            let (key, version, corr) = api_of(&f);
+            Some(match key {
+                api_key::PRODUCE => {
+                    let records = produce_of(&f).topic_data[0].partition_data[0]
+                        .records
+                        .clone()
+                        .unwrap();
+                    let pid = i64::from_be_bytes(records[43..51].try_into().unwrap());
+                    if pid == 7 {
+                        refused += 1;
+                        produce_error(&f, ErrorCode::UnknownProducerId)
+                    } else {
+                        respond(&f, &mut h.next_offset)
                     }
-                    api_key::INIT_PRODUCER_ID => {
-                        inits += 1;
-                        let a = InitProducerIdResponse {
-                            throttle_time_ms: 0,
-                            error_code: 0,
-                            producer_id: 8,
-                            producer_epoch: 0,
-                        };
-                        encode_response::<InitProducerIdRequest>(&a, version, corr)
-                    }
-                    _ => respond(&f, &mut h.next_offset),
-                };
-                answers.push((conn, answer));
-            }
-        }
-        for (conn, a) in answers {
-            h.p.handle_read(h.now, conn, &mut BytesMut::from(&a[..]));
-        }
+                }
+                api_key::INIT_PRODUCER_ID => {
+                    inits += 1;
+                    let a = InitProducerIdResponse {
+                        throttle_time_ms: 0,
+                        error_code: 0,
+                        producer_id: 8,
+                        producer_epoch: 0,
+                    };
+                    encode_response::<InitProducerIdRequest>(&a, version, corr)
+                }
+                _ => respond(&f, &mut h.next_offset),
+            })
+        });
         if h.p.pending_records() == 0 {
             break;
         }
@@ -812,54 +789,31 @@ fn a_broker_refusing_every_batch_is_not_asked_for_a_new_producer_id_per_batch() 
     let mut inits = Vec::new();
     let mut refused = 0;
     let mut refuse = true;
-    let mut wires: std::collections::BTreeMap<ConnId, BytesMut> = Default::default();
+    let mut wires = Wires::new();
     // Runs the producer until nothing is pending, each connection answered on its own, every
     // Produce refused while `refuse`; time moves 10 ms when nothing is left to answer.
     let mut run = |h: &mut Harness, refuse: bool, inits: &mut Vec<Duration>, refused: &mut u32| {
         for _ in 0..1000 {
-            loop {
-                match h.p.poll_output() {
-                    Output::Wait { .. } => break,
-                    Output::Connect { conn, .. } => h.p.handle_connected(h.now, conn),
-                    Output::Transmit { conn, bytes } => {
-                        wires.entry(conn).or_default().extend_from_slice(&bytes)
+            let answered = pump(h, &mut wires, &mut |h, _, f| {
+                Some(match api_of(&f).0 {
+                    api_key::PRODUCE if refuse => {
+                        *refused += 1;
+                        produce_error(&f, ErrorCode::UnknownServerError)
                     }
-                    Output::Close { conn } => {
-                        wires.remove(&conn);
+                    key => {
+                        if key == api_key::INIT_PRODUCER_ID {
+                            inits.push(h.now - start);
+                        }
+                        respond(&f, &mut h.next_offset)
                     }
-                    Output::Event(e) => h.events.push(e),
-                    Output::SaslInput { .. } => unreachable!("no SASL here"),
-                }
-            }
-            let mut answers = Vec::new();
-            for (&conn, wire) in &mut wires {
-                while wire.len() >= 4 {
-                    let len = 4 + i32::from_be_bytes(wire[..4].try_into().unwrap()) as usize;
-                    let f = wire.split_to(len).freeze();
-                    let answer = match api_of(&f).0 {
-                        api_key::PRODUCE if refuse => {
-                            *refused += 1;
-                            produce_error(&f, ErrorCode::UnknownServerError)
-                        }
-                        key => {
-                            if key == api_key::INIT_PRODUCER_ID {
-                                inits.push(h.now - start);
-                            }
-                            respond(&f, &mut h.next_offset)
-                        }
-                    };
-                    answers.push((conn, answer));
-                }
-            }
-            if answers.is_empty() {
+                })
+            });
+            if !answered {
                 if h.p.pending_records() == 0 {
                     return;
                 }
                 h.now += Duration::from_millis(10);
                 h.p.handle_timeout(h.now);
-            }
-            for (conn, a) in answers {
-                h.p.handle_read(h.now, conn, &mut BytesMut::from(&a[..]));
             }
         }
         panic!("not resolved: {:?}", h.events);
