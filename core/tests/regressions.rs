@@ -865,6 +865,94 @@ fn a_broker_refusing_every_batch_is_not_asked_for_a_new_producer_id_per_batch() 
     );
 }
 
+/// Review finding: the backoff between new producer ids was reset only by an acknowledgement
+/// under the current id. When one Produce answer refused a batch of partition 0 (which gives
+/// the id up) and acknowledged one of partition 1 under the same id, that acknowledgement no
+/// longer counted, so partition 1's next records waited for a backoff growing to
+/// `retry.backoff.max.ms` per refusal of partition 0. Now an acknowledgement under the id
+/// just given up resets it too: a healthy partition beside a refused one is not slowed.
+#[test]
+fn an_acknowledgement_beside_the_refusal_that_gave_an_id_up_resets_the_new_id_backoff() {
+    use kprod_core::protocol::init_producer_id::InitProducerIdRequest;
+    use kprod_core::protocol::produce::ProduceRequest;
+    let mut h = Harness::new(|c| {
+        c.max_epoch = 1;
+        c.retry_backoff = Duration::from_millis(100);
+        c.retry_backoff_max = Duration::from_secs(1);
+    });
+    let start = h.now;
+    let mut wires = Wires::new();
+    let mut inits: Vec<Duration> = Vec::new();
+    let mut next_pid = 100;
+    for round in 0..12 {
+        for pi in 0..2 {
+            let r = Record::new(TOPIC, format!("r{round}")).with_partition(pi);
+            h.p.send(h.now, r).unwrap();
+        }
+        let mut resolved = false;
+        for _ in 0..1000 {
+            let answered = pump(&mut h, &mut wires, &mut |h, _, f| {
+                let (key, version, corr) = api_of(&f);
+                let a = respond(&f, &mut h.next_offset);
+                Some(match key {
+                    // Two partitions, both led by the one broker.
+                    api_key::METADATA => {
+                        let (_, mut m) =
+                            decode_response::<MetadataRequest>(version, a.slice(4..)).unwrap();
+                        let mut second = m.topics[0].partitions[0].clone();
+                        second.partition_index = 1;
+                        m.topics[0].partitions.push(second);
+                        encode_response::<MetadataRequest>(&m, version, corr)
+                    }
+                    // A distinct producer id each time.
+                    api_key::INIT_PRODUCER_ID => {
+                        inits.push(h.now - start);
+                        let (_, mut i) =
+                            decode_response::<InitProducerIdRequest>(version, a.slice(4..))
+                                .unwrap();
+                        next_pid += 1;
+                        i.producer_id = next_pid;
+                        encode_response::<InitProducerIdRequest>(&i, version, corr)
+                    }
+                    // Partition 0 refused for good, partition 1 written; the refusal first.
+                    api_key::PRODUCE => {
+                        let (_, mut p) =
+                            decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
+                        let parts = &mut p.responses[0].partition_responses;
+                        parts.sort_by_key(|p| p.index);
+                        parts[0].error_code = ErrorCode::UnknownServerError.as_i16();
+                        parts[0].base_offset = -1;
+                        encode_response::<ProduceRequest>(&p, version, corr)
+                    }
+                    _ => a,
+                })
+            });
+            if !answered {
+                if h.p.pending_records() == 0 {
+                    resolved = true;
+                    break;
+                }
+                h.now += Duration::from_millis(10);
+                h.p.handle_timeout(h.now);
+            }
+        }
+        assert!(resolved, "round {round} not resolved: {:?}", h.events);
+    }
+    // Every record of partition 1 delivered, every one of partition 0 refused.
+    let delivered = deliveries(&h.events);
+    assert_eq!(delivered.len(), 12, "{:?}", h.events);
+    assert!(delivered.iter().all(|d| d.1 == 1), "{delivered:?}");
+    assert_eq!(h.failures().len(), 12);
+    // A refusal under epoch 1 is a new id (max_epoch 1), so one every other round: each
+    // asked for at once, since partition 1 had a batch acknowledged under the id before.
+    // (Before: six ids by the last round, at 0, 0, 200 ms, 600 ms, 1.4 s and 2.4 s.)
+    assert_eq!(inits.len(), 1 + 6, "ids at {inits:?}");
+    assert!(
+        inits.iter().all(|t| *t < Duration::from_millis(100)),
+        "ids at {inits:?}"
+    );
+}
+
 /// The connections of a hand-driven producer, each with the bytes written to it.
 type Wires = std::collections::BTreeMap<ConnId, BytesMut>;
 

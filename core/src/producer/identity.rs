@@ -190,6 +190,7 @@ impl Producer {
             let spent = self.refused_ids;
             self.set_identity(None);
             self.refused_ids = spent.saturating_add(1);
+            self.given_up = Some(id.producer_id);
             if spent > 0 {
                 let delay =
                     backoff_delay(self.cfg.retry_backoff, self.cfg.retry_backoff_max, spent);
@@ -209,6 +210,7 @@ impl Producer {
     /// grows while identities keep being refused, so that a broker refusing each of them is
     /// not asked in a tight loop).
     pub(super) fn retake_producer_id(&mut self) {
+        self.given_up = self.identity.map(|id| id.producer_id).or(self.given_up);
         self.set_identity(None);
         self.refused_ids = self.refused_ids.saturating_add(1);
         self.pid_retry_at = Some(

@@ -118,6 +118,11 @@ pub struct Producer {
     /// not take, or the epoch exhausted). The backoff before asking for the next grows
     /// with it.
     refused_ids: u32,
+    /// The producer id last given up on while `refused_ids` counts: a batch of it
+    /// acknowledged after it was given up (its answer shared with, or following, the refusal
+    /// that gave it up) shows that the broker takes this producer's ids, as one under the
+    /// current id would.
+    given_up: Option<i64>,
     bump_refused: bool,
     /// While a Produce answer's refusal of one batch is acted on: what the broker said
     /// beyond the code, for that batch's failed records. `None` at every other time.
@@ -191,6 +196,7 @@ impl Producer {
             pid_retry_at: None,
             pid_failures: 0,
             refused_ids: 0,
+            given_up: None,
             broker_refusal: None,
             bump_refused: false,
             metadata: MetadataState::default(),

@@ -189,9 +189,21 @@ impl Producer {
         let topic = self.topics[ti].name.clone();
         let p = &mut self.topics[ti].partitions[pi];
         let Some(b) = p.batches.remove(i) else { return };
-        // An identity the broker took: refusals of earlier ones no longer slow the next.
-        if self.refused_ids > 0 && b.seq.is_some_and(|(id, _)| Some(id) == self.identity) {
+        // A producer id the broker took (the current one, or the one last given up, whose
+        // batches can be answered after the refusal that gave it up): refusals of earlier
+        // ones no longer slow the next, and a new id waiting for that backoff is asked for
+        // now, as after any id that had a batch acknowledged.
+        if self.refused_ids > 0
+            && b.seq.is_some_and(|(id, _)| {
+                Some(id.producer_id) == self.identity.map(|i| i.producer_id)
+                    || Some(id.producer_id) == self.given_up
+            })
+        {
             self.refused_ids = 0;
+            self.given_up = None;
+            if self.identity.is_none() && self.pid_request.is_none() && self.pid_failures == 0 {
+                self.pid_retry_at = None;
+            }
         }
         if let Some((identity, base)) = b.seq {
             if Some(identity) == p.bound {
