@@ -867,14 +867,17 @@ fn a_broker_refusing_every_batch_is_not_asked_for_a_new_producer_id_per_batch() 
 
 /// Review finding: the backoff between new producer ids was reset only by an acknowledgement
 /// under the current id. When one Produce answer refused a batch of partition 0 (which gives
-/// the id up) and acknowledged one of partition 1 under the same id, that acknowledgement no
-/// longer counted, so partition 1's next records waited for a backoff growing to
+/// the id up) and acknowledged one of partition 1 under the same id, that acknowledgement did
+/// not count, so partition 1's next records waited for a backoff growing to
 /// `retry.backoff.max.ms` per refusal of partition 0. Now an acknowledgement under the id
-/// just given up resets it too: a healthy partition beside a refused one is not slowed.
+/// just given up resets it too, and a new id already waiting for that backoff is asked for
+/// at once: a healthy partition beside a refused one is not slowed.
 #[test]
 fn an_acknowledgement_beside_the_refusal_that_gave_an_id_up_resets_the_new_id_backoff() {
     use kprod_core::protocol::init_producer_id::InitProducerIdRequest;
     use kprod_core::protocol::produce::ProduceRequest;
+    // An epoch of at most 1: every other refusal is a new producer id, as against Tansu,
+    // which refuses the bump.
     let mut h = Harness::new(|c| {
         c.max_epoch = 1;
         c.retry_backoff = Duration::from_millis(100);
@@ -884,14 +887,16 @@ fn an_acknowledgement_beside_the_refusal_that_gave_an_id_up_resets_the_new_id_ba
     let mut wires = Wires::new();
     let mut inits: Vec<Duration> = Vec::new();
     let mut next_pid = 100;
-    for round in 0..12 {
-        for pi in 0..2 {
-            let r = Record::new(TOPIC, format!("r{round}")).with_partition(pi);
-            h.p.send(h.now, r).unwrap();
+    // One round: a record for each of `parts`, run until nothing is pending; partition 0
+    // is refused for good, partition 1 written, the refusal first in the answer. Time
+    // moves 10 ms when nothing is left to answer.
+    let mut round = |h: &mut Harness, parts: &[i32], inits: &mut Vec<Duration>| {
+        for &pi in parts {
+            h.p.send(h.now, Record::new(TOPIC, "r").with_partition(pi))
+                .unwrap();
         }
-        let mut resolved = false;
         for _ in 0..1000 {
-            let answered = pump(&mut h, &mut wires, &mut |h, _, f| {
+            let answered = pump(h, &mut wires, &mut |h, _, f| {
                 let (key, version, corr) = api_of(&f);
                 let a = respond(&f, &mut h.next_offset);
                 Some(match key {
@@ -914,14 +919,15 @@ fn an_acknowledgement_beside_the_refusal_that_gave_an_id_up_resets_the_new_id_ba
                         i.producer_id = next_pid;
                         encode_response::<InitProducerIdRequest>(&i, version, corr)
                     }
-                    // Partition 0 refused for good, partition 1 written; the refusal first.
                     api_key::PRODUCE => {
                         let (_, mut p) =
                             decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
                         let parts = &mut p.responses[0].partition_responses;
                         parts.sort_by_key(|p| p.index);
-                        parts[0].error_code = ErrorCode::UnknownServerError.as_i16();
-                        parts[0].base_offset = -1;
+                        if parts[0].index == 0 {
+                            parts[0].error_code = ErrorCode::UnknownServerError.as_i16();
+                            parts[0].base_offset = -1;
+                        }
                         encode_response::<ProduceRequest>(&p, version, corr)
                     }
                     _ => a,
@@ -929,28 +935,44 @@ fn an_acknowledgement_beside_the_refusal_that_gave_an_id_up_resets_the_new_id_ba
             });
             if !answered {
                 if h.p.pending_records() == 0 {
-                    resolved = true;
-                    break;
+                    return;
                 }
                 h.now += Duration::from_millis(10);
                 h.p.handle_timeout(h.now);
             }
         }
-        assert!(resolved, "round {round} not resolved: {:?}", h.events);
+        panic!("not resolved: {:?}", h.events);
+    };
+    // Five rounds of partition 0 alone: ids at 0 and 0 (the first new id after the first
+    // goes at once), then after the backoff (200 ms), each refused under epochs 0 and 1; the
+    // fifth refusal leaves the third id at epoch 1, two ids given up without an
+    // acknowledgement.
+    for _ in 0..5 {
+        round(&mut h, &[0], &mut inits);
     }
-    // Every record of partition 1 delivered, every one of partition 0 refused.
-    let delivered = deliveries(&h.events);
-    assert_eq!(delivered.len(), 12, "{:?}", h.events);
-    assert!(delivered.iter().all(|d| d.1 == 1), "{delivered:?}");
-    assert_eq!(h.failures().len(), 12);
-    // A refusal under epoch 1 is a new id (max_epoch 1), so one every other round: each
-    // asked for at once, since partition 1 had a batch acknowledged under the id before.
-    // (Before: six ids by the last round, at 0, 0, 200 ms, 600 ms, 1.4 s and 2.4 s.)
-    assert_eq!(inits.len(), 1 + 6, "ids at {inits:?}");
-    assert!(
-        inits.iter().all(|t| *t < Duration::from_millis(100)),
-        "ids at {inits:?}"
+    assert_eq!(
+        inits,
+        [0, 0, 200].map(Duration::from_millis),
+        "ids before the switch"
     );
+    assert!(deliveries(&h.events).is_empty());
+    // Then both partitions, seven rounds. The first answer refuses partition 0's batch under
+    // epoch 1 (a new id, which would wait 400 ms) and acknowledges partition 1's under the
+    // same id: the acknowledgement resets the backoff, so the id is asked for at once, and
+    // so is each later one (partition 1 is acknowledged under every id).
+    let switch = h.now - start;
+    for _ in 0..7 {
+        round(&mut h, &[0, 1], &mut inits);
+    }
+    let delivered = deliveries(&h.events);
+    assert_eq!(delivered.len(), 7, "{:?}", h.events);
+    assert!(delivered.iter().all(|d| d.1 == 1), "{delivered:?}");
+    assert_eq!(h.failures().len(), 5 + 7);
+    let after: Vec<Duration> = inits[3..].iter().map(|t| *t - switch).collect();
+    // New ids at the 1st, 3rd, 5th and 7th rounds after the switch (each refusal under
+    // epoch 1), all at once. (Before: three in these rounds, at 400 ms, 1.2 s and 2.2 s
+    // after the switch: the acknowledgements never counted.)
+    assert_eq!(after, [Duration::ZERO; 4], "ids after the switch, from it");
 }
 
 /// The connections of a hand-driven producer, each with the bytes written to it.

@@ -210,7 +210,7 @@ impl Producer {
     /// grows while identities keep being refused, so that a broker refusing each of them is
     /// not asked in a tight loop).
     pub(super) fn retake_producer_id(&mut self) {
-        self.given_up = self.identity.map(|id| id.producer_id).or(self.given_up);
+        self.given_up = self.identity.map(|id| id.producer_id);
         self.set_identity(None);
         self.refused_ids = self.refused_ids.saturating_add(1);
         self.pid_retry_at = Some(

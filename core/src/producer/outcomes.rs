@@ -192,7 +192,7 @@ impl Producer {
         // A producer id the broker took (the current one, or the one last given up, whose
         // batches can be answered after the refusal that gave it up): refusals of earlier
         // ones no longer slow the next, and a new id waiting for that backoff is asked for
-        // now, as after any id that had a batch acknowledged.
+        // now (the first new id after an acknowledged one goes at once).
         if self.refused_ids > 0
             && b.seq.is_some_and(|(id, _)| {
                 Some(id.producer_id) == self.identity.map(|i| i.producer_id)
