@@ -152,9 +152,7 @@ impl Batch {
     ) -> impl Iterator<Item = (RecordId, Option<Box<Record>>)> + '_ {
         let decoded = match (self.builder, self.wire) {
             (Some(builder), _) => builder.into_batch().ok(),
-            (None, Some(wire)) => RecordBatch::decode_all(wire)
-                .ok()
-                .and_then(|v| v.into_iter().next()),
+            (None, Some(wire)) => RecordBatch::decode_own(wire).ok(),
             (None, None) => None,
         }
         .filter(|d| d.records.len() == self.records.len());

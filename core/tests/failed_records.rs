@@ -196,6 +196,45 @@ fn records_come_back_after_a_split() {
     }
 }
 
+/// Probe finding: a record whose batch is compressed comes back even when it is larger than
+/// the cap on decompressing a peer's batch (64 MiB). A batch opened by one record takes it
+/// whatever its size (up to `max.request.size`), and its records were decoded back under that
+/// cap, so such a record failed without being handed back (and debug builds panicked).
+#[test]
+fn a_compressed_record_larger_than_the_decompression_cap_comes_back() {
+    use kprod_core::protocol::record_batch::MAX_DECOMPRESSED_LEN;
+    for codec in [CompressionType::Zstd, CompressionType::Lz4] {
+        if !codec.is_available() {
+            continue;
+        }
+        for answer in [ErrorCode::InvalidRecord, ErrorCode::MessageTooLarge] {
+            let mut h = Harness::new(|c| {
+                c.compression = Compression::new(codec);
+                c.max_request_size = 100 << 20;
+                c.buffer_memory = 100 << 20;
+            });
+            let big = Record::new(TOPIC, vec![7u8; MAX_DECOMPRESSED_LEN + 1000]);
+            let id = h.p.send(h.now, big.clone()).expect("accepted");
+            let f = h.answer_until_produce(&[]).expect("a Produce request");
+            assert!(f.len() < 16 << 20, "{codec}: sent compressed");
+            h.feed(produce_error(&f, answer));
+            let failures = h.failures();
+            assert_eq!(failures.len(), 1, "{codec} {answer:?}: {:?}", h.events);
+            let (fid, error, persisted, record) = &failures[0];
+            assert_eq!(*fid, id);
+            assert_eq!(
+                (error, *persisted),
+                (&DeliveryError::Broker(answer), Persistence::NotPersisted),
+                "{codec}"
+            );
+            assert!(
+                *record == assigned(big),
+                "{codec} {answer:?}: the record as sent"
+            );
+        }
+    }
+}
+
 /// A fatal broker error fails the batch in flight (decoded from its sealed bytes) and the
 /// records still in an open batch behind it (decoded from the builder).
 #[test]

@@ -488,10 +488,7 @@ impl Producer {
         let (Some(wire), Some((identity, base))) = (b.wire.clone(), b.seq) else {
             return self.fail_permanently(ti, pi, i, ErrorCode::MessageTooLarge);
         };
-        let Ok(decoded) = RecordBatch::decode_all(wire) else {
-            return self.fail_permanently(ti, pi, i, ErrorCode::MessageTooLarge);
-        };
-        let Some(batch) = decoded.into_iter().next() else {
+        let Ok(batch) = RecordBatch::decode_own(wire) else {
             return self.fail_permanently(ti, pi, i, ErrorCode::MessageTooLarge);
         };
         let half = batch.records.len() / 2;

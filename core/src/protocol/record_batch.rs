@@ -45,7 +45,8 @@ pub const NO_PRODUCER_EPOCH: i16 = -1;
 pub const NO_SEQUENCE: i32 = -1;
 /// The most a compressed records section may expand to when a batch is decoded
 /// ([`RecordBatch::decode`]); a builder with compression stops accepting records before its
-/// uncompressed records reach it, so a batch of this producer always decodes.
+/// uncompressed records reach it, but its first record may be larger (decode the producer's
+/// own batches with [`RecordBatch::decode_own`]).
 pub const MAX_DECOMPRESSED_LEN: usize = 64 << 20;
 
 /// A record header.
@@ -595,6 +596,15 @@ impl RecordBatch {
             out.push(Self::decode(&mut r)?);
         }
         Ok(out)
+    }
+
+    /// One batch this producer built and sealed (its `wire` bytes), decoded back, for the
+    /// records of a failed batch or the halves of a split one. Its compressed records
+    /// section may expand past [`MAX_DECOMPRESSED_LEN`]: the cap guards against a peer's
+    /// input, and a batch opened by one record can hold a larger one (bounded by
+    /// `max.request.size` when it was accepted).
+    pub fn decode_own(blob: Bytes) -> Result<Self, DecodeError> {
+        Self::decode_with_limit(&mut Reader::new(blob), usize::MAX)
     }
 
     /// The absolute create timestamp of record `r` of this batch.
