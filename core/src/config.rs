@@ -338,9 +338,11 @@ impl ProducerConfig {
             ));
         }
         for s in &self.bootstrap_servers {
-            match s.rsplit_once(':') {
-                Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {}
-                _ => return Err(err("bootstrap.servers", format!("{s:?} is not host:port"))),
+            if let Some(problem) = address_problem(s) {
+                return Err(err(
+                    "bootstrap.servers",
+                    format!("{s:?} is not host:port: {problem}"),
+                ));
             }
         }
         if self.metadata_max_idle == Some(Duration::ZERO) {
@@ -468,6 +470,45 @@ impl ProducerConfig {
     }
 }
 
+/// What is wrong with a bootstrap server's `host:port` (`None` if nothing): a host name, an
+/// IPv4 address or an IPv6 address (bracketed, or bare as the part before the last colon),
+/// and a port from 1 to 65535. Whatever else would only fail to connect, record after record,
+/// until `delivery.timeout.ms`.
+fn address_problem(s: &str) -> Option<&'static str> {
+    if s.contains(',') {
+        return Some("one address per entry (split a comma-separated list)");
+    }
+    if s.contains("://") {
+        return Some(
+            "a listener's protocol prefix (PLAINTEXT://, SSL://, ...) is not part of the \
+             address (the properties parser strips it, as the Java client does)",
+        );
+    }
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return Some("no port");
+    };
+    match port.parse::<u16>() {
+        Ok(0) => return Some("port 0"),
+        Ok(_) => {}
+        Err(_) => return Some("the port is not a number from 1 to 65535"),
+    }
+    let bare = match host.strip_prefix('[') {
+        Some(inner) => match inner.strip_suffix(']') {
+            Some(inner) if inner.contains(':') => inner,
+            _ => return Some("a bracketed host must be an IPv6 address"),
+        },
+        None => host,
+    };
+    if bare.is_empty() {
+        return Some("no host");
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '%');
+    if !bare.chars().all(allowed) {
+        return Some("the host has a character no host name or address has");
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -528,6 +569,52 @@ mod tests {
             }
         );
         assert_eq!(base().version_caps(), MaxVersions::NONE);
+    }
+
+    /// Probe finding: `PLAINTEXT://host:port`, a host with a space or a `;` were taken, and
+    /// every record then waited for its delivery timeout with nothing said.
+    #[test]
+    fn a_bootstrap_server_is_a_host_and_a_port() {
+        let check = |s: &str| {
+            ProducerConfig {
+                bootstrap_servers: vec![s.into()],
+                ..base()
+            }
+            .validate()
+        };
+        for good in [
+            "localhost:9092",
+            "broker-1.kafka_svc.example.com:9092",
+            "127.0.0.1:1",
+            "[::1]:9092",
+            "::1:9092",
+            "[fe80::1%eth0]:65535",
+        ] {
+            assert!(check(good).is_ok(), "{good}: {:?}", check(good));
+        }
+        for (bad, why) in [
+            ("PLAINTEXT://127.0.0.1:9092", "protocol prefix"),
+            ("127.0.0.1 :9092", "character"),
+            ("a;b:9092", "character"),
+            ("a:9092,b:9092", "one address per entry"),
+            ("host/path:9092", "character"),
+            ("127.0.0.1", "no port"),
+            ("127.0.0.1:", "port is not a number"),
+            ("127.0.0.1:65536", "port is not a number"),
+            ("127.0.0.1:0", "port 0"),
+            (":9092", "no host"),
+            ("[]:9092", "bracketed"),
+            ("[localhost]:9092", "bracketed"),
+        ] {
+            let e = check(bad).expect_err(bad);
+            assert_eq!(e.setting, "bootstrap.servers");
+            assert!(e.reason.contains(why), "{bad}: {}", e.reason);
+            assert!(
+                e.reason.contains(bad),
+                "{bad}: names the address: {}",
+                e.reason
+            );
+        }
     }
 
     #[test]

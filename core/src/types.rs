@@ -198,10 +198,12 @@ pub enum DeliveryError {
         /// broker's code such as NOT_ENOUGH_REPLICAS, or NETWORK_EXCEPTION and
         /// REQUEST_TIMED_OUT for a lost connection and a request timeout on this side), or,
         /// for a record that waited for metadata or in a batch no attempt of which was
-        /// answered, the code metadata gave for its missing topic (deleted meanwhile).
-        /// `None` if its batch was never sent (no leader, no connection, a full pipeline)
-        /// and its topic is not known to be missing: a batch in flight waits for its answer
-        /// or its request timeout.
+        /// answered, the code metadata gave for its missing topic (deleted meanwhile). A
+        /// record that waited for metadata while no broker was reached at all (every
+        /// connection failed, or none got past its ApiVersions exchange: a wrong or dead
+        /// bootstrap server) gets NETWORK_EXCEPTION. `None` if its batch was never sent (no
+        /// leader, no connection, a full pipeline) and its topic is not known to be missing,
+        /// or if its batch's only attempt was still in flight at the deadline.
         last_error: Option<ErrorCode>,
     },
     /// The topic does not exist (or is not authorized) according to metadata.

@@ -85,16 +85,58 @@ fn records_waiting_for_metadata_come_back_as_sent() {
     h.p.handle_timeout(h.now);
     h.drain();
     // Never assigned a partition: the record comes back exactly as the application sent it.
+    // No broker ever answered (the connection never got past ApiVersions): the network
+    // held it back.
     assert_returned(&h, &ids, |r| r);
     for (_, e, p, _) in h.failures() {
         assert_eq!(
             (e, p),
             (
-                DeliveryError::DeliveryTimeout { last_error: None },
+                DeliveryError::DeliveryTimeout {
+                    last_error: Some(ErrorCode::NetworkException)
+                },
                 Persistence::NotPersisted
             )
         );
     }
+}
+
+/// Probe finding: a record waiting for metadata failed `DeliveryTimeout { last_error: None }`
+/// whether no broker could be reached at all or a reachable one never placed it, so a wrong
+/// bootstrap address looked like any slow cluster. When every connect failed, it is now
+/// NETWORK_EXCEPTION.
+#[test]
+fn a_record_that_never_reached_a_broker_times_out_with_a_network_error() {
+    let mut h = Harness::new(|c| {
+        c.delivery_timeout = Duration::from_secs(2);
+        c.request_timeout = Duration::from_secs(1);
+    });
+    let id = h.p.send(h.now, record(0)).expect("accepted");
+    // Every connect fails, for 3 s.
+    for _ in 0..300 {
+        loop {
+            match h.p.poll_output() {
+                kprod_core::Output::Connect { conn, .. } => h.p.handle_connect_failed(h.now, conn),
+                kprod_core::Output::Wait { .. } => break,
+                kprod_core::Output::Event(e) => h.events.push(e),
+                other => panic!("{other:?}"),
+            }
+        }
+        h.now += Duration::from_millis(10);
+        h.p.handle_timeout(h.now);
+    }
+    let failures = h.failures();
+    assert_eq!(failures.len(), 1, "{:?}", h.events);
+    assert_eq!(failures[0].0, id);
+    assert_eq!(
+        (&failures[0].1, failures[0].2),
+        (
+            &DeliveryError::DeliveryTimeout {
+                last_error: Some(ErrorCode::NetworkException)
+            },
+            Persistence::NotPersisted
+        )
+    );
 }
 
 #[test]

@@ -301,11 +301,26 @@ fn security_property(
 fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool, PropertyError> {
     match name {
         "bootstrap.servers" => {
+            // A listener's protocol prefix (`PLAINTEXT://host:port`, as copied from a
+            // broker's `listeners`) is dropped, as the Java client does.
+            let unprefixed = |s: &str| -> String {
+                match s.split_once("://") {
+                    Some((scheme, rest))
+                        if !scheme.is_empty()
+                            && scheme
+                                .chars()
+                                .all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+                    {
+                        rest.to_owned()
+                    }
+                    _ => s.to_owned(),
+                }
+            };
             c.bootstrap_servers = v
                 .split(',')
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
-                .map(str::to_owned)
+                .map(unprefixed)
                 .collect();
         }
         "client.id" => c.client_id = (!v.is_empty()).then(|| v.to_owned()),
@@ -728,7 +743,7 @@ impl CodecLevels {
 ///
 /// | property (librdkafka alias) | meaning in kprod |
 /// |---|---|
-/// | `bootstrap.servers` | comma-separated `host:port` list |
+/// | `bootstrap.servers` | comma-separated `host:port` list (a `PLAINTEXT://`-style prefix is dropped, as in Java; a malformed address is a `Config` error naming it) |
 /// | `client.id` | empty means none |
 /// | `acks` (`request.required.acks`) | `all` / `-1` (the default), `1` (the leader alone acknowledges: [`crate::Acknowledgement::Leader`]) or `0` (no acknowledgement: records end [`crate::Acknowledgement::Unacknowledged`], without an offset); `0` and `1` need idempotence off, and as in the Java client they turn it off when `enable.idempotence` is not given |
 /// | `enable.idempotence` | `true` (the default) or `false`: no producer id, so a retry may duplicate a record and, with more than one request in flight, reorder it; `true` with `acks` `0` or `1` is refused, as in the Java client |

@@ -365,3 +365,26 @@ fn an_unknown_name_points_at_the_supported_list() {
     assert_eq!(e, PropertyError::Unknown("linger".into()));
     assert!(e.to_string().contains("config_from_properties"), "{e}");
 }
+
+/// Probe finding: `PLAINTEXT://host:port` (as copied from a broker's `listeners`) was taken
+/// as a host name that never resolved, and every record waited for its delivery timeout
+/// with nothing said. The prefix is dropped, as the Java client does; an address that is
+/// not `host:port` is refused, named.
+#[test]
+fn bootstrap_servers_drop_a_protocol_prefix_and_refuse_what_is_not_an_address() {
+    let c = config_from_properties(&[(
+        "bootstrap.servers",
+        "PLAINTEXT://b1:9092, SASL_SSL://[::1]:9093,b3:9094",
+    )])
+    .unwrap();
+    assert_eq!(c.bootstrap_servers, ["b1:9092", "[::1]:9093", "b3:9094"]);
+    for bad in ["b1 :9092", "b1;b2:9092", "b1", "b1:port", "http://x/y:9092"] {
+        match config_from_properties(&[("bootstrap.servers", bad)]) {
+            Err(PropertyError::Config(e)) => {
+                assert_eq!(e.setting, "bootstrap.servers", "{bad}");
+                assert!(e.reason.contains("is not host:port"), "{bad}: {e}");
+            }
+            other => panic!("{bad}: expected a refusal, got {other:?}"),
+        }
+    }
+}

@@ -782,10 +782,13 @@ fn delivery_timeout_without_any_connection() {
     sim.refuse.insert(1);
     let a = sim.send(rec(1, 0));
     sim.run(STEPS);
+    // No broker was ever reached: the network held the record back.
     assert_eq!(
         failure(&sim, a),
         (
-            DeliveryError::DeliveryTimeout { last_error: None },
+            DeliveryError::DeliveryTimeout {
+                last_error: Some(ErrorCode::NetworkException)
+            },
             Persistence::NotPersisted
         )
     );

@@ -8,6 +8,7 @@
 use smallvec::SmallVec;
 
 use super::accumulator::PendingRecord;
+use super::connections::ConnState;
 use super::requests::BatchRef;
 use super::{backoff_delay, Producer};
 use crate::partition::{Batch, BatchState};
@@ -32,9 +33,15 @@ impl Producer {
         for ti in 0..self.topics.len() {
             while let Some(p) = self.topics[ti].pending.front() {
                 let error = if p.enqueued + timeout <= now {
-                    // What metadata last said of the topic, if it said it is missing.
+                    // What metadata last said of the topic, if it said it is missing; else,
+                    // when no connection to any broker is past its ApiVersions exchange (an
+                    // unreachable, unresolvable or silent bootstrap server), that the
+                    // network held it back.
+                    let unreached = (self.conns.values())
+                        .all(|c| matches!(c.state, ConnState::Connecting | ConnState::Negotiating));
+                    let network = unreached.then_some(ErrorCode::NetworkException);
                     DeliveryError::DeliveryTimeout {
-                        last_error: self.topics[ti].missing,
+                        last_error: self.topics[ti].missing.or(network),
                     }
                 } else if let (Some(code), true) = (
                     self.topics[ti].missing,
