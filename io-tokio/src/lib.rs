@@ -894,6 +894,9 @@ pub struct ProducerHandle {
     fatal: Arc<OnceLock<Fatal>>,
     /// Set once, by the driver, as it stops: the last metrics.
     final_metrics: Arc<OnceLock<Metrics>>,
+    /// The runtime the driver runs on: the timers of [`Self::flush_timeout`] and
+    /// [`Self::close_timeout`] are set on it when they are called outside a runtime.
+    runtime: tokio::runtime::Handle,
 }
 
 impl ProducerHandle {
@@ -1072,6 +1075,7 @@ impl ProducerHandle {
             shared,
             fatal,
             final_metrics,
+            runtime,
         })
     }
 
@@ -1336,7 +1340,7 @@ impl ProducerHandle {
     /// [`Timeout`] if records enqueued before the call are still unresolved after `timeout`;
     /// they go on being delivered.
     pub async fn flush_timeout(&self, timeout: Duration) -> Result<(), Timeout> {
-        tokio::time::timeout(timeout, self.flush())
+        self.timeout(timeout, self.flush())
             .await
             .map_err(|_| Timeout {
                 operation: "flush",
@@ -1375,12 +1379,21 @@ impl ProducerHandle {
     /// in a full command queue), and the driver task keeps delivering the accepted ones in
     /// the background until each resolves (at the latest at its `delivery.timeout.ms`).
     pub async fn close_timeout(&self, timeout: Duration) -> Result<(), Timeout> {
-        tokio::time::timeout(timeout, self.close())
+        self.timeout(timeout, self.close())
             .await
             .map_err(|_| Timeout {
                 operation: "close",
                 after: timeout,
             })
+    }
+
+    /// `tokio::time::timeout`, its timer set on the producer's runtime when called outside
+    /// one (as every other method works there: a thread that is not a runtime's, awaiting
+    /// with any executor).
+    fn timeout<F: Future>(&self, timeout: Duration, future: F) -> tokio::time::Timeout<F> {
+        let _entered =
+            (tokio::runtime::Handle::try_current().is_err()).then(|| self.runtime.enter());
+        tokio::time::timeout(timeout, future)
     }
 }
 

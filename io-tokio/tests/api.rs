@@ -86,3 +86,58 @@ fn starting_outside_a_runtime_is_an_error_not_a_panic() {
     assert_eq!(h.fatal(), None);
     drop(guard);
 }
+
+/// Polls `f` to completion on this thread, with no tokio runtime in its context (the way an
+/// application awaiting with another executor would).
+fn block_on_plain<F: Future>(f: F) -> F::Output {
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
+}
+
+/// Probe finding: `flush_timeout` and `close_timeout` panicked ("there is no reactor
+/// running") when awaited outside a tokio runtime, where every other method works. Their
+/// timers are now set on the producer's runtime. A record for a broker that never answers
+/// keeps both from finishing, so both time out.
+#[test]
+fn the_timeout_methods_work_outside_a_runtime() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    // A listener that takes connections and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+    let h = {
+        let _guard = rt.enter();
+        ProducerHandle::from_properties(&[("bootstrap.servers", addr.as_str())]).unwrap()
+    };
+    let outcome = std::thread::spawn(move || {
+        let sent = block_on_plain(h.enqueue(Record::new("t", "v")));
+        let flushed = block_on_plain(h.flush_timeout(std::time::Duration::from_millis(200)));
+        let closed = block_on_plain(h.close_timeout(std::time::Duration::from_millis(200)));
+        (sent.is_ok(), flushed, closed)
+    })
+    .join()
+    .expect("no panic outside the runtime");
+    let (sent, flushed, closed) = outcome;
+    assert!(sent, "the record is accepted");
+    assert!(flushed.unwrap_err().to_string().contains("flush"));
+    assert!(closed.unwrap_err().to_string().contains("close"));
+    drop(silent);
+}
