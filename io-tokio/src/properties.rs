@@ -358,7 +358,9 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
             }
             c.metadata_max_idle = Some(d);
         }
-        "batch.size" => c.batch_size = number(name, v)?,
+        // 0 disables batching in the Java client (each batch holds one record), which is
+        // what a limit of one byte does.
+        "batch.size" => c.batch_size = number::<usize>(name, v)?.max(1),
         "buffer.memory" => c.buffer_memory = number(name, v)?,
         // librdkafka: the most bytes of records held before producing waits (it counts KiB).
         "queue.buffering.max.kbytes" => {
@@ -748,7 +750,7 @@ impl CodecLevels {
 /// | `acks` (`request.required.acks`) | `all` / `-1` (the default), `1` (the leader alone acknowledges: [`crate::Acknowledgement::Leader`]) or `0` (no acknowledgement: records end [`crate::Acknowledgement::Unacknowledged`], without an offset); `0` and `1` need idempotence off, and as in the Java client they turn it off when `enable.idempotence` is not given |
 /// | `enable.idempotence` | `true` (the default) or `false`: no producer id, so a retry may duplicate a record and, with more than one request in flight, reorder it; `true` with `acks` `0` or `1` is refused, as in the Java client |
 /// | `linger.ms` (`queue.buffering.max.ms`) | how long a batch waits to fill |
-/// | `batch.size` | bytes per batch, measured as Kafka does (compressed estimate) |
+/// | `batch.size` | bytes per batch, measured as Kafka does (compressed estimate); `0` disables batching (one record per batch), as in Java |
 /// | `buffer.memory` (`queue.buffering.max.kbytes`, in KiB) | bytes of records held until they resolve (with the driver's own memory for each, about 140 B); beyond it `send` waits |
 /// | `max.request.size` (`message.max.bytes`) | the largest Produce request, so the largest record |
 /// | `max.in.flight.requests.per.connection` (`max.in.flight`) | 1..=5, also the per-partition bound across connections |

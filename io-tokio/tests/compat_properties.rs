@@ -388,3 +388,12 @@ fn bootstrap_servers_drop_a_protocol_prefix_and_refuse_what_is_not_an_address() 
         }
     }
 }
+
+/// Probe finding: `batch.size=0`, which the Java client takes as "no batching", was refused.
+/// It is one record per batch, as a one-byte limit gives.
+#[test]
+fn batch_size_zero_disables_batching_as_in_java() {
+    assert_eq!(props(&[("batch.size", "0")]).unwrap().batch_size, 1);
+    assert_eq!(props(&[("batch.size", "1")]).unwrap().batch_size, 1);
+    assert_eq!(props(&[("batch.size", "65536")]).unwrap().batch_size, 65536);
+}
