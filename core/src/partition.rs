@@ -545,6 +545,7 @@ mod tests {
         let id = ProducerIdentity {
             producer_id: 7,
             epoch: 0,
+            issue: 1,
         };
         let now = Instant::now();
         let mut p = Partition {
@@ -576,6 +577,7 @@ mod tests {
         let id = ProducerIdentity {
             producer_id: 7,
             epoch: 1,
+            issue: 1,
         };
         let now = Instant::now();
         let mut p = Partition {
@@ -608,6 +610,7 @@ mod tests {
         let id = ProducerIdentity {
             producer_id: 7,
             epoch: 3,
+            issue: 1,
         };
         let now = Instant::now();
         let mut p = Partition {
@@ -664,6 +667,7 @@ mod tests {
         let id = ProducerIdentity {
             producer_id: 7,
             epoch: 0,
+            issue: 1,
         };
         let now = Instant::now();
         let later = now + std::time::Duration::from_millis(5);
@@ -688,6 +692,7 @@ mod tests {
         let id = ProducerIdentity {
             producer_id: 7,
             epoch: 0,
+            issue: 1,
         };
         let now = Instant::now();
         let mut p = Partition {

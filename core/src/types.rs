@@ -23,6 +23,12 @@ pub struct ProducerIdentity {
     pub producer_id: i64,
     /// Epoch, bumped locally (KIP-360).
     pub epoch: i16,
+    /// Not on the wire: 0, or one more than the `issue` of an identity with the same id and
+    /// epoch that partitions were still bound to when InitProducerId handed this one out. A
+    /// broker that lost its state can hand out the same id and epoch again (Tansu restarted
+    /// on memory storage numbers its producer ids from 1 again); this keeps the two apart,
+    /// so that those partitions move to the new one as to any new identity.
+    pub issue: u32,
 }
 
 impl ProducerIdentity {
@@ -31,6 +37,7 @@ impl ProducerIdentity {
     pub(crate) const NONE: Self = Self {
         producer_id: -1,
         epoch: -1,
+        issue: 0,
     };
 
     /// The base sequence a batch carries on the wire: `seq` under a real producer id, -1

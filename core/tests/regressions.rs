@@ -975,6 +975,85 @@ fn an_acknowledgement_beside_the_refusal_that_gave_an_id_up_resets_the_new_id_ba
     assert_eq!(after, [Duration::ZERO; 4], "ids after the switch, from it");
 }
 
+/// Soak finding (Tansu SIGKILLed and restarted on memory storage): the restarted broker
+/// numbers its producer ids from 1 again, so the new producer id asked for after its
+/// UNKNOWN_PRODUCER_ID answer came back equal (id and epoch) to the one the partitions were
+/// still bound to. The producer took it for the same identity: no partition moved to it,
+/// each waited for a rebase that never came, and nothing was sent until the delivery
+/// timeout (120 s in the soak, twice in 20 restarts). An identity now also carries which
+/// InitProducerId answer gave it, so a reissued one is new.
+#[test]
+fn a_producer_id_handed_out_again_after_a_broker_lost_its_state_is_a_new_identity() {
+    use kprod_core::protocol::init_producer_id::InitProducerIdRequest;
+    // Epoch 1 is the last (every bump is a new producer id, as against Tansu, which refuses
+    // bumps), and the broker always answers producer id 1 at epoch 1.
+    let mut h = Harness::new(|c| {
+        c.max_epoch = 1;
+        c.delivery_timeout = Duration::from_secs(30);
+    });
+    let mut wires = Wires::new();
+    let mut lost_state = false;
+    let mut inits = 0;
+    let mut sent: Vec<(i16, i32)> = Vec::new();
+    let mut run = |h: &mut Harness, lost_state: &mut bool, inits: &mut u32, sent: &mut Vec<_>| {
+        for _ in 0..10_000 {
+            let answered = pump(h, &mut wires, &mut |h, _, f| {
+                let (key, version, corr) = api_of(&f);
+                Some(match key {
+                    api_key::INIT_PRODUCER_ID => {
+                        *inits += 1;
+                        let a = respond(&f, &mut h.next_offset);
+                        let (_, mut i) =
+                            decode_response::<InitProducerIdRequest>(version, a.slice(4..))
+                                .unwrap();
+                        (i.producer_id, i.producer_epoch) = (1, 1);
+                        encode_response::<InitProducerIdRequest>(&i, version, corr)
+                    }
+                    api_key::PRODUCE => {
+                        sent.push(epoch_and_sequence(&f));
+                        // The broker restarted without its state: it knows no producer until
+                        // it hands out an id again.
+                        if std::mem::take(lost_state) {
+                            produce_error(&f, ErrorCode::UnknownProducerId)
+                        } else {
+                            respond(&f, &mut h.next_offset)
+                        }
+                    }
+                    _ => respond(&f, &mut h.next_offset),
+                })
+            });
+            if !answered {
+                if h.p.pending_records() == 0 {
+                    return;
+                }
+                h.now += Duration::from_millis(10);
+                h.p.handle_timeout(h.now);
+            }
+        }
+        panic!("not resolved: {:?}", h.events);
+    };
+    for i in 0..3 {
+        h.p.send(h.now, record(&format!("before {i}"))).unwrap();
+        run(&mut h, &mut lost_state, &mut inits, &mut sent);
+    }
+    assert_eq!(inits, 1);
+    let restarted = h.now;
+    lost_state = true;
+    h.p.send(h.now, record("after")).unwrap();
+    run(&mut h, &mut lost_state, &mut inits, &mut sent);
+    // Refused under the first (1, 1) at sequence 3, then sent again under the second, from
+    // sequence 0, and delivered at once.
+    assert_eq!(inits, 2, "a new producer id after the refusal");
+    assert_eq!(sent[3..], [(1, 3), (1, 0)], "{sent:?}");
+    assert_eq!(deliveries(&h.events).len(), 4, "{:?}", h.events);
+    assert!(h.failures().is_empty(), "{:?}", h.failures());
+    assert!(
+        h.now - restarted < Duration::from_secs(1),
+        "delivered {:?} after the restart",
+        h.now - restarted
+    );
+}
+
 /// The connections of a hand-driven producer, each with the bytes written to it.
 type Wires = std::collections::BTreeMap<ConnId, BytesMut>;
 

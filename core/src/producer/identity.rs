@@ -46,7 +46,20 @@ impl Producer {
         let valid = producer_id >= 0 && epoch >= 0;
         match code {
             ErrorCode::None if valid => {
-                let id = ProducerIdentity { producer_id, epoch };
+                // A broker that lost its state may hand out an id and epoch that partitions
+                // are still bound to (Tansu restarted on memory storage numbers its ids from 1
+                // again): the answer is a new identity all the same, told apart by `issue`.
+                let issue = (self.topics.iter())
+                    .flat_map(|t| t.partitions.iter().filter_map(|p| p.bound))
+                    .filter(|b| b.producer_id == producer_id && b.epoch == epoch)
+                    .map(|b| b.issue.wrapping_add(1))
+                    .max()
+                    .unwrap_or(0);
+                let id = ProducerIdentity {
+                    producer_id,
+                    epoch,
+                    issue,
+                };
                 self.set_identity(Some(id));
                 self.pid_failures = 0;
                 self.pid_retry_at = None;
@@ -200,6 +213,7 @@ impl Producer {
             let next = ProducerIdentity {
                 producer_id: id.producer_id,
                 epoch: id.epoch + 1,
+                issue: id.issue,
             };
             self.set_identity(Some(next));
             self.diag(Diagnostic::EpochBumped(next));
