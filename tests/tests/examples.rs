@@ -161,7 +161,8 @@ fn the_examples_run_against_tansu() {
 }
 
 /// ... and against a port nobody listens on, each fails not persisted (no connection ever
-/// opened, so nothing can be in a log), is sent once more, and is given up truthfully.
+/// opened, so nothing can be in a log; the network is what held it back), is sent once more,
+/// and is given up truthfully.
 #[test]
 fn the_possibly_persisted_example_takes_the_not_persisted_path_without_a_broker() {
     let nowhere = format!("127.0.0.1:{}", free_port());
@@ -179,7 +180,8 @@ fn the_possibly_persisted_example_takes_the_not_persisted_path_without_a_broker(
         assert!(
             text.contains(&format!(
                 "payment-{i}: not persisted again (delivery failed (NotPersisted): \
-                 delivery.timeout.ms expired), giving up: it is not in the log"
+                 delivery.timeout.ms expired (last error: NETWORK_EXCEPTION (13))), giving \
+                 up: it is not in the log"
             )),
             "{text}"
         );
