@@ -1288,3 +1288,65 @@ fn close_with_a_reported_batch_in_flight_finishes_and_asks_for_nothing_more() {
         assert!(matches!(o, Output::Wait { .. }), "after the close: {o:?}");
     }
 }
+
+/// Probe finding: a record is refused as too large by Java's rule, its batch holding it alone
+/// within `max.request.size`, not by that batch plus the request's own framing (about 145
+/// bytes stricter before). The largest record taken goes alone in its request and is
+/// delivered.
+#[test]
+fn the_largest_record_is_the_one_whose_batch_fits_max_request_size() {
+    const MAX: usize = 4096;
+    let mut h = Harness::new(|c| c.max_request_size = MAX);
+    h.answer_all();
+    // Java takes a record when 61 (batch header) + 21 (most a record's framing can take) +
+    // key and value with their lengths + the header count fit: a 4,010-byte value here.
+    let java_largest = MAX - 61 - 21 - 1 - 2 - 1;
+    let first_refused = (3900..MAX)
+        .find(|&v| {
+            let r = Record::new(TOPIC, vec![1u8; v]).with_partition(0);
+            match h.p.clone().send(h.now, r) {
+                Ok(_) => false,
+                Err(kprod_core::SendError::TooLarge(back)) => {
+                    assert_eq!(back.value.as_deref().map(<[u8]>::len), Some(v));
+                    true
+                }
+                Err(e) => panic!("{e:?}"),
+            }
+        })
+        .expect("a record too large");
+    assert!(
+        first_refused > java_largest,
+        "{first_refused}: Java takes {java_largest}"
+    );
+    assert!(
+        first_refused <= MAX - 61,
+        "{first_refused}: its batch cannot fit"
+    );
+    // A small record on another partition first: the large one waits for its own request.
+    h.p.send(h.now, Record::new(TOPIC, "small").with_partition(1))
+        .unwrap();
+    let big = Record::new(TOPIC, vec![2u8; first_refused - 1]).with_partition(0);
+    let id = h.p.send(h.now, big).unwrap();
+    h.drain();
+    let mut sizes = Vec::new();
+    while let Some(f) = h.next_frame() {
+        if api_of(&f).0 == api_key::PRODUCE {
+            let req = produce_of(&f);
+            let batches: usize = req.topic_data.iter().map(|t| t.partition_data.len()).sum();
+            sizes.push((f.len(), batches));
+        }
+        let a = respond(&f, &mut h.next_offset);
+        h.feed(a);
+        h.drain();
+    }
+    let alone = sizes
+        .iter()
+        .find(|s| s.0 > MAX)
+        .expect("the large record's request");
+    assert_eq!(alone.1, 1, "{sizes:?}: the large batch goes alone");
+    assert!(
+        deliveries(&h.events).iter().any(|d| d.0 == id),
+        "delivered: {:?}",
+        h.events
+    );
+}

@@ -12,7 +12,6 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use super::requests::{PARTITION_OVERHEAD, REQUEST_OVERHEAD};
 use super::{is_valid_topic_name, Producer};
 use crate::config::ProducerConfig;
 use crate::partition::{Batch, BatchState, Partition, Reserve};
@@ -259,8 +258,9 @@ impl Producer {
         // Measured once: `append` places the record in a batch from this.
         let payload = payload_of(&record);
         let size = encoded_len(payload) + 10;
-        let overhead = REQUEST_OVERHEAD + PARTITION_OVERHEAD + record.topic.len() + HEADER_LEN;
-        if size + overhead > self.cfg.max_request_size {
+        // Java's rule: the record's batch, holding it alone, within `max.request.size`. Such
+        // a batch goes alone in a request, larger by the request's own framing.
+        if size + HEADER_LEN > self.cfg.max_request_size {
             return Err(SendError::TooLarge(record));
         }
         // Room in `buffer.memory`: a record that fits within its partition's open batch's
