@@ -793,30 +793,20 @@ fn a_broker_refusing_every_batch_is_not_asked_for_a_new_producer_id_per_batch() 
     // Runs the producer until nothing is pending, each connection answered on its own, every
     // Produce refused while `refuse`; time moves 10 ms when nothing is left to answer.
     let mut run = |h: &mut Harness, refuse: bool, inits: &mut Vec<Duration>, refused: &mut u32| {
-        for _ in 0..1000 {
-            let answered = pump(h, &mut wires, &mut |h, _, f| {
-                Some(match api_of(&f).0 {
-                    api_key::PRODUCE if refuse => {
-                        *refused += 1;
-                        produce_error(&f, ErrorCode::UnknownServerError)
-                    }
-                    key => {
-                        if key == api_key::INIT_PRODUCER_ID {
-                            inits.push(h.now - start);
-                        }
-                        respond(&f, &mut h.next_offset)
-                    }
-                })
-            });
-            if !answered {
-                if h.p.pending_records() == 0 {
-                    return;
+        settle(h, &mut wires, 1000, &mut |h, _, f| {
+            Some(match api_of(&f).0 {
+                api_key::PRODUCE if refuse => {
+                    *refused += 1;
+                    produce_error(&f, ErrorCode::UnknownServerError)
                 }
-                h.now += Duration::from_millis(10);
-                h.p.handle_timeout(h.now);
-            }
-        }
-        panic!("not resolved: {:?}", h.events);
+                key => {
+                    if key == api_key::INIT_PRODUCER_ID {
+                        inits.push(h.now - start);
+                    }
+                    respond(&f, &mut h.next_offset)
+                }
+            })
+        });
     };
     // 40 records, one at a time, every Produce refused.
     for i in 0..40 {
@@ -895,53 +885,42 @@ fn an_acknowledgement_beside_the_refusal_that_gave_an_id_up_resets_the_new_id_ba
             h.p.send(h.now, Record::new(TOPIC, "r").with_partition(pi))
                 .unwrap();
         }
-        for _ in 0..1000 {
-            let answered = pump(h, &mut wires, &mut |h, _, f| {
-                let (key, version, corr) = api_of(&f);
-                let a = respond(&f, &mut h.next_offset);
-                Some(match key {
-                    // Two partitions, both led by the one broker.
-                    api_key::METADATA => {
-                        let (_, mut m) =
-                            decode_response::<MetadataRequest>(version, a.slice(4..)).unwrap();
-                        let mut second = m.topics[0].partitions[0].clone();
-                        second.partition_index = 1;
-                        m.topics[0].partitions.push(second);
-                        encode_response::<MetadataRequest>(&m, version, corr)
-                    }
-                    // A distinct producer id each time.
-                    api_key::INIT_PRODUCER_ID => {
-                        inits.push(h.now - start);
-                        let (_, mut i) =
-                            decode_response::<InitProducerIdRequest>(version, a.slice(4..))
-                                .unwrap();
-                        next_pid += 1;
-                        i.producer_id = next_pid;
-                        encode_response::<InitProducerIdRequest>(&i, version, corr)
-                    }
-                    api_key::PRODUCE => {
-                        let (_, mut p) =
-                            decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
-                        let parts = &mut p.responses[0].partition_responses;
-                        parts.sort_by_key(|p| p.index);
-                        if parts[0].index == 0 {
-                            parts[0].error_code = ErrorCode::UnknownServerError.as_i16();
-                            parts[0].base_offset = -1;
-                        }
-                        encode_response::<ProduceRequest>(&p, version, corr)
-                    }
-                    _ => a,
-                })
-            });
-            if !answered {
-                if h.p.pending_records() == 0 {
-                    return;
+        settle(h, &mut wires, 1000, &mut |h, _, f| {
+            let (key, version, corr) = api_of(&f);
+            let a = respond(&f, &mut h.next_offset);
+            Some(match key {
+                // Two partitions, both led by the one broker.
+                api_key::METADATA => {
+                    let (_, mut m) =
+                        decode_response::<MetadataRequest>(version, a.slice(4..)).unwrap();
+                    let mut second = m.topics[0].partitions[0].clone();
+                    second.partition_index = 1;
+                    m.topics[0].partitions.push(second);
+                    encode_response::<MetadataRequest>(&m, version, corr)
                 }
-                h.now += Duration::from_millis(10);
-                h.p.handle_timeout(h.now);
-            }
-        }
-        panic!("not resolved: {:?}", h.events);
+                // A distinct producer id each time.
+                api_key::INIT_PRODUCER_ID => {
+                    inits.push(h.now - start);
+                    let (_, mut i) =
+                        decode_response::<InitProducerIdRequest>(version, a.slice(4..)).unwrap();
+                    next_pid += 1;
+                    i.producer_id = next_pid;
+                    encode_response::<InitProducerIdRequest>(&i, version, corr)
+                }
+                api_key::PRODUCE => {
+                    let (_, mut p) =
+                        decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
+                    let parts = &mut p.responses[0].partition_responses;
+                    parts.sort_by_key(|p| p.index);
+                    if parts[0].index == 0 {
+                        parts[0].error_code = ErrorCode::UnknownServerError.as_i16();
+                        parts[0].base_offset = -1;
+                    }
+                    encode_response::<ProduceRequest>(&p, version, corr)
+                }
+                _ => a,
+            })
+        });
     };
     // Five rounds of partition 0 alone: ids at 0 and 0 (the first new id after the first
     // goes at once), then after the backoff (200 ms), each refused under epochs 0 and 1; the
@@ -996,41 +975,30 @@ fn a_producer_id_handed_out_again_after_a_broker_lost_its_state_is_a_new_identit
     let mut inits = 0;
     let mut sent: Vec<(i16, i32)> = Vec::new();
     let mut run = |h: &mut Harness, lost_state: &mut bool, inits: &mut u32, sent: &mut Vec<_>| {
-        for _ in 0..10_000 {
-            let answered = pump(h, &mut wires, &mut |h, _, f| {
-                let (key, version, corr) = api_of(&f);
-                Some(match key {
-                    api_key::INIT_PRODUCER_ID => {
-                        *inits += 1;
-                        let a = respond(&f, &mut h.next_offset);
-                        let (_, mut i) =
-                            decode_response::<InitProducerIdRequest>(version, a.slice(4..))
-                                .unwrap();
-                        (i.producer_id, i.producer_epoch) = (1, 1);
-                        encode_response::<InitProducerIdRequest>(&i, version, corr)
-                    }
-                    api_key::PRODUCE => {
-                        sent.push(epoch_and_sequence(&f));
-                        // The broker restarted without its state: it knows no producer until
-                        // it hands out an id again.
-                        if std::mem::take(lost_state) {
-                            produce_error(&f, ErrorCode::UnknownProducerId)
-                        } else {
-                            respond(&f, &mut h.next_offset)
-                        }
-                    }
-                    _ => respond(&f, &mut h.next_offset),
-                })
-            });
-            if !answered {
-                if h.p.pending_records() == 0 {
-                    return;
+        settle(h, &mut wires, 10_000, &mut |h, _, f| {
+            let (key, version, corr) = api_of(&f);
+            Some(match key {
+                api_key::INIT_PRODUCER_ID => {
+                    *inits += 1;
+                    let a = respond(&f, &mut h.next_offset);
+                    let (_, mut i) =
+                        decode_response::<InitProducerIdRequest>(version, a.slice(4..)).unwrap();
+                    (i.producer_id, i.producer_epoch) = (1, 1);
+                    encode_response::<InitProducerIdRequest>(&i, version, corr)
                 }
-                h.now += Duration::from_millis(10);
-                h.p.handle_timeout(h.now);
-            }
-        }
-        panic!("not resolved: {:?}", h.events);
+                api_key::PRODUCE => {
+                    sent.push(epoch_and_sequence(&f));
+                    // The broker restarted without its state: it knows no producer until
+                    // it hands out an id again.
+                    if std::mem::take(lost_state) {
+                        produce_error(&f, ErrorCode::UnknownProducerId)
+                    } else {
+                        respond(&f, &mut h.next_offset)
+                    }
+                }
+                _ => respond(&f, &mut h.next_offset),
+            })
+        });
     };
     for i in 0..3 {
         h.p.send(h.now, record(&format!("before {i}"))).unwrap();
@@ -1094,6 +1062,26 @@ fn pump(
         }
     }
     answered
+}
+
+/// Pumps until no record is pending, each request offered to `answer`; when nothing was
+/// answered, time moves 10 ms. Panics after `rounds` rounds.
+fn settle(
+    h: &mut Harness,
+    wires: &mut Wires,
+    rounds: usize,
+    answer: &mut dyn FnMut(&mut Harness, ConnId, Bytes) -> Option<Bytes>,
+) {
+    for _ in 0..rounds {
+        if !pump(h, wires, answer) {
+            if h.p.pending_records() == 0 {
+                return;
+            }
+            h.now += Duration::from_millis(10);
+            h.p.handle_timeout(h.now);
+        }
+    }
+    panic!("not resolved: {:?}", h.events);
 }
 
 /// Probe finding (P8 lateness): a batch in flight when its `delivery.timeout.ms` passed waited
