@@ -111,7 +111,8 @@
 //!
 //! A producer is a task on the tokio runtime it was started on (multi-threaded or not; it
 //! needs the time and IO drivers, `enable_all`). Starting one outside a runtime returns
-//! [`StartError::NoRuntime`]; it never panics. The handle and every future it returns are
+//! [`StartError::NoRuntime`], and on a runtime without one of those drivers
+//! [`StartError::DriverDisabled`]; it never panics. The handle and every future it returns are
 //! `Send`.
 //!
 //! # How it works
@@ -237,6 +238,14 @@ pub trait Connector: Send + Sync + 'static {
     fn fatal_reason(&self, error: &io::Error) -> Option<String> {
         let _ = error;
         None
+    }
+
+    /// Whether [`Self::connect`] needs the runtime's IO driver (`enable_io`): `true` (the
+    /// default) has the producer check at start that the runtime has it, and refuse to start
+    /// ([`StartError::DriverDisabled`]) rather than fail every connect. A connector that
+    /// opens no sockets (in-memory streams) may say `false`.
+    fn needs_io_driver(&self) -> bool {
+        true
     }
 }
 
@@ -432,6 +441,10 @@ pub enum StartError {
     Config(ConfigError),
     /// Called outside a tokio runtime: the producer runs as a task on the current runtime.
     NoRuntime,
+    /// The current runtime was built without a driver the producer needs: `"time"` (its
+    /// timers) or `"IO"` (sockets, for a connector that [`Connector::needs_io_driver`]).
+    /// Build the runtime with `enable_all`.
+    DriverDisabled(&'static str),
 }
 
 /// What [`StartError::NoRuntime`] and [`PropertyError::NoRuntime`] say.
@@ -440,11 +453,47 @@ pub(crate) const NO_RUNTIME: &str =
      it from async code run by tokio, inside Runtime::block_on, or while a Runtime::enter \
      guard is held (the runtime needs its time and IO drivers: enable_all)";
 
+/// What [`StartError::DriverDisabled`] and [`PropertyError::DriverDisabled`] say.
+pub(crate) fn driver_disabled(
+    f: &mut std::fmt::Formatter<'_>,
+    driver: &'static str,
+) -> std::fmt::Result {
+    write!(
+        f,
+        "the tokio runtime was built without its {driver} driver, which a kprod-tokio producer \
+         needs: build the runtime with enable_all() (or enable_time() and enable_io())"
+    )
+}
+
+/// Whether the current runtime has the drivers a producer needs: its timers, and with `io`
+/// its IO driver. tokio offers no query for either, so each is tried (a timer made, a
+/// socket registered) and the panic tokio raises without it caught; the panic's message is
+/// still printed by the panic hook.
+fn check_drivers(io: bool) -> Result<(), StartError> {
+    if std::panic::catch_unwind(|| drop(tokio::time::sleep(Duration::ZERO))).is_err() {
+        return Err(StartError::DriverDisabled("time"));
+    }
+    if io {
+        // Without a socket to try (none can be bound), the connects will tell.
+        let Ok(socket) = std::net::UdpSocket::bind((std::net::Ipv4Addr::LOCALHOST, 0)) else {
+            return Ok(());
+        };
+        if socket.set_nonblocking(true).is_ok()
+            && std::panic::catch_unwind(move || drop(tokio::net::UdpSocket::from_std(socket)))
+                .is_err()
+        {
+            return Err(StartError::DriverDisabled("IO"));
+        }
+    }
+    Ok(())
+}
+
 impl std::fmt::Display for StartError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Config(e) => e.fmt(f),
             Self::NoRuntime => f.write_str(NO_RUNTIME),
+            Self::DriverDisabled(driver) => driver_disabled(f, driver),
         }
     }
 }
@@ -462,6 +511,7 @@ impl From<StartError> for PropertyError {
         match e {
             StartError::Config(e) => Self::Config(e),
             StartError::NoRuntime => Self::NoRuntime,
+            StartError::DriverDisabled(driver) => Self::DriverDisabled(driver),
         }
     }
 }
@@ -1030,6 +1080,7 @@ impl ProducerHandle {
         config.record_overhead = config.record_overhead.max(RECORD_OVERHEAD);
         let producer = Producer::new(config, now())?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+        check_drivers(connector.needs_io_driver())?;
         let shared = Arc::new(Shared {
             core: Mutex::new(Core {
                 producer,

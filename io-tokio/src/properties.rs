@@ -45,6 +45,8 @@ pub enum PropertyError {
     /// A `ProducerHandle::from_*` constructor was called outside a tokio runtime (see
     /// [`crate::StartError::NoRuntime`]).
     NoRuntime,
+    /// The runtime lacks the named driver (see [`crate::StartError::DriverDisabled`]).
+    DriverDisabled(&'static str),
 }
 
 impl std::fmt::Display for PropertyError {
@@ -75,6 +77,7 @@ impl std::fmt::Display for PropertyError {
                 reason,
             } => write!(f, "{property}={}: {reason}", path.display()),
             Self::NoRuntime => f.write_str(crate::NO_RUNTIME),
+            Self::DriverDisabled(driver) => crate::driver_disabled(f, driver),
         }
     }
 }

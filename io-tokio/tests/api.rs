@@ -87,6 +87,62 @@ fn starting_outside_a_runtime_is_an_error_not_a_panic() {
     drop(guard);
 }
 
+/// Probe finding: on a runtime built without its time driver the producer started and its
+/// driver task then panicked at its first timer (every record `DriverStopped`, possibly
+/// persisted, `fatal()` None); without the IO driver every connect panicked in its task and
+/// records timed out after `delivery.timeout.ms`. Starting on such a runtime is now an error
+/// naming the driver. A connector that opens no sockets does not need the IO driver.
+#[test]
+fn a_runtime_without_its_time_or_io_driver_is_refused_at_start() {
+    use tokio::runtime::Builder;
+    let cases = [
+        ("time", Builder::new_current_thread().enable_io().build()),
+        ("IO", Builder::new_current_thread().enable_time().build()),
+        (
+            "IO",
+            Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_time()
+                .build(),
+        ),
+        (
+            "time",
+            Builder::new_multi_thread().worker_threads(1).build(),
+        ),
+    ];
+    for (driver, rt) in cases {
+        let rt = rt.unwrap();
+        let _guard = rt.enter();
+        let e = ProducerHandle::connect(config()).unwrap_err();
+        assert_eq!(e, StartError::DriverDisabled(driver));
+        assert!(e.to_string().contains("enable_all"), "{e}");
+        assert!(
+            e.to_string().contains(&format!("its {driver} driver")),
+            "{e}"
+        );
+        let e = ProducerHandle::from_properties(&[("bootstrap.servers", "127.0.0.1:9092")])
+            .unwrap_err();
+        assert_eq!(e, PropertyError::DriverDisabled(driver));
+    }
+    // A connector of in-memory streams needs timers only.
+    struct InMemory;
+    impl kprod_tokio::Connector for InMemory {
+        type Stream = tokio::io::DuplexStream;
+        async fn connect(&self, _: &str) -> std::io::Result<Self::Stream> {
+            Err(std::io::ErrorKind::ConnectionRefused.into())
+        }
+        fn needs_io_driver(&self) -> bool {
+            false
+        }
+    }
+    let rt = Builder::new_current_thread().enable_time().build().unwrap();
+    let _guard = rt.enter();
+    let h = ProducerHandle::with_connector(config(), InMemory).expect("timers are enough");
+    assert_eq!(h.fatal(), None);
+    let e = ProducerHandle::with_connector(config(), TcpConnector).unwrap_err();
+    assert_eq!(e, StartError::DriverDisabled("IO"));
+}
+
 /// Polls `f` to completion on this thread, with no tokio runtime in its context (the way an
 /// application awaiting with another executor would).
 fn block_on_plain<F: Future>(f: F) -> F::Output {
