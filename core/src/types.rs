@@ -264,7 +264,8 @@ pub enum FatalError {
         reason: String,
     },
     /// The driver stopped the producer ([`crate::Producer::abort`]) on an error only it
-    /// sees that no retry can fix, such as a TLS certificate rejected by either side.
+    /// sees that no retry can fix, such as a TLS certificate rejected by either side, or at
+    /// the application's request.
     Aborted {
         /// Why, in the driver's words.
         reason: String,

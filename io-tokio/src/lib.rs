@@ -453,6 +453,9 @@ pub(crate) const NO_RUNTIME: &str =
      it from async code run by tokio, inside Runtime::block_on, or while a Runtime::enter \
      guard is held (the runtime needs its time and IO drivers: enable_all)";
 
+/// The reason [`ProducerHandle::abort`] gives ([`FatalError::Aborted`]).
+pub const ABORTED: &str = "the application aborted it (ProducerHandle::abort)";
+
 /// What [`StartError::DriverDisabled`] and [`PropertyError::DriverDisabled`] say.
 pub(crate) fn driver_disabled(
     f: &mut std::fmt::Formatter<'_>,
@@ -1414,6 +1417,33 @@ impl ProducerHandle {
                 && core.producer.fatal_error().is_none()
             {
                 core.producer.close(now());
+            }
+        }
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Command::Close(Some(tx))).await.is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    /// Stops the producer now, as the Java client's `close(Duration.ZERO)` does: every record
+    /// not yet acknowledged fails at once with [`FailureReason::Fatal`]`(`[`FatalError::Aborted`]`)`
+    /// and its truthful persistence (not persisted unless an attempt of it went unanswered),
+    /// the record handed back; records waiting for `buffer.memory` are refused with it;
+    /// connections close; later records are refused; and [`Self::fatal`] returns it.
+    /// Returns once every record has resolved and the driver has ended. Nothing is done if
+    /// the producer has already failed; after a close it stops what is still being delivered.
+    ///
+    /// To bound a close as Java's `close(timeout)` does: `if p.close_timeout(t).await.is_err()
+    /// { p.abort().await }`.
+    pub async fn abort(&self) {
+        {
+            let mut core = self.shared.lock();
+            if !core.stopped && core.producer.fatal_error().is_none() {
+                core.producer.abort(now(), ABORTED);
+                // The driver carries the failures and closes out.
+                core.notified = true;
+                drop(core);
+                self.shared.wake.notify_one();
             }
         }
         let (tx, rx) = oneshot::channel();

@@ -729,6 +729,69 @@ mod handle_api {
         counts
     }
 
+    /// `abort` (Java's `close(Duration.ZERO)`): a batch written but never answered fails
+    /// possibly persisted, the records queued behind it not persisted, a record waiting for
+    /// memory is refused, each with its record; all at once, and later records are refused.
+    #[tokio::test(start_paused = true)]
+    async fn abort_fails_every_pending_record_at_once_and_truthfully() {
+        let broker = FakeBroker::new("t", 1);
+        broker.script.lock().unwrap().produce = VecDeque::from([Action::Stall]);
+        let cfg = config(&[
+            ("max.in.flight.requests.per.connection", "1"),
+            ("buffer.memory", "8192"),
+            ("max.request.size", "1024"),
+            ("batch.size", "512"),
+        ]);
+        let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+        let first = h.enqueue(Record::new("t", "written")).await.unwrap();
+        let flushed = h.flush_timeout(Duration::from_secs(1)).await;
+        assert!(flushed.is_err(), "never answered");
+        assert_eq!(broker.log("t", 0), ["written"], "appended");
+        // Records behind it until one waits for memory.
+        let value = "x".repeat(100);
+        let mut queued = Vec::new();
+        let waiting = loop {
+            let r = Record::new("t", format!("{}-{value}", queued.len()));
+            let h2 = h.clone();
+            let mut enqueue = Box::pin(async move { h2.enqueue(r).await });
+            // Virtual time: the stalled batch holds its memory for good.
+            match tokio::time::timeout(Duration::from_millis(100), &mut enqueue).await {
+                Ok(f) => queued.push(f.unwrap()),
+                Err(_) => break tokio::spawn(enqueue),
+            }
+            assert!(queued.len() < 100, "the buffer never filled");
+        };
+        assert!(queued.len() >= 2, "{} queued", queued.len());
+        let start = Instant::now();
+        h.abort().await;
+        assert_eq!(start.elapsed(), Duration::ZERO, "at once");
+        let aborted = FatalError::Aborted {
+            reason: kprod_tokio::ABORTED.to_owned(),
+        };
+        assert_eq!(h.fatal(), Some(Fatal::Producer(aborted.clone())));
+        let is_aborted = |e: &DeliveryError| matches!(&e.kind, ErrorKind::Failed(FailureReason::Fatal(f)) if *f == aborted);
+        let e = first.await.unwrap_err();
+        assert!(is_aborted(&e), "{e}");
+        assert_eq!(e.persisted, Persistence::PossiblyPersisted);
+        assert_eq!(e.record().unwrap().value.as_deref(), Some(&b"written"[..]));
+        for (i, f) in queued.into_iter().enumerate() {
+            let e = f.await.unwrap_err();
+            assert!(is_aborted(&e), "{i}: {e}");
+            assert_eq!(e.persisted, Persistence::NotPersisted, "{i}");
+            assert!(e.record().is_some(), "{i}: handed back");
+        }
+        let e = waiting.await.unwrap().unwrap_err();
+        assert!(is_aborted(&e), "the record waiting for memory: {e}");
+        assert_eq!(e.persisted, Persistence::NotPersisted);
+        assert!(e.record().is_some());
+        let e = h.send(Record::new("t", "late")).await.unwrap_err();
+        assert!(is_aborted(&e), "{e}");
+        assert_eq!(e.persisted, Persistence::NotPersisted);
+        assert_eq!(broker.log("t", 0), ["written"]);
+        h.close().await;
+        h.abort().await;
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_dropped_delivery_future_or_send_still_delivers_the_record_once() {
         let broker = FakeBroker::new("t", 1);
