@@ -1491,3 +1491,67 @@ fn a_bootstrap_server_that_never_answers_does_not_hold_the_producer() {
     );
     assert_eq!(net.connects[..2], ["dead:9092", "bench:9092"]);
 }
+
+/// `want_topic` / `partition_count` (Java's `partitionsFor`): a topic asked about with no
+/// record is registered and named in the next metadata request; its count is known from the
+/// answer. One said missing is asked about again while the application keeps asking, paced
+/// by the backoff; an invalid name is refused, and so is any topic once the producer closes.
+#[test]
+fn a_topic_asked_about_without_records_gets_its_partition_count() {
+    let mut net = Net::with(|c| {
+        c.metadata_max_age = Duration::from_secs(300);
+        c.retry_backoff = Duration::from_secs(1);
+        c.retry_backoff_max = Duration::from_secs(1);
+    });
+    let now = net.h.now;
+    assert_eq!(net.h.p.partition_count(TOPIC), None);
+    assert!(!net.h.p.want_topic(now, "bad topic!"));
+    assert!(net.h.p.want_topic(now, TOPIC));
+    assert_eq!(net.h.p.partition_count(TOPIC), None, "not answered yet");
+    net.run(1, &topic_gone, &mut |_| None);
+    assert_eq!(net.asked, [[TOPIC.to_owned()]]);
+    assert_eq!(net.h.p.partition_count(TOPIC), None);
+    assert_eq!(
+        net.h.p.topic_error(TOPIC),
+        Some(ErrorCode::UnknownTopicOrPartition)
+    );
+    // Nothing waits for it: not asked again (the refresh is five minutes away).
+    net.run(10, &topic_gone, &mut |_| None);
+    assert_eq!(net.asked.len(), 1, "{:?}", net.asked);
+    // Asked again while the application asks, no sooner than the backoff (1 s) after the
+    // last answer: over ten calls 200 ms apart (2 s), three requests (at 0, 1 and 2 s).
+    for _ in 0..10 {
+        let now = net.h.now;
+        assert!(net.h.p.want_topic(now, TOPIC));
+        assert!(net.h.p.want_topic(now, TOPIC));
+        net.run(1, &topic_gone, &mut |_| None);
+    }
+    net.run(1, &topic_gone, &mut |_| None);
+    assert_eq!(net.asked.len(), 1 + 3, "{:?}", net.asked);
+    net.run(10, &topic_gone, &mut |_| None);
+    assert_eq!(
+        net.asked.len(),
+        1 + 3,
+        "no longer asked for: {:?}",
+        net.asked
+    );
+    // Created: three partitions.
+    let three = |m: &mut MetadataResponse| {
+        let p = m.topics[0].partitions[0].clone();
+        for i in 1..3 {
+            m.topics[0].partitions.push(MetadataPartition {
+                partition_index: i,
+                ..p.clone()
+            });
+        }
+    };
+    let now = net.h.now;
+    assert!(net.h.p.want_topic(now, TOPIC));
+    net.run(1, &three, &mut |_| None);
+    assert_eq!(net.h.p.partition_count(TOPIC), Some(3));
+    assert_eq!(net.h.p.topic_error(TOPIC), None);
+    let now = net.h.now;
+    net.h.p.close(now);
+    assert!(!net.h.p.want_topic(now, "other"), "closed");
+    assert_eq!(net.h.p.partition_count(TOPIC), Some(3), "still known");
+}

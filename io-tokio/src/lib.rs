@@ -189,7 +189,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::BytesMut;
-use kprod_core::{ConnId, Diagnostic, Event, Output, Producer, RecordId};
+use kprod_core::{is_valid_topic_name, ConnId, Diagnostic, Event, Output, Producer, RecordId};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -517,6 +517,71 @@ impl From<StartError> for PropertyError {
             StartError::DriverDisabled(driver) => Self::DriverDisabled(driver),
         }
     }
+}
+
+/// Why [`ProducerHandle::partition_count`] gives no count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PartitionCountError {
+    /// Not a valid topic name.
+    InvalidTopic(String),
+    /// No metadata answer gave the topic's partitions within `max.block.ms` (as Java's
+    /// `partitionsFor` times out). `last_error` is what the last answer said of the topic
+    /// instead: UNKNOWN_TOPIC_OR_PARTITION for a topic that does not exist (and is not
+    /// created automatically); `None` if no answer came.
+    Timeout {
+        /// The topic asked about.
+        topic: String,
+        /// `max.block.ms`.
+        after: Duration,
+        /// What the last metadata answer said of the topic.
+        last_error: Option<ErrorCode>,
+    },
+    /// The cluster refuses to describe the topic: TOPIC_AUTHORIZATION_FAILED or
+    /// INVALID_TOPIC_EXCEPTION.
+    Broker {
+        /// The topic asked about.
+        topic: String,
+        /// The error the metadata answer gave.
+        code: ErrorCode,
+    },
+    /// The producer was closed (or its driver stopped) before the count was known.
+    Closed,
+    /// The producer failed as a whole ([`ProducerHandle::fatal`]).
+    Fatal(Fatal),
+}
+
+impl std::fmt::Display for PartitionCountError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::InvalidTopic(t) => write!(f, "{t:?} is not a valid topic name"),
+            Self::Timeout {
+                topic,
+                after,
+                last_error,
+            } => {
+                write!(f, "topic {topic:?} not present in metadata after {after:?}")?;
+                match last_error {
+                    Some(code) => write!(f, " (last error: {code})"),
+                    None => Ok(()),
+                }
+            }
+            Self::Broker { topic, code } => {
+                write!(f, "the cluster refuses to describe topic {topic:?}: {code}")
+            }
+            Self::Closed => f.write_str("the producer is closed"),
+            Self::Fatal(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for PartitionCountError {}
+
+/// [`PartitionCountError`] once the producer takes no more work.
+fn stopped_error(fatal: Option<&Fatal>) -> PartitionCountError {
+    fatal.map_or(PartitionCountError::Closed, |f| {
+        PartitionCountError::Fatal(f.clone())
+    })
 }
 
 /// [`ProducerHandle::flush_timeout`] or [`ProducerHandle::close_timeout`] ran out of time.
@@ -906,6 +971,13 @@ enum Command {
     Flush(oneshot::Sender<()>),
     Close(Option<oneshot::Sender<()>>),
     Metrics(oneshot::Sender<Metrics>),
+    /// [`ProducerHandle::partition_count`]: answered once metadata gives the count, or at
+    /// `max.block.ms` after `since`.
+    PartitionCount {
+        topic: String,
+        since: Instant,
+        tx: oneshot::Sender<Result<usize, PartitionCountError>>,
+    },
 }
 
 impl Command {
@@ -913,7 +985,9 @@ impl Command {
     fn expiry(&self, max_block: Duration) -> Option<Instant> {
         match self {
             Self::Send { since, .. } | Self::SendMany { since, .. } => since.checked_add(max_block),
-            Self::Flush(_) | Self::Close(_) | Self::Metrics(_) => None,
+            Self::Flush(_) | Self::Close(_) | Self::Metrics(_) | Self::PartitionCount { .. } => {
+                None
+            }
         }
     }
 
@@ -922,7 +996,9 @@ impl Command {
         match self {
             Self::Send { accepted, .. } => accepted.is_closed(),
             Self::SendMany { accepted, .. } => accepted.is_closed(),
-            Self::Flush(_) | Self::Close(_) | Self::Metrics(_) => false,
+            Self::Flush(_) | Self::Close(_) | Self::Metrics(_) | Self::PartitionCount { .. } => {
+                false
+            }
         }
     }
 }
@@ -1122,6 +1198,7 @@ impl ProducerHandle {
             write_stall: None,
             written: Arc::new(Notify::new()),
             commands,
+            partition_waiters: Vec::new(),
         };
         runtime.spawn(driver.run(io_rx));
         Ok(Self {
@@ -1425,6 +1502,36 @@ impl ProducerHandle {
         }
     }
 
+    /// How many partitions `topic` has, as Java's `partitionsFor` tells (for an application
+    /// that picks partitions itself): from the producer's metadata if it knows the topic,
+    /// else once a metadata answer describes it (asked for now, and again after each
+    /// `retry.backoff.ms` while the topic does not exist), waiting at most `max.block.ms`.
+    /// The topic is then in use for `metadata.max.idle.ms`, as after a record to it.
+    ///
+    /// # Errors
+    /// [`PartitionCountError`]: an invalid name, no answer describing the topic within
+    /// `max.block.ms` (with what the last answer said), the cluster refusing to describe it,
+    /// or the producer closed or failed.
+    pub async fn partition_count(&self, topic: &str) -> Result<usize, PartitionCountError> {
+        {
+            let core = self.shared.lock();
+            if let Some(n) = core.producer.partition_count(topic) {
+                return Ok(n);
+            }
+        }
+        let (tx, rx) = oneshot::channel();
+        let cmd = Command::PartitionCount {
+            topic: topic.to_owned(),
+            since: now(),
+            tx,
+        };
+        if self.tx.send(cmd).await.is_err() {
+            return Err(stopped_error(self.fatal.get()));
+        }
+        rx.await
+            .unwrap_or_else(|_| Err(stopped_error(self.fatal.get())))
+    }
+
     /// Stops the producer now, as the Java client's `close(Duration.ZERO)` does: every record
     /// not yet acknowledged fails at once with [`FailureReason::Fatal`]`(`[`FatalError::Aborted`]`)`
     /// and its truthful persistence (not persisted unless an attempt of it went unanswered),
@@ -1648,6 +1755,14 @@ struct Driver<C: Connector> {
     written: Arc<Notify>,
     /// The application's commands.
     commands: mpsc::Receiver<Command>,
+    /// [`ProducerHandle::partition_count`] calls waiting for metadata: the topic, when the
+    /// call times out, and where its answer goes.
+    #[allow(clippy::type_complexity)]
+    partition_waiters: Vec<(
+        String,
+        Instant,
+        oneshot::Sender<Result<usize, PartitionCountError>>,
+    )>,
 }
 
 /// What woke the driver.
@@ -1744,6 +1859,8 @@ impl<C: Connector> Driver<C> {
                     Some(Input::Timer) => {}
                     Some(Input::Woken) | None => {}
                 }
+                // Before the drain: a topic asked about again is asked in it.
+                self.answer_partition_waiters(core);
                 if self.failed.is_none() {
                     self.drain(core);
                     self.expire_deferred(core);
@@ -1760,10 +1877,14 @@ impl<C: Connector> Driver<C> {
             if finished {
                 break;
             }
-            let wake = match (self.deadline, self.block_deadline(max_block)) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let wake = [
+                self.deadline,
+                self.block_deadline(max_block),
+                self.partition_deadline(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             if wake != armed {
                 armed = wake;
                 if let Some(until) = armed {
@@ -1818,6 +1939,9 @@ impl<C: Connector> Driver<C> {
                 }
                 Command::Metrics(tx) => {
                     let _ = tx.send(self.final_metrics.get().cloned().unwrap_or_default());
+                }
+                Command::PartitionCount { tx, .. } => {
+                    let _ = tx.send(Err(stopped_error(self.fatal.get())));
                 }
                 Command::Close(None) => {}
             }
@@ -2097,11 +2221,19 @@ impl<C: Connector> Driver<C> {
 
     /// Applies an application command, or queues it behind a record waiting for memory.
     fn command(&mut self, core: &mut Core, cmd: Command) {
-        if let Command::Metrics(tx) = cmd {
+        let cmd = match cmd {
             // Never behind a record waiting for memory.
-            let _ = tx.send(core.producer.metrics());
-            return;
-        }
+            Command::Metrics(tx) => {
+                let _ = tx.send(core.producer.metrics());
+                return;
+            }
+            Command::PartitionCount { topic, since, tx } => {
+                let deadline = since + core.producer.config().max_block;
+                self.partition_waiters.push((topic, deadline, tx));
+                return;
+            }
+            cmd => cmd,
+        };
         if self.failed.is_some() {
             match cmd {
                 cmd @ (Command::Send { .. } | Command::SendMany { .. }) => {
@@ -2114,7 +2246,7 @@ impl<C: Connector> Driver<C> {
                     self.close_requested = true;
                     self.closers.extend(tx);
                 }
-                Command::Metrics(_) => {}
+                Command::Metrics(_) | Command::PartitionCount { .. } => {}
             }
         } else if !self.deferred.is_empty() {
             self.defer(cmd);
@@ -2217,8 +2349,56 @@ impl<C: Connector> Driver<C> {
             Command::Metrics(tx) => {
                 let _ = tx.send(core.producer.metrics());
             }
+            Command::PartitionCount { .. } => unreachable!("taken in `command`"),
         }
         None
+    }
+
+    /// Answers the [`ProducerHandle::partition_count`] calls that can be answered now (the
+    /// count known, the topic refused, the producer stopped, `max.block.ms` passed) and asks
+    /// again about the topics of the others (the core paces the requests).
+    fn answer_partition_waiters(&mut self, core: &mut Core) {
+        if self.partition_waiters.is_empty() {
+            return;
+        }
+        let now = now();
+        let fatal = self.fatal.get();
+        let closing = self.close_requested;
+        self.partition_waiters.retain_mut(|(topic, deadline, tx)| {
+            let p = &mut core.producer;
+            let answer = if tx.is_closed() {
+                return false;
+            } else if let Some(n) = p.partition_count(topic) {
+                Ok(n)
+            } else if !is_valid_topic_name(topic) {
+                Err(PartitionCountError::InvalidTopic(topic.clone()))
+            } else if fatal.is_some() || closing || !p.want_topic(now, topic) {
+                Err(stopped_error(fatal))
+            } else if let Some(
+                code @ (ErrorCode::TopicAuthorizationFailed | ErrorCode::InvalidTopicException),
+            ) = p.topic_error(topic)
+            {
+                Err(PartitionCountError::Broker {
+                    topic: topic.clone(),
+                    code,
+                })
+            } else if *deadline <= now {
+                Err(PartitionCountError::Timeout {
+                    topic: topic.clone(),
+                    after: p.config().max_block,
+                    last_error: p.topic_error(topic),
+                })
+            } else {
+                return true;
+            };
+            let _ = std::mem::replace(tx, oneshot::channel().0).send(answer);
+            false
+        });
+    }
+
+    /// When the first [`ProducerHandle::partition_count`] call still waiting times out.
+    fn partition_deadline(&self) -> Option<Instant> {
+        self.partition_waiters.iter().map(|w| w.1).min()
     }
 
     /// Whether the writers hold more unwritten bytes than `write_backlog_limit` allows

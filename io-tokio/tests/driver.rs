@@ -729,6 +729,75 @@ mod handle_api {
         counts
     }
 
+    /// `partition_count` (Java's `partitionsFor`): known topics at once; a topic that does
+    /// not exist yet is asked about again until it appears; one that never does times out at
+    /// `max.block.ms` saying so; an invalid name, a closed or an aborted producer are errors.
+    #[tokio::test(start_paused = true)]
+    async fn partition_count_waits_for_the_topic_up_to_max_block() {
+        use kprod_tokio::PartitionCountError;
+        let broker = FakeBroker::new("t", 3);
+        let cfg = config(&[("max.block.ms", "2000"), ("retry.backoff.ms", "100")]);
+        let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+        assert_eq!(h.partition_count("t").await, Ok(3));
+        // Created 500 ms after the call: counted within a backoff of it.
+        let start = Instant::now();
+        let ask = tokio::spawn({
+            let h = h.clone();
+            async move { h.partition_count("later").await }
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        broker.cluster.lock().unwrap().create_topic("later", 4, 1);
+        assert_eq!(ask.await.unwrap(), Ok(4));
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_millis(500) && took <= Duration::from_millis(700),
+            "{took:?}"
+        );
+        // Never created.
+        let start = Instant::now();
+        let e = h.partition_count("never").await.unwrap_err();
+        assert_eq!(
+            e,
+            PartitionCountError::Timeout {
+                topic: "never".into(),
+                after: Duration::from_secs(2),
+                last_error: Some(ErrorCode::UnknownTopicOrPartition),
+            }
+        );
+        assert!(e.to_string().contains("not present in metadata"), "{e}");
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        assert_eq!(
+            h.partition_count("bad topic!").await,
+            Err(PartitionCountError::InvalidTopic("bad topic!".into()))
+        );
+        // Records still go to a topic first asked about.
+        let d = h
+            .send(Record::new("later", "v").with_partition(3))
+            .await
+            .unwrap();
+        assert_eq!((d.partition, d.offset), (3, Some(0)));
+        h.close().await;
+        assert_eq!(
+            h.partition_count("other").await,
+            Err(PartitionCountError::Closed)
+        );
+        assert_eq!(
+            h.partition_count("t").await,
+            Ok(3),
+            "known: answered from memory"
+        );
+        // An aborted producer: its fatal error.
+        let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+        h.abort().await;
+        assert!(
+            matches!(
+                h.partition_count("t").await,
+                Err(PartitionCountError::Fatal(_))
+            ),
+            "aborted"
+        );
+    }
+
     /// `abort` (Java's `close(Duration.ZERO)`): a batch written but never answered fails
     /// possibly persisted, the records queued behind it not persisted, a record waiting for
     /// memory is refused, each with its record; all at once, and later records are refused.

@@ -307,3 +307,45 @@ fn a_bootstrap_server_that_never_answers_is_passed_over() {
     assert!(m.connections_opened >= 2, "{m:?}");
     drop(hung);
 }
+
+/// `partition_count` (Java's `partitionsFor`) against a real broker: the count of a topic
+/// the producer never sent to, the last partition taken by a record, and a topic that does
+/// not exist (automatic creation off) reported as such after `max.block.ms`.
+#[test]
+fn partition_count_tells_a_topics_partitions() {
+    use kprod_core::protocol::ErrorCode;
+    use kprod_core::ProducerConfig;
+    use kprod_tokio::{PartitionCountError, ProducerHandle, Record};
+
+    const TOPIC: &str = "kprod-partition-count";
+    let tansu = Tansu::start();
+    tansu.create_topic(TOPIC, 5);
+    let rt = kprod_tests::e2e::runtime();
+    let config = ProducerConfig {
+        bootstrap_servers: vec![tansu.addr().to_string()],
+        allow_auto_topic_creation: false,
+        max_block: Duration::from_secs(1),
+        ..ProducerConfig::default()
+    };
+    rt.block_on(async {
+        let producer = ProducerHandle::connect(config).expect("valid config");
+        assert_eq!(producer.partition_count(TOPIC).await, Ok(5));
+        let last = Record::new(TOPIC, "last").with_partition(4);
+        let d = producer.send(last).await.expect("delivered");
+        assert_eq!((d.partition, d.offset), (4, Some(0)));
+        let e = producer.partition_count("kprod-no-such-topic").await;
+        assert!(
+            matches!(
+                e,
+                Err(PartitionCountError::Timeout {
+                    last_error: Some(ErrorCode::UnknownTopicOrPartition),
+                    ..
+                })
+            ),
+            "{e:?}"
+        );
+        producer.close().await;
+    });
+    let log = read(&tansu, TOPIC, 5);
+    assert_eq!(log[&4].len(), 1);
+}

@@ -292,25 +292,8 @@ impl Producer {
             Some(ti) => ti,
             None => self.topic_index_for(&record.topic),
         };
-        let topic = &mut self.topics[ti];
-        if !topic.used {
-            topic.used = true;
-            if std::mem::take(&mut topic.idle) {
-                // Named in metadata requests again, and asked about now; its records wait
-                // for the answer (`placed` is None above). Without topic ids (before
-                // Metadata v10) its leader epochs are forgotten too: a topic deleted and
-                // created again meanwhile starts them over, and the old ones would make every
-                // answer look stale. (With ids, a new id resets them, and the old ones still
-                // guard against a lagging broker.)
-                if topic.id == [0; 16] {
-                    for p in &mut topic.partitions {
-                        p.leader_epoch = -1;
-                    }
-                }
-                self.metadata.needed = true;
-                self.wakes.0 += 1;
-            }
-        }
+        // Back from idleness, its records wait for the fresh answer (`placed` is None above).
+        self.mark_used(ti);
         let n = self.topics[ti].count as i32;
         // A record that waits for metadata (a topic back from idleness, or one whose records
         // already wait) has its partition checked once the answer arrives: an explicit
@@ -350,6 +333,54 @@ impl Producer {
             });
         }
         Ok(id)
+    }
+
+    /// Topic `ti` is in use (a record, or the application asking about it) for this
+    /// `metadata.max.idle.ms` period. One left idle is named in metadata requests again and
+    /// asked about now. Without topic ids (before Metadata v10) its leader epochs are
+    /// forgotten too: a topic deleted and created again meanwhile starts them over, and the
+    /// old ones would make every answer look stale. (With ids, a new id resets them, and the
+    /// old ones still guard against a lagging broker.)
+    fn mark_used(&mut self, ti: usize) {
+        let topic = &mut self.topics[ti];
+        if topic.used {
+            return;
+        }
+        topic.used = true;
+        if std::mem::take(&mut topic.idle) {
+            if topic.id == [0; 16] {
+                for p in &mut topic.partitions {
+                    p.leader_epoch = -1;
+                }
+            }
+            self.metadata.needed = true;
+            self.wakes.0 += 1;
+        }
+    }
+
+    /// [`Producer::want_topic`] once the producer takes work.
+    pub(super) fn want_topic_inner(&mut self, topic: &str) -> bool {
+        let ti = match self.topic_index.get(topic).copied() {
+            Some(ti) => ti,
+            None if is_valid_topic_name(topic) => self.topic_index_for(topic),
+            None => return false,
+        };
+        self.mark_used(ti);
+        let t = &self.topics[ti];
+        // Said missing, and asked again only while a record waits for it: asked again, no
+        // sooner than the backoff after the last answer.
+        if t.missing.is_some() && !self.metadata.in_flight && !self.metadata.needed {
+            self.metadata.needed = true;
+            let next = self
+                .metadata
+                .last_refresh
+                .map(|t| t + self.cfg.retry_backoff);
+            if next.is_some_and(|n| n > self.now) {
+                self.metadata.retry_at = next;
+            }
+            self.wakes.0 += 1;
+        }
+        true
     }
 
     /// `buffer.memory` is full and a record waits for room: what is buffered goes out now

@@ -284,6 +284,34 @@ impl Producer {
         self.accept(now, record)
     }
 
+    /// How many partitions `topic` has, from the last metadata answer that named it; `None`
+    /// while none has (never asked about, an answer awaited, or the topic does not exist:
+    /// [`Self::topic_error`]) or while the topic is idle (`metadata.max.idle.ms`). Java's
+    /// `partitionsFor`, without the wait: [`Self::want_topic`] asks.
+    pub fn partition_count(&self, topic: &str) -> Option<usize> {
+        let t = &self.topics[*self.topic_index.get(topic)?];
+        (t.count > 0 && !t.idle).then_some(t.count)
+    }
+
+    /// What the last metadata answer said of `topic` when it did not describe it
+    /// (UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED, INVALID_TOPIC_EXCEPTION),
+    /// while answers keep saying it.
+    pub fn topic_error(&self, topic: &str) -> Option<crate::protocol::ErrorCode> {
+        self.topics[*self.topic_index.get(topic)?].missing
+    }
+
+    /// Asks for `topic`'s metadata unless the producer knows it, as the first record to it
+    /// would (and marks it in use for `metadata.max.idle.ms`); a topic said missing is asked
+    /// about again, no sooner than `retry.backoff.ms` after the last answer. `false` if the
+    /// name is not a valid topic name or the producer takes no more work (closed or failed).
+    pub fn want_topic(&mut self, now: Instant, topic: &str) -> bool {
+        self.advance(now);
+        if self.fatal.is_some() || self.closing {
+            return false;
+        }
+        self.want_topic_inner(topic)
+    }
+
     /// Sends every record accepted so far without waiting for `linger.ms`.
     pub fn flush(&mut self, now: Instant) {
         self.advance(now);
