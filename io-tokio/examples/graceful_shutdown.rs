@@ -7,8 +7,9 @@
 //!
 //! Every record accepted by the producer gets exactly one outcome, and dropping its future
 //! does not cancel it, so a shutdown only has to wait: `flush_timeout` bounds the wait, and
-//! whatever is still unresolved after it keeps its truthful outcome (which the program
-//! prints). Exits with status 1 if a record failed or the deadline passed.
+//! if it passes, `abort` fails whatever is still unresolved at once, each record saying
+//! whether it may be in the log (which the program prints). Exits with status 1 if a record
+//! failed or the deadline passed.
 
 use std::time::Duration;
 
@@ -61,8 +62,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // Stop producing; send what is buffered now without waiting for linger.ms, and wait at
-    // most 10 s for every record to resolve.
+    // most 10 s for every record to resolve. Past that, stop at once: every record still
+    // unresolved fails now (not persisted, or possibly persisted if an attempt of it went
+    // unanswered), rather than at its delivery timeout.
     let flushed = producer.flush_timeout(Duration::from_secs(10)).await;
+    if flushed.is_err() {
+        producer.abort().await;
+    }
     let mut failures = 0;
     while let Some(outcome) = outcomes.join_next().await {
         if let Err(e) = outcome? {
@@ -70,7 +76,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             failures += 1;
         }
     }
-    producer.close_timeout(Duration::from_secs(10)).await?;
+    producer.close().await;
     println!(
         "sent {sent}, delivered {}, failed {failures}",
         sent - failures
