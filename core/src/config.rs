@@ -77,8 +77,8 @@ pub struct ProducerConfig {
     /// already); kprod-tokio sets its own. Not a Kafka property: Java leaves the futures
     /// and callbacks of its records uncharged. At most 1 MiB.
     pub record_overhead: usize,
-    /// `max.request.size` in bytes: the most record batches one Produce request gathers, and
-    /// the largest record: one is refused ([`crate::SendError::TooLarge`]) when a batch
+    /// `max.request.size` in bytes: the most bytes of record batches one Produce request
+    /// gathers, and the largest record: one is refused ([`crate::SendError::TooLarge`]) when a batch
     /// holding it alone would be larger (Java's rule). Such a batch goes alone in a request,
     /// which is then larger by the request's own framing (its header and topic name).
     pub max_request_size: usize,

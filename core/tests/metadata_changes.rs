@@ -1555,3 +1555,53 @@ fn a_topic_asked_about_without_records_gets_its_partition_count() {
     assert!(!net.h.p.want_topic(now, "other"), "closed");
     assert_eq!(net.h.p.partition_count(TOPIC), Some(3), "still known");
 }
+
+/// Review finding: `want_topic` brought an idle topic back without the wait for fresh
+/// metadata a record that brings it back has, so `partition_count` gave the count known when
+/// it went idle, and the next record was placed by the old leaders. Now the topic's old
+/// metadata is not used until an answer describes it again: the count is unknown until then,
+/// and a record sent meanwhile waits for that answer.
+#[test]
+fn a_topic_asked_about_back_from_idleness_waits_for_fresh_metadata() {
+    let mut net = net_with_an_idle_topic(&|_| {});
+    assert_eq!(net.h.p.partition_count("other-topic"), None, "idle");
+    let now = net.h.now;
+    assert!(net.h.p.want_topic(now, "other-topic"));
+    assert_eq!(
+        net.h.p.partition_count("other-topic"),
+        None,
+        "not described again yet"
+    );
+    (net.h.p)
+        .send(net.h.now, Record::new("other-topic", "d").with_partition(0))
+        .unwrap();
+    net.drain();
+    let mut written = Vec::new();
+    while let Some((_, f)) = net.next_frame() {
+        written.push(api_of(&f).0);
+    }
+    assert_eq!(written, [api_key::METADATA], "no Produce before the answer");
+    assert_eq!(net.h.p.metrics().records_awaiting_metadata, 1);
+    assert_eq!(net.h.p.metrics().idle_topics, 0);
+    // The request just written was taken off the wire above: the producer asks again after
+    // the request timeout; answered then, the count is known and the record delivered.
+    let grown = |m: &mut MetadataResponse| {
+        for t in &mut m.topics {
+            let mut p = t.partitions[0].clone();
+            p.partition_index = 1;
+            t.partitions.push(p);
+        }
+    };
+    for _ in 0..200 {
+        net.run(1, &grown, &mut |_| None);
+        if net.pending() == 0 {
+            break;
+        }
+    }
+    assert_eq!(net.pending(), 0);
+    assert_eq!(
+        net.h.p.partition_count("other-topic"),
+        Some(2),
+        "the fresh count"
+    );
+}

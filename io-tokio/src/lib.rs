@@ -1514,9 +1514,13 @@ impl ProducerHandle {
     /// or the producer closed or failed.
     pub async fn partition_count(&self, topic: &str) -> Result<usize, PartitionCountError> {
         {
-            let core = self.shared.lock();
-            if let Some(n) = core.producer.partition_count(topic) {
-                return Ok(n);
+            // Known: answered here, the topic marked in use. Anything else (a topic to ask
+            // about, or an error to tell) goes through the driver.
+            let mut core = self.shared.lock();
+            if !core.stopped && core.producer.want_topic(now(), topic) {
+                if let Some(n) = core.producer.partition_count(topic) {
+                    return Ok(n);
+                }
             }
         }
         let (tx, rx) = oneshot::channel();
@@ -1547,7 +1551,13 @@ impl ProducerHandle {
             let mut core = self.shared.lock();
             if !core.stopped && core.producer.fatal_error().is_none() {
                 core.producer.abort(now(), ABORTED);
-                // The driver carries the failures and closes out.
+                // Before any record resolves or is refused (the driver sets it from the
+                // core's `Event::Fatal` only when it drains).
+                let _ = self.fatal.set(Fatal::Producer(FatalError::Aborted {
+                    reason: ABORTED.to_owned(),
+                }));
+                // The driver carries the failures and closes out (or, past its loop, stops
+                // waiting for its writers).
                 core.notified = true;
                 drop(core);
                 self.shared.wake.notify_one();
@@ -1869,7 +1879,11 @@ impl<C: Connector> Driver<C> {
                 let backlogged = self.write_backlogged();
                 core.backlogged = backlogged;
                 let lowest = core.pending.first();
-                (lowest, self.finished(core), backlogged)
+                let finished = self.finished(core);
+                if finished {
+                    self.answer_partition_waiters(core);
+                }
+                (lowest, finished, backlogged)
             };
             // Outcomes, then flushes (a flush never resolves before the records it waits for).
             self.deliver();
@@ -1908,10 +1922,25 @@ impl<C: Connector> Driver<C> {
         self.conns.clear();
         // Bounded like any request: a broker that stopped reading cannot hold close forever.
         let bound = shared.lock().producer.config().request_timeout;
+        // `ProducerHandle::abort` stops the wait (it wakes the driver).
+        let aborted = || shared.lock().producer.fatal_error().is_some();
         for w in std::mem::take(&mut self.finishing) {
             let abort = w.abort_handle();
-            if tokio::time::timeout(bound, w).await.is_err() {
-                abort.abort();
+            let mut finish = std::pin::pin!(tokio::time::timeout(bound, w));
+            loop {
+                if aborted() {
+                    abort.abort();
+                    break;
+                }
+                tokio::select! {
+                    r = &mut finish => {
+                        if r.is_err() {
+                            abort.abort();
+                        }
+                        break;
+                    }
+                    () = shared.wake.notified() => {}
+                }
             }
         }
         let _ = self.final_metrics.set(shared.lock().producer.metrics());
@@ -2362,18 +2391,18 @@ impl<C: Connector> Driver<C> {
             return;
         }
         let now = now();
-        let fatal = self.fatal.get();
+        // The core's fatal error before this drain shows it (`Event::Fatal`).
+        let fatal = (self.fatal.get().cloned())
+            .or_else(|| (core.producer.fatal_error().cloned()).map(Fatal::Producer));
         let closing = self.close_requested;
         self.partition_waiters.retain_mut(|(topic, deadline, tx)| {
             let p = &mut core.producer;
             let answer = if tx.is_closed() {
                 return false;
-            } else if let Some(n) = p.partition_count(topic) {
-                Ok(n)
             } else if !is_valid_topic_name(topic) {
                 Err(PartitionCountError::InvalidTopic(topic.clone()))
-            } else if fatal.is_some() || closing || !p.want_topic(now, topic) {
-                Err(stopped_error(fatal))
+            } else if fatal.is_some() || closing {
+                Err(stopped_error(fatal.as_ref()))
             } else if let Some(
                 code @ (ErrorCode::TopicAuthorizationFailed | ErrorCode::InvalidTopicException),
             ) = p.topic_error(topic)
@@ -2382,6 +2411,10 @@ impl<C: Connector> Driver<C> {
                     topic: topic.clone(),
                     code,
                 })
+            } else if !p.want_topic(now, topic) {
+                Err(PartitionCountError::Closed)
+            } else if let Some(n) = p.partition_count(topic) {
+                Ok(n)
             } else if *deadline <= now {
                 Err(PartitionCountError::Timeout {
                     topic: topic.clone(),

@@ -783,8 +783,7 @@ mod handle_api {
         );
         assert_eq!(
             h.partition_count("t").await,
-            Ok(3),
-            "known: answered from memory"
+            Err(PartitionCountError::Closed)
         );
         // An aborted producer: its fatal error.
         let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
@@ -1485,6 +1484,41 @@ async fn acks_zero_a_broker_that_stops_reading_loses_its_connection() {
     assert!(
         stored > RECORDS / 2,
         "{stored} of {RECORDS} records in the log after the reconnect"
+    );
+}
+
+/// Review finding: `close_timeout` then `abort` (Java's `close(timeout)`) while a closed
+/// driver waited for a writer stuck on a broker that stopped reading (acks=0): `abort`
+/// waited out that writer's bound (`request.timeout.ms`, 60 s here) and `fatal()` stayed
+/// empty. Now the abort stops the wait at once.
+#[tokio::test(start_paused = true)]
+async fn abort_after_a_timed_out_close_does_not_wait_for_a_stuck_writer() {
+    let (_broker, h) = acks_zero_first_connection_stalls("60000");
+    let value = "x".repeat(1_000);
+    for _ in 0..100 {
+        let r = Record::new("t", value.clone()).with_partition(0);
+        drop(h.enqueue(r).await.expect("accepted"));
+    }
+    assert!(
+        h.close_timeout(Duration::from_secs(1)).await.is_err(),
+        "the writer is stuck"
+    );
+    let start = Instant::now();
+    h.abort().await;
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(
+        matches!(
+            h.fatal(),
+            Some(kprod_tokio::Fatal::Producer(
+                kprod_tokio::FatalError::Aborted { .. }
+            ))
+        ),
+        "{:?}",
+        h.fatal()
     );
 }
 

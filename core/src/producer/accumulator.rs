@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+use super::requests::{PARTITION_OVERHEAD, REQUEST_OVERHEAD};
 use super::{is_valid_topic_name, Producer};
 use crate::config::ProducerConfig;
 use crate::partition::{Batch, BatchState, Partition, Reserve};
@@ -169,6 +170,10 @@ pub(super) struct Topic {
     pub(super) used: bool,
     /// Left out of metadata requests: unused for a whole `metadata.max.idle.ms` period.
     pub(super) idle: bool,
+    /// Back from idleness by [`Producer::want_topic`] (no record brought it back): what was
+    /// known of it then is not used until an answer describes it again, so its records wait
+    /// for that answer as a record that brings a topic back does.
+    pub(super) stale: bool,
 }
 
 impl Topic {
@@ -259,8 +264,12 @@ impl Producer {
         let payload = payload_of(&record);
         let size = encoded_len(payload) + 10;
         // Java's rule: the record's batch, holding it alone, within `max.request.size`. Such
-        // a batch goes alone in a request, larger by the request's own framing.
-        if size + HEADER_LEN > self.cfg.max_request_size {
+        // a batch goes alone in a request, larger by the request's own framing, which must
+        // still fit a frame's length field.
+        let framing = REQUEST_OVERHEAD + PARTITION_OVERHEAD + record.topic.len();
+        if size + HEADER_LEN > self.cfg.max_request_size
+            || size + HEADER_LEN + framing > i32::MAX as usize
+        {
             return Err(SendError::TooLarge(record));
         }
         // Room in `buffer.memory`: a record that fits within its partition's open batch's
@@ -275,7 +284,7 @@ impl Producer {
         let placed = (known)
             .filter(|&ti| {
                 let t = &self.topics[ti];
-                t.count > 0 && t.pending.is_empty() && !t.idle
+                t.count > 0 && t.pending.is_empty() && !t.idle && !t.stale
             })
             .map(|ti| self.place(ti, &record, payload));
         let need = placed.map_or(size + PENDING_CHARGE + self.cfg.record_overhead, |p| {
@@ -365,8 +374,10 @@ impl Producer {
             None if is_valid_topic_name(topic) => self.topic_index_for(topic),
             None => return false,
         };
+        let idle = self.topics[ti].idle;
         self.mark_used(ti);
-        let t = &self.topics[ti];
+        let t = &mut self.topics[ti];
+        t.stale |= idle;
         // Said missing, and asked again only while a record waits for it: asked again, no
         // sooner than the backoff after the last answer.
         if t.missing.is_some() && !self.metadata.in_flight && !self.metadata.needed {
@@ -421,6 +432,7 @@ impl Producer {
                     lower_epochs_since: None,
                     used: true,
                     idle: false,
+                    stale: false,
                 });
                 self.topic_index.insert(shared, self.topics.len() - 1);
                 self.metadata.needed = true;

@@ -209,6 +209,7 @@ impl Producer {
                 topic.retired.retain(|id| *id != t.topic_id);
             }
             topic.retired_named = None;
+            topic.stale = false;
             // A topic deleted and created again under its name (a new id) starts over: its
             // leader epochs restart from 0, so the old ones must not make every answer look
             // stale (KIP-320), and its partitions hold no state for this producer, so each

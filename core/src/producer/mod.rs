@@ -284,13 +284,14 @@ impl Producer {
         self.accept(now, record)
     }
 
-    /// How many partitions `topic` has, from the last metadata answer that named it; `None`
-    /// while none has (never asked about, an answer awaited, or the topic does not exist:
-    /// [`Self::topic_error`]) or while the topic is idle (`metadata.max.idle.ms`). Java's
+    /// How many partitions `topic` has, from the last metadata answer that described it;
+    /// `None` while none has (never asked about, or an answer awaited), while the last answer
+    /// said it does not exist ([`Self::topic_error`]), or while the topic is idle
+    /// (`metadata.max.idle.ms`) or back from idleness and not described again. Java's
     /// `partitionsFor`, without the wait: [`Self::want_topic`] asks.
     pub fn partition_count(&self, topic: &str) -> Option<usize> {
         let t = &self.topics[*self.topic_index.get(topic)?];
-        (t.count > 0 && !t.idle).then_some(t.count)
+        (t.count > 0 && !t.idle && !t.stale && t.missing.is_none()).then_some(t.count)
     }
 
     /// What the last metadata answer said of `topic` when it did not describe it
