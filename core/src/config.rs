@@ -159,6 +159,11 @@ pub struct ProducerConfig {
     pub compression: Compression,
     /// Per-topic overrides of `compression`.
     pub topic_compression: BTreeMap<String, Compression>,
+    /// `partitioner` (librdkafka's names): the hash that places keyed records. The Java
+    /// client's murmur2 by default; librdkafka's default (`consistent_random`, CRC-32) for
+    /// an application that shares topics with librdkafka-based producers (rust-rdkafka,
+    /// confluent-kafka-go, -python, ...) and needs each key on the same partition.
+    pub partitioner: crate::partitioner::Partitioner,
     /// SASL authentication of every connection (`security.protocol=SASL_PLAINTEXT|SASL_SSL`,
     /// `sasl.mechanism`, `sasl.username`, `sasl.password`), or `None`. Its `Debug` output
     /// never shows the password.
@@ -284,6 +289,7 @@ impl Default for ProducerConfig {
             max_sequence: i32::MAX,
             producer_id_expiration: None,
             compression: Compression::NONE,
+            partitioner: crate::partitioner::Partitioner::Murmur2Random,
             topic_compression: BTreeMap::new(),
             sasl: None,
             max_versions: MaxVersions::NONE,

@@ -213,8 +213,8 @@ pub use kprod_core::protocol::ErrorCode;
 pub use kprod_core::DeliveryError as FailureReason;
 pub use kprod_core::{
     Compression, CompressionType, ConfigError, DataLossPolicy, FatalError, GapPolicy, Header,
-    Metrics, PartitionMetrics, Persistence, ProducerConfig, Record, SaslConfig, SaslMechanism,
-    Secret, SendError,
+    Metrics, PartitionMetrics, Partitioner, Persistence, ProducerConfig, Record, SaslConfig,
+    SaslMechanism, Secret, SendError,
 };
 
 /// How many application commands may wait for the driver before callers wait too.

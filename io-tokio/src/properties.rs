@@ -365,6 +365,18 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
         // what a limit of one byte does.
         "batch.size" => c.batch_size = number::<usize>(name, v)?.max(1),
         "buffer.memory" => c.buffer_memory = number(name, v)?,
+        // librdkafka's partitioners: the key hash that places keyed records (records without
+        // a key are sticky under every one, as in librdkafka since 1.5).
+        "partitioner" => {
+            c.partitioner = kprod_core::Partitioner::from_name(v).ok_or_else(|| {
+                invalid(
+                    name,
+                    v,
+                    "murmur2_random, murmur2, consistent_random, consistent, fnv1a_random, \
+                     fnv1a or random",
+                )
+            })?;
+        }
         // librdkafka: the most bytes of records held before producing waits (it counts KiB).
         "queue.buffering.max.kbytes" => {
             c.buffer_memory = number::<usize>(name, v)?
@@ -564,17 +576,6 @@ fn compat_property(later: &mut Deferred, name: &str, v: &str) -> Result<bool, Pr
                 "kprod does not avoid partitions by broker load (KIP-794); set it to 0",
             ))
         }
-        // librdkafka's `partitioner`: murmur2_random is Java's key hash (records without a
-        // key go to a random partition there, to a sticky one in kprod: no order either way).
-        "partitioner" if is(&["murmur2_random"]) => {}
-        "partitioner" => {
-            return Err(unsupported(
-                name,
-                v,
-                "kprod hashes keys as the Java client does, which is librdkafka's \
-                 murmur2_random; any other hash would put keys on other partitions",
-            ))
-        }
         "interceptor.classes" | "metric.reporters" if v.is_empty() => {}
         "interceptor.classes" => {
             return Err(unsupported(
@@ -755,7 +756,8 @@ impl CodecLevels {
 /// | `linger.ms` (`queue.buffering.max.ms`) | how long a batch waits to fill |
 /// | `batch.size` | bytes per batch, measured as Kafka does (compressed estimate); `0` disables batching (one record per batch), as in Java |
 /// | `buffer.memory` (`queue.buffering.max.kbytes`, in KiB) | bytes of records held until they resolve (with the driver's own memory for each, about 140 B); beyond it `send` waits |
-/// | `max.request.size` (`message.max.bytes`) | the largest Produce request, so the largest record |
+/// | `max.request.size` (`message.max.bytes`) | the most bytes of batches in one Produce request; a record whose batch alone would be larger is refused (Java's rule) |
+/// | `partitioner` (librdkafka) | the key hash that places keyed records ([`kprod_core::Partitioner`]): `murmur2_random` (Java's, the default) or `murmur2`, `consistent_random` (librdkafka's default, CRC-32; an empty key is placed as none) or `consistent`, `fnv1a_random` or `fnv1a`, `random` (keys ignored); a record without a key goes to the sticky partition under every one |
 /// | `max.in.flight.requests.per.connection` (`max.in.flight`) | 1..=5, also the per-partition bound across connections |
 /// | `request.timeout.ms` | a request unanswered this long closes its connection |
 /// | `delivery.timeout.ms` (`message.timeout.ms`) | a record's whole life in the producer, retries included |
@@ -772,7 +774,6 @@ impl CodecLevels {
 /// | `enable.gapless.guarantee` (librdkafka) | `true`: [`GapPolicy::Fatal`], `false`: [`GapPolicy::ContinueWithGap`] |
 /// | `client.software.name`, `client.software.version` (librdkafka) | sent in ApiVersions (KIP-511) |
 /// | `partitioner.class` | empty or `org.apache.kafka.clients.producer.internals.DefaultPartitioner`: kprod's partitioner is that one (murmur2 keys, sticky batches for null keys) |
-/// | `partitioner` (librdkafka) | `murmur2_random` (Java's key hash) |
 /// | `partitioner.ignore.keys`, `partitioner.adaptive.partitioning.enable` | `false` |
 /// | `partitioner.availability.timeout.ms` | `0` |
 /// | `transactional.id`, `interceptor.classes`, `metric.reporters`, `debug` | empty (none) |
@@ -790,7 +791,7 @@ impl CodecLevels {
 ///
 /// Refused, with the reason in the error: `key.serializer` and `value.serializer` (kprod takes
 /// bytes), `transactional.id` and `transaction.timeout.ms` (no transactions), any other
-/// partitioner, `interceptor.classes` (no Java classes), `metrics.*` and `metric.reporters`
+/// `partitioner.class`, `interceptor.classes` (no Java classes), `metrics.*` and `metric.reporters`
 /// (no metrics registry: tracing events), other values of `debug` (tracing filters) and
 /// `statistics.interval.ms`, `connections.max.idle.ms` (kprod does not close idle
 /// connections), `socket.keepalive.enable=true`, `socket.nagle.disable=false`, explicit

@@ -136,6 +136,20 @@ fn librdkafka_names_are_aliases_of_the_same_settings() {
     assert_eq!(rd_rest, java, "the aliases set what the Java names set");
     let c = props(&[("enable.gapless.guarantee", "false")]).unwrap();
     assert_eq!(c.gap_policy, GapPolicy::ContinueWithGap);
+    // librdkafka's partitioners, its default (consistent_random) included.
+    for (p, name) in kprod_core::Partitioner::ALL {
+        assert_eq!(props(&[("partitioner", name)]).unwrap().partitioner, p);
+    }
+    assert_eq!(
+        java.partitioner,
+        kprod_core::Partitioner::Murmur2Random,
+        "Java's by default"
+    );
+    assert!(matches!(
+        props(&[("partitioner", "crc32")]),
+        Err(PropertyError::Invalid { ref property, expected, .. })
+            if property == "partitioner" && expected.contains("consistent_random")
+    ));
     match props(&[("client.software.version", "1.0-")]) {
         Err(PropertyError::Config(e)) => assert_eq!(e.setting, "client.software.version"),
         other => panic!("{other:?}"),
@@ -169,7 +183,6 @@ fn what_kprod_cannot_honour_is_refused_naming_the_key_and_why() {
             "KIP-794",
         ),
         ("partitioner.availability.timeout.ms", "100", "KIP-794"),
-        ("partitioner", "consistent_random", "murmur2_random"),
         (
             "interceptor.classes",
             "com.example.Audit",

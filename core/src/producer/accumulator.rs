@@ -16,7 +16,6 @@ use super::requests::{PARTITION_OVERHEAD, REQUEST_OVERHEAD};
 use super::{is_valid_topic_name, Producer};
 use crate::config::ProducerConfig;
 use crate::partition::{Batch, BatchState, Partition, Reserve};
-use crate::partitioner::partition_for_key;
 use crate::protocol::compression::{Compression, RatioEstimate};
 use crate::protocol::primitives::varint_len;
 use crate::protocol::record_batch::{
@@ -482,8 +481,9 @@ impl Producer {
         let n = t.count as i32;
         match (&record.partition, &record.key) {
             (Some(p), _) => *p,
-            (None, Some(k)) => partition_for_key(k, n),
-            (None, None) => t.sticky % n,
+            (None, key) => (self.cfg.partitioner)
+                .partition_for(key.as_deref(), n)
+                .unwrap_or(t.sticky % n),
         }
     }
 
@@ -528,7 +528,8 @@ impl Producer {
         // the append.
         let body = placed.body;
         let fits = body.is_some();
-        let keyless = record.key.is_none() && record.partition.is_none();
+        let keyless =
+            record.partition.is_none() && self.cfg.partitioner.is_sticky(record.key.as_deref());
         if keyless {
             t.sticky_bytes += payload;
         }
