@@ -365,6 +365,15 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
         // what a limit of one byte does.
         "batch.size" => c.batch_size = number::<usize>(name, v)?.max(1),
         "buffer.memory" => c.buffer_memory = number(name, v)?,
+        // Java: keys ignored, every record sticky (what `UniformStickyPartitioner` did).
+        "partitioner.ignore.keys" => {
+            if boolean(name, v)? {
+                c.partitioner = kprod_core::Partitioner::Random;
+            }
+        }
+        "partitioner.class" if v == UNIFORM_STICKY => {
+            c.partitioner = kprod_core::Partitioner::Random
+        }
         // librdkafka's partitioners: the key hash that places keyed records (records without
         // a key are sticky under every one, as in librdkafka since 1.5).
         "partitioner" => {
@@ -505,6 +514,10 @@ const DEFAULT_PARTITIONERS: [&str; 2] = [
     "org.apache.kafka.clients.producer.internals.DefaultPartitioner",
 ];
 
+/// Java's deprecated partitioner that ignores keys (sticky batches for every record), as
+/// `partitioner.ignore.keys=true` does since 3.3.
+const UNIFORM_STICKY: &str = "org.apache.kafka.clients.producer.UniformStickyPartitioner";
+
 /// The other standard producer properties of the Java client and librdkafka: the ones kprod
 /// honours (some only with certain values) and the ones it refuses, each with the reason.
 /// `Ok(false)` if `name` is none of them.
@@ -553,19 +566,18 @@ fn compat_property(later: &mut Deferred, name: &str, v: &str) -> Result<bool, Pr
                 name,
                 v,
                 "kprod partitions as Java's DefaultPartitioner (murmur2 of the key, sticky \
-                 batches for records without one) and runs no Java classes; choose a \
+                 batches for records without one), or as UniformStickyPartitioner \
+                 (partitioner.ignore.keys=true), and runs no Java classes; choose a \
                  partition per record with Record::with_partition instead",
             ))
         }
-        "partitioner.ignore.keys" if !boolean(name, v)? => {}
         "partitioner.adaptive.partitioning.enable" if !boolean(name, v)? => {}
-        "partitioner.ignore.keys" | "partitioner.adaptive.partitioning.enable" => {
+        "partitioner.adaptive.partitioning.enable" => {
             return Err(unsupported(
                 name,
                 v,
-                "kprod hashes every key with murmur2 and moves records without a key to a new \
-                 partition when a batch fills (KIP-480), not by broker load (KIP-794); set it \
-                 to false",
+                "kprod moves records without a key to a new partition when a batch fills \
+                 (KIP-480), not by broker load (KIP-794); set it to false",
             ))
         }
         "partitioner.availability.timeout.ms" if millis(name, v)?.is_zero() => {}
@@ -774,7 +786,8 @@ impl CodecLevels {
 /// | `enable.gapless.guarantee` (librdkafka) | `true`: [`GapPolicy::Fatal`], `false`: [`GapPolicy::ContinueWithGap`] |
 /// | `client.software.name`, `client.software.version` (librdkafka) | sent in ApiVersions (KIP-511) |
 /// | `partitioner.class` | empty or `org.apache.kafka.clients.producer.internals.DefaultPartitioner`: kprod's partitioner is that one (murmur2 keys, sticky batches for null keys) |
-/// | `partitioner.ignore.keys`, `partitioner.adaptive.partitioning.enable` | `false` |
+/// | `partitioner.ignore.keys` | `true`: keys ignored, every record goes to the sticky partition (the `random` partitioner; as Java's `UniformStickyPartitioner`, also taken as `partitioner.class`) |
+/// | `partitioner.adaptive.partitioning.enable` | `false` |
 /// | `partitioner.availability.timeout.ms` | `0` |
 /// | `transactional.id`, `interceptor.classes`, `metric.reporters`, `debug` | empty (none) |
 /// | `statistics.interval.ms` | `0` (no statistics) |

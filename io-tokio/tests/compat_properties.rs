@@ -145,6 +145,22 @@ fn librdkafka_names_are_aliases_of_the_same_settings() {
         kprod_core::Partitioner::Murmur2Random,
         "Java's by default"
     );
+    for keys_ignored in [
+        ("partitioner.ignore.keys", "true"),
+        (
+            "partitioner.class",
+            "org.apache.kafka.clients.producer.UniformStickyPartitioner",
+        ),
+    ] {
+        let c = props(&[keys_ignored]).unwrap();
+        assert_eq!(
+            c.partitioner,
+            kprod_core::Partitioner::Random,
+            "{keys_ignored:?}"
+        );
+    }
+    let c = props(&[("partitioner.ignore.keys", "false")]).unwrap();
+    assert_eq!(c.partitioner, kprod_core::Partitioner::Murmur2Random);
     assert!(matches!(
         props(&[("partitioner", "crc32")]),
         Err(PropertyError::Invalid { ref property, expected, .. })
@@ -176,7 +192,6 @@ fn what_kprod_cannot_honour_is_refused_naming_the_key_and_why() {
             "org.apache.kafka.clients.producer.RoundRobinPartitioner",
             "Record::with_partition",
         ),
-        ("partitioner.ignore.keys", "true", "murmur2"),
         (
             "partitioner.adaptive.partitioning.enable",
             "true",
