@@ -159,7 +159,8 @@ pub struct ProducerConfig {
     pub compression: Compression,
     /// Per-topic overrides of `compression`.
     pub topic_compression: BTreeMap<String, Compression>,
-    /// `partitioner` (librdkafka's names): the hash that places keyed records. The Java
+    /// `partitioner` (librdkafka's names): the hash that places keyed records (none for
+    /// `random`, which ignores keys, as Java's `partitioner.ignore.keys=true`). The Java
     /// client's murmur2 by default; librdkafka's default (`consistent_random`, CRC-32) for
     /// an application that shares topics with librdkafka-based producers (rust-rdkafka,
     /// confluent-kafka-go, -python, ...) and needs each key on the same partition.

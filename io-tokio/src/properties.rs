@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::sasl::SaslProps;
 
-use kprod_core::{CompressionType, ConfigError, GapPolicy, ProducerConfig};
+use kprod_core::{CompressionType, ConfigError, GapPolicy, Partitioner, ProducerConfig};
 
 /// Why a property list could not become a [`ProducerConfig`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,6 +220,9 @@ impl ClientConfig {
             c.enable_idempotence = false;
         }
         later.check(&c)?;
+        if let Some(p) = later.partitioner()? {
+            c.partitioner = p;
+        }
         c.sasl = sasl.build(&protocol)?;
         c.validate().map_err(PropertyError::Config)?;
         let security =
@@ -365,27 +368,6 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
         // what a limit of one byte does.
         "batch.size" => c.batch_size = number::<usize>(name, v)?.max(1),
         "buffer.memory" => c.buffer_memory = number(name, v)?,
-        // Java: keys ignored, every record sticky (what `UniformStickyPartitioner` did).
-        "partitioner.ignore.keys" => {
-            if boolean(name, v)? {
-                c.partitioner = kprod_core::Partitioner::Random;
-            }
-        }
-        "partitioner.class" if v == UNIFORM_STICKY => {
-            c.partitioner = kprod_core::Partitioner::Random
-        }
-        // librdkafka's partitioners: the key hash that places keyed records (records without
-        // a key are sticky under every one, as in librdkafka since 1.5).
-        "partitioner" => {
-            c.partitioner = kprod_core::Partitioner::from_name(v).ok_or_else(|| {
-                invalid(
-                    name,
-                    v,
-                    "murmur2_random, murmur2, consistent_random, consistent, fnv1a_random, \
-                     fnv1a or random",
-                )
-            })?;
-        }
         // librdkafka: the most bytes of records held before producing waits (it counts KiB).
         "queue.buffering.max.kbytes" => {
             c.buffer_memory = number::<usize>(name, v)?
@@ -447,9 +429,49 @@ struct Deferred {
     connect_timeout: Option<Duration>,
     /// `socket.connection.setup.timeout.max.ms`: the value and the duration.
     connect_timeout_max: Option<(String, Duration)>,
+    /// librdkafka's `partitioner`: the value and the partitioner.
+    partitioner: Option<(String, Partitioner)>,
+    /// Java's `partitioner.ignore.keys`.
+    ignore_keys: Option<bool>,
+    /// Java's `partitioner.class`, when not empty: the value, and whether it ignores keys
+    /// (`UniformStickyPartitioner`) or hashes them (`DefaultPartitioner`).
+    partitioner_class: Option<(String, bool)>,
 }
 
 impl Deferred {
+    /// The partitioner the partitioner properties describe, once all are read (later
+    /// entries win, whatever the order of the Java and librdkafka names): Java's class or
+    /// `partitioner.ignore.keys=true` ignore keys (the `random` partitioner), an explicit
+    /// `DefaultPartitioner` hashes them with murmur2 (Java then ignores
+    /// `partitioner.ignore.keys`), else librdkafka's `partitioner`, else the default. A
+    /// librdkafka `partitioner` that says otherwise than the Java settings is refused.
+    fn partitioner(&self) -> Result<Option<Partitioner>, PropertyError> {
+        let java = match &self.partitioner_class {
+            Some((v, true)) => Some((v.as_str(), Partitioner::Random)),
+            Some((v, false)) => Some((v.as_str(), Partitioner::Murmur2Random)),
+            None if self.ignore_keys == Some(true) => Some(("true", Partitioner::Random)),
+            None => None,
+        };
+        match (java, &self.partitioner) {
+            (None, rd) => Ok(rd.as_ref().map(|(_, p)| *p)),
+            (Some((_, j)), None) => Ok(Some(j)),
+            (Some((_, j)), Some((_, p)))
+                if *p == j || (j == Partitioner::Murmur2Random && *p == Partitioner::Murmur2) =>
+            {
+                Ok(Some(j))
+            }
+            (Some((java_value, _)), Some((v, _))) => Err(unsupported(
+                "partitioner",
+                v,
+                if java_value == "true" {
+                    "partitioner.ignore.keys=true ignores keys, which is partitioner=random"
+                } else {
+                    "partitioner.class names another partitioner; give one of the two"
+                },
+            )),
+        }
+    }
+
     fn check(&self, c: &ProducerConfig) -> Result<(), PropertyError> {
         // acks=0 requests are never retried (no answer comes): any count describes that.
         if let Some((name, v, retries)) = self.retries.as_ref().filter(|_| c.acks != 0) {
@@ -506,13 +528,10 @@ impl Deferred {
     }
 }
 
-/// Java's partitioners that behave as kprod's (murmur2 of the key as Java computes it, and
-/// the sticky partitioner of KIP-480 for records without a key); an empty value is the
-/// client's default.
-const DEFAULT_PARTITIONERS: [&str; 2] = [
-    "",
-    "org.apache.kafka.clients.producer.internals.DefaultPartitioner",
-];
+/// Java's partitioner that behaves as kprod's default (murmur2 of the key as Java computes
+/// it, and the sticky partitioner of KIP-480 for records without a key); an empty value is
+/// the client's default.
+const DEFAULT_PARTITIONER: &str = "org.apache.kafka.clients.producer.internals.DefaultPartitioner";
 
 /// Java's deprecated partitioner that ignores keys (sticky batches for every record), as
 /// `partitioner.ignore.keys=true` does since 3.3.
@@ -560,15 +579,35 @@ fn compat_property(later: &mut Deferred, name: &str, v: &str) -> Result<bool, Pr
                  order per partition, without atomic writes across partitions)",
             ))
         }
-        "partitioner.class" if DEFAULT_PARTITIONERS.contains(&v) => {}
+        "partitioner.class" if v.is_empty() => later.partitioner_class = None,
+        "partitioner.class" if v == DEFAULT_PARTITIONER => {
+            later.partitioner_class = Some((v.to_owned(), false));
+        }
+        "partitioner.class" if v == UNIFORM_STICKY => {
+            later.partitioner_class = Some((v.to_owned(), true));
+        }
+        "partitioner.ignore.keys" => later.ignore_keys = Some(boolean(name, v)?),
+        // librdkafka's partitioners: the key hash that places keyed records (records without
+        // a key are sticky under every one, as in librdkafka since 1.5).
+        "partitioner" => {
+            let p = Partitioner::from_name(v).ok_or_else(|| {
+                invalid(
+                    name,
+                    v,
+                    "murmur2_random, murmur2, consistent_random, consistent, fnv1a_random, \
+                     fnv1a or random",
+                )
+            })?;
+            later.partitioner = Some((v.to_owned(), p));
+        }
         "partitioner.class" => {
             return Err(unsupported(
                 name,
                 v,
-                "kprod partitions as Java's DefaultPartitioner (murmur2 of the key, sticky \
-                 batches for records without one), or as UniformStickyPartitioner \
-                 (partitioner.ignore.keys=true), and runs no Java classes; choose a \
-                 partition per record with Record::with_partition instead",
+                "kprod runs no Java classes: it takes DefaultPartitioner (murmur2 of the key, \
+                 sticky batches for records without one), UniformStickyPartitioner (keys \
+                 ignored, as partitioner.ignore.keys=true) and librdkafka's partitioner \
+                 names; choose a partition per record with Record::with_partition instead",
             ))
         }
         "partitioner.adaptive.partitioning.enable" if !boolean(name, v)? => {}
@@ -785,7 +824,7 @@ impl CodecLevels {
 /// | `compression.level`, `compression.{gzip,lz4,zstd}.level` | the codec's level; `-1` is its default |
 /// | `enable.gapless.guarantee` (librdkafka) | `true`: [`GapPolicy::Fatal`], `false`: [`GapPolicy::ContinueWithGap`] |
 /// | `client.software.name`, `client.software.version` (librdkafka) | sent in ApiVersions (KIP-511) |
-/// | `partitioner.class` | empty or `org.apache.kafka.clients.producer.internals.DefaultPartitioner`: kprod's partitioner is that one (murmur2 keys, sticky batches for null keys) |
+/// | `partitioner.class` | empty, `org.apache.kafka.clients.producer.internals.DefaultPartitioner` (murmur2 keys, sticky batches for null keys: kprod's default) or `org.apache.kafka.clients.producer.UniformStickyPartitioner` (keys ignored); a librdkafka `partitioner` that contradicts it is refused |
 /// | `partitioner.ignore.keys` | `true`: keys ignored, every record goes to the sticky partition (the `random` partitioner; as Java's `UniformStickyPartitioner`, also taken as `partitioner.class`) |
 /// | `partitioner.adaptive.partitioning.enable` | `false` |
 /// | `partitioner.availability.timeout.ms` | `0` |

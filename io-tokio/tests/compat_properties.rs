@@ -161,6 +161,84 @@ fn librdkafka_names_are_aliases_of_the_same_settings() {
     }
     let c = props(&[("partitioner.ignore.keys", "false")]).unwrap();
     assert_eq!(c.partitioner, kprod_core::Partitioner::Murmur2Random);
+    // Later entries win, whatever the order of the Java and librdkafka names.
+    use kprod_core::Partitioner::{ConsistentRandom, Murmur2Random, Random};
+    const DEFAULT: &str = "org.apache.kafka.clients.producer.internals.DefaultPartitioner";
+    const UNIFORM: &str = "org.apache.kafka.clients.producer.UniformStickyPartitioner";
+    for (given, want) in [
+        (
+            &[
+                ("partitioner.ignore.keys", "true"),
+                ("partitioner.ignore.keys", "false"),
+            ][..],
+            Murmur2Random,
+        ),
+        (
+            &[
+                ("partitioner.class", UNIFORM),
+                ("partitioner.class", DEFAULT),
+            ][..],
+            Murmur2Random,
+        ),
+        (
+            &[("partitioner.class", UNIFORM), ("partitioner.class", "")][..],
+            Murmur2Random,
+        ),
+        (
+            &[
+                ("partitioner", "consistent_random"),
+                ("partitioner.ignore.keys", "false"),
+            ][..],
+            ConsistentRandom,
+        ),
+        (
+            &[
+                ("partitioner.ignore.keys", "false"),
+                ("partitioner", "consistent_random"),
+            ][..],
+            ConsistentRandom,
+        ),
+        // Java ignores partitioner.ignore.keys under an explicit DefaultPartitioner.
+        (
+            &[
+                ("partitioner.class", DEFAULT),
+                ("partitioner.ignore.keys", "true"),
+            ][..],
+            Murmur2Random,
+        ),
+        (
+            &[
+                ("partitioner.ignore.keys", "true"),
+                ("partitioner", "random"),
+            ][..],
+            Random,
+        ),
+        (
+            &[("partitioner.class", DEFAULT), ("partitioner", "murmur2")][..],
+            Murmur2Random,
+        ),
+    ] {
+        assert_eq!(props(given).unwrap().partitioner, want, "{given:?}");
+    }
+    for contradiction in [
+        &[
+            ("partitioner.ignore.keys", "true"),
+            ("partitioner", "consistent_random"),
+        ][..],
+        &[("partitioner", "fnv1a"), ("partitioner.class", DEFAULT)][..],
+        &[
+            ("partitioner.class", UNIFORM),
+            ("partitioner", "murmur2_random"),
+        ][..],
+    ] {
+        assert!(
+            matches!(
+                props(contradiction),
+                Err(PropertyError::Unsupported { ref property, .. }) if property == "partitioner"
+            ),
+            "{contradiction:?}"
+        );
+    }
     assert!(matches!(
         props(&[("partitioner", "crc32")]),
         Err(PropertyError::Invalid { ref property, expected, .. })

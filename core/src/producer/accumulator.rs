@@ -1,6 +1,6 @@
 //! The record accumulator: what `send` accepts (topic name, partition, `max.request.size`,
 //! `buffer.memory`), records waiting for their topic's metadata, partition choice (explicit,
-//! murmur2 by key, sticky per KIP-480 and KIP-794) and batching: a record joins its
+//! the configured key hash, sticky per KIP-480 and KIP-794) and batching: a record joins its
 //! partition's open batch while it has room under `batch.size`, measured compressed by the
 //! topic's ratio estimate (which learns from each batch sealed); otherwise a new batch opens.
 //! Sequences are not assigned here: a batch is sealed only at its first transmission (P1,
