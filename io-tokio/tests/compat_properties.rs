@@ -137,14 +137,11 @@ fn librdkafka_names_are_aliases_of_the_same_settings() {
     let c = props(&[("enable.gapless.guarantee", "false")]).unwrap();
     assert_eq!(c.gap_policy, GapPolicy::ContinueWithGap);
     // librdkafka's partitioners, its default (consistent_random) included.
-    for (p, name) in kprod_core::Partitioner::ALL {
+    use kprod_core::Partitioner::{self, ConsistentRandom, Murmur2Random, Random};
+    for (p, name) in Partitioner::ALL {
         assert_eq!(props(&[("partitioner", name)]).unwrap().partitioner, p);
     }
-    assert_eq!(
-        java.partitioner,
-        kprod_core::Partitioner::Murmur2Random,
-        "Java's by default"
-    );
+    assert_eq!(java.partitioner, Murmur2Random, "Java's by default");
     for keys_ignored in [
         ("partitioner.ignore.keys", "true"),
         (
@@ -153,16 +150,11 @@ fn librdkafka_names_are_aliases_of_the_same_settings() {
         ),
     ] {
         let c = props(&[keys_ignored]).unwrap();
-        assert_eq!(
-            c.partitioner,
-            kprod_core::Partitioner::Random,
-            "{keys_ignored:?}"
-        );
+        assert_eq!(c.partitioner, Random, "{keys_ignored:?}");
     }
     let c = props(&[("partitioner.ignore.keys", "false")]).unwrap();
-    assert_eq!(c.partitioner, kprod_core::Partitioner::Murmur2Random);
+    assert_eq!(c.partitioner, Murmur2Random);
     // Later entries win, whatever the order of the Java and librdkafka names.
-    use kprod_core::Partitioner::{ConsistentRandom, Murmur2Random, Random};
     const DEFAULT: &str = "org.apache.kafka.clients.producer.internals.DefaultPartitioner";
     const UNIFORM: &str = "org.apache.kafka.clients.producer.UniformStickyPartitioner";
     for (given, want) in [
