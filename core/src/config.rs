@@ -77,6 +77,15 @@ pub struct ProducerConfig {
     /// already); kprod-tokio sets its own. Not a Kafka property: Java leaves the futures
     /// and callbacks of its records uncharged. At most 1 MiB.
     pub record_overhead: usize,
+    /// librdkafka's `queue.buffering.max.messages`: the most records held (accepted and not
+    /// yet resolved); past it a record is refused [`crate::SendError::QueueFull`], as when
+    /// `buffer.memory` is full (kprod-tokio's `send` then waits up to `max.block.ms`).
+    /// `None` (the default): no count limit, as in the Java client.
+    pub max_buffered_records: Option<usize>,
+    /// librdkafka's `batch.num.messages`: the most records in one batch, which is sent once
+    /// it holds them (as when it reaches `batch.size`). `None` (the default): as many as
+    /// `batch.size` holds, as in the Java client.
+    pub max_batch_records: Option<usize>,
     /// `max.request.size` in bytes: the most bytes of record batches one Produce request
     /// gathers, and the largest record: one is refused ([`crate::SendError::TooLarge`]) when a batch
     /// holding it alone would be larger (Java's rule). Such a batch goes alone in a request,
@@ -269,6 +278,8 @@ impl Default for ProducerConfig {
             batch_size: 16 * 1024,
             buffer_memory: 32 * 1024 * 1024,
             record_overhead: 0,
+            max_buffered_records: None,
+            max_batch_records: None,
             max_request_size: 1024 * 1024,
             request_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
@@ -403,6 +414,12 @@ impl ProducerConfig {
         }
         if self.buffer_memory < self.max_request_size {
             return Err(err("buffer.memory", "must be at least max.request.size"));
+        }
+        if self.max_buffered_records == Some(0) {
+            return Err(err("queue.buffering.max.messages", "must be at least 1"));
+        }
+        if self.max_batch_records == Some(0) {
+            return Err(err("batch.num.messages", "must be at least 1"));
         }
         if self.record_overhead > 1 << 20 {
             return Err(err("record_overhead", "must be at most 1 MiB"));

@@ -114,7 +114,8 @@ impl Record {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum SendError {
-    /// `buffer.memory` is used up; retry after some records resolve. Every record accepted
+    /// `buffer.memory` is used up (or `queue.buffering.max.messages` records are held);
+    /// retry after some records resolve. Every record accepted
     /// before the refusal is then sent without waiting for `linger.ms` (drain
     /// [`crate::Producer::poll_output`]), so that their acknowledgements free the room.
     QueueFull(Record),
@@ -162,7 +163,10 @@ impl SendError {
 impl std::fmt::Display for SendError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::QueueFull(_) => write!(f, "buffer.memory is full"),
+            Self::QueueFull(_) => write!(
+                f,
+                "buffer.memory is full (or queue.buffering.max.messages records are held)"
+            ),
             Self::TooLarge(_) => write!(f, "record is larger than max.request.size"),
             Self::InvalidTopic(r) => write!(f, "invalid topic name {:?}", r.topic),
             Self::InvalidPartition(r) => {

@@ -1338,3 +1338,42 @@ fn the_largest_record_is_the_one_whose_batch_fits_max_request_size() {
         h.events
     );
 }
+
+/// librdkafka's record-count limits (`queue.buffering.max.messages`, `batch.num.messages`),
+/// honoured beside the byte limits: a batch is sent once it holds `max_batch_records`
+/// records, and past `max_buffered_records` unresolved records `send` is refused
+/// `QueueFull` with the record, and takes records again once some resolve.
+#[test]
+fn record_count_limits_bound_batches_and_the_buffer() {
+    let mut h = Harness::new(|c| {
+        c.linger = Duration::from_secs(1);
+        c.max_batch_records = Some(3);
+        c.max_buffered_records = Some(7);
+    });
+    for i in 0..7 {
+        h.p.send(h.now, record(&format!("r{i}"))).unwrap();
+    }
+    let refused = h.p.send(h.now, record("r7")).unwrap_err();
+    assert!(matches!(&refused, kprod_core::SendError::QueueFull(r) if *r == record("r7")));
+    assert!(
+        refused.to_string().contains("queue.buffering.max.messages"),
+        "{refused}"
+    );
+    // Full batches go at once (linger is 1 s); the refusal sends the rest early too (as a
+    // refusal for memory does): batches of 3, 3 and 1.
+    h.drain();
+    let mut counts = Vec::new();
+    while let Some(f) = h.next_frame() {
+        if api_of(&f).0 == api_key::PRODUCE {
+            let req = produce_of(&f);
+            let batch = req.topic_data[0].partition_data[0].records.clone().unwrap();
+            counts.push(i32::from_be_bytes(batch[57..61].try_into().unwrap()));
+        }
+        let a = respond(&f, &mut h.next_offset);
+        h.feed(a);
+    }
+    assert_eq!(counts, [3, 3, 1]);
+    assert_eq!(deliveries(&h.events).len(), 7);
+    // Resolved: records are taken again.
+    h.p.send(h.now, record("r7")).unwrap();
+}

@@ -368,6 +368,9 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
         // what a limit of one byte does.
         "batch.size" => c.batch_size = number::<usize>(name, v)?.max(1),
         "buffer.memory" => c.buffer_memory = number(name, v)?,
+        // librdkafka's record-count limits, beside the byte limits.
+        "queue.buffering.max.messages" => c.max_buffered_records = Some(number(name, v)?),
+        "batch.num.messages" => c.max_batch_records = Some(number(name, v)?),
         // librdkafka: the most bytes of records held before producing waits (it counts KiB).
         "queue.buffering.max.kbytes" => {
             c.buffer_memory = number::<usize>(name, v)?
@@ -713,14 +716,6 @@ fn compat_property(later: &mut Deferred, name: &str, v: &str) -> Result<bool, Pr
                  (use_all_dns_ips)",
             ))
         }
-        "batch.num.messages" | "queue.buffering.max.messages" => {
-            return Err(unsupported(
-                name,
-                v,
-                "kprod bounds batches and the buffer in bytes (batch.size, buffer.memory or \
-                 queue.buffering.max.kbytes), not in records",
-            ))
-        }
         "socket.timeout.ms" => {
             return Err(unsupported(
                 name,
@@ -818,6 +813,8 @@ impl CodecLevels {
 /// | `reconnect.backoff.max.ms` | accepted when equal to `retry.backoff.max.ms` (1000 by default in the Java client), which caps kprod's reconnect backoff |
 /// | `metadata.max.age.ms` (`topic.metadata.refresh.interval.ms`) | periodic metadata refresh |
 /// | `metadata.max.idle.ms` | a topic not sent to for this long is left out of metadata requests until its next record (at least 5000, as in Java) |
+/// | `queue.buffering.max.messages` (librdkafka) | the most records held until they resolve ([`ProducerConfig::max_buffered_records`]); beyond it `send` waits, as for `buffer.memory` |
+/// | `batch.num.messages` (librdkafka) | the most records in one batch ([`ProducerConfig::max_batch_records`]) |
 /// | `max.block.ms` | how long a record waits for its topic in metadata before failing, and how long `send`/`enqueue` wait for room in `buffer.memory` before refusing the record (`QueueFull`, handed back) |
 /// | `allow.auto.create.topics` | sent in Metadata requests |
 /// | `compression.type` (`compression.codec`) | `none`, `gzip`, `snappy`, `lz4`, `zstd` |
@@ -848,7 +845,6 @@ impl CodecLevels {
 /// `statistics.interval.ms`, `connections.max.idle.ms` (kprod does not close idle
 /// connections), `socket.keepalive.enable=true`, `socket.nagle.disable=false`, explicit
 /// socket buffer sizes, `client.dns.lookup=resolve_canonical_bootstrap_servers_only`,
-/// `batch.num.messages` and `queue.buffering.max.messages` (limits are in bytes),
 /// `socket.timeout.ms` (use `request.timeout.ms`), `api.version.request=false`,
 /// `broker.version.fallback` (librdkafka's fallback for brokers without ApiVersions; use
 /// `kprod.broker.version.max`), `retries=0`.

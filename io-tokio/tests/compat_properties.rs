@@ -136,6 +136,26 @@ fn librdkafka_names_are_aliases_of_the_same_settings() {
     assert_eq!(rd_rest, java, "the aliases set what the Java names set");
     let c = props(&[("enable.gapless.guarantee", "false")]).unwrap();
     assert_eq!(c.gap_policy, GapPolicy::ContinueWithGap);
+    // librdkafka's record-count limits (none by default, as in Java).
+    let c = props(&[
+        ("queue.buffering.max.messages", "100000"),
+        ("batch.num.messages", "10000"),
+    ])
+    .unwrap();
+    assert_eq!(
+        (c.max_buffered_records, c.max_batch_records),
+        (Some(100_000), Some(10_000))
+    );
+    assert_eq!(
+        (java.max_buffered_records, java.max_batch_records),
+        (None, None)
+    );
+    for zero in ["queue.buffering.max.messages", "batch.num.messages"] {
+        match props(&[(zero, "0")]) {
+            Err(PropertyError::Config(e)) => assert_eq!(e.setting, zero),
+            other => panic!("{zero}=0: {other:?}"),
+        }
+    }
     // librdkafka's partitioners, its default (consistent_random) included.
     use kprod_core::Partitioner::{self, ConsistentRandom, Murmur2Random, Random};
     for (p, name) in Partitioner::ALL {
@@ -290,8 +310,6 @@ fn what_kprod_cannot_honour_is_refused_naming_the_key_and_why() {
             "resolve_canonical_bootstrap_servers_only",
             "use_all_dns_ips",
         ),
-        ("batch.num.messages", "10000", "bytes"),
-        ("queue.buffering.max.messages", "100000", "bytes"),
         ("socket.timeout.ms", "60000", "request.timeout.ms"),
         ("api.version.request", "false", "API versions"),
         (

@@ -397,6 +397,36 @@ async fn full_buffer_makes_senders_wait_and_drops_nothing() {
     h.close().await;
 }
 
+/// librdkafka's `queue.buffering.max.messages`: at most that many records are held; the
+/// senders past it wait (as for `buffer.memory`) and nothing is lost or reordered.
+#[tokio::test(start_paused = true)]
+async fn a_record_count_limit_makes_senders_wait_and_drops_nothing() {
+    let broker = FakeBroker::new("t", 1);
+    broker.script.lock().unwrap().latency = Duration::from_millis(10);
+    let cfg = config(&[("queue.buffering.max.messages", "5"), ("linger.ms", "0")]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    let start = Instant::now();
+    let mut futures = Vec::new();
+    for i in 0..100 {
+        let r = Record::new("t", i.to_string());
+        futures.push(h.enqueue(r).await.expect("never refused for the count"));
+        let held = h.metrics().await.buffered_records;
+        assert!(held <= 5, "{held} records held");
+    }
+    for (i, f) in futures.into_iter().enumerate() {
+        assert_eq!(f.await.unwrap().offset, Some(i as i64));
+    }
+    let expected: Vec<String> = (0..100).map(|i| i.to_string()).collect();
+    assert_eq!(broker.log("t", 0), expected);
+    // 100 records, at most 5 per 10 ms round trip.
+    assert!(
+        start.elapsed() >= Duration::from_millis(190),
+        "{:?}",
+        start.elapsed()
+    );
+    h.close().await;
+}
+
 /// A value that counts its drops, to see when the producer lets go of a record.
 struct Counted(Arc<std::sync::atomic::AtomicUsize>, Vec<u8>);
 

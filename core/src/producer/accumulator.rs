@@ -259,6 +259,11 @@ impl Producer {
         if record.timestamp < 0 {
             return Err(SendError::InvalidTimestamp(record));
         }
+        // librdkafka's count limit, checked as `buffer.memory` is (below).
+        if (self.cfg.max_buffered_records).is_some_and(|max| self.pending_records >= max) {
+            self.flush_for_memory();
+            return Err(SendError::QueueFull(record));
+        }
         // Measured once: `append` places the record in a batch from this.
         let payload = payload_of(&record);
         let size = encoded_len(payload) + 10;
@@ -568,8 +573,9 @@ impl Producer {
             None => builder.body_len_with(record.timestamp, payload),
         };
         builder.push_measured(record.timestamp, key, value, &record.headers, body);
-        let full = builder.is_full(batch_size);
         b.records.push(id);
+        let full = builder.is_full(batch_size)
+            || (self.cfg.max_batch_records).is_some_and(|max| b.records.len() >= max);
         // A new batch is charged its room; a record adds only what it outgrew it by.
         b.size += placed.charge;
         debug_assert_eq!(
