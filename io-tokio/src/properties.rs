@@ -630,6 +630,26 @@ fn compat_property(later: &mut Deferred, name: &str, v: &str) -> Result<bool, Pr
                 "kprod does not avoid partitions by broker load (KIP-794); set it to 0",
             ))
         }
+        // Java 4.x: when no known broker answers, kprod goes back to the bootstrap servers.
+        "metadata.recovery.strategy" if is(&["rebootstrap"]) => {}
+        "metadata.recovery.strategy" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod goes back to the bootstrap servers when no known broker can be \
+                 reached (rebootstrap)",
+            ))
+        }
+        // KIP-714 client telemetry.
+        "enable.metrics.push" if !boolean(name, v)? => {}
+        "enable.metrics.push" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod pushes no client metrics to the broker (KIP-714); metrics() gives \
+                 them to the application; set it to false",
+            ))
+        }
         "interceptor.classes" | "metric.reporters" if v.is_empty() => {}
         "interceptor.classes" => {
             return Err(unsupported(
@@ -832,6 +852,8 @@ impl CodecLevels {
 /// | `send.buffer.bytes`, `receive.buffer.bytes` (`-1`), `socket.send.buffer.bytes`, `socket.receive.buffer.bytes` (`0`) | the operating system's default |
 /// | `client.dns.lookup` | `use_all_dns_ips`: every resolved address is tried, the next one 250 ms after the previous attempt started or at once when it failed, the first to connect used (RFC 8305) |
 /// | `api.version.request` (librdkafka) | `true` |
+/// | `metadata.recovery.strategy` | `rebootstrap`: when no known broker can be reached, kprod asks the bootstrap servers again |
+/// | `enable.metrics.push` | `false` (no KIP-714 client telemetry) |
 /// | `security.protocol`, `ssl.*`, `sasl.*` | see [`ClientConfig::from_properties`] |
 /// | `socket.connection.setup.timeout.ms` | how long a connect (and TLS handshake) may take ([`ProducerConfig::connect_timeout`], 10 s by default) |
 /// | `socket.connection.setup.timeout.max.ms` | at least the connect timeout: kprod does not grow it, so it never exceeds this |

@@ -136,6 +136,13 @@ fn librdkafka_names_are_aliases_of_the_same_settings() {
     assert_eq!(rd_rest, java, "the aliases set what the Java names set");
     let c = props(&[("enable.gapless.guarantee", "false")]).unwrap();
     assert_eq!(c.gap_policy, GapPolicy::ContinueWithGap);
+    // Java 4.x settings that describe what kprod does.
+    let c = props(&[
+        ("metadata.recovery.strategy", "rebootstrap"),
+        ("enable.metrics.push", "false"),
+    ])
+    .unwrap();
+    assert_eq!(c, props(&[]).unwrap());
     // librdkafka's record-count limits (none by default, as in Java).
     let c = props(&[
         ("queue.buffering.max.messages", "100000"),
@@ -294,6 +301,8 @@ fn what_kprod_cannot_honour_is_refused_naming_the_key_and_why() {
             "no Java classes",
         ),
         ("metric.reporters", "com.example.Reporter", "tracing"),
+        ("metadata.recovery.strategy", "none", "rebootstrap"),
+        ("enable.metrics.push", "true", "KIP-714"),
         ("metrics.sample.window.ms", "30000", "no metrics"),
         ("metrics.num.samples", "2", "no metrics"),
         ("metrics.recording.level", "INFO", "no metrics"),
