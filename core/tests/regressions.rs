@@ -1359,6 +1359,13 @@ fn record_count_limits_bound_batches_and_the_buffer() {
         refused.to_string().contains("queue.buffering.max.messages"),
         "{refused}"
     );
+    // A record too large for any batch is refused as such, not as waiting for room.
+    let big = Record::new(TOPIC, vec![0u8; 2 << 20]).with_partition(0);
+    let refused = h.p.send(h.now, big).unwrap_err();
+    assert!(
+        matches!(refused, kprod_core::SendError::TooLarge(_)),
+        "{refused:?}"
+    );
     // Full batches go at once (linger is 1 s); the refusal sends the rest early too (as a
     // refusal for memory does): batches of 3, 3 and 1.
     h.drain();

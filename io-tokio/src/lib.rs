@@ -613,7 +613,8 @@ impl std::error::Error for Timeout {}
 #[non_exhaustive]
 pub enum ErrorKind {
     /// The producer refused the record before accepting it; the record is handed back.
-    /// Never `QueueFull`: a full buffer makes the caller wait instead.
+    /// `QueueFull` only once the caller has waited `max.block.ms` for room: a full buffer
+    /// makes the caller wait first.
     Refused(Box<SendError>),
     /// The record failed (or, after the producer failed, was refused) for this reason.
     Failed(FailureReason),
@@ -1236,7 +1237,8 @@ impl ProducerHandle {
     }
 
     /// Hands a record to the producer and returns once it is accepted, without waiting for
-    /// delivery. While `buffer.memory` is full this waits for records to resolve (behind the
+    /// delivery. While `buffer.memory` is full (or `queue.buffering.max.messages` records
+    /// are held, [`ProducerConfig::max_buffered_records`]) this waits for records to resolve (behind the
     /// records already waiting, in order), for at most `max.block.ms` (60 s by default) from
     /// the call, as the Java client's `send` blocks: then the record is refused,
     /// `Refused(QueueFull)`, not persisted, and handed back. A zero timestamp is set to the
@@ -1365,7 +1367,8 @@ impl ProducerHandle {
     /// [`Self::enqueue`] for several records at once: one lock (and at most one wake-up of
     /// the producer task) for the lot. Returns one result per record, in order, once every
     /// record was accepted or refused; records are accepted in order, and while
-    /// `buffer.memory` is full the rest wait (handed to the producer task in one message), as
+    /// `buffer.memory` is full (or the record-count limit reached) the rest wait (handed to
+    /// the producer task in one message), as
     /// with `enqueue`, each refused `QueueFull` after `max.block.ms`. A zero timestamp is set
     /// to the current wall-clock time.
     ///
@@ -1595,6 +1598,12 @@ impl ProducerHandle {
     }
 }
 
+/// What the core holds, in bytes against `buffer.memory` and in records against
+/// `queue.buffering.max.messages`: a send refused for room waits until either drops.
+fn held(p: &Producer) -> (usize, usize) {
+    (p.buffered_bytes(), p.pending_records())
+}
+
 /// Releases the lock, then wakes the driver if records accepted under it changed the core's
 /// [`Producer::wake_generation`] since `before` and the driver was not woken already since it
 /// last drained.
@@ -1730,8 +1739,9 @@ struct Driver<C: Connector> {
     deferred: VecDeque<Command>,
     /// The length of `deferred` at which the sends their callers gave up are purged.
     deferred_purge_at: usize,
-    /// `buffered_bytes()` when the front of `deferred` was last refused.
-    refused_at: Option<usize>,
+    /// What the core held ([`held`]: bytes and records) when the front of `deferred` was
+    /// last refused.
+    refused_at: Option<(usize, usize)>,
     /// Flush waiters: resolved once no pending record is below the bound.
     flushes: Vec<(RecordId, oneshot::Sender<()>)>,
     closers: Vec<oneshot::Sender<()>>,
@@ -2319,7 +2329,7 @@ impl<C: Connector> Driver<C> {
                         let _ = accepted.send(Ok(()));
                     }
                     Verdict::Full(record, done) => {
-                        self.refused_at = Some(core.producer.buffered_bytes());
+                        self.refused_at = Some(held(&core.producer));
                         return Some(Command::Send {
                             record,
                             accepted,
@@ -2351,7 +2361,7 @@ impl<C: Connector> Driver<C> {
                             results.push(Ok(()));
                         }
                         Verdict::Full(record, done) => {
-                            self.refused_at = Some(core.producer.buffered_bytes());
+                            self.refused_at = Some(held(&core.producer));
                             records.push_front((record, done));
                             return Some(Command::SendMany {
                                 records,
@@ -2494,9 +2504,13 @@ impl<C: Connector> Driver<C> {
     /// Retries deferred commands in order once memory was freed.
     fn pump_deferred(&mut self, core: &mut Core) {
         while let Some(cmd) = self.deferred.pop_front() {
+            // Room may have come from fewer bytes (`buffer.memory`) or fewer records
+            // (`queue.buffering.max.messages`); the bytes held can grow meanwhile (records
+            // that waited for metadata take their batch's room), so either drop counts.
             let freed = match self.refused_at {
-                Some(at) => {
-                    core.producer.buffered_bytes() < at || core.producer.fatal_error().is_some()
+                Some((bytes, records)) => {
+                    let (b, r) = held(&core.producer);
+                    b < bytes || r < records || core.producer.fatal_error().is_some()
                 }
                 None => true,
             };

@@ -369,7 +369,10 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
         "batch.size" => c.batch_size = number::<usize>(name, v)?.max(1),
         "buffer.memory" => c.buffer_memory = number(name, v)?,
         // librdkafka's record-count limits, beside the byte limits.
-        "queue.buffering.max.messages" => c.max_buffered_records = Some(number(name, v)?),
+        // 0 is no limit in librdkafka.
+        "queue.buffering.max.messages" => {
+            c.max_buffered_records = Some(number::<usize>(name, v)?).filter(|n| *n > 0);
+        }
         "batch.num.messages" => c.max_batch_records = Some(number(name, v)?),
         // librdkafka: the most bytes of records held before producing waits (it counts KiB).
         "queue.buffering.max.kbytes" => {

@@ -47,6 +47,8 @@ struct Script {
     fatal_after_drop: bool,
     /// Append Produce requests without answering them, as Kafka does under acks=0.
     silent_produce: bool,
+    /// A node that answers every Produce request this much later.
+    slow_node: Option<(i32, Duration)>,
 }
 
 /// A connect error the fake connector classifies as fatal (as a rejected certificate is).
@@ -106,6 +108,10 @@ impl FakeBroker {
                         (s.produce.pop_front(), s.latency)
                     };
                     tokio::time::sleep(latency).await;
+                    let slow = self.script.lock().unwrap().slow_node;
+                    if let Some((_, d)) = slow.filter(|(n, _)| *n == node) {
+                        tokio::time::sleep(d).await;
+                    }
                     match action.unwrap_or(Action::Answer) {
                         Action::Answer => {}
                         Action::AppendThenDrop => {
@@ -424,6 +430,42 @@ async fn a_record_count_limit_makes_senders_wait_and_drops_nothing() {
         "{:?}",
         start.elapsed()
     );
+    h.close().await;
+}
+
+/// Review finding: a send refused at the record-count limit waited until the bytes held
+/// fell below what they were at the refusal. Records that waited for metadata then took
+/// their batches' room, so the bytes held grew: with six of the seven records acknowledged,
+/// the eighth waited for the seventh's slow answer (10 s here) though only one record was
+/// held. Now fewer records held frees the wait too.
+#[tokio::test(start_paused = true)]
+async fn a_send_waiting_for_the_record_count_goes_once_records_resolve() {
+    let mut cluster = Cluster::new(BrokerMode::Lenient, &["b1:9092", "b2:9092"]);
+    cluster.create_topic("t", 7, 1);
+    cluster.partition_mut("t", 6).leader = 2;
+    let broker = FakeBroker {
+        cluster: Arc::new(Mutex::new(cluster)),
+        script: Arc::default(),
+    };
+    broker.script.lock().unwrap().slow_node = Some((2, Duration::from_secs(10)));
+    let cfg = config(&[("queue.buffering.max.messages", "7"), ("linger.ms", "0")]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    let start = Instant::now();
+    let mut futures = Vec::new();
+    for p in 0..7 {
+        let r = Record::new("t", format!("r{p}")).with_partition(p);
+        futures.push(h.enqueue(r).await.expect("accepted at once"));
+    }
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    // The eighth waits for the count, then goes once the six fast records resolve.
+    let eighth = h.enqueue(Record::new("t", "r7").with_partition(0)).await;
+    let waited = start.elapsed();
+    assert!(eighth.is_ok(), "{eighth:?}");
+    assert!(waited < Duration::from_secs(1), "waited {waited:?}");
+    for f in futures {
+        f.await.unwrap();
+    }
+    assert_eq!(eighth.unwrap().await.unwrap().offset, Some(1));
     h.close().await;
 }
 

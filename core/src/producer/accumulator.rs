@@ -259,11 +259,6 @@ impl Producer {
         if record.timestamp < 0 {
             return Err(SendError::InvalidTimestamp(record));
         }
-        // librdkafka's count limit, checked as `buffer.memory` is (below).
-        if (self.cfg.max_buffered_records).is_some_and(|max| self.pending_records >= max) {
-            self.flush_for_memory();
-            return Err(SendError::QueueFull(record));
-        }
         // Measured once: `append` places the record in a batch from this.
         let payload = payload_of(&record);
         let size = encoded_len(payload) + 10;
@@ -275,6 +270,12 @@ impl Producer {
             || size + HEADER_LEN + framing > i32::MAX as usize
         {
             return Err(SendError::TooLarge(record));
+        }
+        // librdkafka's count limit (`queue.buffering.max.messages`), refused as a full
+        // `buffer.memory` is (below).
+        if (self.cfg.max_buffered_records).is_some_and(|max| self.pending_records >= max) {
+            self.flush_for_memory();
+            return Err(SendError::QueueFull(record));
         }
         // Room in `buffer.memory`: a record that fits within its partition's open batch's
         // room is covered by that batch's charge (else it needs what it grows the charge by);
