@@ -962,12 +962,9 @@ fn net_with_an_idle_topic(meta: &dyn Fn(&mut MetadataResponse)) -> Net {
     net
 }
 
-/// The first record for a topic back from idleness waits for the answer about it, as a new
-/// topic's first record does: the leaders and partition count known when it went idle may be
-/// hours old. Before, it was produced at once to the old leader.
-#[test]
-fn a_record_for_a_topic_back_from_idleness_waits_for_fresh_metadata() {
-    let mut net = net_with_an_idle_topic(&|_| {});
+/// Sends a record for the idle `other-topic` ([`net_with_an_idle_topic`]) and checks that it
+/// waits for the metadata answer: only a Metadata request is written.
+fn a_record_for_the_idle_topic_waits_for_metadata(net: &mut Net) {
     (net.h.p)
         .send(net.h.now, Record::new("other-topic", "d").with_partition(0))
         .unwrap();
@@ -980,18 +977,29 @@ fn a_record_for_a_topic_back_from_idleness_waits_for_fresh_metadata() {
     assert_eq!(net.h.p.metrics().records_awaiting_metadata, 1);
 }
 
+/// A metadata answer whose every topic gained partition 1 (led as partition 0 is).
+fn with_partition_1(m: &mut MetadataResponse) {
+    for t in &mut m.topics {
+        let mut p = t.partitions[0].clone();
+        p.partition_index = 1;
+        t.partitions.push(p);
+    }
+}
+
+/// The first record for a topic back from idleness waits for the answer about it, as a new
+/// topic's first record does: the leaders and partition count known when it went idle may be
+/// hours old. Before, it was produced at once to the old leader.
+#[test]
+fn a_record_for_a_topic_back_from_idleness_waits_for_fresh_metadata() {
+    let mut net = net_with_an_idle_topic(&|_| {});
+    a_record_for_the_idle_topic_waits_for_metadata(&mut net);
+}
+
 /// A topic that grew while idle: a record for a new partition is taken once the answer names
 /// it. Before, the idle topic's old partition count refused it (`InvalidPartition`), and the
 /// refresh that refusal asked for left the idle topic out, so it was refused for ever.
 #[test]
 fn a_new_partition_of_a_topic_back_from_idleness_is_taken() {
-    let grown = |m: &mut MetadataResponse| {
-        for t in &mut m.topics {
-            let mut p = t.partitions[0].clone();
-            p.partition_index = 1;
-            t.partitions.push(p);
-        }
-    };
     let mut net = net_with_an_idle_topic(&|_| {});
     // Two records for the new partition before the answer: the second waits behind the
     // first (a review found it refused by the old count).
@@ -1000,7 +1008,7 @@ fn a_new_partition_of_a_topic_back_from_idleness_is_taken() {
             .send(net.h.now, Record::new("other-topic", v).with_partition(1))
             .expect("accepted: the partition count is checked against the fresh answer");
     }
-    let produced = net.run(2, &grown, &mut |_| None);
+    let produced = net.run(2, &with_partition_1, &mut |_| None);
     assert_eq!(net.pending(), 0, "delivered");
     assert_eq!(
         (deliveries(&net.h.events).iter())
@@ -1572,28 +1580,12 @@ fn a_topic_asked_about_back_from_idleness_waits_for_fresh_metadata() {
         None,
         "not described again yet"
     );
-    (net.h.p)
-        .send(net.h.now, Record::new("other-topic", "d").with_partition(0))
-        .unwrap();
-    net.drain();
-    let mut written = Vec::new();
-    while let Some((_, f)) = net.next_frame() {
-        written.push(api_of(&f).0);
-    }
-    assert_eq!(written, [api_key::METADATA], "no Produce before the answer");
-    assert_eq!(net.h.p.metrics().records_awaiting_metadata, 1);
+    a_record_for_the_idle_topic_waits_for_metadata(&mut net);
     assert_eq!(net.h.p.metrics().idle_topics, 0);
     // The request just written was taken off the wire above: the producer asks again after
     // the request timeout; answered then, the count is known and the record delivered.
-    let grown = |m: &mut MetadataResponse| {
-        for t in &mut m.topics {
-            let mut p = t.partitions[0].clone();
-            p.partition_index = 1;
-            t.partitions.push(p);
-        }
-    };
     for _ in 0..200 {
-        net.run(1, &grown, &mut |_| None);
+        net.run(1, &with_partition_1, &mut |_| None);
         if net.pending() == 0 {
             break;
         }
