@@ -73,14 +73,13 @@ impl Partitioner {
     /// The partition of a record with `key` among `num_partitions` (> 0), or `None` for the
     /// sticky partition ([`Self::is_sticky`]).
     pub fn partition_for(self, key: Option<&[u8]>, num_partitions: i32) -> Option<i32> {
-        let key = key?;
+        let key = key.filter(|_| !self.is_sticky(key))?;
         let n = num_partitions.max(1);
         Some(match self {
             Self::Murmur2Random | Self::Murmur2 => partition_for_key(key, n),
-            Self::ConsistentRandom if key.is_empty() => return None,
             Self::ConsistentRandom | Self::Consistent => (crc32(key) % n as u32) as i32,
             Self::Fnv1aRandom | Self::Fnv1a => (fnv1a(key) % n as u32) as i32,
-            Self::Random => return None,
+            Self::Random => return None, // sticky whatever the key: filtered above
         })
     }
 }
