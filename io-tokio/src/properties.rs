@@ -439,9 +439,9 @@ struct Deferred {
     partitioner: Option<(String, Partitioner)>,
     /// Java's `partitioner.ignore.keys`.
     ignore_keys: Option<bool>,
-    /// Java's `partitioner.class`, when not empty: the value, and whether it ignores keys
+    /// Java's `partitioner.class`, when not empty: whether it ignores keys
     /// (`UniformStickyPartitioner`) or hashes them (`DefaultPartitioner`).
-    partitioner_class: Option<(String, bool)>,
+    partitioner_class: Option<bool>,
 }
 
 impl Deferred {
@@ -452,29 +452,26 @@ impl Deferred {
     /// `partitioner.ignore.keys`), else librdkafka's `partitioner`, else the default. A
     /// librdkafka `partitioner` that says otherwise than the Java settings is refused.
     fn partitioner(&self) -> Result<Option<Partitioner>, PropertyError> {
-        let java = match &self.partitioner_class {
-            Some((v, true)) => Some((v.as_str(), Partitioner::Random)),
-            Some((v, false)) => Some((v.as_str(), Partitioner::Murmur2Random)),
-            None if self.ignore_keys == Some(true) => Some(("true", Partitioner::Random)),
+        // The Java settings' partitioner, and why a librdkafka one that differs is refused.
+        const CLASS: &str = "partitioner.class names another partitioner; give one of the two";
+        let java = match self.partitioner_class {
+            Some(true) => Some((Partitioner::Random, CLASS)),
+            Some(false) => Some((Partitioner::Murmur2Random, CLASS)),
+            None if self.ignore_keys == Some(true) => Some((
+                Partitioner::Random,
+                "partitioner.ignore.keys=true ignores keys, which is partitioner=random",
+            )),
             None => None,
         };
         match (java, &self.partitioner) {
             (None, rd) => Ok(rd.as_ref().map(|(_, p)| *p)),
-            (Some((_, j)), None) => Ok(Some(j)),
-            (Some((_, j)), Some((_, p)))
+            (Some((j, _)), None) => Ok(Some(j)),
+            (Some((j, _)), Some((_, p)))
                 if *p == j || (j == Partitioner::Murmur2Random && *p == Partitioner::Murmur2) =>
             {
                 Ok(Some(j))
             }
-            (Some((java_value, _)), Some((v, _))) => Err(unsupported(
-                "partitioner",
-                v,
-                if java_value == "true" {
-                    "partitioner.ignore.keys=true ignores keys, which is partitioner=random"
-                } else {
-                    "partitioner.class names another partitioner; give one of the two"
-                },
-            )),
+            (Some((_, why)), Some((v, _))) => Err(unsupported("partitioner", v, why)),
         }
     }
 
@@ -587,10 +584,10 @@ fn compat_property(later: &mut Deferred, name: &str, v: &str) -> Result<bool, Pr
         }
         "partitioner.class" if v.is_empty() => later.partitioner_class = None,
         "partitioner.class" if v == DEFAULT_PARTITIONER => {
-            later.partitioner_class = Some((v.to_owned(), false));
+            later.partitioner_class = Some(false);
         }
         "partitioner.class" if v == UNIFORM_STICKY => {
-            later.partitioner_class = Some((v.to_owned(), true));
+            later.partitioner_class = Some(true);
         }
         "partitioner.ignore.keys" => later.ignore_keys = Some(boolean(name, v)?),
         // librdkafka's partitioners: the key hash that places keyed records (records without
