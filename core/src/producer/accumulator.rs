@@ -176,6 +176,12 @@ pub(super) struct Topic {
 }
 
 impl Topic {
+    /// The partition count, while what is known of the topic may be used: it has
+    /// partitions, and it is neither idle nor back from idleness without a fresh answer.
+    pub(super) fn usable_count(&self) -> Option<usize> {
+        (self.count > 0 && !self.idle && !self.stale).then_some(self.count)
+    }
+
     /// Moves the sticky partition on to the next partition with a known leader (any next
     /// one if none has one): records without a key or partition are not placed where
     /// nothing can send them while another partition could (as Java and librdkafka choose
@@ -289,7 +295,7 @@ impl Producer {
         let placed = (known)
             .filter(|&ti| {
                 let t = &self.topics[ti];
-                t.count > 0 && t.pending.is_empty() && !t.idle && !t.stale
+                t.usable_count().is_some() && t.pending.is_empty()
             })
             .map(|ti| self.place(ti, &record, payload));
         let need = placed.map_or(size + PENDING_CHARGE + self.cfg.record_overhead, |p| {

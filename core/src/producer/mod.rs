@@ -291,7 +291,7 @@ impl Producer {
     /// `partitionsFor`, without the wait: [`Self::want_topic`] asks.
     pub fn partition_count(&self, topic: &str) -> Option<usize> {
         let t = &self.topics[*self.topic_index.get(topic)?];
-        (t.count > 0 && !t.idle && !t.stale && t.missing.is_none()).then_some(t.count)
+        t.usable_count().filter(|_| t.missing.is_none())
     }
 
     /// What the last metadata answer said of `topic` when it did not describe it
