@@ -1775,14 +1775,16 @@ struct Driver<C: Connector> {
     written: Arc<Notify>,
     /// The application's commands.
     commands: mpsc::Receiver<Command>,
-    /// [`ProducerHandle::partition_count`] calls waiting for metadata: the topic, when the
-    /// call times out, and where its answer goes.
-    #[allow(clippy::type_complexity)]
-    partition_waiters: Vec<(
-        String,
-        Instant,
-        oneshot::Sender<Result<usize, PartitionCountError>>,
-    )>,
+    /// [`ProducerHandle::partition_count`] calls waiting for metadata.
+    partition_waiters: Vec<PartitionWaiter>,
+}
+
+/// A [`ProducerHandle::partition_count`] call waiting for metadata.
+struct PartitionWaiter {
+    topic: String,
+    /// When the call times out (`max.block.ms` after it was made).
+    deadline: Instant,
+    tx: oneshot::Sender<Result<usize, PartitionCountError>>,
 }
 
 /// What woke the driver.
@@ -2268,7 +2270,11 @@ impl<C: Connector> Driver<C> {
             }
             Command::PartitionCount { topic, since, tx } => {
                 let deadline = since + core.producer.config().max_block;
-                self.partition_waiters.push((topic, deadline, tx));
+                self.partition_waiters.push(PartitionWaiter {
+                    topic,
+                    deadline,
+                    tx,
+                });
                 return;
             }
             cmd => cmd,
@@ -2405,10 +2411,11 @@ impl<C: Connector> Driver<C> {
         let fatal = (self.fatal.get().cloned())
             .or_else(|| (core.producer.fatal_error().cloned()).map(Fatal::Producer));
         let closing = self.close_requested;
-        self.partition_waiters.retain_mut(|(topic, deadline, tx)| {
+        for w in std::mem::take(&mut self.partition_waiters) {
             let p = &mut core.producer;
-            let answer = if tx.is_closed() {
-                return false;
+            let topic = &w.topic;
+            let answer = if w.tx.is_closed() {
+                continue;
             } else if !is_valid_topic_name(topic) {
                 Err(PartitionCountError::InvalidTopic(topic.clone()))
             } else if fatal.is_some() || closing {
@@ -2425,23 +2432,23 @@ impl<C: Connector> Driver<C> {
                 Err(PartitionCountError::Closed)
             } else if let Some(n) = p.partition_count(topic) {
                 Ok(n)
-            } else if *deadline <= now {
+            } else if w.deadline <= now {
                 Err(PartitionCountError::Timeout {
                     topic: topic.clone(),
                     after: p.config().max_block,
                     last_error: p.topic_error(topic),
                 })
             } else {
-                return true;
+                self.partition_waiters.push(w);
+                continue;
             };
-            let _ = std::mem::replace(tx, oneshot::channel().0).send(answer);
-            false
-        });
+            let _ = w.tx.send(answer);
+        }
     }
 
     /// When the first [`ProducerHandle::partition_count`] call still waiting times out.
     fn partition_deadline(&self) -> Option<Instant> {
-        self.partition_waiters.iter().map(|w| w.1).min()
+        self.partition_waiters.iter().map(|w| w.deadline).min()
     }
 
     /// Whether the writers hold more unwritten bytes than `write_backlog_limit` allows
