@@ -1384,3 +1384,113 @@ fn record_count_limits_bound_batches_and_the_buffer() {
     // Resolved: records are taken again.
     h.p.send(h.now, record("r7")).unwrap();
 }
+
+/// Why each connection closed, from the `Disconnected` diagnostics among `events`.
+fn disconnects(events: &[Event]) -> Vec<(ConnId, &'static str)> {
+    (events.iter())
+        .filter_map(|e| match e {
+            Event::Diagnostic(Diagnostic::Disconnected { conn, reason }) => Some((*conn, *reason)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `connections.max.idle.ms` (Java's default 9 minutes, under the broker's 10): a ready
+/// connection with nothing in flight and no traffic for the limit is closed; the next record
+/// opens one again at once (no reconnect backoff); a connection awaiting an answer is never
+/// idle, however long the answer takes (its request timeout bounds that).
+#[test]
+fn a_connection_idle_for_connections_max_idle_is_closed_and_opened_again_when_needed() {
+    let idle = Duration::from_secs(10);
+    let mut h = Harness::new(|c| {
+        c.connections_max_idle = Some(idle);
+        c.metadata_max_age = Duration::from_secs(3600);
+    });
+    let mut wires = Wires::new();
+    let mut healthy = |h: &mut Harness, _: ConnId, f: Bytes| Some(respond(&f, &mut h.next_offset));
+    let t0 = h.now;
+    h.p.send(h.now, record("a")).unwrap();
+    settle(&mut h, &mut wires, 100, &mut healthy);
+    assert_eq!(deliveries(&h.events).len(), 1);
+    let open: Vec<ConnId> = h.p.connections().collect();
+    assert!(!open.is_empty());
+    let last_traffic = h.now;
+    assert_eq!(
+        h.p.poll_output(),
+        Output::Wait {
+            until: Some(last_traffic + idle)
+        },
+        "the idle limit is the next deadline"
+    );
+
+    h.now = last_traffic + idle - Duration::from_millis(1);
+    h.p.handle_timeout(h.now);
+    pump(&mut h, &mut wires, &mut healthy);
+    assert_eq!(disconnects(&h.events), vec![], "not idle for long enough");
+    assert_eq!(h.p.connections().collect::<Vec<_>>(), open);
+
+    h.now = last_traffic + idle;
+    h.p.handle_timeout(h.now);
+    pump(&mut h, &mut wires, &mut healthy);
+    let closed: Vec<(ConnId, &str)> = open.iter().map(|c| (*c, "idle")).collect();
+    assert_eq!(disconnects(&h.events), closed);
+    assert_eq!(h.p.connections().count(), 0);
+    assert_eq!(
+        h.p.poll_output(),
+        Output::Wait {
+            until: Some(t0 + Duration::from_secs(3600))
+        },
+        "only the periodic metadata refresh to wait for: no reconnect backoff after an idle \
+         close"
+    );
+
+    // The next record reconnects at once and is delivered without time passing.
+    let reopened_at = h.now;
+    h.p.send(h.now, record("b")).unwrap();
+    settle(&mut h, &mut wires, 100, &mut healthy);
+    assert_eq!(h.now, reopened_at);
+    assert_eq!(deliveries(&h.events).len(), 2);
+    assert_eq!(deliveries(&h.events)[1].2, Some(1));
+    assert_eq!(h.p.connections().count(), 1, "the leader's, opened again");
+
+    // A Produce request left unanswered for longer than the idle limit keeps its connection.
+    h.events.clear();
+    let mut held = Vec::new();
+    h.p.send(h.now, record("c")).unwrap();
+    pump(&mut h, &mut wires, &mut |_, conn, f| {
+        held.push((conn, f));
+        None
+    });
+    assert_eq!(held.len(), 1, "one Produce request: {held:?}");
+    let (conn, produce) = held.pop().unwrap();
+    assert_eq!(api_of(&produce).0, api_key::PRODUCE);
+    h.now += idle + Duration::from_secs(5);
+    h.p.handle_timeout(h.now);
+    pump(&mut h, &mut wires, &mut healthy);
+    assert_eq!(disconnects(&h.events), vec![]);
+    let answer = respond(&produce, &mut h.next_offset);
+    h.p.handle_read(h.now, conn, &mut BytesMut::from(&answer[..]));
+    pump(&mut h, &mut wires, &mut healthy);
+    assert_eq!(
+        deliveries(&h.events),
+        vec![(deliveries(&h.events)[0].0, 0, Some(2))]
+    );
+    // And once answered, it is idle from the answer on.
+    assert_eq!(
+        h.p.poll_output(),
+        Output::Wait {
+            until: Some(h.now + idle)
+        }
+    );
+}
+
+#[test]
+fn connections_max_idle_of_zero_is_refused() {
+    let cfg = kprod_core::ProducerConfig {
+        bootstrap_servers: vec!["b:9092".into()],
+        connections_max_idle: Some(Duration::ZERO),
+        ..Default::default()
+    };
+    let e = kprod_core::Producer::new(cfg, std::time::Instant::now()).unwrap_err();
+    assert!(e.to_string().contains("connections.max.idle.ms"), "{e}");
+}

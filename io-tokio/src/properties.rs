@@ -364,6 +364,14 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
             }
             c.metadata_max_idle = Some(d);
         }
+        // Java: a negative value turns idle closing off; librdkafka: 0 does.
+        "connections.max.idle.ms" => {
+            let ms = number::<i64>(name, v)?;
+            c.connections_max_idle = u64::try_from(ms)
+                .ok()
+                .filter(|&ms| ms > 0)
+                .map(Duration::from_millis);
+        }
         // 0 disables batching in the Java client (each batch holds one record), which is
         // what a limit of one byte does.
         "batch.size" => c.batch_size = number::<usize>(name, v)?.max(1),
@@ -685,15 +693,6 @@ fn compat_property(later: &mut Deferred, name: &str, v: &str) -> Result<bool, Pr
                  (for example RUST_LOG=kprod_tokio=debug with tracing-subscriber's EnvFilter)",
             ))
         }
-        "connections.max.idle.ms" => {
-            return Err(unsupported(
-                name,
-                v,
-                "kprod does not close idle connections itself (brokers close them after their \
-                 own connections.max.idle.ms, and kprod reconnects when it needs to); remove \
-                 it",
-            ))
-        }
         "socket.keepalive.enable" if !boolean(name, v)? => {}
         "socket.keepalive.enable" => {
             return Err(unsupported(
@@ -833,6 +832,7 @@ impl CodecLevels {
 /// | `reconnect.backoff.max.ms` | accepted when equal to `retry.backoff.max.ms` (1000 by default in the Java client), which caps kprod's reconnect backoff |
 /// | `metadata.max.age.ms` (`topic.metadata.refresh.interval.ms`) | periodic metadata refresh |
 /// | `metadata.max.idle.ms` | a topic not sent to for this long is left out of metadata requests until its next record (at least 5000, as in Java) |
+/// | `connections.max.idle.ms` | a connection with nothing in flight and no traffic for this long is closed, and opened again when needed ([`ProducerConfig::connections_max_idle`]; 540000 by default, as in Java); `-1` (Java) or `0` (librdkafka) never closes one |
 /// | `queue.buffering.max.messages` (librdkafka) | the most records held until they resolve ([`ProducerConfig::max_buffered_records`]); beyond it `send` waits, as for `buffer.memory` |
 /// | `batch.num.messages` (librdkafka) | the most records in one batch ([`ProducerConfig::max_batch_records`]) |
 /// | `max.block.ms` | how long a record waits for its topic in metadata before failing, and how long `send`/`enqueue` wait for room in `buffer.memory` before refusing the record (`QueueFull`, handed back) |
@@ -864,8 +864,7 @@ impl CodecLevels {
 /// bytes), `transactional.id` and `transaction.timeout.ms` (no transactions), any other
 /// `partitioner.class`, `interceptor.classes` (no Java classes), `metrics.*` and `metric.reporters`
 /// (no metrics registry: tracing events), other values of `debug` (tracing filters) and
-/// `statistics.interval.ms`, `connections.max.idle.ms` (kprod does not close idle
-/// connections), `socket.keepalive.enable=true`, `socket.nagle.disable=false`, explicit
+/// `statistics.interval.ms`, `socket.keepalive.enable=true`, `socket.nagle.disable=false`, explicit
 /// socket buffer sizes, `client.dns.lookup=resolve_canonical_bootstrap_servers_only`,
 /// `socket.timeout.ms` (use `request.timeout.ms`), `api.version.request=false`,
 /// `broker.version.fallback` (librdkafka's fallback for brokers without ApiVersions; use

@@ -58,6 +58,7 @@ fn a_java_producer_configuration_is_taken_as_is() {
         ("max.block.ms", "60000"),
         ("metadata.max.age.ms", "300000"),
         ("metadata.max.idle.ms", "300000"),
+        ("connections.max.idle.ms", "180000"),
         ("compression.type", "lz4"),
         ("partitioner.class", ""),
         ("partitioner.ignore.keys", "false"),
@@ -76,6 +77,16 @@ fn a_java_producer_configuration_is_taken_as_is() {
     assert_eq!(c.max_block, Duration::from_secs(60));
     assert_eq!(c.linger, Duration::from_millis(5));
     assert_eq!(c.max_in_flight, 5);
+    assert_eq!(c.connections_max_idle, Some(Duration::from_secs(180)));
+    // Java's -1 and librdkafka's 0 turn idle closing off; the default is Java's 9 minutes.
+    for off in ["-1", "0"] {
+        let c = props(&[("connections.max.idle.ms", off)]).unwrap();
+        assert_eq!(c.connections_max_idle, None, "{off}");
+    }
+    assert_eq!(
+        props(&[]).unwrap().connections_max_idle,
+        Some(Duration::from_secs(540))
+    );
     let c = props(&[(
         "partitioner.class",
         "org.apache.kafka.clients.producer.internals.DefaultPartitioner",
@@ -309,7 +320,6 @@ fn what_kprod_cannot_honour_is_refused_naming_the_key_and_why() {
         ("metrics.recording.level", "INFO", "no metrics"),
         ("statistics.interval.ms", "1000", "statistics"),
         ("debug", "broker,msg", "tracing"),
-        ("connections.max.idle.ms", "540000", "idle connections"),
         ("socket.keepalive.enable", "true", "SO_KEEPALIVE"),
         ("socket.nagle.disable", "false", "TCP_NODELAY"),
         ("send.buffer.bytes", "131072", "operating system"),

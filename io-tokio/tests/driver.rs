@@ -49,6 +49,8 @@ struct Script {
     silent_produce: bool,
     /// A node that answers every Produce request this much later.
     slow_node: Option<(i32, Duration)>,
+    /// Connections the client closed (end of stream seen by the broker).
+    closed_by_client: usize,
 }
 
 /// A connect error the fake connector classifies as fatal (as a rejected certificate is).
@@ -95,7 +97,11 @@ impl FakeBroker {
         let mut buf = BytesMut::new();
         loop {
             match stream.read_buf(&mut buf).await {
-                Ok(0) | Err(_) => return,
+                Ok(0) => {
+                    self.script.lock().unwrap().closed_by_client += 1;
+                    return;
+                }
+                Err(_) => return,
                 Ok(_) => {}
             }
             for frame in split_frames(&mut buf) {
@@ -302,6 +308,39 @@ async fn a_connect_that_never_finishes_times_out_and_is_retried() {
         start.elapsed()
     );
     assert!(broker.script.lock().unwrap().connects >= 2);
+    h.close().await;
+}
+
+/// `connections.max.idle.ms`: the driver closes the sockets the core gives up for idleness
+/// (the broker sees each end), and the next records reconnect.
+#[tokio::test(start_paused = true)]
+async fn idle_connections_are_closed_and_opened_again_for_the_next_records() {
+    let broker = FakeBroker::new("t", 1);
+    let cfg = config(&[
+        ("connections.max.idle.ms", "1000"),
+        ("metadata.max.age.ms", "3600000"),
+    ]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    all_delivered(&produce_all(&h, "t", 10).await);
+    let opened = broker.script.lock().unwrap().connects;
+    assert!(opened >= 1);
+    assert_eq!(broker.script.lock().unwrap().closed_by_client, 0);
+    // Virtual time: the runtime moves the clock once every task waits.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        broker.script.lock().unwrap().closed_by_client,
+        opened,
+        "every connection closed once idle"
+    );
+    let outcomes = produce_all(&h, "t", 10).await;
+    all_delivered(&outcomes);
+    let once: Vec<String> = (0..10).map(|i| i.to_string()).collect();
+    assert_eq!(broker.log("t", 0), [once.clone(), once].concat());
+    assert_eq!(
+        broker.script.lock().unwrap().connects,
+        opened + 1,
+        "the leader again"
+    );
     h.close().await;
 }
 

@@ -497,6 +497,9 @@ impl KafkaModel {
             // The model's topics are always in use; leaving idle ones out of metadata
             // requests changes nothing the checked properties see.
             metadata_max_idle: None,
+            // Connections in the model carry traffic or are lost; closing idle ones would
+            // only add states that a disconnect already covers.
+            connections_max_idle: None,
             bootstrap_patience: self.cfg.bootstrap_patience_ms.map(Duration::from_millis),
             gap_policy: self.cfg.gap_policy,
             max_epoch: self.cfg.max_epoch,

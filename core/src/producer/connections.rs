@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use smallvec::SmallVec;
 
 use super::requests::{InFlight, RequestKind};
 use super::{auth, backoff_delay, Producer};
@@ -33,6 +34,10 @@ pub(super) const HANDSHAKE_FAILED: &str = "handshake failed";
 
 /// Why a connection whose oldest request went unanswered for `request.timeout.ms` is closed.
 pub(super) const REQUEST_TIMEOUT: &str = "request timeout";
+
+/// Why a ready connection with nothing in flight and no traffic for
+/// `connections.max.idle.ms` is closed.
+pub(super) const IDLE: &str = "idle";
 
 /// Which broker a connection goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -74,9 +79,29 @@ pub(super) struct Conn {
     /// this connection before then. The broker mutes the connection meanwhile; what is
     /// written would only wait in its socket, with its request timeout running.
     pub(super) throttled_until: Option<Instant>,
+    /// When a request was last written or bytes last read here, kept only with
+    /// `connections.max.idle.ms` (`None` otherwise, so that the time is no part of the
+    /// state when idle connections are never closed).
+    pub(super) last_active: Option<Instant>,
 }
 
 impl Conn {
+    /// Records traffic on the connection, for `connections.max.idle.ms`.
+    pub(super) fn touch(&mut self, now: Instant) {
+        if self.last_active.is_some() {
+            self.last_active = Some(now);
+        }
+    }
+
+    /// When the connection counts as idle (`connections.max.idle.ms` after its last traffic),
+    /// if it is ready with nothing in flight: an answer awaited is traffic to come.
+    pub(super) fn idle_deadline(&self, limit: Option<std::time::Duration>) -> Option<Instant> {
+        if self.state != ConnState::Ready || !self.inflight.is_empty() {
+            return None;
+        }
+        self.last_active?.checked_add(limit?)
+    }
+
     pub(super) fn produce_inflight(&self) -> usize {
         self.inflight
             .iter()
@@ -130,6 +155,7 @@ impl Producer {
                 connect_deadline: Some(self.now + self.cfg.connect_timeout),
                 throttled_until: None,
                 unacknowledged: None,
+                last_active: self.cfg.connections_max_idle.map(|_| self.now),
             },
         );
         if let Target::Node(n) = target {
@@ -187,19 +213,26 @@ impl Producer {
         if let (Target::Node(n), REQUEST_TIMEOUT) = (c.target, reason) {
             self.metadata.hung = Some(n);
         }
-        let b = self.backoff.entry(c.target).or_insert(Backoff {
-            until: self.now,
-            failures: 0,
-        });
-        if failed {
-            b.failures = b.failures.saturating_add(1);
+        // A connection closed for idleness is opened again as soon as it is needed.
+        let b = if reason == IDLE {
+            None
+        } else {
+            Some(self.backoff.entry(c.target).or_insert(Backoff {
+                until: self.now,
+                failures: 0,
+            }))
+        };
+        if let Some(b) = b {
+            if failed {
+                b.failures = b.failures.saturating_add(1);
+            }
+            b.until = self.now
+                + backoff_delay(
+                    self.cfg.reconnect_backoff,
+                    self.cfg.retry_backoff_max,
+                    b.failures.saturating_sub(1),
+                );
         }
-        b.until = self.now
-            + backoff_delay(
-                self.cfg.reconnect_backoff,
-                self.cfg.retry_backoff_max,
-                b.failures.saturating_sub(1),
-            );
         if let Target::Bootstrap(i) = c.target {
             if failed {
                 self.bootstrap_next = (i + 1) % self.cfg.bootstrap_servers.len();
@@ -453,6 +486,22 @@ impl Producer {
             .collect();
         for conn in expired {
             self.close_conn(conn, REQUEST_TIMEOUT);
+        }
+    }
+
+    /// Closes the ready connections that have had nothing in flight and no traffic for
+    /// `connections.max.idle.ms`.
+    pub(super) fn expire_idle(&mut self) {
+        let (now, limit) = (self.now, self.cfg.connections_max_idle);
+        if limit.is_none() {
+            return;
+        }
+        let idle: SmallVec<[ConnId; 4]> = (self.conns.iter())
+            .filter(|(_, c)| c.idle_deadline(limit).is_some_and(|d| d <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        for conn in idle {
+            self.close_conn(conn, IDLE);
         }
     }
 

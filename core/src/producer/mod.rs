@@ -371,6 +371,9 @@ impl Producer {
     /// frame is left for the next call.
     pub fn handle_read(&mut self, now: Instant, conn: ConnId, buf: &mut BytesMut) {
         self.advance(now);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.touch(now);
+        }
         loop {
             let Some(c) = self.conns.get_mut(&conn) else {
                 buf.clear();
@@ -447,6 +450,7 @@ impl Producer {
         }
         self.expire_connects();
         self.expire_requests();
+        self.expire_idle();
         self.sasl_timers();
         self.expire_deliveries();
         if self.fatal.is_some() {
@@ -482,6 +486,9 @@ impl Producer {
             }
             c.connect_deadline.into_iter().for_each(&mut consider);
             c.throttled_until.into_iter().for_each(&mut consider);
+            (c.idle_deadline(self.cfg.connections_max_idle))
+                .into_iter()
+                .for_each(&mut consider);
             if let Some(d) = c.sasl.as_ref().and_then(auth::SaslConn::next_deadline) {
                 consider(d);
             }

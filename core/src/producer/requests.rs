@@ -100,6 +100,7 @@ impl Producer {
             // ends (KIP-219): its time starts then.
             let from = c.throttled_until.map_or(now, |t| t.max(now));
             let deadline = from + self.cfg.request_timeout;
+            c.touch(now);
             c.inflight.push_back(InFlight {
                 correlation_id,
                 kind,
