@@ -191,7 +191,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::BytesMut;
 use kprod_core::{is_valid_topic_name, ConnId, Diagnostic, Event, Output, Producer, RecordId};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::{AbortHandle, JoinError, JoinSet};
 use tracing::{debug, error, info, warn};
@@ -249,19 +249,67 @@ pub trait Connector: Send + Sync + 'static {
     }
 }
 
-/// The default connector: TCP with `TCP_NODELAY`. A host name that resolves to several
-/// addresses has every one tried ([`connect_any`]), as the Java client's
-/// `client.dns.lookup=use_all_dns_ips` does.
+/// The TCP socket options [`TcpConnector`] sets on each connection it opens: the
+/// `socket.nagle.disable`, `socket.keepalive.enable` and socket buffer properties
+/// ([`ClientConfig::socket`]). Start from [`SocketOptions::default`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct SocketOptions {
+    /// `TCP_NODELAY` (`socket.nagle.disable`): `true` by default, as in both the Java client
+    /// and librdkafka: a request is written whole, at once, and Nagle's algorithm would only
+    /// hold its last segment back for an acknowledgement.
+    pub nodelay: bool,
+    /// `SO_KEEPALIVE` (`socket.keepalive.enable`): `false` by default, as in librdkafka (the
+    /// Java client always sets it). The operating system's keepalive timers (two hours of
+    /// silence on Linux) rarely matter to a producer, whose requests time out far sooner and
+    /// whose idle connections close after `connections.max.idle.ms`.
+    pub keepalive: bool,
+    /// `SO_SNDBUF` in bytes (`send.buffer.bytes`, librdkafka's `socket.send.buffer.bytes`):
+    /// `None` (the default) leaves it to the operating system, which on Linux grows it with
+    /// the connection's needs; a value set turns that off for the connection.
+    pub send_buffer: Option<u32>,
+    /// `SO_RCVBUF` in bytes (`receive.buffer.bytes`, librdkafka's
+    /// `socket.receive.buffer.bytes`), set before connecting so that the TCP window scale
+    /// follows it: `None` (the default) leaves it to the operating system.
+    pub receive_buffer: Option<u32>,
+}
+
+impl Default for SocketOptions {
+    fn default() -> Self {
+        Self {
+            nodelay: true,
+            keepalive: false,
+            send_buffer: None,
+            receive_buffer: None,
+        }
+    }
+}
+
+/// The default connector: TCP with `TCP_NODELAY` ([`SocketOptions`] say which options). A
+/// host name that resolves to several addresses has every one tried ([`connect_any_with`]),
+/// as the Java client's `client.dns.lookup=use_all_dns_ips` does.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct TcpConnector;
+pub struct TcpConnector {
+    options: SocketOptions,
+}
+
+impl TcpConnector {
+    /// A connector setting `options` on each connection.
+    pub fn new(options: SocketOptions) -> Self {
+        Self { options }
+    }
+
+    /// The options it sets.
+    pub fn options(&self) -> SocketOptions {
+        self.options
+    }
+}
 
 impl Connector for TcpConnector {
     type Stream = TcpStream;
     async fn connect(&self, addr: &str) -> io::Result<TcpStream> {
         let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host(addr).await?.collect();
-        let stream = connect_any(&addrs).await?;
-        stream.set_nodelay(true)?;
-        Ok(stream)
+        connect_any_with(&addrs, self.options).await
     }
 }
 
@@ -274,8 +322,17 @@ const NEXT_ADDRESS_AFTER: Duration = Duration::from_millis(250);
 /// started, the attempts still running going on beside it (Happy Eyeballs, RFC 8305). An
 /// address that drops connection attempts (a dead host behind a name with several
 /// addresses) so no longer holds the others for the kernel's SYN retries (about two minutes,
-/// longer than the producer's `connect.timeout`). The error is the last attempt's.
+/// longer than the producer's `connect.timeout`). The error is the last attempt's. Sockets
+/// get [`SocketOptions::default`].
 pub async fn connect_any(addrs: &[std::net::SocketAddr]) -> io::Result<TcpStream> {
+    connect_any_with(addrs, SocketOptions::default()).await
+}
+
+/// [`connect_any`], each attempt's socket set up as `options` say before it connects.
+pub async fn connect_any_with(
+    addrs: &[std::net::SocketAddr],
+    options: SocketOptions,
+) -> io::Result<TcpStream> {
     let mut next = addrs.iter().copied();
     let mut attempts = JoinSet::new();
     let mut last_error = None;
@@ -286,7 +343,7 @@ pub async fn connect_any(addrs: &[std::net::SocketAddr]) -> io::Result<TcpStream
         if more && (attempts.is_empty() || stagger.is_elapsed()) {
             match next.next() {
                 Some(a) => {
-                    attempts.spawn(TcpStream::connect(a));
+                    attempts.spawn(connect_one(a, options));
                     stagger
                         .as_mut()
                         .reset(tokio::time::Instant::now() + NEXT_ADDRESS_AFTER);
@@ -309,6 +366,24 @@ pub async fn connect_any(addrs: &[std::net::SocketAddr]) -> io::Result<TcpStream
             () = &mut stagger, if more => {}
         }
     }
+}
+
+/// Opens one TCP connection to `addr` with `options` set on its socket first.
+async fn connect_one(addr: std::net::SocketAddr, options: SocketOptions) -> io::Result<TcpStream> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_nodelay(options.nodelay)?;
+    socket.set_keepalive(options.keepalive)?;
+    if let Some(n) = options.send_buffer {
+        socket.set_send_buffer_size(n)?;
+    }
+    if let Some(n) = options.receive_buffer {
+        socket.set_recv_buffer_size(n)?;
+    }
+    socket.connect(addr).await
 }
 
 /// A record in the log or, with `acks=0`, a record sent without any acknowledgement: check
@@ -1036,7 +1111,7 @@ impl ProducerHandle {
     /// [`StartError::Config`] names the setting that does not validate;
     /// [`StartError::NoRuntime`] when called outside a tokio runtime (this never panics).
     pub fn connect(config: ProducerConfig) -> Result<Self, StartError> {
-        Self::with_connector(config, TcpConnector)
+        Self::with_connector(config, TcpConnector::default())
     }
 
     /// Starts a producer from Kafka properties ([`ClientConfig::from_properties`]): plain TCP
@@ -1099,13 +1174,14 @@ impl ProducerHandle {
             });
         }
         let timeout = config.connect_timeout;
+        let tcp = TcpConnector::new(config.socket);
         match config.security {
             Security::Plaintext => {
-                Self::start(config.producer, TcpConnector, provider, timeout).map_err(Into::into)
+                Self::start(config.producer, tcp, provider, timeout).map_err(Into::into)
             }
             #[cfg(feature = "tls")]
             Security::Ssl(tls) => {
-                let connector = TlsConnector::new(&tls)?;
+                let connector = TlsConnector::new(&tls)?.with_socket_options(config.socket);
                 Self::start(config.producer, connector, provider, timeout).map_err(Into::into)
             }
             #[cfg(not(feature = "tls"))]

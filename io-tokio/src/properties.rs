@@ -7,6 +7,8 @@ use crate::sasl::SaslProps;
 
 use kprod_core::{CompressionType, ConfigError, GapPolicy, Partitioner, ProducerConfig};
 
+use crate::SocketOptions;
+
 /// Why a property list could not become a [`ProducerConfig`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -165,6 +167,10 @@ pub struct ClientConfig {
     /// reconnect backoff; set into [`ProducerConfig::connect_timeout`] when the producer
     /// starts. `None`: [`ProducerConfig::connect_timeout`] as it is (10 s by default).
     pub connect_timeout: Option<Duration>,
+    /// The TCP socket options (`socket.nagle.disable`, `socket.keepalive.enable`,
+    /// `send.buffer.bytes`, `receive.buffer.bytes` and librdkafka's `socket.*.buffer.bytes`),
+    /// set on every connection the producer opens, under TLS too.
+    pub socket: SocketOptions,
 }
 
 impl ClientConfig {
@@ -174,6 +180,7 @@ impl ClientConfig {
             producer,
             security: Security::Plaintext,
             connect_timeout: None,
+            socket: SocketOptions::default(),
         }
     }
 
@@ -193,8 +200,9 @@ impl ClientConfig {
     /// producer starts ([`crate::ProducerHandle::from_config`]), not here.
     ///
     /// Also `socket.connection.setup.timeout.ms` (the connect timeout,
-    /// [`ClientConfig::connect_timeout`], which the core applies) and
-    /// `socket.connection.setup.timeout.max.ms`.
+    /// [`ClientConfig::connect_timeout`], which the core applies),
+    /// `socket.connection.setup.timeout.max.ms`, and the socket options
+    /// ([`ClientConfig::socket`]).
     pub fn from_properties(props: &[(&str, &str)]) -> Result<Self, PropertyError> {
         let mut c = ProducerConfig::default();
         let mut protocol = "PLAINTEXT".to_owned();
@@ -251,6 +259,7 @@ impl ClientConfig {
             producer: c,
             security,
             connect_timeout: later.connect_timeout,
+            socket: later.socket,
         })
     }
 }
@@ -450,6 +459,8 @@ struct Deferred {
     /// Java's `partitioner.class`, when not empty: whether it ignores keys
     /// (`UniformStickyPartitioner`) or hashes them (`DefaultPartitioner`).
     partitioner_class: Option<bool>,
+    /// The socket options.
+    socket: SocketOptions,
 }
 
 impl Deferred {
@@ -693,37 +704,40 @@ fn compat_property(later: &mut Deferred, name: &str, v: &str) -> Result<bool, Pr
                  (for example RUST_LOG=kprod_tokio=debug with tracing-subscriber's EnvFilter)",
             ))
         }
-        "socket.keepalive.enable" if !boolean(name, v)? => {}
         "socket.keepalive.enable" => {
-            return Err(unsupported(
-                name,
-                v,
-                "kprod does not set SO_KEEPALIVE; a dead connection is found when a request \
-                 on it reaches request.timeout.ms",
-            ))
+            later.socket.keepalive = boolean(name, v)?;
         }
-        "socket.nagle.disable" if boolean(name, v)? => {}
         "socket.nagle.disable" => {
-            return Err(unsupported(
-                name,
-                v,
-                "kprod's TCP connections always set TCP_NODELAY (a custom Connector may do \
-                 otherwise)",
-            ))
+            later.socket.nodelay = boolean(name, v)?;
         }
         // Java: -1 is the operating system's default; librdkafka: 0.
-        "send.buffer.bytes" | "receive.buffer.bytes" if v == "-1" => {}
-        "socket.send.buffer.bytes" | "socket.receive.buffer.bytes" if v == "0" => {}
         "send.buffer.bytes"
         | "receive.buffer.bytes"
         | "socket.send.buffer.bytes"
         | "socket.receive.buffer.bytes" => {
-            return Err(unsupported(
-                name,
-                v,
-                "kprod leaves socket buffer sizes to the operating system (-1 in the Java \
-                 client, 0 in librdkafka)",
-            ))
+            let os_default = if name.starts_with("socket.") {
+                "0"
+            } else {
+                "-1"
+            };
+            let size = if v == os_default {
+                None
+            } else {
+                let n = number::<u32>(name, v)
+                    .ok()
+                    .filter(|n| *n > 0 && *n <= i32::MAX as u32);
+                let expected = if os_default == "0" {
+                    "a size in bytes, or 0 for the operating system's default"
+                } else {
+                    "a size in bytes, or -1 for the operating system's default"
+                };
+                Some(n.ok_or_else(|| invalid(name, v, expected))?)
+            };
+            if name.contains("send") {
+                later.socket.send_buffer = size;
+            } else {
+                later.socket.receive_buffer = size;
+            }
         }
         // tokio's connect tries every address a name resolves to, in order.
         "client.dns.lookup" if is(&["use_all_dns_ips"]) => {}
@@ -847,9 +861,9 @@ impl CodecLevels {
 /// | `partitioner.availability.timeout.ms` | `0` |
 /// | `transactional.id`, `interceptor.classes`, `metric.reporters`, `debug` | empty (none) |
 /// | `statistics.interval.ms` | `0` (no statistics) |
-/// | `socket.keepalive.enable` | `false` (kprod does not set `SO_KEEPALIVE`) |
-/// | `socket.nagle.disable` | `true` (`TCP_NODELAY` is always set) |
-/// | `send.buffer.bytes`, `receive.buffer.bytes` (`-1`), `socket.send.buffer.bytes`, `socket.receive.buffer.bytes` (`0`) | the operating system's default |
+/// | `socket.keepalive.enable` | `SO_KEEPALIVE` ([`crate::SocketOptions::keepalive`], `false` by default, as in librdkafka); with any other value than `false`, only through [`ClientConfig::from_properties`] |
+/// | `socket.nagle.disable` | `TCP_NODELAY` ([`crate::SocketOptions::nodelay`], `true` by default); `false` only through [`ClientConfig::from_properties`] |
+/// | `send.buffer.bytes`, `receive.buffer.bytes` (`-1`), `socket.send.buffer.bytes`, `socket.receive.buffer.bytes` (`0`) | `SO_SNDBUF` and `SO_RCVBUF` ([`crate::SocketOptions`]); `-1` (Java's names) and `0` (librdkafka's) leave them to the operating system, the default; a size only through [`ClientConfig::from_properties`] |
 /// | `client.dns.lookup` | `use_all_dns_ips`: every resolved address is tried, the next one 250 ms after the previous attempt started or at once when it failed, the first to connect used (RFC 8305) |
 /// | `api.version.request` (librdkafka) | `true` |
 /// | `metadata.recovery.strategy` | `rebootstrap`: when no known broker can be reached, kprod asks the bootstrap servers again |
@@ -864,16 +878,16 @@ impl CodecLevels {
 /// bytes), `transactional.id` and `transaction.timeout.ms` (no transactions), any other
 /// `partitioner.class`, `interceptor.classes` (no Java classes), `metrics.*` and `metric.reporters`
 /// (no metrics registry: tracing events), other values of `debug` (tracing filters) and
-/// `statistics.interval.ms`, `socket.keepalive.enable=true`, `socket.nagle.disable=false`, explicit
-/// socket buffer sizes, `client.dns.lookup=resolve_canonical_bootstrap_servers_only`,
+/// `statistics.interval.ms`, `client.dns.lookup=resolve_canonical_bootstrap_servers_only`,
 /// `socket.timeout.ms` (use `request.timeout.ms`), `api.version.request=false`,
 /// `broker.version.fallback` (librdkafka's fallback for brokers without ApiVersions; use
 /// `kprod.broker.version.max`), `retries=0`.
 ///
 /// The security properties are understood too, but a producer built from this configuration
-/// alone connects over plain TCP ([`crate::ProducerHandle::connect`]), so any
-/// `security.protocol` other than `PLAINTEXT` or `SASL_PLAINTEXT` (SASL runs in the core) is
-/// refused here rather than ignored: use
+/// alone connects over plain TCP with the default socket options
+/// ([`crate::ProducerHandle::connect`]), so any `security.protocol` other than `PLAINTEXT` or
+/// `SASL_PLAINTEXT` (SASL runs in the core), and any socket option other than its default,
+/// is refused here rather than ignored: use
 /// [`ClientConfig::from_properties`] or [`crate::ProducerHandle::from_properties`].
 ///
 /// ```
@@ -901,6 +915,26 @@ pub fn config_from_properties(props: &[(&str, &str)]) -> Result<ProducerConfig, 
     // The core keeps the connect timeout.
     if let Some(t) = c.connect_timeout {
         c.producer.connect_timeout = t;
+    }
+    // The socket options are the connector's, which a bare ProducerConfig does not carry:
+    // the last property that leaves one away from its default is refused.
+    let d = SocketOptions::default();
+    let moved = |name: &str| match name {
+        "socket.nagle.disable" => c.socket.nodelay != d.nodelay,
+        "socket.keepalive.enable" => c.socket.keepalive != d.keepalive,
+        "send.buffer.bytes" | "socket.send.buffer.bytes" => c.socket.send_buffer.is_some(),
+        "receive.buffer.bytes" | "socket.receive.buffer.bytes" => c.socket.receive_buffer.is_some(),
+        _ => false,
+    };
+    if let Some((name, v)) = props.iter().rev().find(|(name, _)| moved(name.trim())) {
+        return Err(PropertyError::Unsupported {
+            property: name.trim().to_owned(),
+            value: v.trim().to_owned(),
+            reason: "config_from_properties builds the producer configuration only, and its \
+                     producer connects with the default socket options; use \
+                     ProducerHandle::from_properties (or ClientConfig::from_properties, whose \
+                     `socket` field holds them)",
+        });
     }
     match c.security {
         Security::Plaintext => Ok(c.producer),

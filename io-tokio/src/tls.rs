@@ -36,7 +36,7 @@ use tokio_rustls::rustls::{
     RootCertStore, SignatureScheme,
 };
 
-use crate::{Connector, PropertyError, TcpConnector, TlsOptions};
+use crate::{Connector, PropertyError, SocketOptions, TcpConnector, TlsOptions};
 
 /// Opens TLS connections to brokers over [`TcpConnector`]'s TCP. Built from [`TlsOptions`]
 /// with [`TlsConnector::new`], which reads the certificate and key files once.
@@ -47,6 +47,7 @@ pub struct TlsConnector {
     config: Arc<ClientConfig>,
     options: TlsOptions,
     roots: usize,
+    tcp: TcpConnector,
 }
 
 impl fmt::Debug for TlsConnector {
@@ -57,6 +58,7 @@ impl fmt::Debug for TlsConnector {
             .field("certificate_location", &self.options.certificate_location)
             .field("key_location", &self.options.key_location)
             .field("verify_hostname", &self.options.verify_hostname)
+            .field("socket", &self.tcp.options())
             .finish_non_exhaustive()
     }
 }
@@ -189,7 +191,15 @@ impl TlsConnector {
             config: Arc::new(config),
             options: options.clone(),
             roots: n_roots,
+            tcp: TcpConnector::default(),
         })
+    }
+
+    /// The same connector, its TCP connections opened with `options`.
+    #[must_use]
+    pub fn with_socket_options(mut self, options: SocketOptions) -> Self {
+        self.tcp = TcpConnector::new(options);
+        self
     }
 
     /// Why `error` (from [`Connector::connect`] or from a stream this connector opened) is a
@@ -288,7 +298,7 @@ impl Connector for TlsConnector {
                 )),
             )
         })?;
-        let tcp = TcpConnector.connect(addr).await?;
+        let tcp = self.tcp.connect(addr).await?;
         tokio_rustls::TlsConnector::from(self.config.clone())
             .connect(name, tcp)
             .await

@@ -60,7 +60,7 @@ fn starting_outside_a_runtime_is_an_error_not_a_panic() {
     assert_eq!(e, StartError::NoRuntime);
     assert!(e.to_string().contains("no tokio runtime"), "{e}");
     assert!(e.to_string().contains("Runtime::block_on"), "{e}");
-    let e = ProducerHandle::with_connector(config(), TcpConnector).unwrap_err();
+    let e = ProducerHandle::with_connector(config(), TcpConnector::default()).unwrap_err();
     assert_eq!(e, StartError::NoRuntime);
     let e =
         ProducerHandle::from_properties(&[("bootstrap.servers", "127.0.0.1:9092")]).unwrap_err();
@@ -139,7 +139,7 @@ fn a_runtime_without_its_time_or_io_driver_is_refused_at_start() {
     let _guard = rt.enter();
     let h = ProducerHandle::with_connector(config(), InMemory).expect("timers are enough");
     assert_eq!(h.fatal(), None);
-    let e = ProducerHandle::with_connector(config(), TcpConnector).unwrap_err();
+    let e = ProducerHandle::with_connector(config(), TcpConnector::default()).unwrap_err();
     assert_eq!(e, StartError::DriverDisabled("IO"));
 }
 

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use kprod_tokio::{config_from_properties, ClientConfig, GapPolicy, ProducerConfig, PropertyError};
+use kprod_tokio::{
+    config_from_properties, ClientConfig, GapPolicy, ProducerConfig, PropertyError, SocketOptions,
+};
 
 const BOOTSTRAP: (&str, &str) = ("bootstrap.servers", "127.0.0.1:9092");
 
@@ -320,11 +322,33 @@ fn what_kprod_cannot_honour_is_refused_naming_the_key_and_why() {
         ("metrics.recording.level", "INFO", "no metrics"),
         ("statistics.interval.ms", "1000", "statistics"),
         ("debug", "broker,msg", "tracing"),
-        ("socket.keepalive.enable", "true", "SO_KEEPALIVE"),
-        ("socket.nagle.disable", "false", "TCP_NODELAY"),
-        ("send.buffer.bytes", "131072", "operating system"),
-        ("receive.buffer.bytes", "32768", "operating system"),
-        ("socket.send.buffer.bytes", "65536", "operating system"),
+        // Taken by ClientConfig::from_properties (below); a bare ProducerConfig cannot
+        // carry them.
+        (
+            "socket.keepalive.enable",
+            "true",
+            "ProducerHandle::from_properties",
+        ),
+        (
+            "socket.nagle.disable",
+            "false",
+            "ProducerHandle::from_properties",
+        ),
+        (
+            "send.buffer.bytes",
+            "131072",
+            "ProducerHandle::from_properties",
+        ),
+        (
+            "receive.buffer.bytes",
+            "32768",
+            "ProducerHandle::from_properties",
+        ),
+        (
+            "socket.send.buffer.bytes",
+            "65536",
+            "ProducerHandle::from_properties",
+        ),
         (
             "client.dns.lookup",
             "resolve_canonical_bootstrap_servers_only",
@@ -532,4 +556,58 @@ fn batch_size_zero_disables_batching_as_in_java() {
     assert_eq!(props(&[("batch.size", "0")]).unwrap().batch_size, 1);
     assert_eq!(props(&[("batch.size", "1")]).unwrap().batch_size, 1);
     assert_eq!(props(&[("batch.size", "65536")]).unwrap().batch_size, 65536);
+}
+
+/// The socket options: Java's names and librdkafka's, each with its "operating system's
+/// default" value (-1 and 0), into `ClientConfig::socket`, which the TCP connector sets on
+/// every connection (`io-tokio/tests/connect.rs` checks the sockets).
+#[test]
+fn socket_options_are_taken_into_the_client_configuration() {
+    let socket = |extra: &[(&str, &str)]| {
+        let mut all = vec![BOOTSTRAP];
+        all.extend_from_slice(extra);
+        ClientConfig::from_properties(&all).map(|c| c.socket)
+    };
+    let default = SocketOptions::default();
+    assert!(default.nodelay && !default.keepalive);
+    assert_eq!((default.send_buffer, default.receive_buffer), (None, None));
+    // A Java producer's explicit defaults, and Java's socket keepalive.
+    let java = socket(&[
+        ("send.buffer.bytes", "131072"),
+        ("receive.buffer.bytes", "32768"),
+        ("socket.keepalive.enable", "true"),
+    ])
+    .unwrap();
+    assert_eq!(java.send_buffer, Some(131_072));
+    assert_eq!(java.receive_buffer, Some(32_768));
+    assert!(java.keepalive && java.nodelay);
+    let rd = socket(&[
+        ("socket.send.buffer.bytes", "65536"),
+        ("socket.receive.buffer.bytes", "0"),
+        ("socket.nagle.disable", "false"),
+    ])
+    .unwrap();
+    assert_eq!((rd.send_buffer, rd.receive_buffer), (Some(65_536), None));
+    assert!(!rd.nodelay);
+    // Later entries win, back to the defaults too; then config_from_properties takes them.
+    let back = [
+        ("send.buffer.bytes", "131072"),
+        ("send.buffer.bytes", "-1"),
+        ("socket.keepalive.enable", "true"),
+        ("socket.keepalive.enable", "false"),
+    ];
+    assert_eq!(socket(&back).unwrap(), default);
+    assert!(props(&back).is_ok());
+    for (name, bad) in [
+        ("send.buffer.bytes", "0"),
+        ("receive.buffer.bytes", "-2"),
+        ("socket.send.buffer.bytes", "-1"),
+        ("socket.receive.buffer.bytes", "3000000000"),
+        ("socket.keepalive.enable", "yes"),
+    ] {
+        match socket(&[(name, bad)]) {
+            Err(PropertyError::Invalid { property, .. }) => assert_eq!(property, name),
+            other => panic!("{name}={bad}: {other:?}"),
+        }
+    }
 }

@@ -57,3 +57,56 @@ async fn every_address_refusing_is_an_error() {
     let none = connect_any(&[]).await.expect_err("no address");
     assert_eq!(none.kind(), std::io::ErrorKind::NotFound);
 }
+
+/// `TcpConnector` sets its `SocketOptions` on the sockets it opens (`socket.keepalive.enable`,
+/// `socket.nagle.disable`, the buffer sizes), and the defaults leave the buffers to the
+/// operating system.
+#[tokio::test]
+async fn the_connector_sets_its_socket_options() {
+    use kprod_tokio::{Connector, SocketOptions, TcpConnector};
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let accept = tokio::spawn(async move {
+        let mut kept = Vec::new();
+        for _ in 0..2 {
+            kept.push(listener.accept().await.unwrap().0);
+        }
+        kept
+    });
+    let default = TcpConnector::default().connect(&addr).await.unwrap();
+    let mut options = SocketOptions::default();
+    options.keepalive = true;
+    options.nodelay = false;
+    // Below Linux's default caps (net.core.wmem_max, rmem_max: 212,992); Linux reports twice
+    // what was set.
+    options.send_buffer = Some(150_000);
+    options.receive_buffer = Some(150_000);
+    let tuned = TcpConnector::new(options).connect(&addr).await.unwrap();
+    let _kept = accept.await.unwrap();
+
+    let d = socket2::SockRef::from(&default);
+    assert!(default.nodelay().unwrap());
+    assert!(!d.keepalive().unwrap());
+    let t = socket2::SockRef::from(&tuned);
+    assert!(!tuned.nodelay().unwrap());
+    assert!(t.keepalive().unwrap());
+    let set = [150_000, 300_000];
+    assert!(
+        set.contains(&t.send_buffer_size().unwrap()),
+        "{:?}",
+        t.send_buffer_size()
+    );
+    assert!(
+        set.contains(&t.recv_buffer_size().unwrap()),
+        "{:?}",
+        t.recv_buffer_size()
+    );
+    assert!(
+        !set.contains(&d.send_buffer_size().unwrap())
+            && !set.contains(&d.recv_buffer_size().unwrap()),
+        "the defaults are the operating system's: {:?} {:?}",
+        d.send_buffer_size(),
+        d.recv_buffer_size()
+    );
+}

@@ -436,7 +436,7 @@ impl Connector for Counting {
     type Stream = TcpStream;
     async fn connect(&self, addr: &str) -> io::Result<TcpStream> {
         self.attempts.fetch_add(1, Ordering::SeqCst);
-        let r = TcpConnector.connect(addr).await;
+        let r = TcpConnector::default().connect(addr).await;
         if r.is_err() {
             self.failures.fetch_add(1, Ordering::SeqCst);
         }

@@ -106,7 +106,7 @@ impl Connector for MockConnector {
     type Stream = DuplexStream;
     async fn connect(&self, addr: &str) -> io::Result<DuplexStream> {
         self.attempts.fetch_add(1, Ordering::SeqCst);
-        let tcp = match TcpConnector.connect(addr).await {
+        let tcp = match TcpConnector::default().connect(addr).await {
             Ok(s) => s,
             Err(e) => {
                 self.failures.fetch_add(1, Ordering::SeqCst);

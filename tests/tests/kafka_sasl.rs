@@ -179,7 +179,7 @@ impl Connector for Counting {
         let addr = addr.to_owned();
         async move {
             Ok(match inner {
-                Transport::Tcp => Box::new(TcpConnector.connect(&addr).await?) as Stream,
+                Transport::Tcp => Box::new(TcpConnector::default().connect(&addr).await?) as Stream,
                 Transport::Tls(t) => Box::new(t.connect(&addr).await?) as Stream,
             })
         }

@@ -66,7 +66,7 @@ impl Connector for Sniffer {
     type Stream = Sniffed;
     async fn connect(&self, addr: &str) -> io::Result<Sniffed> {
         Ok(Sniffed {
-            inner: TcpConnector.connect(addr).await?,
+            inner: TcpConnector::default().connect(addr).await?,
             seen: self.seen.clone(),
             pending: Vec::new(),
             skip: 0,
