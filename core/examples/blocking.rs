@@ -104,7 +104,7 @@ impl Driver {
                         c.1.push_back(bytes);
                     }
                 }
-                Output::Close { conn } => drop(self.conns.remove(&conn)),
+                Output::Close { conn, .. } => drop(self.conns.remove(&conn)),
                 Output::Event(Event::Delivered(d)) => {
                     for (id, offset) in d.records() {
                         let partition = d.partition;

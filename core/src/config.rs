@@ -135,8 +135,10 @@ pub struct ProducerConfig {
     /// Zero is refused.
     pub metadata_max_idle: Option<Duration>,
     /// `connections.max.idle.ms`: a ready connection with no request awaiting an answer and
-    /// nothing written or read on it for this long is closed (without a reconnect backoff);
-    /// the next request for its broker opens one again. The Java client's default, 9 minutes,
+    /// nothing written or read on it for this long (a SASL re-authentication does not count;
+    /// a broker's throttle counts until it ends) is closed, without a reconnect backoff, its
+    /// queued writes written first ([`crate::Output::Close`]'s `flush`); the next request for
+    /// its broker opens one again. The Java client's default, 9 minutes,
     /// closes a connection before the broker's own default (10 minutes) would, so that a
     /// request is never written just as the broker closes the connection under it (a retry,
     /// and a batch left possibly persisted until it resolves); load balancers and managed

@@ -31,7 +31,7 @@
 //!         match producer.poll_output() {
 //!             Output::Connect { conn, addr } => { /* open TCP to addr, report the result */ }
 //!             Output::Transmit { conn, bytes } => { /* queue bytes for conn, in order */ }
-//!             Output::Close { conn } => { /* drop conn */ }
+//!             Output::Close { conn, .. } => { /* drop conn */ }
 //!             Output::Event(event) => { /* hand to the application */ }
 //!             Output::SaslInput { conn, need } => { /* only with ProducerConfig::sasl */ }
 //!             Output::Wait { until } => break until,
@@ -79,7 +79,8 @@
 //!   `Transmit`s to it. A request may span several consecutive `Transmit`s (record batches
 //!   are not copied); a driver that queues them per connection and writes in order needs no
 //!   framing. Never write bytes twice, and drop `Transmit`s for a connection that is gone;
-//! - `Close { conn }`: drop the connection; do not report `handle_disconnected` for it;
+//! - `Close { conn, flush }`: drop the connection, after writing what was handed over to it
+//!   when `flush` says so; do not report `handle_disconnected` for it;
 //! - `Event(event)`: for the application. Every accepted record gets exactly one final
 //!   outcome: it is one of the records of exactly one [`Event::Delivered`] (one event per
 //!   acknowledged batch, [`Delivered::records`] gives each record's offset), or it gets one

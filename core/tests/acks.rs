@@ -62,9 +62,9 @@ impl Harness {
                     self.partial.extend_from_slice(&bytes);
                     self.outputs.push(Output::Transmit { conn, bytes });
                 }
-                Output::Close { conn } => {
+                Output::Close { conn, .. } => {
                     self.conn = None;
-                    self.outputs.push(Output::Close { conn });
+                    self.outputs.push(Output::Close { conn, flush: false });
                 }
                 o => self.outputs.push(o),
             }

@@ -88,7 +88,7 @@ impl Net {
                 Output::Transmit { conn, bytes } => {
                     self.conns.get_mut(&conn).unwrap().extend_from_slice(&bytes)
                 }
-                Output::Close { conn } => {
+                Output::Close { conn, .. } => {
                     self.conns.remove(&conn);
                 }
                 Output::Event(e) => self.h.events.push(e),

@@ -1040,7 +1040,7 @@ fn pump(
             Output::Transmit { conn, bytes } => {
                 wires.entry(conn).or_default().extend_from_slice(&bytes)
             }
-            Output::Close { conn } => {
+            Output::Close { conn, .. } => {
                 wires.remove(&conn);
             }
             Output::Event(e) => h.events.push(e),
@@ -1493,4 +1493,50 @@ fn connections_max_idle_of_zero_is_refused() {
     };
     let e = kprod_core::Producer::new(cfg, std::time::Instant::now()).unwrap_err();
     assert!(e.to_string().contains("connections.max.idle.ms"), "{e}");
+}
+
+/// Review finding: a connection throttled by the broker (KIP-219) was closed as idle before
+/// the throttle ended, and the throttle (kept per connection) was forgotten: the next record
+/// went out at once on a new connection, 4 s before the broker's 5 s throttle ended. Idleness
+/// now counts from the end of a throttle.
+#[test]
+fn an_idle_close_does_not_forget_a_throttle() {
+    use kprod_core::protocol::produce::ProduceRequest;
+    let mut h = Harness::new(|c| c.connections_max_idle = Some(Duration::from_secs(1)));
+    let mut wires = Wires::new();
+    // Every answer is healthy; the first Produce answer throttles for 5 s. Produce requests
+    // are logged with the time they were read.
+    let mut produced = Vec::new();
+    let mut answer = |h: &mut Harness, conn: ConnId, f: Bytes| {
+        let a = respond(&f, &mut h.next_offset);
+        let (key, version, corr) = api_of(&f);
+        if key != api_key::PRODUCE {
+            return Some(a);
+        }
+        produced.push((h.now, conn));
+        if produced.len() > 1 {
+            return Some(a);
+        }
+        let (_, mut resp) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
+        resp.throttle_time_ms = 5_000;
+        Some(encode_response::<ProduceRequest>(&resp, version, corr))
+    };
+    let t0 = h.now;
+    h.p.send(h.now, record("a")).unwrap();
+    while pump(&mut h, &mut wires, &mut answer) {}
+    h.p.send(h.now, record("b")).unwrap();
+    for ms in (250..=6_000).step_by(250) {
+        h.now = t0 + Duration::from_millis(ms);
+        h.p.handle_timeout(h.now);
+        while pump(&mut h, &mut wires, &mut answer) {}
+    }
+    assert_eq!(deliveries(&h.events).len(), 2);
+    assert_eq!(produced.len(), 2, "{produced:?}");
+    let (b_at, b_conn) = produced[1];
+    assert!(
+        b_at >= t0 + Duration::from_secs(5),
+        "b written {:?} after the throttle began",
+        b_at - t0
+    );
+    assert_eq!(b_conn, produced[0].1, "on the throttled connection, kept");
 }

@@ -92,7 +92,7 @@ impl Harness {
                         .unwrap()
                         .extend_from_slice(&bytes);
                 }
-                Output::Close { conn } => {
+                Output::Close { conn, .. } => {
                     self.partial.remove(&conn);
                 }
                 Output::Event(e) => self.events.push(e),
@@ -597,7 +597,7 @@ fn a_refusal_and_an_unreachable_bootstrap_server_stop_the_producer() {
                     h.p.handle_read(h.now, conn, &mut buf);
                 }
             }
-            Output::Close { conn } => {
+            Output::Close { conn, .. } => {
                 h.partial.remove(&conn);
             }
             Output::Event(e) => h.events.push(e),
@@ -632,4 +632,52 @@ fn a_refusal_and_an_unreachable_bootstrap_server_stop_the_producer() {
         failures[0].0,
         DeliveryError::Fatal(FatalError::Authentication { .. })
     ));
+}
+
+/// Review finding: a SASL re-authentication (KIP-368) counted as traffic, so with a broker
+/// session shorter than `connections.max.idle.ms` an idle connection re-authenticated on its
+/// timer for ever and was never closed. Now only the application's requests and their answers
+/// count: a 10 s session and a 30 s idle limit close both connections at 30 s, after three
+/// re-authentications each.
+#[test]
+fn reauthentication_does_not_keep_an_idle_connection_open() {
+    let sasl = SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD);
+    let cfg = ProducerConfig {
+        connections_max_idle: Some(Duration::from_secs(30)),
+        metadata_max_age: Duration::from_secs(3600),
+        ..config(sasl)
+    };
+    let mut h = Harness::with_config(cfg, plain_broker(10_000));
+    let start = h.now;
+    h.p.send(h.now, record("only")).unwrap();
+    h.answer_all();
+    assert_eq!(h.delivered(), 1);
+    let open: Vec<ConnId> = h.partial.keys().copied().collect();
+    assert_eq!(open.len(), 2, "the bootstrap server's and the leader's");
+    let mut closed_at = Vec::new();
+    let mut seen = h.events.len();
+    for ms in (250..=40_000).step_by(250) {
+        h.now = start + Duration::from_millis(ms);
+        h.p.handle_timeout(h.now);
+        h.answer_all();
+        for e in &h.events[seen..] {
+            if let Event::Diagnostic(Diagnostic::Disconnected { conn, reason }) = e {
+                closed_at.push((*conn, *reason, ms));
+            }
+        }
+        seen = h.events.len();
+    }
+    let reauthentications = h.authentications().iter().filter(|a| a.0).count();
+    assert_eq!(
+        closed_at,
+        open.iter()
+            .map(|c| (*c, "idle", 30_000))
+            .collect::<Vec<_>>(),
+        "{:?}",
+        h.events
+    );
+    assert_eq!(
+        reauthentications, 6,
+        "three per connection before the idle close"
+    );
 }

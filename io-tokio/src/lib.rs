@@ -2146,11 +2146,12 @@ impl<C: Connector> Driver<C> {
                         .spawn(async move { (conn, connector.connect(&target).await) });
                     self.conns.insert(conn, Conn::Connecting { task, addr });
                 }
-                Output::Close { conn } => {
-                    if core.producer.is_closed() {
-                        // The producer closed with every record resolved: under acks=0 the
-                        // last requests may still be queued (their records already Sent), so
-                        // the writer finishes what it holds and ends when the queue closes.
+                Output::Close { conn, flush } => {
+                    if flush {
+                        // Closed in good order (idle, or the producer closed with every
+                        // record resolved): under acks=0 the last requests may still be queued
+                        // (their records already Sent), so the writer finishes what it holds
+                        // (bounded by its stall timeout) and ends when the queue closes.
                         if let Some(Conn::Open { writer, .. }) = self.conns.get_mut(&conn) {
                             self.finishing.extend(writer.take());
                         }
@@ -2231,6 +2232,11 @@ impl<C: Connector> Driver<C> {
                     addr,
                     versions,
                 } => info!(conn = conn.0, %addr, %versions, "connected"),
+                // Closing an idle connection is routine (connections.max.idle.ms).
+                Diagnostic::Disconnected {
+                    conn,
+                    reason: "idle",
+                } => debug!(conn = conn.0, "closed an idle connection"),
                 Diagnostic::Disconnected { conn, reason } => {
                     info!(conn = conn.0, reason, "disconnected");
                 }

@@ -498,7 +498,8 @@ impl KafkaModel {
             // requests changes nothing the checked properties see.
             metadata_max_idle: None,
             // Connections in the model carry traffic or are lost; closing idle ones would
-            // only add states that a disconnect already covers.
+            // add states much like a disconnect's (without its reconnect backoff), with
+            // nothing in flight to lose (core/tests covers the idle close itself).
             connections_max_idle: None,
             bootstrap_patience: self.cfg.bootstrap_patience_ms.map(Duration::from_millis),
             gap_policy: self.cfg.gap_policy,
@@ -574,7 +575,7 @@ impl KafkaModel {
                         self.check_inflight(s);
                     }
                 }
-                Output::Close { conn } => {
+                Output::Close { conn, .. } => {
                     s.links.remove(&conn);
                     s.connecting.remove(&conn);
                 }

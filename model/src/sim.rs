@@ -219,7 +219,7 @@ impl Sim {
                 }
             }
             Output::Transmit { conn, bytes } => self.transmit(conn, &bytes),
-            Output::Close { conn } => {
+            Output::Close { conn, .. } => {
                 self.links.remove(&conn);
                 self.closed.push(conn);
             }

@@ -826,7 +826,7 @@ impl Harness {
                         l.to_broker.extend_from_slice(&bytes);
                     }
                 }
-                Output::Close { conn } => {
+                Output::Close { conn, .. } => {
                     self.links.remove(&conn);
                     self.connecting.retain(|(c, _)| *c != conn);
                 }

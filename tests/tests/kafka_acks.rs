@@ -169,7 +169,7 @@ fn drive(cfg: ProducerConfig, record: Record) -> (Vec<NegotiatedVersions>, Event
                         s.write_all(&bytes).expect("write");
                     }
                 }
-                Output::Close { conn } => {
+                Output::Close { conn, .. } => {
                     conns.remove(&conn);
                 }
                 Output::Event(Event::Diagnostic(Diagnostic::Connected { versions, .. })) => {

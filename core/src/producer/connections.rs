@@ -93,13 +93,17 @@ impl Conn {
         }
     }
 
-    /// When the connection counts as idle (`connections.max.idle.ms` after its last traffic),
-    /// if it is ready with nothing in flight: an answer awaited is traffic to come.
+    /// When the connection counts as idle (`connections.max.idle.ms` after its last traffic,
+    /// or after the end of a broker's throttle, which would be forgotten with the
+    /// connection), if it is ready with nothing in flight: an answer awaited is traffic to
+    /// come.
     pub(super) fn idle_deadline(&self, limit: Option<std::time::Duration>) -> Option<Instant> {
         if self.state != ConnState::Ready || !self.inflight.is_empty() {
             return None;
         }
-        self.last_active?.checked_add(limit?)
+        let last = self.last_active?;
+        let from = self.throttled_until.map_or(last, |t| t.max(last));
+        from.checked_add(limit?)
     }
 
     pub(super) fn produce_inflight(&self) -> usize {
@@ -168,7 +172,8 @@ impl Producer {
     /// Closes a connection on our side (request timeout, protocol error).
     pub(super) fn close_conn(&mut self, conn: ConnId, reason: &'static str) {
         if self.conns.contains_key(&conn) {
-            self.out.push_back(Output::Close { conn });
+            let flush = reason == IDLE;
+            self.out.push_back(Output::Close { conn, flush });
             self.drop_conn(conn, reason);
         }
     }

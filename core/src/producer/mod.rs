@@ -371,8 +371,12 @@ impl Producer {
     /// frame is left for the next call.
     pub fn handle_read(&mut self, now: Instant, conn: ConnId, buf: &mut BytesMut) {
         self.advance(now);
+        // A SASL re-authentication (KIP-368) is not the application's traffic: an idle
+        // connection re-authenticated on its timer still goes at `connections.max.idle.ms`.
         if let Some(c) = self.conns.get_mut(&conn) {
-            c.touch(now);
+            if c.state != ConnState::Reauthenticating {
+                c.touch(self.now);
+            }
         }
         loop {
             let Some(c) = self.conns.get_mut(&conn) else {
@@ -540,7 +544,10 @@ impl Producer {
             }
             let conns: Vec<ConnId> = self.conns.keys().copied().collect();
             for c in conns {
-                self.out.push_back(Output::Close { conn: c });
+                self.out.push_back(Output::Close {
+                    conn: c,
+                    flush: true,
+                });
             }
             self.conns.clear();
             self.node_conns.clear();

@@ -362,7 +362,10 @@ impl Producer {
         }
         let conns: Vec<ConnId> = self.conns.keys().copied().collect();
         for c in conns {
-            self.out.push_back(Output::Close { conn: c });
+            self.out.push_back(Output::Close {
+                conn: c,
+                flush: false,
+            });
         }
         self.conns.clear();
         self.node_conns.clear();

@@ -100,7 +100,13 @@ impl Producer {
             // ends (KIP-219): its time starts then.
             let from = c.throttled_until.map_or(now, |t| t.max(now));
             let deadline = from + self.cfg.request_timeout;
-            c.touch(now);
+            // A SASL re-authentication is not traffic (see `handle_read`).
+            if !matches!(
+                kind,
+                RequestKind::SaslHandshake | RequestKind::SaslAuthenticate
+            ) {
+                c.touch(now);
+            }
             c.inflight.push_back(InFlight {
                 correlation_id,
                 kind,

@@ -236,7 +236,7 @@ impl Rig {
                         }
                     }
                 }
-                Output::Close { conn } => {
+                Output::Close { conn, .. } => {
                     self.links.remove(&conn);
                 }
                 Output::Event(Event::Delivered(d)) => self.costs.delivered += d.ids.len() as u64,
