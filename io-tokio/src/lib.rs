@@ -176,6 +176,7 @@
 
 mod properties;
 mod sasl;
+mod security_extras;
 #[cfg(feature = "tls")]
 mod tls;
 
@@ -272,6 +273,9 @@ pub struct SocketOptions {
     /// `socket.receive.buffer.bytes`), set before connecting so that the TCP window scale
     /// follows it: `None` (the default) leaves it to the operating system.
     pub receive_buffer: Option<u32>,
+    /// Which of the addresses a broker's name resolves to are tried (librdkafka's
+    /// `broker.address.family`): all of them by default.
+    pub address_family: AddressFamily,
 }
 
 impl Default for SocketOptions {
@@ -281,6 +285,30 @@ impl Default for SocketOptions {
             keepalive: false,
             send_buffer: None,
             receive_buffer: None,
+            address_family: AddressFamily::Any,
+        }
+    }
+}
+
+/// Which addresses of a broker's name [`TcpConnector`] tries ([`SocketOptions::address_family`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum AddressFamily {
+    /// IPv4 and IPv6 (`any`, the default).
+    #[default]
+    Any,
+    /// IPv4 only (`v4`).
+    V4,
+    /// IPv6 only (`v6`).
+    V6,
+}
+
+impl AddressFamily {
+    /// Whether an address of this family is tried.
+    pub fn admits(self, addr: &std::net::SocketAddr) -> bool {
+        match self {
+            Self::Any => true,
+            Self::V4 => addr.is_ipv4(),
+            Self::V6 => addr.is_ipv6(),
         }
     }
 }
@@ -308,7 +336,10 @@ impl TcpConnector {
 impl Connector for TcpConnector {
     type Stream = TcpStream;
     async fn connect(&self, addr: &str) -> io::Result<TcpStream> {
-        let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host(addr).await?.collect();
+        let family = self.options.address_family;
+        let addrs: Vec<std::net::SocketAddr> = (tokio::net::lookup_host(addr).await?)
+            .filter(|a| family.admits(a))
+            .collect();
         connect_any_with(&addrs, self.options).await
     }
 }

@@ -4,10 +4,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::sasl::SaslProps;
+use crate::security_extras::SecurityExtras;
 
 use kprod_core::{CompressionType, ConfigError, GapPolicy, Partitioner, ProducerConfig};
 
-use crate::SocketOptions;
+use crate::{AddressFamily, SocketOptions};
 
 /// Why a property list could not become a [`ProducerConfig`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,7 +104,7 @@ fn millis(name: &str, v: &str) -> Result<Duration, PropertyError> {
     number(name, v).map(Duration::from_millis)
 }
 
-fn boolean(name: &str, v: &str) -> Result<bool, PropertyError> {
+pub(crate) fn boolean(name: &str, v: &str) -> Result<bool, PropertyError> {
     match v.to_ascii_lowercase().as_str() {
         "true" => Ok(true),
         "false" => Ok(false),
@@ -140,6 +141,12 @@ pub struct TlsOptions {
     /// value (or `none`, `false`) skips that check, while the chain is still verified against
     /// the trusted CAs, validity dates included.
     pub verify_hostname: bool,
+    /// TLS 1.2 may be negotiated: `ssl.enabled.protocols` lists `TLSv1.2` (by default it
+    /// does).
+    pub tls12: bool,
+    /// TLS 1.3 may be negotiated: `ssl.enabled.protocols` lists `TLSv1.3` (by default it
+    /// does) and `ssl.protocol` is not `TLSv1.2`.
+    pub tls13: bool,
 }
 
 impl Default for TlsOptions {
@@ -149,6 +156,8 @@ impl Default for TlsOptions {
             certificate_location: None,
             key_location: None,
             verify_hostname: true,
+            tls12: true,
+            tls13: true,
         }
     }
 }
@@ -208,6 +217,7 @@ impl ClientConfig {
         let mut protocol = "PLAINTEXT".to_owned();
         let mut tls = TlsOptions::default();
         let mut sasl = SaslProps::default();
+        let mut extras = SecurityExtras::default();
         let mut levels = CodecLevels::default();
         let mut later = Deferred::default();
         // Whether enable.idempotence was given: the Java client (3.2+) turns idempotence off
@@ -219,6 +229,7 @@ impl ClientConfig {
             if !producer_property(&mut c, name, v)?
                 && !levels.property(name, v)?
                 && !compat_property(&mut later, name, v)?
+                && !extras.property(name, v)?
             {
                 security_property(&mut protocol, &mut tls, &mut sasl, name, v)?;
             }
@@ -232,6 +243,9 @@ impl ClientConfig {
             c.partitioner = p;
         }
         c.sasl = sasl.build(&protocol)?;
+        if protocol.starts_with("SASL_") {
+            extras.check_sasl(c.sasl.as_ref().map(|s| s.mechanism))?;
+        }
         c.validate().map_err(PropertyError::Config)?;
         let security =
             match protocol.as_str() {
@@ -252,6 +266,7 @@ impl ClientConfig {
                         }
                         _ => {}
                     }
+                    extras.apply_tls(&mut tls)?;
                     Security::Ssl(tls)
                 }
             };
@@ -375,7 +390,13 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
         }
         // Java: a negative value turns idle closing off; librdkafka: 0 does.
         "connections.max.idle.ms" => {
-            let ms = number::<i64>(name, v)?;
+            let ms: i64 = v.parse().map_err(|_| {
+                invalid(
+                    name,
+                    v,
+                    "milliseconds, or -1 (or 0) to never close an idle connection",
+                )
+            })?;
             c.connections_max_idle = u64::try_from(ms)
                 .ok()
                 .filter(|&ms| ms > 0)
@@ -424,6 +445,16 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
         // kprod's own: every API capped at what an Apache Kafka release served.
         "kprod.broker.version.max" => c.broker_version_max = Some(v.to_owned()),
         // `compression.codec` is librdkafka's alias.
+        // librdkafka's topic-level value for "the global setting": no change.
+        "compression.codec" if v.eq_ignore_ascii_case("inherit") => {}
+        // librdkafka: the largest response accepted.
+        "receive.message.max.bytes" => {
+            let n = number::<usize>(name, v)?;
+            if n < 1000 {
+                return Err(invalid(name, v, "at least 1000 bytes, as in librdkafka"));
+            }
+            c.max_frame_size = n;
+        }
         "compression.type" | "compression.codec" => {
             c.compression.codec = CompressionType::from_name(v)
                 .ok_or_else(|| invalid(name, v, "none, gzip, snappy, lz4 or zstd"))?;
@@ -704,6 +735,182 @@ fn compat_property(later: &mut Deferred, name: &str, v: &str) -> Result<bool, Pr
                  (for example RUST_LOG=kprod_tokio=debug with tracing-subscriber's EnvFilter)",
             ))
         }
+        // librdkafka.
+        "broker.address.family" => {
+            later.socket.address_family = match v.to_ascii_lowercase().as_str() {
+                "any" => AddressFamily::Any,
+                "v4" => AddressFamily::V4,
+                "v6" => AddressFamily::V6,
+                _ => return Err(invalid(name, v, "any, v4 or v6")),
+            };
+        }
+        // A producer uses its rack only to prefer partitions led in it
+        // (`partitioner.rack.aware`, refused unless false), as in Java; librdkafka's
+        // producer not at all.
+        "client.rack" => {}
+        "partitioner.rack.aware" if !boolean(name, v)? => {}
+        "partitioner.rack.aware" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod's partitioner does not prefer partitions led in the client's rack; \
+                 set it to false",
+            ))
+        }
+        "buffer.memory.allocation.strategy" if is(&["full"]) => {}
+        "buffer.memory.allocation.strategy" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod charges a batch its whole batch.size against buffer.memory when it \
+                 opens (Java's full strategy)",
+            ))
+        }
+        "bootstrap.resolve.timeout.ms" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod resolves broker names when it connects, never at start, and retries \
+                 a name that does not resolve as a failed connect (its records fail at \
+                 delivery.timeout.ms); remove it",
+            ))
+        }
+        "metadata.recovery.rebootstrap.trigger.ms" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod goes back to the bootstrap servers as soon as no known broker can be \
+                 reached, on no timer of its own; remove it",
+            ))
+        }
+        "metadata.cluster.check.enable" if !boolean(name, v)? => {}
+        "metadata.cluster.check.enable" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod does not send the cluster and node ids it expects when it connects \
+                 (Kafka 4.4's misrouted-connection check); set it to false",
+            ))
+        }
+        "config.providers" if v.is_empty() => {}
+        "config.providers" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod runs no Java classes: resolve ${provider:path:key} references before \
+                 passing the properties",
+            ))
+        }
+        "transaction.two.phase.commit.enable" if !boolean(name, v)? => {}
+        "transaction.two.phase.commit.enable" => {
+            return Err(unsupported(name, v, "kprod has no transactions"))
+        }
+        // librdkafka: no longer used by librdkafka itself (offsets are always reported).
+        "produce.offset.report" => {
+            boolean(name, v)?;
+        }
+        "delivery.report.only.error" if !boolean(name, v)? => {}
+        "delivery.report.only.error" => {
+            return Err(unsupported(
+                name,
+                v,
+                "every record's outcome resolves its own future; drop the ones you do not \
+                 need",
+            ))
+        }
+        // A request timeout closes its connection: one failure.
+        "socket.max.fails" if v == "1" => {}
+        "socket.max.fails" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod closes a connection at its first request timeout (1)",
+            ))
+        }
+        "sticky.partitioning.linger.ms" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod moves records without a key to another partition when their batch \
+                 is full or sent (as the Java client, KIP-480), not on a timer; remove it",
+            ))
+        }
+        // librdkafka settings it no longer uses itself.
+        "metadata.request.timeout.ms"
+        | "socket.blocking.max.ms"
+        | "reconnect.backoff.jitter.ms" => {
+            number::<i64>(name, v)?;
+        }
+        "queuing.strategy" if is(&["fifo"]) => {}
+        "queuing.strategy" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod sends records in the order they were sent (fifo)",
+            ))
+        }
+        // librdkafka: ask for the topics in use only, connect to the brokers needed only;
+        // what kprod does.
+        "topic.metadata.refresh.sparse" | "enable.sparse.connections" if boolean(name, v)? => {}
+        "topic.metadata.refresh.sparse" | "enable.sparse.connections" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod asks for the metadata of the topics it uses, and connects to the brokers \
+                 it needs, only",
+            ))
+        }
+        "topic.metadata.refresh.fast.interval.ms" | "topic.metadata.refresh.fast.cnt" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod asks for metadata again after retry.backoff.ms (growing to \
+                 retry.backoff.max.ms) while it lacks a leader; set those",
+            ))
+        }
+        "topic.metadata.propagation.max.ms" => {
+            return Err(unsupported(
+                name,
+                v,
+                "a record for a topic not (yet) in metadata waits up to max.block.ms; set that",
+            ))
+        }
+        "broker.address.ttl" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod resolves a broker's name at each connect and keeps no address cache",
+            ))
+        }
+        "api.version.request.timeout.ms" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod times ApiVersions with request.timeout.ms (and tries the next bootstrap \
+                 server after bootstrap_patience)",
+            ))
+        }
+        "message.copy.max.bytes" | "queue.buffering.backpressure.threshold" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod encodes every record into its batch when it is sent, and has no \
+                 librdkafka-style internal queues to tune; remove it",
+            ))
+        }
+        // kprod reports each closed connection as a tracing event (info; an idle close at
+        // debug): the subscriber's filter decides what is shown.
+        "log.connection.close" => {
+            boolean(name, v)?;
+        }
+        "log_level" => {
+            return Err(unsupported(
+                name,
+                v,
+                "kprod logs through tracing: choose levels with the subscriber's filter \
+                 (for example RUST_LOG=kprod_tokio=info with tracing-subscriber's EnvFilter)",
+            ))
+        }
         "socket.keepalive.enable" => {
             later.socket.keepalive = boolean(name, v)?;
         }
@@ -723,11 +930,15 @@ fn compat_property(later: &mut Deferred, name: &str, v: &str) -> Result<bool, Pr
             let size = if v == os_default {
                 None
             } else {
-                let n = number::<u32>(name, v)
-                    .ok()
-                    .filter(|n| *n > 0 && *n <= i32::MAX as u32);
+                // librdkafka's range is 1..=100000000; Java's any positive int.
+                let most = if os_default == "0" {
+                    100_000_000
+                } else {
+                    i32::MAX as u32
+                };
+                let n = number::<u32>(name, v).ok().filter(|n| *n > 0 && *n <= most);
                 let expected = if os_default == "0" {
-                    "a size in bytes, or 0 for the operating system's default"
+                    "a size in bytes up to 100000000, or 0 for the operating system's default"
                 } else {
                     "a size in bytes, or -1 for the operating system's default"
                 };
@@ -864,6 +1075,22 @@ impl CodecLevels {
 /// | `socket.keepalive.enable` | `SO_KEEPALIVE` ([`crate::SocketOptions::keepalive`], `false` by default, as in librdkafka); with any other value than `false`, only through [`ClientConfig::from_properties`] |
 /// | `socket.nagle.disable` | `TCP_NODELAY` ([`crate::SocketOptions::nodelay`], `true` by default); `false` only through [`ClientConfig::from_properties`] |
 /// | `send.buffer.bytes`, `receive.buffer.bytes` (`-1`), `socket.send.buffer.bytes`, `socket.receive.buffer.bytes` (`0`) | `SO_SNDBUF` and `SO_RCVBUF` ([`crate::SocketOptions`]); `-1` (Java's names) and `0` (librdkafka's) leave them to the operating system, the default; a size only through [`ClientConfig::from_properties`] |
+/// | `broker.address.family` (librdkafka) | `any`, `v4` or `v6`: which of a name's addresses are tried ([`crate::SocketOptions::address_family`]); other than `any` only through [`ClientConfig::from_properties`] |
+/// | `receive.message.max.bytes` (librdkafka) | the largest response accepted ([`ProducerConfig::max_frame_size`]) |
+/// | `client.rack` | any (a producer uses it only for rack-aware partitioning) |
+/// | `partitioner.rack.aware`, `metadata.cluster.check.enable`, `transaction.two.phase.commit.enable`, `delivery.report.only.error` (librdkafka) | `false` |
+/// | `buffer.memory.allocation.strategy` | `full` (a batch is charged its `batch.size` when it opens) |
+/// | `config.providers` | empty |
+/// | `socket.max.fails` (librdkafka) | `1` (a request timeout closes its connection) |
+/// | `topic.metadata.refresh.sparse`, `enable.sparse.connections` (librdkafka) | `true` |
+/// | `queuing.strategy` (librdkafka) | `fifo` |
+/// | `produce.offset.report`, `metadata.request.timeout.ms`, `socket.blocking.max.ms`, `reconnect.backoff.jitter.ms`, `log.connection.close` (librdkafka) | any (unused by librdkafka itself; closes are tracing events) |
+/// | `compression.codec` (librdkafka, topic level) | also `inherit`: the global codec |
+/// | `ssl.truststore.type`, `ssl.truststore.location` | `PEM`: the location is the CA file (as `ssl.ca.location`); JKS and PKCS12 only without a location |
+/// | `ssl.keystore.type`, `ssl.keystore.location` | `PEM`: one file holding the client's unencrypted key and its chain (as `ssl.certificate.location` and `ssl.key.location`) |
+/// | `ssl.enabled.protocols`, `ssl.protocol` | TLS 1.2 and 1.3 as listed (`TLSv1.2`, `TLSv1.3`); `ssl.protocol=TLSv1.2` never negotiates 1.3, as in Java |
+/// | `ssl.keymanager.algorithm`, `ssl.trustmanager.algorithm`, `ssl.cipher.suites`, `ssl.key.password`, `ssl.keystore.password`, `ssl.truststore.password`, `enable.ssl.certificate.verification`, `ssl.ca.certificate.stores`, `ssl.engine.id` | `SunX509`/`PKIX`, `PKIX`, empty, empty passwords, `true`, `Root`, `dynamic` |
+/// | `sasl.kerberos.*`, `sasl.login.refresh.*` and the other `sasl.login.*` and `sasl.oauthbearer.*` tuning | any: they tune GSSAPI (refused) and Java's or librdkafka's own token retrieval (refused: `sasl.oauthbearer.token.endpoint.url`, client credentials, assertions, `sasl.oauthbearer.method=oidc`, `sasl.login.callback.handler.class`) |
 /// | `client.dns.lookup` | `use_all_dns_ips`: every resolved address is tried, the next one 250 ms after the previous attempt started or at once when it failed, the first to connect used (RFC 8305) |
 /// | `api.version.request` (librdkafka) | `true` |
 /// | `metadata.recovery.strategy` | `rebootstrap`: when no known broker can be reached, kprod asks the bootstrap servers again |
@@ -878,7 +1105,13 @@ impl CodecLevels {
 /// bytes), `transactional.id` and `transaction.timeout.ms` (no transactions), any other
 /// `partitioner.class`, `interceptor.classes` (no Java classes), `metrics.*` and `metric.reporters`
 /// (no metrics registry: tracing events), other values of `debug` (tracing filters) and
-/// `statistics.interval.ms`, `client.dns.lookup=resolve_canonical_bootstrap_servers_only`,
+/// `statistics.interval.ms`, `log_level` (tracing filters), `bootstrap.resolve.timeout.ms`,
+/// `metadata.recovery.rebootstrap.trigger.ms`, librdkafka's `sticky.partitioning.linger.ms`,
+/// `broker.address.ttl`, `topic.metadata.refresh.fast.*`, `topic.metadata.propagation.max.ms`,
+/// `api.version.request.timeout.ms`, `message.copy.max.bytes`,
+/// `queue.buffering.backpressure.threshold`, other values of the settings above (for
+/// `ssl.*`, only under `SSL` and `SASL_SSL`; for `sasl.*`, only under `SASL_*`),
+/// `client.dns.lookup=resolve_canonical_bootstrap_servers_only`,
 /// `socket.timeout.ms` (use `request.timeout.ms`), `api.version.request=false`,
 /// `broker.version.fallback` (librdkafka's fallback for brokers without ApiVersions; use
 /// `kprod.broker.version.max`), `retries=0`.
@@ -924,6 +1157,7 @@ pub fn config_from_properties(props: &[(&str, &str)]) -> Result<ProducerConfig, 
         "socket.keepalive.enable" => c.socket.keepalive != d.keepalive,
         "send.buffer.bytes" | "socket.send.buffer.bytes" => c.socket.send_buffer.is_some(),
         "receive.buffer.bytes" | "socket.receive.buffer.bytes" => c.socket.receive_buffer.is_some(),
+        "broker.address.family" => c.socket.address_family != d.address_family,
         _ => false,
     };
     if let Some((name, v)) = props.iter().rev().find(|(name, _)| moved(name.trim())) {

@@ -90,7 +90,8 @@ impl SaslProps {
             "sasl.mechanism" | "sasl.mechanisms" => self.mechanism = Some(v.to_owned()),
             "sasl.username" => self.username = Some(v.to_owned()),
             "sasl.password" => self.password = Some(Secret::new(v)),
-            "sasl.jaas.config" => self.jaas = Some(Secret::new(v)),
+            // Empty: none (as a property list that lists every name leaves it).
+            "sasl.jaas.config" => self.jaas = (!v.is_empty()).then(|| Secret::new(v)),
             _ => return false,
         }
         true

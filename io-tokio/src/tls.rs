@@ -58,6 +58,8 @@ impl fmt::Debug for TlsConnector {
             .field("certificate_location", &self.options.certificate_location)
             .field("key_location", &self.options.key_location)
             .field("verify_hostname", &self.options.verify_hostname)
+            .field("tls12", &self.options.tls12)
+            .field("tls13", &self.options.tls13)
             .field("socket", &self.tcp.options())
             .finish_non_exhaustive()
     }
@@ -137,8 +139,15 @@ impl TlsConnector {
             });
         }
         let provider = Arc::new(ring::default_provider());
+        let versions: Vec<&'static tokio_rustls::rustls::SupportedProtocolVersion> = [
+            (options.tls13, &tokio_rustls::rustls::version::TLS13),
+            (options.tls12, &tokio_rustls::rustls::version::TLS12),
+        ]
+        .into_iter()
+        .filter_map(|(on, v)| on.then_some(v))
+        .collect();
         let builder = ClientConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
+            .with_protocol_versions(&versions)
             .map_err(|e| PropertyError::Invalid {
                 property: "security.protocol".to_owned(),
                 value: format!("SSL ({e})"),

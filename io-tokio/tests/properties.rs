@@ -167,6 +167,8 @@ fn security_defaults_to_plaintext_and_ssl_settings_map() {
             certificate_location: Some(PathBuf::from("/etc/kafka/client.pem")),
             key_location: Some(PathBuf::from("/etc/kafka/client.key")),
             verify_hostname: true,
+            tls12: true,
+            tls13: true,
         })
     );
     for (value, verify) in [
@@ -225,10 +227,12 @@ fn security_errors_name_the_property() {
     ])
     .unwrap_err();
     assert!(e.to_string().contains("ssl.key.location"), "{e}");
-    let e =
-        ClientConfig::from_properties(&[("bootstrap.servers", "a:1"), ("ssl.key.password", "x")])
-            .unwrap_err();
-    assert_eq!(e, PropertyError::Unknown("ssl.key.password".into()));
+    let e = ClientConfig::from_properties(&[
+        ("bootstrap.servers", "a:1"),
+        ("ssl.no.such.setting", "x"),
+    ])
+    .unwrap_err();
+    assert_eq!(e, PropertyError::Unknown("ssl.no.such.setting".into()));
     // config_from_properties' producer would connect over plain TCP: SSL is refused, not
     // silently dropped.
     let e = config_from_properties(&[("bootstrap.servers", "a:1"), ("security.protocol", "SSL")])
@@ -387,4 +391,180 @@ fn long_max_value_durations_mean_never() {
         ),
         (never, never, never, never)
     );
+}
+
+fn tls_of(extra: &[(&str, &str)]) -> Result<TlsOptions, PropertyError> {
+    let mut props = vec![("bootstrap.servers", "a:1"), ("security.protocol", "SSL")];
+    props.extend_from_slice(extra);
+    match ClientConfig::from_properties(&props)?.security {
+        Security::Ssl(tls) => Ok(tls),
+        other => panic!("SSL expected: {other:?}"),
+    }
+}
+
+fn unsupported_property(r: Result<impl std::fmt::Debug, PropertyError>) -> (String, String) {
+    match r {
+        Err(PropertyError::Unsupported {
+            property, value, ..
+        }) => (property, value),
+        other => panic!("a refusal expected: {other:?}"),
+    }
+}
+
+/// The Java client's TLS settings: PEM trust and key stores become kprod's files, the TLS
+/// versions are honoured, and what kprod cannot do (JKS stores, passwords, cipher lists,
+/// TLS 1.1) is refused naming the property, secrets hidden; under PLAINTEXT, as in Java,
+/// none of it counts.
+#[test]
+fn java_tls_stores_and_versions_map_or_are_refused() {
+    let tls = tls_of(&[
+        ("ssl.truststore.type", "PEM"),
+        ("ssl.truststore.location", "/etc/kafka/ca.pem"),
+        ("ssl.keystore.type", "pem"),
+        ("ssl.keystore.location", "/etc/kafka/client-store.pem"),
+        ("ssl.keymanager.algorithm", "SunX509"),
+        ("ssl.trustmanager.algorithm", "PKIX"),
+        ("ssl.enabled.protocols", "TLSv1.2,TLSv1.3"),
+        ("ssl.protocol", "TLSv1.3"),
+        ("ssl.cipher.suites", ""),
+        ("ssl.key.password", ""),
+    ])
+    .unwrap();
+    assert_eq!(tls.ca_location, Some(PathBuf::from("/etc/kafka/ca.pem")));
+    let store = Some(PathBuf::from("/etc/kafka/client-store.pem"));
+    assert_eq!(
+        (&tls.certificate_location, &tls.key_location),
+        (&store, &store)
+    );
+    assert!(tls.tls12 && tls.tls13);
+    // Versions.
+    let v = |extra: &[(&str, &str)]| tls_of(extra).map(|t| (t.tls12, t.tls13));
+    assert_eq!(
+        v(&[("ssl.enabled.protocols", "TLSv1.2")]).unwrap(),
+        (true, false)
+    );
+    assert_eq!(
+        v(&[("ssl.enabled.protocols", "TLSv1.3")]).unwrap(),
+        (false, true)
+    );
+    assert_eq!(v(&[("ssl.protocol", "TLSv1.2")]).unwrap(), (true, false));
+    assert_eq!(v(&[("ssl.enabled.protocols", "")]).unwrap(), (true, true));
+    assert!(matches!(
+        v(&[
+            ("ssl.enabled.protocols", "TLSv1.3"),
+            ("ssl.protocol", "TLSv1.2")
+        ]),
+        Err(PropertyError::Invalid { .. })
+    ));
+    for (name, value) in [
+        ("ssl.enabled.protocols", "TLSv1.1,TLSv1.2"),
+        ("ssl.protocol", "SSLv3"),
+        ("ssl.cipher.suites", "TLS_AES_128_GCM_SHA256"),
+        ("ssl.trustmanager.algorithm", "SunX509"),
+        ("ssl.truststore.location", "/etc/kafka/truststore.jks"),
+        ("ssl.provider", "SunJSSE"),
+        ("enable.ssl.certificate.verification", "false"),
+    ] {
+        assert_eq!(
+            unsupported_property(tls_of(&[(name, value)])),
+            (name.to_owned(), value.to_owned())
+        );
+    }
+    // Secrets are refused without being shown.
+    for name in [
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.truststore.password",
+    ] {
+        let (property, shown) = unsupported_property(tls_of(&[(name, "changeit")]));
+        assert_eq!(property, name);
+        assert!(!shown.contains("changeit"), "{shown}");
+    }
+    // A later default lifts a refusal; under PLAINTEXT nothing of it counts.
+    assert!(tls_of(&[("ssl.cipher.suites", "X"), ("ssl.cipher.suites", "")]).is_ok());
+    assert!(ClientConfig::from_properties(&[
+        ("bootstrap.servers", "a:1"),
+        ("ssl.key.password", "changeit"),
+        ("ssl.truststore.location", "/etc/kafka/truststore.jks"),
+    ])
+    .is_ok());
+    // A PEM trust store and ssl.ca.location must agree.
+    assert!(matches!(
+        tls_of(&[
+            ("ssl.ca.location", "/a.pem"),
+            ("ssl.truststore.type", "PEM"),
+            ("ssl.truststore.location", "/b.pem"),
+        ]),
+        Err(PropertyError::Invalid { .. })
+    ));
+}
+
+/// The Java client's and librdkafka's own OAUTHBEARER token retrieval and Java login classes
+/// are refused under SASL (tokens come from a TokenProvider); their tuning and the Kerberos
+/// settings are inert, as in those clients when they are not used.
+#[test]
+fn sasl_extras_are_refused_only_where_they_would_matter() {
+    let sasl = |mechanism: &str, extra: &[(&str, &str)]| {
+        let mut props = vec![
+            ("bootstrap.servers", "a:1"),
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", mechanism),
+            ("sasl.username", "u"),
+            ("sasl.password", "p"),
+        ];
+        props.extend_from_slice(extra);
+        ClientConfig::from_properties(&props)
+    };
+    let url = ("sasl.oauthbearer.token.endpoint.url", "https://idp/token");
+    assert_eq!(
+        unsupported_property(sasl("OAUTHBEARER", &[url])),
+        (url.0.to_owned(), url.1.to_owned())
+    );
+    assert!(
+        sasl("PLAIN", &[url]).is_ok(),
+        "no effect without OAUTHBEARER"
+    );
+    let handler = ("sasl.login.callback.handler.class", "com.example.Login");
+    assert_eq!(unsupported_property(sasl("PLAIN", &[handler])).0, handler.0);
+    for inert in [
+        ("sasl.kerberos.service.name", "kafka"),
+        ("sasl.login.refresh.window.factor", "0.8"),
+        ("sasl.oauthbearer.scope.claim.name", "scope"),
+        ("sasl.jaas.config", ""),
+    ] {
+        assert!(sasl("PLAIN", &[inert]).is_ok(), "{inert:?}");
+    }
+    // Under PLAINTEXT the SASL settings do not count.
+    assert!(ClientConfig::from_properties(&[("bootstrap.servers", "a:1"), handler]).is_ok());
+}
+
+/// librdkafka's `broker.address.family` and `receive.message.max.bytes`.
+#[test]
+fn address_family_and_largest_response() {
+    use kprod_tokio::AddressFamily;
+    let family = |v: &str| {
+        ClientConfig::from_properties(&[("bootstrap.servers", "a:1"), ("broker.address.family", v)])
+            .map(|c| c.socket.address_family)
+    };
+    assert_eq!(family("any").unwrap(), AddressFamily::Any);
+    assert_eq!(family("v4").unwrap(), AddressFamily::V4);
+    assert_eq!(family("V6").unwrap(), AddressFamily::V6);
+    assert!(matches!(family("ipv4"), Err(PropertyError::Invalid { .. })));
+    let v4: std::net::SocketAddr = "10.0.0.1:9092".parse().unwrap();
+    let v6: std::net::SocketAddr = "[::1]:9092".parse().unwrap();
+    assert!(AddressFamily::V4.admits(&v4) && !AddressFamily::V4.admits(&v6));
+    assert!(AddressFamily::V6.admits(&v6) && !AddressFamily::V6.admits(&v4));
+    assert!(AddressFamily::Any.admits(&v4) && AddressFamily::Any.admits(&v6));
+    // A bare ProducerConfig cannot carry it.
+    let e = config_from_properties(&[
+        ("bootstrap.servers", "a:1"),
+        ("broker.address.family", "v4"),
+    ]);
+    assert_eq!(unsupported_property(e).0, "broker.address.family");
+    let c = config_from_properties(&[
+        ("bootstrap.servers", "a:1"),
+        ("receive.message.max.bytes", "5000000"),
+    ])
+    .unwrap();
+    assert_eq!(c.max_frame_size, 5_000_000);
 }

@@ -398,13 +398,72 @@ fn server_tls_and_no_hostname_check(kafka: &Kafka, pki: &Pki) {
     );
 }
 
+/// A Java client's TLS properties: PEM trust and key stores (`ssl.truststore.type=PEM`,
+/// `ssl.keystore.type=PEM`, the key store one file holding the key and the chain) and the
+/// TLS versions (`ssl.enabled.protocols`, `ssl.protocol`), over mutual TLS; then the versions
+/// against a listener that speaks TLS 1.3 only: the defaults and `TLSv1.3` reach it,
+/// `ssl.protocol=TLSv1.2` does not (checked by `assert_fails_fast` in `kafka_tls`).
+fn java_style_stores_and_versions(kafka: &Kafka, pki: &Pki) {
+    let topic = "kprod-tls-java";
+    kafka.create_topic(topic, 1, 1, None);
+    let keystore = pki.dir.join("client-keystore.pem");
+    let key = std::fs::read_to_string(&pki.client_key).expect("client key");
+    let chain = std::fs::read_to_string(&pki.client_cert).expect("client certificate");
+    std::fs::write(&keystore, format!("{key}{chain}")).expect("write the PEM key store");
+    let mtls = kafka.ssl_bootstrap("MTLS");
+    let tls13 = kafka.ssl_bootstrap("TLS13");
+    let java = [
+        ("security.protocol", "SSL"),
+        ("ssl.truststore.type", "PEM"),
+        ("ssl.truststore.location", path(&pki.ca_file)),
+        ("ssl.keystore.type", "PEM"),
+        ("ssl.keystore.location", path(&keystore)),
+        ("ssl.keymanager.algorithm", "SunX509"),
+        ("ssl.trustmanager.algorithm", "PKIX"),
+        ("ssl.cipher.suites", ""),
+    ];
+    let runs: [(&str, &[(&str, &str)]); 4] = [
+        (&mtls, &[("ssl.enabled.protocols", "TLSv1.2")]),
+        (&mtls, &[("ssl.protocol", "TLSv1.3")]),
+        (&tls13, &[]),
+        (&tls13, &[("ssl.enabled.protocols", "TLSv1.3")]),
+    ];
+    let offsets = runtime().block_on(async {
+        let mut offsets = Vec::new();
+        for (bootstrap, versions) in runs {
+            let mut props = vec![("bootstrap.servers", bootstrap)];
+            props.extend_from_slice(&java);
+            props.extend_from_slice(versions);
+            let producer = ProducerHandle::from_properties(&props).expect("valid properties");
+            for i in 0..10 {
+                let d = tokio::time::timeout(
+                    BOUND,
+                    producer.send(Record::new(topic, format!("{versions:?} {i}"))),
+                )
+                .await
+                .expect("bounded send")
+                .unwrap_or_else(|e| panic!("{bootstrap} {versions:?}: {e}"));
+                offsets.push(d.offset.expect("Kafka returns offsets"));
+            }
+            close(producer).await;
+        }
+        offsets
+    });
+    assert_eq!(offsets, (0..40).collect::<Vec<i64>>());
+    let log = read_topic(&kafka.bootstrap(), topic, 1, BOUND).expect("read back");
+    assert_eq!(log[&0].len(), 40, "every record in the log once");
+    println!("Java-style PEM stores over mTLS with TLS 1.2 and 1.3; a TLS 1.3-only listener");
+}
+
 #[test]
 fn kafka_tls() {
     let pki = Pki::new();
     let opts = KafkaOptions::new(1)
         .ssl(pki.listener("SSL", &pki.server, false))
         .ssl(pki.listener("MTLS", &pki.server, true))
-        .ssl(pki.listener("EXPIRED", &pki.expired, false));
+        .ssl(pki.listener("EXPIRED", &pki.expired, false))
+        .ssl(pki.listener("TLS13", &pki.server, false))
+        .set("listener.name.tls13.ssl.enabled.protocols", "TLSv1.3");
     let kafka = Kafka::start_with(opts);
     let topic = "kprod-tls-errors";
     kafka.create_topic(topic, 1, 1, None);
@@ -416,6 +475,17 @@ fn kafka_tls() {
 
     mtls_seed_run(&kafka, &pki);
     server_tls_and_no_hostname_check(&kafka, &pki);
+    java_style_stores_and_versions(&kafka, &pki);
+    assert_fails_fast(
+        "TLS 1.2 only, against a TLS 1.3-only listener",
+        &[
+            ("bootstrap.servers", &kafka.ssl_bootstrap("TLS13")),
+            ("ssl.ca.location", ca),
+            ("ssl.protocol", "TLSv1.2"),
+        ],
+        topic,
+        &["refused the handshake"],
+    );
 
     assert_fails_fast(
         "wrong CA",
