@@ -720,7 +720,8 @@ fn deliveries_report_the_timestamp_the_log_keeps() {
 /// 1 s here), the producer's included; the producer, idle longer than that between bursts,
 /// connects again (`Metrics::connections_opened` grows with each burst) and goes on: every
 /// record of every burst delivered once, in order. (A raw connection idle as long is checked
-/// to be closed by the broker too.)
+/// to be closed by the broker too.) Then the same with the producer's own idle limit below
+/// the broker's: the producer closes first.
 #[test]
 fn connections_the_broker_closes_when_idle_are_opened_again() {
     use std::io::Read;
@@ -766,6 +767,42 @@ fn connections_the_broker_closes_when_idle_are_opened_again() {
         Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
     };
     assert!(closed, "the broker closed the idle raw connection");
+    let summary = rt.block_on(ledger.read_and_check(&kafka.bootstrap()));
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(30), producer.close())
+            .await
+            .expect("close() finishes")
+    });
+    assert_eq!(summary.sent, 900);
+    assert!(summary.all_delivered(), "{summary:?}");
+    assert_eq!(summary.in_log, summary.sent, "{summary:?}");
+
+    // Then the producer closes its idle connections first (`connections.max.idle.ms` of
+    // 300 ms, under the broker's 1 s): each burst after an idle period opens connections
+    // again, and every record is still delivered once, in order.
+    let topic = "kprod-idle-closed-by-client";
+    kafka.create_topic(topic, PARTITIONS, 1, None);
+    let config = ProducerConfig {
+        bootstrap_servers: vec![kafka.bootstrap()],
+        connections_max_idle: Some(Duration::from_millis(300)),
+        ..ProducerConfig::default()
+    };
+    let producer = rt.block_on(async { ProducerHandle::connect(config).expect("valid config") });
+    let mut ledger = Ledger::new(topic, PARTITIONS);
+    let mut opened = Vec::new();
+    for _ in 0..3 {
+        rt.block_on(async {
+            ledger.enqueue_n(&producer, 300).await;
+            ledger.resolve(Duration::from_secs(30)).await;
+            opened.push(producer.metrics().await.connections_opened);
+        });
+        // Idle for longer than the producer's limit, shorter than the broker's.
+        std::thread::sleep(Duration::from_millis(700));
+    }
+    assert!(
+        opened.windows(2).all(|w| w[1] > w[0]),
+        "connections opened after each burst: {opened:?}"
+    );
     let summary = rt.block_on(ledger.read_and_check(&kafka.bootstrap()));
     rt.block_on(async {
         tokio::time::timeout(Duration::from_secs(30), producer.close())
