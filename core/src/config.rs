@@ -136,7 +136,8 @@ pub struct ProducerConfig {
     pub metadata_max_idle: Option<Duration>,
     /// `connections.max.idle.ms`: a ready connection with no request awaiting an answer and
     /// nothing written or read on it for this long (a SASL re-authentication does not count;
-    /// a broker's throttle counts until it ends) is closed, without a reconnect backoff, its
+    /// a broker's throttle counts until it ends; one that carried `acks=0` requests is never
+    /// idle, as the core cannot tell when the driver has written them) is closed, without a reconnect backoff, its
     /// queued writes written first ([`crate::Output::Close`]'s `flush`); the next request for
     /// its broker opens one again. The Java client's default, 9 minutes,
     /// closes a connection before the broker's own default (10 minutes) would, so that a
@@ -475,7 +476,11 @@ impl ProducerConfig {
             ));
         }
         if self.max_frame_size < self.max_request_size.min(1 << 20) {
-            return Err(err("max.frame.size", "is too small for a Produce response"));
+            // librdkafka's name for it; the Java client has none.
+            return Err(err(
+                "receive.message.max.bytes",
+                "is too small for a Produce response (at least max.request.size, up to 1 MiB)",
+            ));
         }
         if self.max_epoch < 1 {
             return Err(err("max.epoch", "must be at least 1"));

@@ -615,8 +615,8 @@ pub enum Output {
         /// The core is done with the connection in good order (it was idle for
         /// `connections.max.idle.ms`, or the producer closed): write what earlier `Transmit`s
         /// handed over before closing it, as under `acks=0` those requests' records are
-        /// already reported `Sent`. `false`: it failed (a request timeout, a protocol
-        /// error); drop it at once.
+        /// already reported `Sent`. `false`: drop it at once (it failed: a request timeout,
+        /// a protocol error; or its broker left the cluster or moved).
         flush: bool,
     },
     /// An event for the application.

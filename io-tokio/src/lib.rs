@@ -336,10 +336,7 @@ impl TcpConnector {
 impl Connector for TcpConnector {
     type Stream = TcpStream;
     async fn connect(&self, addr: &str) -> io::Result<TcpStream> {
-        let family = self.options.address_family;
-        let addrs: Vec<std::net::SocketAddr> = (tokio::net::lookup_host(addr).await?)
-            .filter(|a| family.admits(a))
-            .collect();
+        let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host(addr).await?.collect();
         connect_any_with(&addrs, self.options).await
     }
 }
@@ -359,11 +356,30 @@ pub async fn connect_any(addrs: &[std::net::SocketAddr]) -> io::Result<TcpStream
     connect_any_with(addrs, SocketOptions::default()).await
 }
 
-/// [`connect_any`], each attempt's socket set up as `options` say before it connects.
+/// [`connect_any`] over the addresses of `options.address_family`, each attempt's socket set
+/// up as `options` say before it connects.
 pub async fn connect_any_with(
     addrs: &[std::net::SocketAddr],
     options: SocketOptions,
 ) -> io::Result<TcpStream> {
+    let family = options.address_family;
+    let admitted: Vec<std::net::SocketAddr> =
+        addrs.iter().copied().filter(|a| family.admits(a)).collect();
+    if admitted.is_empty() && !addrs.is_empty() {
+        let wanted = if family == AddressFamily::V4 {
+            "IPv4"
+        } else {
+            "IPv6"
+        };
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "the name resolves to no {wanted} address (broker.address.family), only to \
+                 {addrs:?}"
+            ),
+        ));
+    }
+    let addrs = &admitted[..];
     let mut next = addrs.iter().copied();
     let mut attempts = JoinSet::new();
     let mut last_error = None;
@@ -1861,8 +1877,9 @@ struct Driver<C: Connector> {
     token_provider: Option<Arc<dyn TokenProvider>>,
     /// Shared with the handles: why the producer failed, once it has.
     fatal: Arc<OnceLock<Fatal>>,
-    /// Writers of connections closed with the producer, finishing the bytes they hold
-    /// (acks=0 requests whose records are already `Sent`); `close` waits for them.
+    /// Writers of connections closed in good order (`Output::Close { flush: true }`),
+    /// finishing the bytes they hold (acks=0 requests whose records are already `Sent`);
+    /// `close` waits for them.
     finishing: Vec<tokio::task::JoinHandle<()>>,
     /// Shared with the handles: the metrics when the driver stopped.
     final_metrics: Arc<OnceLock<Metrics>>,
@@ -2184,6 +2201,9 @@ impl<C: Connector> Driver<C> {
                         // (their records already Sent), so the writer finishes what it holds
                         // (bounded by its stall timeout) and ends when the queue closes.
                         if let Some(Conn::Open { writer, .. }) = self.conns.get_mut(&conn) {
+                            // Writers that are done are dropped here, so that a producer
+                            // closing connections for idleness holds no growing list.
+                            self.finishing.retain(|w| !w.is_finished());
                             self.finishing.extend(writer.take());
                         }
                     }

@@ -147,6 +147,15 @@ pub struct TlsOptions {
     /// TLS 1.3 may be negotiated: `ssl.enabled.protocols` lists `TLSv1.3` (by default it
     /// does) and `ssl.protocol` is not `TLSv1.2`.
     pub tls13: bool,
+    /// The property that named [`Self::ca_location`], for error messages:
+    /// `ssl.ca.location`, or the Java client's `ssl.truststore.location`.
+    pub ca_property: &'static str,
+    /// The property that named [`Self::certificate_location`]: `ssl.certificate.location`,
+    /// or `ssl.keystore.location` (a PEM key store).
+    pub certificate_property: &'static str,
+    /// The property that named [`Self::key_location`]: `ssl.key.location`, or
+    /// `ssl.keystore.location`.
+    pub key_property: &'static str,
 }
 
 impl Default for TlsOptions {
@@ -158,6 +167,9 @@ impl Default for TlsOptions {
             verify_hostname: true,
             tls12: true,
             tls13: true,
+            ca_property: "ssl.ca.location",
+            certificate_property: "ssl.certificate.location",
+            key_property: "ssl.key.location",
         }
     }
 }
@@ -330,7 +342,8 @@ fn security_property(
 /// Applies a producer property; `false` if the name is not one.
 fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool, PropertyError> {
     match name {
-        "bootstrap.servers" => {
+        // `metadata.broker.list` is librdkafka's first name for it.
+        "bootstrap.servers" | "metadata.broker.list" => {
             // A listener's protocol prefix (`PLAINTEXT://host:port`, as copied from a
             // broker's `listeners`) is dropped, as the Java client does.
             let unprefixed = |s: &str| -> String {
@@ -444,17 +457,12 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
         "kprod.max.api.versions.version" => c.max_versions.api_versions = Some(number(name, v)?),
         // kprod's own: every API capped at what an Apache Kafka release served.
         "kprod.broker.version.max" => c.broker_version_max = Some(v.to_owned()),
-        // `compression.codec` is librdkafka's alias.
+        // librdkafka: the largest response accepted (checked against max.request.size once
+        // every property is read).
+        "receive.message.max.bytes" => c.max_frame_size = number::<usize>(name, v)?,
         // librdkafka's topic-level value for "the global setting": no change.
         "compression.codec" if v.eq_ignore_ascii_case("inherit") => {}
-        // librdkafka: the largest response accepted.
-        "receive.message.max.bytes" => {
-            let n = number::<usize>(name, v)?;
-            if n < 1000 {
-                return Err(invalid(name, v, "at least 1000 bytes, as in librdkafka"));
-            }
-            c.max_frame_size = n;
-        }
+        // `compression.codec` is librdkafka's alias.
         "compression.type" | "compression.codec" => {
             c.compression.codec = CompressionType::from_name(v)
                 .ok_or_else(|| invalid(name, v, "none, gzip, snappy, lz4 or zstd"))?;
@@ -896,6 +904,76 @@ fn compat_property(later: &mut Deferred, name: &str, v: &str) -> Result<bool, Pr
                 v,
                 "kprod encodes every record into its batch when it is sent, and has no \
                  librdkafka-style internal queues to tune; remove it",
+            ))
+        }
+        // librdkafka: a check that the library was built with these features.
+        "builtin.features" => {
+            for f in v.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+                // Which arms are true depends on the cargo features.
+                #[allow(clippy::match_like_matches_macro)]
+                let built = match f {
+                    "gzip" => cfg!(feature = "gzip"),
+                    "snappy" => cfg!(feature = "snappy"),
+                    "lz4" => cfg!(feature = "lz4"),
+                    "zstd" => cfg!(feature = "zstd"),
+                    "ssl" => cfg!(feature = "tls"),
+                    "sasl" | "sasl_plain" | "sasl_oauthbearer" => true,
+                    "sasl_scram" => cfg!(feature = "scram"),
+                    _ => false,
+                };
+                if !built {
+                    return Err(unsupported(
+                        name,
+                        v,
+                        "kprod-tokio is built without one of these features (it has gzip, \
+                         snappy, lz4, zstd, ssl, sasl, sasl_plain, sasl_scram and \
+                         sasl_oauthbearer as cargo features; no regex, plugins, GSSAPI, http \
+                         or oidc)",
+                    ));
+                }
+            }
+        }
+        // librdkafka: logging and seeding details of its own.
+        "log.thread.name" | "enable.random.seed" => {
+            boolean(name, v)?;
+        }
+        "log.queue" if !boolean(name, v)? => {}
+        "topic.blacklist" | "plugin.library.paths" if v.is_empty() => {}
+        "internal.termination.signal" | "api.version.fallback.ms" | "enabled_events"
+            if v == "0" => {}
+        "log.queue"
+        | "topic.blacklist"
+        | "plugin.library.paths"
+        | "internal.termination.signal"
+        | "api.version.fallback.ms"
+        | "enabled_events" => {
+            return Err(unsupported(
+                name,
+                v,
+                "a librdkafka mechanism kprod does not have (its logging goes to tracing, it \
+                 asks for metadata of the topics it sends to only, loads no plugins and \
+                 negotiates versions with ApiVersions only); remove it",
+            ))
+        }
+        // librdkafka's C API: callbacks and pointers, not properties.
+        _ if name.ends_with("_cb")
+            || [
+                "opaque",
+                "default_topic_conf",
+                "ssl_key",
+                "ssl_certificate",
+                "ssl_ca",
+                "ssl_engine_callback_data",
+                "interceptors",
+                "msg_order_cmp",
+            ]
+            .contains(&name) =>
+        {
+            return Err(unsupported(
+                name,
+                v,
+                "a pointer of librdkafka's C API; kprod reports outcomes through the futures \
+                 and the Event stream, and takes files and Rust values",
             ))
         }
         // kprod reports each closed connection as a tracing event (info; an idle close at

@@ -48,6 +48,10 @@ pub(crate) struct SecurityExtras {
     truststore_location: Option<PathBuf>,
     keystore_type: Option<String>,
     keystore_location: Option<PathBuf>,
+    /// Non-empty `ssl.key.password`, `ssl.keystore.password`, `ssl.truststore.password`.
+    key_password: bool,
+    keystore_password: bool,
+    truststore_password: bool,
     /// `ssl.*` values refused if TLS is used, by property (a later default value lifts one).
     tls_refused: BTreeMap<String, PropertyError>,
     /// `sasl.*` values refused if SASL is used, by property.
@@ -95,9 +99,10 @@ impl SecurityExtras {
             "ssl.truststore.location" => self.truststore_location = path(v),
             "ssl.keystore.type" => self.keystore_type = Some(v.to_owned()),
             "ssl.keystore.location" => self.keystore_location = path(v),
-            "ssl.key.password" | "ssl.keystore.password" | "ssl.truststore.password" => {
-                refuse_unless(tls, v.is_empty(), name, "(hidden)", NO_PASSWORDS);
-            }
+            // A password matters only with what it opens (checked in `apply_tls`).
+            "ssl.key.password" => self.key_password = !v.is_empty(),
+            "ssl.keystore.password" => self.keystore_password = !v.is_empty(),
+            "ssl.truststore.password" => self.truststore_password = !v.is_empty(),
             "ssl.truststore.certificates"
             | "ssl.keystore.certificate.chain"
             | "ssl.keystore.key"
@@ -157,6 +162,13 @@ impl SecurityExtras {
                 v,
                 "kprod reads the system's trusted roots, or the PEM file in ssl.ca.location",
             ),
+            "ssl.curves.list" | "ssl.sigalgs.list" => refuse_unless(
+                tls,
+                v.is_empty(),
+                name,
+                v,
+                "kprod uses rustls's key exchange groups and signature schemes; leave it empty",
+            ),
             "ssl.crl.location" => refuse_unless(
                 tls,
                 v.is_empty(),
@@ -192,7 +204,11 @@ impl SecurityExtras {
             | "sasl.oauthbearer.assertion.template.file"
             | "sasl.oauthbearer.config"
             | "sasl.oauthbearer.client.id"
-            | "sasl.oauthbearer.client.secret" => {
+            | "sasl.oauthbearer.client.secret"
+            | "sasl.oauthbearer.assertion.private.key.pem"
+            | "sasl.oauthbearer.assertion.jwt.template.file"
+            | "https.ca.location"
+            | "https.ca.pem" => {
                 let value = if name.contains("secret") {
                     "(hidden)"
                 } else {
@@ -277,18 +293,21 @@ impl SecurityExtras {
         if let Some(e) = self.tls_refused.values().next() {
             return Err(e.clone());
         }
-        let store = |kind: &str, ty: &Option<String>| -> Result<bool, PropertyError> {
-            match ty.as_deref().map(str::to_ascii_uppercase).as_deref() {
-                None | Some("JKS") | Some("PKCS12") => Ok(false),
-                Some("PEM") => Ok(true),
-                Some(_) => Err(PropertyError::Invalid {
-                    property: format!("ssl.{kind}.type"),
-                    value: ty.clone().unwrap_or_default(),
-                    expected: "PEM (or JKS or PKCS12, which kprod cannot read, without a location)",
-                }),
-            }
-        };
-        let trust_pem = store("truststore", &self.truststore_type)?;
+        let hidden = |name: &str| refusal(name, "(hidden)", NO_PASSWORDS);
+        // A store type counts only with a store (Java ignores it otherwise).
+        let pem =
+            |ty: &Option<String>| ty.as_deref().is_some_and(|t| t.eq_ignore_ascii_case("PEM"));
+        let trust_pem = pem(&self.truststore_type);
+        if self.truststore_password && self.truststore_location.is_some() {
+            return Err(hidden("ssl.truststore.password"));
+        }
+        if self.keystore_password && self.keystore_location.is_some() {
+            return Err(hidden("ssl.keystore.password"));
+        }
+        // The key's password: of the PEM key store's key, or of librdkafka's ssl.key.location.
+        if self.key_password && (self.keystore_location.is_some() || tls.key_location.is_some()) {
+            return Err(hidden("ssl.key.password"));
+        }
         if let Some(location) = &self.truststore_location {
             if !trust_pem {
                 return Err(refusal(
@@ -305,8 +324,9 @@ impl SecurityExtras {
                 });
             }
             tls.ca_location = Some(location.clone());
+            tls.ca_property = "ssl.truststore.location";
         }
-        let key_pem = store("keystore", &self.keystore_type)?;
+        let key_pem = pem(&self.keystore_type);
         if let Some(location) = &self.keystore_location {
             if !key_pem {
                 return Err(refusal(
@@ -326,6 +346,8 @@ impl SecurityExtras {
             // One PEM file holding the private key and the certificate chain.
             tls.certificate_location = Some(location.clone());
             tls.key_location = Some(location.clone());
+            tls.certificate_property = "ssl.keystore.location";
+            tls.key_property = "ssl.keystore.location";
         }
         let (mut tls12, mut tls13) = (true, true);
         if let Some(list) = self.enabled.as_deref().filter(|l| !l.trim().is_empty()) {
@@ -334,6 +356,9 @@ impl SecurityExtras {
                 match p.to_ascii_uppercase().as_str() {
                     "TLSV1.2" => tls12 = true,
                     "TLSV1.3" => tls13 = true,
+                    // Older Kafka defaults list these too; current JVMs disable them, and
+                    // rustls has none: what is left of the list is used.
+                    "TLSV1.1" | "TLSV1" | "SSLV3" => {}
                     _ => {
                         return Err(refusal(
                             "ssl.enabled.protocols",

@@ -112,10 +112,10 @@ impl TlsConnector {
         let mut roots = RootCertStore::empty();
         match &options.ca_location {
             Some(path) => {
-                for cert in read_certs("ssl.ca.location", path)? {
+                for cert in read_certs(options.ca_property, path)? {
                     roots.add(cert).map_err(|e| {
                         file_error(
-                            "ssl.ca.location",
+                            options.ca_property,
                             path,
                             format!("unusable CA certificate: {e}"),
                         )
@@ -133,7 +133,7 @@ impl TlsConnector {
         }
         if roots.is_empty() {
             return Err(PropertyError::Invalid {
-                property: "ssl.ca.location".to_owned(),
+                property: options.ca_property.to_owned(),
                 value: String::new(),
                 expected: "a PEM file of CA certificates: the system's trust store holds none",
             });
@@ -164,17 +164,17 @@ impl TlsConnector {
         };
         let config = match (&options.certificate_location, &options.key_location) {
             (Some(cert), Some(key)) => {
-                let chain = read_certs("ssl.certificate.location", cert)?;
+                let chain = read_certs(options.certificate_property, cert)?;
                 let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| {
                     file_error(
-                        "ssl.key.location",
+                        options.key_property,
                         key,
                         format!("no unencrypted PEM private key (PKCS#8, PKCS#1 or SEC1): {e}"),
                     )
                 })?;
                 builder.with_client_auth_cert(chain, key_der).map_err(|e| {
                     file_error(
-                        "ssl.key.location",
+                        options.key_property,
                         key,
                         format!("unusable with the certificate in {}: {e}", cert.display()),
                     )
@@ -220,12 +220,13 @@ impl TlsConnector {
         }
         let tls = inner.downcast_ref::<TlsError>()?;
         let ca = match &self.options.ca_location {
-            Some(p) => format!("the CAs in ssl.ca.location={}", p.display()),
+            Some(p) => format!("the CAs in {}={}", self.options.ca_property, p.display()),
             None => "the system's trusted CAs (ssl.ca.location is not set)".to_owned(),
         };
         let client = match &self.options.certificate_location {
             Some(p) => format!(
-                "the client certificate ssl.certificate.location={}",
+                "the client certificate {}={}",
+                self.options.certificate_property,
                 p.display()
             ),
             None => "no client certificate (ssl.certificate.location is not set)".to_owned(),

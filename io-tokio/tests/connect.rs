@@ -110,3 +110,30 @@ async fn the_connector_sets_its_socket_options() {
         d.recv_buffer_size()
     );
 }
+
+/// `SocketOptions::address_family` (librdkafka's `broker.address.family`): an IPv4 listener is
+/// reached with `Any` and `V4`; with `V6` it is not tried, and the error says why.
+#[tokio::test]
+async fn the_address_family_chooses_which_addresses_are_tried() {
+    use kprod_tokio::{AddressFamily, Connector, SocketOptions, TcpConnector};
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let accept = tokio::spawn(async move {
+        let mut kept = Vec::new();
+        for _ in 0..2 {
+            kept.push(listener.accept().await.unwrap().0);
+        }
+        kept
+    });
+    let with = |family| {
+        let mut o = SocketOptions::default();
+        o.address_family = family;
+        TcpConnector::new(o)
+    };
+    with(AddressFamily::Any).connect(&addr).await.expect("any");
+    with(AddressFamily::V4).connect(&addr).await.expect("IPv4");
+    let e = with(AddressFamily::V6).connect(&addr).await.unwrap_err();
+    assert!(e.to_string().contains("no IPv6 address"), "{e}");
+    assert_eq!(accept.await.unwrap().len(), 2);
+}

@@ -1825,12 +1825,15 @@ async fn tiny_records_are_bounded_by_buffer_memory_with_the_drivers_own_memory()
     assert!(m.buffered_records > 1000, "{} records", m.buffered_records);
 }
 
-/// Review finding: under `acks=0` the core counts handing a request to the driver as the
-/// connection's last traffic, while the driver may still hold its bytes; an idle close then
-/// dropped the queued writes, records already reported `Sent` (80 of 300 reached the log in
-/// the reviewer's probe). An idle close now has the writer finish what it holds.
-async fn acks_zero_paused_reader(idle: &str) -> usize {
-    const RECORDS: usize = 300;
+/// Review findings: under `acks=0` the core counts handing a request to the driver as the
+/// connection's last traffic, while the driver may still hold its bytes. An idle close then
+/// dropped the queued writes (records already reported `Sent`: 80 of 300 reached the log in
+/// the first review's probe); flushed instead, they reached the log after records sent later
+/// on a new connection (the second review's probe: `a014, a015, b000, ...`), and their bytes
+/// left the `buffer.memory` bound on unwritten writes. A connection that carried `acks=0`
+/// requests is now never closed for idleness: every record reaches the log once, in order.
+/// A reader paused for 3 s, an idle limit of 1 s, 300 records, then 10 more at 1.5 s.
+async fn acks_zero_paused_reader(idle: &str) -> Vec<String> {
     let broker = FakeBroker::new("t", 1);
     {
         let mut s = broker.script.lock().unwrap();
@@ -1846,27 +1849,41 @@ async fn acks_zero_paused_reader(idle: &str) -> usize {
         ("metadata.max.age.ms", "3600000"),
     ]);
     let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
-    let value = "x".repeat(1_000);
+    let pad = "x".repeat(1_000);
     let mut futures = Vec::new();
-    for _ in 0..RECORDS {
-        let r = Record::new("t", value.clone()).with_partition(0);
+    for i in 0..300 {
+        let r = Record::new("t", format!("a{i:03}{pad}")).with_partition(0);
         futures.push(h.enqueue(r).await.unwrap());
     }
-    for f in futures {
+    for f in futures.drain(..) {
         assert!(f.await.is_ok());
     }
-    // Virtual time: the paused reader resumes after 3 s, the idle limit passes meanwhile.
+    // Virtual time: the runtime moves the clock once every task waits.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for i in 0..10 {
+        let r = Record::new("t", format!("b{i:03}")).with_partition(0);
+        futures.push(h.enqueue(r).await.unwrap());
+    }
+    for f in futures.drain(..) {
+        assert!(f.await.is_ok());
+    }
     tokio::time::sleep(Duration::from_secs(10)).await;
     h.close().await;
-    broker.log("t", 0).len()
+    (broker.log("t", 0).iter())
+        .map(|v| v[..4].to_owned())
+        .collect()
 }
 
 #[tokio::test(start_paused = true)]
-async fn acks_zero_an_idle_close_writes_what_the_writer_holds() {
-    assert_eq!(acks_zero_paused_reader("-1").await, 300);
+async fn acks_zero_connections_that_carried_records_are_not_closed_for_idleness() {
+    let expected: Vec<String> = (0..300)
+        .map(|i| format!("a{i:03}"))
+        .chain((0..10).map(|i| format!("b{i:03}")))
+        .collect();
+    assert_eq!(acks_zero_paused_reader("-1").await, expected);
     assert_eq!(
         acks_zero_paused_reader("1000").await,
-        300,
-        "records reported Sent were dropped by the idle close"
+        expected,
+        "every record once, in send order, with an idle limit shorter than the pause"
     );
 }

@@ -169,6 +169,9 @@ fn security_defaults_to_plaintext_and_ssl_settings_map() {
             verify_hostname: true,
             tls12: true,
             tls13: true,
+            ca_property: "ssl.ca.location",
+            certificate_property: "ssl.certificate.location",
+            key_property: "ssl.key.location",
         })
     );
     for (value, verify) in [
@@ -449,6 +452,16 @@ fn java_tls_stores_and_versions_map_or_are_refused() {
     );
     assert_eq!(v(&[("ssl.protocol", "TLSv1.2")]).unwrap(), (true, false));
     assert_eq!(v(&[("ssl.enabled.protocols", "")]).unwrap(), (true, true));
+    // Older Kafka's default lists TLS 1.1 and 1.0 too, which current JVMs disable: the rest
+    // of the list is used.
+    assert_eq!(
+        v(&[("ssl.enabled.protocols", "TLSv1.2,TLSv1.1,TLSv1")]).unwrap(),
+        (true, false)
+    );
+    assert!(matches!(
+        v(&[("ssl.enabled.protocols", "TLSv1.1")]),
+        Err(PropertyError::Invalid { .. })
+    ));
     assert!(matches!(
         v(&[
             ("ssl.enabled.protocols", "TLSv1.3"),
@@ -457,7 +470,7 @@ fn java_tls_stores_and_versions_map_or_are_refused() {
         Err(PropertyError::Invalid { .. })
     ));
     for (name, value) in [
-        ("ssl.enabled.protocols", "TLSv1.1,TLSv1.2"),
+        ("ssl.enabled.protocols", "TLSv1.2,DTLSv1.2"),
         ("ssl.protocol", "SSLv3"),
         ("ssl.cipher.suites", "TLS_AES_128_GCM_SHA256"),
         ("ssl.trustmanager.algorithm", "SunX509"),
@@ -470,15 +483,50 @@ fn java_tls_stores_and_versions_map_or_are_refused() {
             (name.to_owned(), value.to_owned())
         );
     }
-    // Secrets are refused without being shown.
-    for name in [
-        "ssl.key.password",
-        "ssl.keystore.password",
-        "ssl.truststore.password",
+    // A password is refused with what it opens (an encrypted key, a store), never shown;
+    // alone it opens nothing and counts for nothing, as in Java.
+    for (name, with) in [
+        ("ssl.key.password", ("ssl.key.location", "/k.pem")),
+        ("ssl.key.password", ("ssl.keystore.location", "/s.pem")),
+        ("ssl.keystore.password", ("ssl.keystore.location", "/s.pem")),
+        (
+            "ssl.truststore.password",
+            ("ssl.truststore.location", "/t.pem"),
+        ),
     ] {
-        let (property, shown) = unsupported_property(tls_of(&[(name, "changeit")]));
+        let pem = [("ssl.keystore.type", "PEM"), ("ssl.truststore.type", "PEM")];
+        let cert = ("ssl.certificate.location", "/c.pem");
+        let mut props = vec![(name, "changeit"), with, pem[0], pem[1]];
+        if with.0 == "ssl.key.location" {
+            props.push(cert);
+        }
+        let (property, shown) = unsupported_property(tls_of(&props));
         assert_eq!(property, name);
         assert!(!shown.contains("changeit"), "{shown}");
+        assert!(tls_of(&[(name, "changeit")]).is_ok(), "{name} alone");
+    }
+    // A store type counts only with a store.
+    assert!(tls_of(&[("ssl.truststore.type", "BCFKS")]).is_ok());
+    // The Java stores are named in file errors.
+    let t = tls_of(&[
+        ("ssl.truststore.type", "PEM"),
+        ("ssl.truststore.location", "/t.pem"),
+        ("ssl.keystore.type", "PEM"),
+        ("ssl.keystore.location", "/s.pem"),
+    ])
+    .unwrap();
+    assert_eq!(
+        (t.ca_property, t.certificate_property, t.key_property),
+        (
+            "ssl.truststore.location",
+            "ssl.keystore.location",
+            "ssl.keystore.location"
+        )
+    );
+    #[cfg(feature = "tls")]
+    {
+        let e = kprod_tokio::TlsConnector::new(&t).unwrap_err();
+        assert!(e.to_string().contains("ssl.truststore.location"), "{e}");
     }
     // A later default lifts a refusal; under PLAINTEXT nothing of it counts.
     assert!(tls_of(&[("ssl.cipher.suites", "X"), ("ssl.cipher.suites", "")]).is_ok());

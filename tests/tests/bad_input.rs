@@ -491,7 +491,7 @@ async fn configuration_out_of_range() {
             },
         ),
         (
-            "max.frame.size",
+            "receive.message.max.bytes",
             ProducerConfig {
                 max_frame_size: 100,
                 ..good.clone()

@@ -97,8 +97,15 @@ impl Conn {
     /// or after the end of a broker's throttle, which would be forgotten with the
     /// connection), if it is ready with nothing in flight: an answer awaited is traffic to
     /// come.
+    ///
+    /// A connection that carried `acks=0` Produce requests is never idle here: they await no
+    /// answer, so the core cannot tell whether the driver has written them yet, and closing
+    /// it could lose them or (flushed beside a new connection) reorder them with later ones.
     pub(super) fn idle_deadline(&self, limit: Option<std::time::Duration>) -> Option<Instant> {
-        if self.state != ConnState::Ready || !self.inflight.is_empty() {
+        if self.state != ConnState::Ready
+            || !self.inflight.is_empty()
+            || self.unacknowledged.is_some()
+        {
             return None;
         }
         let last = self.last_active?;
