@@ -321,6 +321,9 @@ impl Producer {
             .flatten();
         let reauthentication = std::mem::replace(&mut s.authenticated, true);
         c.state = ConnState::Ready;
+        // Ready again with its traffic from before the re-authentication: it may be idle
+        // sooner than `idle_check` says.
+        self.idle_check.0 = None;
         let (addr, target, versions) = (c.addr.clone(), c.target, c.versions);
         if !reauthentication {
             self.handshake_done(target);

@@ -502,16 +502,29 @@ impl Producer {
     }
 
     /// Closes the ready connections that have had nothing in flight and no traffic for
-    /// `connections.max.idle.ms`.
+    /// `connections.max.idle.ms`, looking only once `idle_check` has passed. The next look
+    /// is at the earliest idle deadline, or one limit from now: a connection not idle-eligible
+    /// now (a request in flight, not ready) becomes so only with traffic from now on (the
+    /// answer read, the handshake done), so not before then; a re-authentication, which is
+    /// not traffic, resets the check.
     pub(super) fn expire_idle(&mut self) {
-        let (now, limit) = (self.now, self.cfg.connections_max_idle);
-        if limit.is_none() {
+        let now = self.now;
+        let Some(limit) = self.cfg.connections_max_idle else {
+            return;
+        };
+        if self.idle_check.0.is_some_and(|t| t > now) {
             return;
         }
-        let idle: SmallVec<[ConnId; 4]> = (self.conns.iter())
-            .filter(|(_, c)| c.idle_deadline(limit).is_some_and(|d| d <= now))
-            .map(|(id, _)| *id)
-            .collect();
+        let mut next = now.checked_add(limit);
+        let mut idle: SmallVec<[ConnId; 4]> = SmallVec::new();
+        for (id, c) in &self.conns {
+            match c.idle_deadline(Some(limit)) {
+                Some(d) if d <= now => idle.push(*id),
+                Some(d) => next = next.map(|n| n.min(d)),
+                None => {}
+            }
+        }
+        self.idle_check.0 = next;
         for conn in idle {
             self.close_conn(conn, IDLE);
         }

@@ -147,6 +147,10 @@ pub struct Producer {
     /// Buffers of acknowledged batches, reused: capacity only, no state
     /// (ignored by `PartialEq` and `Hash`).
     batch_pool: Derived<pool::BatchPool>,
+    /// No connection is idle (`connections.max.idle.ms`) before this: a lower bound set by
+    /// the last look (`expire_idle`), so that a drain does not look at every connection.
+    /// `None`: look at the next drain. Derived (ignored by `PartialEq` and `Hash`).
+    idle_check: Derived<Option<Instant>>,
     /// [`Self::wake_generation`]: a count for drivers, not behaviour (ignored by `PartialEq`
     /// and `Hash`).
     wakes: Derived<u64>,
@@ -209,6 +213,7 @@ impl Producer {
             stats: Observed::default(),
             index: Derived(Index::new(now)),
             scratch: Derived(Vec::new()),
+            idle_check: Derived(None),
             request_pool: Derived(requests::RequestPool::default()),
             batch_pool: Derived(pool::BatchPool::default()),
             wakes: Derived(0),
@@ -490,9 +495,6 @@ impl Producer {
             }
             c.connect_deadline.into_iter().for_each(&mut consider);
             c.throttled_until.into_iter().for_each(&mut consider);
-            (c.idle_deadline(self.cfg.connections_max_idle))
-                .into_iter()
-                .for_each(&mut consider);
             if let Some(d) = c.sasl.as_ref().and_then(auth::SaslConn::next_deadline) {
                 consider(d);
             }
@@ -518,6 +520,11 @@ impl Producer {
             if !self.topics.is_empty() {
                 consider(t + self.cfg.metadata_max_age);
             }
+        }
+        // The next look for idle connections (a lower bound: at worst one look finds none,
+        // once per `connections.max.idle.ms`), while there are connections to look at.
+        if self.cfg.connections_max_idle.is_some() && !self.conns.is_empty() {
+            self.idle_check.0.into_iter().for_each(&mut consider);
         }
         self.metadata.retry_at.into_iter().for_each(&mut consider);
         self.pid_retry_at.into_iter().for_each(&mut consider);
