@@ -681,3 +681,86 @@ fn reauthentication_does_not_keep_an_idle_connection_open() {
         "three per connection before the idle close"
     );
 }
+
+/// Review finding (of the look for idle connections, which waits for the earliest possible
+/// idle deadline): a look while both connections re-authenticate finds neither idle; their
+/// re-authentications, answered later, are not traffic, so both are idle at once when they
+/// complete, and are closed then, not one idle limit after that look. A 30 s limit and a
+/// 30 s session: re-authentications held from about 26 s to 31 s.
+#[test]
+fn a_connection_idle_through_its_reauthentication_closes_when_it_completes() {
+    let sasl = SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD);
+    let cfg = ProducerConfig {
+        connections_max_idle: Some(Duration::from_secs(30)),
+        metadata_max_age: Duration::from_secs(3600),
+        ..config(sasl)
+    };
+    let mut h = Harness::with_config(cfg, plain_broker(30_000));
+    let start = h.now;
+    h.p.send(h.now, record("only")).unwrap();
+    h.answer_all();
+    assert_eq!(h.delivered(), 1);
+    assert_eq!(h.partial.len(), 2);
+    let closes = |h: &Harness| {
+        (h.events.iter())
+            .filter(|e| matches!(e, Event::Diagnostic(Diagnostic::Disconnected { .. })))
+            .count()
+    };
+    // The re-authentications start; their answers are held past the idle deadline.
+    h.now = start + Duration::from_secs(27);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    h.now = start + Duration::from_secs(30);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    assert_eq!(closes(&h), 0, "re-authenticating: not idle");
+    h.now = start + Duration::from_secs(31);
+    h.answer_all();
+    assert_eq!(h.authentications().iter().filter(|a| a.0).count(), 2);
+    assert_eq!(
+        closes(&h),
+        2,
+        "closed once re-authenticated: {:?}",
+        h.events
+    );
+}
+
+/// Review finding: an answer read while its connection re-authenticates was not traffic, so
+/// a connection whose Produce request was answered behind a re-authentication closed as idle
+/// right after that answer. A 5 s limit, a 10 s session, a Produce request written at 4 s and
+/// answered at 9.5 s, after the re-authentication started: the connection stays.
+#[test]
+fn an_answer_read_during_a_reauthentication_is_traffic() {
+    let sasl = SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD);
+    let cfg = ProducerConfig {
+        connections_max_idle: Some(Duration::from_secs(5)),
+        metadata_max_age: Duration::from_secs(3600),
+        ..config(sasl)
+    };
+    let mut h = Harness::with_config(cfg, plain_broker(10_000));
+    let start = h.now;
+    h.p.send(h.now, record("a")).unwrap();
+    h.answer_all();
+    h.now = start + Duration::from_secs(4);
+    h.p.handle_timeout(h.now);
+    h.p.send(h.now, record("b")).unwrap();
+    h.drain();
+    let leader = *(h.partial.iter())
+        .find(|(_, written)| !written.is_empty())
+        .expect("b's Produce request")
+        .0;
+    h.now = start + Duration::from_secs(9);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    h.now = start + Duration::from_millis(9_500);
+    h.p.handle_timeout(h.now);
+    let seen = h.events.len();
+    h.answer_all();
+    assert_eq!(h.delivered(), 2);
+    assert_eq!(h.authentications().iter().filter(|a| a.0).count(), 1);
+    let leader_closed = (h.events[seen..].iter()).any(|e| {
+        matches!(e, Event::Diagnostic(Diagnostic::Disconnected { conn, .. }) if *conn == leader)
+    });
+    assert!(!leader_closed, "{:?}", &h.events[seen..]);
+    assert!(h.partial.contains_key(&leader));
+}

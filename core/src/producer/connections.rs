@@ -101,7 +101,7 @@ impl Conn {
     /// A connection that carried `acks=0` Produce requests is never idle here: they await no
     /// answer, so the core cannot tell whether the driver has written them yet, and closing
     /// it could lose them or (flushed beside a new connection) reorder them with later ones.
-    pub(super) fn idle_deadline(&self, limit: Option<std::time::Duration>) -> Option<Instant> {
+    pub(super) fn idle_deadline(&self, limit: std::time::Duration) -> Option<Instant> {
         if self.state != ConnState::Ready
             || !self.inflight.is_empty()
             || self.unacknowledged.is_some()
@@ -110,7 +110,7 @@ impl Conn {
         }
         let last = self.last_active?;
         let from = self.throttled_until.map_or(last, |t| t.max(last));
-        from.checked_add(limit?)
+        from.checked_add(limit)
     }
 
     pub(super) fn produce_inflight(&self) -> usize {
@@ -518,9 +518,9 @@ impl Producer {
         let mut next = now.checked_add(limit);
         let mut idle: SmallVec<[ConnId; 4]> = SmallVec::new();
         for (id, c) in &self.conns {
-            match c.idle_deadline(Some(limit)) {
+            match c.idle_deadline(limit) {
                 Some(d) if d <= now => idle.push(*id),
-                Some(d) => next = next.map(|n| n.min(d)),
+                Some(d) => next = Some(next.map_or(d, |n| n.min(d))),
                 None => {}
             }
         }

@@ -522,7 +522,9 @@ impl Producer {
             }
         }
         // The next look for idle connections (a lower bound: at worst one look finds none,
-        // once per `connections.max.idle.ms`), while there are connections to look at.
+        // once per `connections.max.idle.ms`), while there are connections to look at. It is
+        // derived state: were idle closing on in the model, equal producers could ask to be
+        // woken at different times (their closes would still come at the same times).
         if self.cfg.connections_max_idle.is_some() && !self.conns.is_empty() {
             self.idle_check.0.into_iter().for_each(&mut consider);
         }

@@ -40,6 +40,14 @@ impl Producer {
             _ => return Err("unexpected correlation id"),
         }
         let req = c.inflight.pop_front().expect("front checked");
+        // An answer is traffic (`connections.max.idle.ms`), one read while the connection
+        // re-authenticates too (`handle_read` counts no read then); a SASL exchange is not.
+        if !matches!(
+            req.kind,
+            RequestKind::SaslHandshake | RequestKind::SaslAuthenticate
+        ) {
+            c.touch(self.now);
+        }
         let versions = c.versions;
         match req.kind {
             RequestKind::ApiVersions(v) => self.on_api_versions(conn, v, frame),
