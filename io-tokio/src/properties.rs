@@ -1110,7 +1110,10 @@ impl CodecLevels {
 /// It takes the producer properties a Java-client or librdkafka configuration carries. Every
 /// property is either honoured or refused with an error that names it and says why
 /// ([`PropertyError::Unsupported`], [`PropertyError::Invalid`], [`PropertyError::Config`]); a
-/// name kprod does not know is [`PropertyError::Unknown`]. Nothing is silently ignored.
+/// name kprod does not know is [`PropertyError::Unknown`]. Nothing is silently ignored: the
+/// few settings taken without effect are ones the Java client or librdkafka also ignore in
+/// that situation (Kerberos settings without GSSAPI, the tuning of a token retrieval kprod
+/// refuses, settings librdkafka no longer uses) or logging details, each listed below.
 /// librdkafka's names are aliases of the Java setting with the same meaning.
 ///
 /// Honoured:
