@@ -349,3 +349,50 @@ fn partition_count_tells_a_topics_partitions() {
     let log = read(&tansu, TOPIC, 5);
     assert_eq!(log[&4].len(), 1);
 }
+
+/// `connections.max.idle.ms` on the producer (300 ms here): idle between bursts for longer,
+/// it closes its connections and opens them again for the next burst (`connections_opened`
+/// grows each time); Tansu sees ordinary disconnects and reconnects, and every record of
+/// every burst is in the log once, in order.
+#[test]
+fn connections_the_producer_closes_when_idle_are_opened_again() {
+    use kprod_core::ProducerConfig;
+    use kprod_tests::ledger::Ledger;
+    use kprod_tokio::ProducerHandle;
+
+    const PARTITIONS: i32 = 3;
+    let tansu = Tansu::start();
+    let topic = "kprod-idle-closed-by-client";
+    tansu.create_topic(topic, PARTITIONS as u32);
+    let rt = kprod_tests::e2e::runtime();
+    let config = ProducerConfig {
+        bootstrap_servers: vec![tansu.addr().to_string()],
+        connections_max_idle: Some(Duration::from_millis(300)),
+        ..ProducerConfig::default()
+    };
+    let producer = rt.block_on(async { ProducerHandle::connect(config).expect("valid config") });
+    let mut ledger = Ledger::new(topic, PARTITIONS);
+    let mut opened = Vec::new();
+    for _ in 0..3 {
+        rt.block_on(async {
+            ledger.enqueue_n(&producer, 300).await;
+            ledger.resolve(Duration::from_secs(30)).await;
+            opened.push(producer.metrics().await.connections_opened);
+        });
+        // The idle period, longer than the producer's limit (the condition under test).
+        std::thread::sleep(Duration::from_millis(700));
+    }
+    assert!(
+        opened.windows(2).all(|w| w[1] > w[0]),
+        "connections opened after each burst: {opened:?}"
+    );
+    let summary = rt.block_on(ledger.read_and_check(&tansu.addr().to_string()));
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(30), producer.close())
+            .await
+            .expect("close() finishes")
+    });
+    assert_eq!(summary.sent, 900);
+    assert!(summary.all_delivered(), "{summary:?}");
+    assert_eq!(summary.in_log, summary.sent, "{summary:?}");
+}
