@@ -137,15 +137,15 @@ pub struct ProducerConfig {
     /// `connections.max.idle.ms`: a ready connection with no request awaiting an answer and
     /// nothing written or read on it for this long (a SASL re-authentication does not count;
     /// a broker's throttle counts until it ends; one that carried `acks=0` requests is never
-    /// idle, as the core cannot tell when the driver has written them) is closed, without a reconnect backoff, its
-    /// queued writes written first ([`crate::Output::Close`]'s `flush`); the next request for
-    /// its broker opens one again. The Java client's default, 9 minutes,
-    /// closes a connection before the broker's own default (10 minutes) would, so that a
-    /// request is never written just as the broker closes the connection under it (a retry,
-    /// and a batch left possibly persisted until it resolves); load balancers and managed
+    /// idle, as the core cannot tell when the driver has written them) is closed, without a
+    /// reconnect backoff; the next request for its broker opens one again. The Java client's
+    /// default, 9 minutes, closes a connection before the broker's own default (10 minutes)
+    /// would, so that against such a broker a request is not written just as the broker
+    /// closes the connection under it (a retry, and a batch left possibly persisted until it
+    /// resolves); load balancers and managed
     /// services with shorter idle limits (Azure Event Hubs: 4 minutes) want it lower.
     /// `None`: connections are never closed for idleness (the model checker runs so).
-    /// Zero is refused.
+    /// `Some(0)` is refused (the property's `0` and `-1` give `None`).
     pub connections_max_idle: Option<Duration>,
     /// `max.block.ms`: how long a record waits for its topic to appear in metadata before it
     /// fails as an unknown topic (a topic that briefly vanishes must not fail records).

@@ -31,7 +31,7 @@
 //!         match producer.poll_output() {
 //!             Output::Connect { conn, addr } => { /* open TCP to addr, report the result */ }
 //!             Output::Transmit { conn, bytes } => { /* queue bytes for conn, in order */ }
-//!             Output::Close { conn, .. } => { /* drop conn */ }
+//!             Output::Close { conn, flush } => { /* write its queue first if flush; drop conn */ }
 //!             Output::Event(event) => { /* hand to the application */ }
 //!             Output::SaslInput { conn, need } => { /* only with ProducerConfig::sasl */ }
 //!             Output::Wait { until } => break until,

@@ -62,9 +62,9 @@ impl Harness {
                     self.partial.extend_from_slice(&bytes);
                     self.outputs.push(Output::Transmit { conn, bytes });
                 }
-                Output::Close { conn, .. } => {
+                Output::Close { conn, flush } => {
                     self.conn = None;
-                    self.outputs.push(Output::Close { conn, flush: false });
+                    self.outputs.push(Output::Close { conn, flush });
                 }
                 o => self.outputs.push(o),
             }

@@ -260,10 +260,12 @@ pub struct SocketOptions {
     /// and librdkafka: a request is written whole, at once, and Nagle's algorithm would only
     /// hold its last segment back for an acknowledgement.
     pub nodelay: bool,
-    /// `SO_KEEPALIVE` (`socket.keepalive.enable`): `false` by default, as in librdkafka (the
-    /// Java client always sets it). The operating system's keepalive timers (two hours of
-    /// silence on Linux) rarely matter to a producer, whose requests time out far sooner and
-    /// whose idle connections close after `connections.max.idle.ms`.
+    /// `SO_KEEPALIVE` (librdkafka's `socket.keepalive.enable`): `false` by default, as in
+    /// librdkafka (the Java client always sets it). The operating system's keepalive timers
+    /// (two hours of silence on Linux) rarely matter to a producer, whose requests time out
+    /// far sooner and whose idle connections close after `connections.max.idle.ms` (except
+    /// under `acks=0`, whose connections are never closed for idleness: there keepalive can
+    /// find a dead peer between records).
     pub keepalive: bool,
     /// `SO_SNDBUF` in bytes (`send.buffer.bytes`, librdkafka's `socket.send.buffer.bytes`):
     /// `None` (the default) leaves it to the operating system, which on Linux grows it with
@@ -374,8 +376,8 @@ pub async fn connect_any_with(
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
             format!(
-                "the name resolves to no {wanted} address (broker.address.family), only to \
-                 {addrs:?}"
+                "none of the broker's addresses {addrs:?} is an {wanted} address \
+                 (broker.address.family)"
             ),
         ));
     }
@@ -2196,10 +2198,11 @@ impl<C: Connector> Driver<C> {
                 }
                 Output::Close { conn, flush } => {
                     if flush {
-                        // Closed in good order (idle, or the producer closed with every
-                        // record resolved): under acks=0 the last requests may still be queued
-                        // (their records already Sent), so the writer finishes what it holds
-                        // (bounded by its stall timeout) and ends when the queue closes.
+                        // Closed in good order (the producer closed with every record
+                        // resolved, or idle, with nothing left to write): under acks=0 the
+                        // last requests may still be queued (their records already Sent), so
+                        // the writer finishes what it holds (bounded by its stall timeout)
+                        // and ends when the queue closes.
                         if let Some(Conn::Open { writer, .. }) = self.conns.get_mut(&conn) {
                             // Writers that are done are dropped here, so that a producer
                             // closing connections for idleness holds no growing list.

@@ -128,13 +128,15 @@ pub enum Security {
 /// its `Debug` output is safe to log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsOptions {
-    /// `ssl.ca.location`: a PEM file of the CA certificates that may sign brokers'
-    /// certificates. `None`: the operating system's trust store.
+    /// `ssl.ca.location` (or the Java client's PEM `ssl.truststore.location`): a PEM file of
+    /// the CA certificates that may sign brokers' certificates. `None`: the operating
+    /// system's trust store.
     pub ca_location: Option<PathBuf>,
-    /// `ssl.certificate.location`: the client's PEM certificate chain, for mutual TLS.
+    /// `ssl.certificate.location`: the client's PEM certificate chain, for mutual TLS (or the
+    /// Java client's PEM `ssl.keystore.location`, which holds the key too).
     pub certificate_location: Option<PathBuf>,
     /// `ssl.key.location`: the client certificate's unencrypted PEM private key (PKCS#8,
-    /// PKCS#1 or SEC1).
+    /// PKCS#1 or SEC1), or the PEM `ssl.keystore.location`.
     pub key_location: Option<PathBuf>,
     /// `ssl.endpoint.identification.algorithm`: `https` (the default, `true`) checks that the
     /// broker's certificate is valid for the host name (or IP address) connected to; an empty
@@ -222,8 +224,12 @@ impl ClientConfig {
     ///
     /// Also `socket.connection.setup.timeout.ms` (the connect timeout,
     /// [`ClientConfig::connect_timeout`], which the core applies),
-    /// `socket.connection.setup.timeout.max.ms`, and the socket options
-    /// ([`ClientConfig::socket`]).
+    /// `socket.connection.setup.timeout.max.ms`, the socket options
+    /// ([`ClientConfig::socket`]), the Java client's PEM trust and key stores
+    /// (`ssl.truststore.type=PEM` with `ssl.truststore.location`, `ssl.keystore.type=PEM` with
+    /// `ssl.keystore.location`), `ssl.enabled.protocols` and `ssl.protocol` (TLS 1.2 and
+    /// 1.3), and the other `ssl.*` and `sasl.*` names of both clients, taken or refused as
+    /// the table of [`config_from_properties`] says. An empty `sasl.jaas.config` is none.
     pub fn from_properties(props: &[(&str, &str)]) -> Result<Self, PropertyError> {
         let mut c = ProducerConfig::default();
         let mut protocol = "PLAINTEXT".to_owned();
@@ -263,6 +269,8 @@ impl ClientConfig {
             match protocol.as_str() {
                 "PLAINTEXT" | "SASL_PLAINTEXT" => Security::Plaintext,
                 _ => {
+                    // The Java stores first: a PEM key store fills both files below.
+                    extras.apply_tls(&mut tls)?;
                     match (&tls.certificate_location, &tls.key_location) {
                         (Some(_), None) => return Err(invalid(
                             "ssl.key.location",
@@ -278,7 +286,6 @@ impl ClientConfig {
                         }
                         _ => {}
                     }
-                    extras.apply_tls(&mut tls)?;
                     Security::Ssl(tls)
                 }
             };
@@ -291,7 +298,7 @@ impl ClientConfig {
     }
 }
 
-fn path(v: &str) -> Option<PathBuf> {
+pub(crate) fn path(v: &str) -> Option<PathBuf> {
     (!v.is_empty()).then(|| PathBuf::from(v))
 }
 
@@ -472,7 +479,7 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
     Ok(true)
 }
 
-fn unsupported(name: &str, v: &str, reason: &'static str) -> PropertyError {
+pub(crate) fn unsupported(name: &str, v: &str, reason: &'static str) -> PropertyError {
     PropertyError::Unsupported {
         property: name.to_owned(),
         value: v.to_owned(),
@@ -922,13 +929,14 @@ fn compat_property(later: &mut Deferred, name: &str, v: &str) -> Result<bool, Pr
                     _ => false,
                 };
                 if !built {
+                    // The value shown is the feature missing.
                     return Err(unsupported(
                         name,
-                        v,
-                        "kprod-tokio is built without one of these features (it has gzip, \
-                         snappy, lz4, zstd, ssl, sasl, sasl_plain, sasl_scram and \
-                         sasl_oauthbearer as cargo features; no regex, plugins, GSSAPI, http \
-                         or oidc)",
+                        f,
+                        "this kprod-tokio lacks that feature: gzip, snappy, lz4, zstd, ssl \
+                         (cargo feature `tls`) and sasl_scram (`scram`) are cargo features, \
+                         sasl, sasl_plain and sasl_oauthbearer always built; regex, plugins, \
+                         sasl_gssapi, http and oidc do not exist in kprod",
                     ));
                 }
             }
@@ -1172,6 +1180,17 @@ impl CodecLevels {
 /// | `ssl.enabled.protocols`, `ssl.protocol` | TLS 1.2 and 1.3 as listed (`TLSv1.2`, `TLSv1.3`); `ssl.protocol=TLSv1.2` never negotiates 1.3, as in Java |
 /// | `ssl.keymanager.algorithm`, `ssl.trustmanager.algorithm`, `ssl.cipher.suites`, `ssl.key.password`, `ssl.keystore.password`, `ssl.truststore.password`, `enable.ssl.certificate.verification`, `ssl.ca.certificate.stores`, `ssl.engine.id` | `SunX509`/`PKIX`, `PKIX`, empty, empty passwords, `true`, `Root`, `dynamic` |
 /// | `sasl.kerberos.*`, `sasl.login.refresh.*` and the other `sasl.login.*` and `sasl.oauthbearer.*` tuning | any: they tune GSSAPI (refused) and Java's or librdkafka's own token retrieval (refused: `sasl.oauthbearer.token.endpoint.url`, client credentials, assertions, `sasl.oauthbearer.method=oidc`, `sasl.login.callback.handler.class`) |
+/// | `metadata.broker.list` (librdkafka) | as `bootstrap.servers` |
+/// | `builtin.features` (librdkafka) | features this kprod-tokio has (gzip, snappy, lz4, zstd, ssl, sasl, sasl_plain, sasl_scram, sasl_oauthbearer) |
+/// | `log.thread.name`, `enable.random.seed` (librdkafka) | any (logging goes to tracing; the core uses no randomness) |
+/// | `log.queue` (librdkafka) | `false` |
+/// | `topic.blacklist`, `plugin.library.paths` (librdkafka) | empty |
+/// | `internal.termination.signal`, `api.version.fallback.ms`, `enabled_events` (librdkafka) | `0` |
+/// | librdkafka's C API callbacks and pointers (`dr_msg_cb`, `opaque`, ...) | refused |
+/// | `ssl.curves.list`, `ssl.sigalgs.list`, `ssl.crl.location`, `ssl.provider`, `ssl.providers`, `ssl.engine.*`, `ssl.engine.factory.class`, `ssl.secure.random.implementation`, `security.providers` | empty (`ssl.engine.id`: `dynamic`) |
+/// | inline PEM (`ssl.truststore.certificates`, `ssl.keystore.certificate.chain`, `ssl.keystore.key`, `ssl.ca.pem`, `ssl.certificate.pem`, `ssl.key.pem`) | empty (give files) |
+/// | `sasl.login.class`, `sasl.login.callback.handler.class`, `sasl.client.callback.handler.class` | empty (under `SASL_*`) |
+/// | `sasl.jaas.config` | empty means none (see [`ClientConfig::from_properties`]) |
 /// | `client.dns.lookup` | `use_all_dns_ips`: every resolved address is tried, the next one 250 ms after the previous attempt started or at once when it failed, the first to connect used (RFC 8305) |
 /// | `api.version.request` (librdkafka) | `true` |
 /// | `metadata.recovery.strategy` | `rebootstrap`: when no known broker can be reached, kprod asks the bootstrap servers again |

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use kprod_core::SaslMechanism;
 
-use crate::properties::TlsOptions;
+use crate::properties::{path, unsupported, TlsOptions};
 use crate::PropertyError;
 
 /// Java's default OAUTHBEARER token retriever (which asks for nothing unless configured).
@@ -23,13 +23,13 @@ const PEM_ONLY: &str = "kprod reads PEM files: give the store as PEM (ssl.trusts
                         ssl.keystore.type=PEM) or use ssl.ca.location, \
                         ssl.certificate.location and ssl.key.location";
 const NO_PASSWORDS: &str = "kprod reads unencrypted PEM private keys and PEM stores, which \
-                            have no password (decrypt a key with `openssl pkcs8 -nocrypt`); \
-                            leave it empty";
+                            have no password (decrypt a key with `openssl pkey -in \
+                            encrypted.pem -out key.pem`); leave it empty";
 const NO_INLINE_PEM: &str = "kprod reads certificates and keys from PEM files only: put them \
                              in files and give their paths (ssl.ca.location, \
                              ssl.certificate.location, ssl.key.location)";
 const NO_JAVA_TLS: &str = "kprod's TLS is rustls with its own crypto provider; it takes no \
-                           Java security providers, engines or random sources";
+                           Java or OpenSSL providers, engines or random sources";
 const OAUTH_PROVIDER: &str = "kprod fetches no OAUTHBEARER tokens itself: they come from the \
                               application's TokenProvider \
                               (ProducerHandle::from_properties_with_token_provider)";
@@ -60,14 +60,6 @@ pub(crate) struct SecurityExtras {
     oauth_refused: BTreeMap<String, PropertyError>,
 }
 
-fn refusal(name: &str, v: &str, reason: &'static str) -> PropertyError {
-    PropertyError::Unsupported {
-        property: name.to_owned(),
-        value: v.to_owned(),
-        reason,
-    }
-}
-
 /// Records `name`'s refusal in `map` unless `ok`, lifting an earlier one if `ok`.
 fn refuse_unless(
     map: &mut BTreeMap<String, PropertyError>,
@@ -79,12 +71,8 @@ fn refuse_unless(
     if ok {
         map.remove(name);
     } else {
-        map.insert(name.to_owned(), refusal(name, v, reason));
+        map.insert(name.to_owned(), unsupported(name, v, reason));
     }
-}
-
-fn path(v: &str) -> Option<PathBuf> {
-    (!v.is_empty()).then(|| PathBuf::from(v))
 }
 
 impl SecurityExtras {
@@ -209,7 +197,8 @@ impl SecurityExtras {
             | "sasl.oauthbearer.assertion.jwt.template.file"
             | "https.ca.location"
             | "https.ca.pem" => {
-                let value = if name.contains("secret") {
+                // Secrets and inline keys are not shown.
+                let value = if name.contains("secret") || name.ends_with(".pem") {
                     "(hidden)"
                 } else {
                     v
@@ -293,24 +282,14 @@ impl SecurityExtras {
         if let Some(e) = self.tls_refused.values().next() {
             return Err(e.clone());
         }
-        let hidden = |name: &str| refusal(name, "(hidden)", NO_PASSWORDS);
+        let hidden = |name: &str| unsupported(name, "(hidden)", NO_PASSWORDS);
         // A store type counts only with a store (Java ignores it otherwise).
         let pem =
             |ty: &Option<String>| ty.as_deref().is_some_and(|t| t.eq_ignore_ascii_case("PEM"));
         let trust_pem = pem(&self.truststore_type);
-        if self.truststore_password && self.truststore_location.is_some() {
-            return Err(hidden("ssl.truststore.password"));
-        }
-        if self.keystore_password && self.keystore_location.is_some() {
-            return Err(hidden("ssl.keystore.password"));
-        }
-        // The key's password: of the PEM key store's key, or of librdkafka's ssl.key.location.
-        if self.key_password && (self.keystore_location.is_some() || tls.key_location.is_some()) {
-            return Err(hidden("ssl.key.password"));
-        }
         if let Some(location) = &self.truststore_location {
             if !trust_pem {
-                return Err(refusal(
+                return Err(unsupported(
                     "ssl.truststore.location",
                     &location.display().to_string(),
                     PEM_ONLY,
@@ -329,7 +308,7 @@ impl SecurityExtras {
         let key_pem = pem(&self.keystore_type);
         if let Some(location) = &self.keystore_location {
             if !key_pem {
-                return Err(refusal(
+                return Err(unsupported(
                     "ssl.keystore.location",
                     &location.display().to_string(),
                     PEM_ONLY,
@@ -349,6 +328,17 @@ impl SecurityExtras {
             tls.certificate_property = "ssl.keystore.location";
             tls.key_property = "ssl.keystore.location";
         }
+        // Passwords once the stores are known to be PEM (a JKS store is refused for that).
+        if self.truststore_password && self.truststore_location.is_some() {
+            return Err(hidden("ssl.truststore.password"));
+        }
+        if self.keystore_password && self.keystore_location.is_some() {
+            return Err(hidden("ssl.keystore.password"));
+        }
+        // The key's password: of the PEM key store's key, or of librdkafka's ssl.key.location.
+        if self.key_password && tls.key_location.is_some() {
+            return Err(hidden("ssl.key.password"));
+        }
         let (mut tls12, mut tls13) = (true, true);
         if let Some(list) = self.enabled.as_deref().filter(|l| !l.trim().is_empty()) {
             (tls12, tls13) = (false, false);
@@ -360,7 +350,7 @@ impl SecurityExtras {
                     // rustls has none: what is left of the list is used.
                     "TLSV1.1" | "TLSV1" | "SSLV3" => {}
                     _ => {
-                        return Err(refusal(
+                        return Err(unsupported(
                             "ssl.enabled.protocols",
                             list,
                             "kprod speaks TLS 1.2 and 1.3 only (TLSv1.2, TLSv1.3)",
@@ -379,7 +369,7 @@ impl SecurityExtras {
             // As in Java: an SSLContext for TLS 1.2 never negotiates 1.3.
             Some("TLSV1.2") => tls13 = false,
             Some(_) => {
-                return Err(refusal(
+                return Err(unsupported(
                     "ssl.protocol",
                     self.protocol.as_deref().unwrap_or_default(),
                     "kprod speaks TLS 1.2 and 1.3 only (TLS, TLSv1.2, TLSv1.3)",

@@ -139,6 +139,13 @@ impl TlsConnector {
             });
         }
         let provider = Arc::new(ring::default_provider());
+        if !options.tls12 && !options.tls13 {
+            return Err(PropertyError::Invalid {
+                property: "ssl.enabled.protocols".to_owned(),
+                value: String::new(),
+                expected: "TLSv1.2 or TLSv1.3 (TlsOptions::tls12 or tls13)",
+            });
+        }
         let versions: Vec<&'static tokio_rustls::rustls::SupportedProtocolVersion> = [
             (options.tls13, &tokio_rustls::rustls::version::TLS13),
             (options.tls12, &tokio_rustls::rustls::version::TLS12),

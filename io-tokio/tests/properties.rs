@@ -415,9 +415,9 @@ fn unsupported_property(r: Result<impl std::fmt::Debug, PropertyError>) -> (Stri
 }
 
 /// The Java client's TLS settings: PEM trust and key stores become kprod's files, the TLS
-/// versions are honoured, and what kprod cannot do (JKS stores, passwords, cipher lists,
-/// TLS 1.1) is refused naming the property, secrets hidden; under PLAINTEXT, as in Java,
-/// none of it counts.
+/// versions are honoured (TLS 1.1 and 1.0 left out of a list, as current JVMs do), and what
+/// kprod cannot do (JKS stores, passwords with what they open, cipher lists) is refused
+/// naming the property, secrets hidden; under PLAINTEXT, as in Java, none of it counts.
 #[test]
 fn java_tls_stores_and_versions_map_or_are_refused() {
     let tls = tls_of(&[

@@ -64,7 +64,6 @@ impl Producer {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        c.touch(self.now);
         c.unacknowledged = Some(match c.unacknowledged {
             Some((first, _)) => (first, correlation_id),
             None => (correlation_id, correlation_id),

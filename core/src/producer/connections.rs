@@ -176,7 +176,9 @@ impl Producer {
         conn
     }
 
-    /// Closes a connection on our side (request timeout, protocol error).
+    /// Closes a connection on our side: a failure (request timeout, protocol error, a
+    /// handshake refused), its broker moved or gone, or idleness (the only close that asks
+    /// the driver to write what it holds first, `flush`).
     pub(super) fn close_conn(&mut self, conn: ConnId, reason: &'static str) {
         if self.conns.contains_key(&conn) {
             let flush = reason == IDLE;

@@ -459,6 +459,9 @@ impl Producer {
         }
         self.expire_connects();
         self.expire_requests();
+        // Before the re-authentication timers, which would re-authenticate a connection
+        // about to close for idleness. (A batch ready for a connection whose idle deadline
+        // passed in the same drain goes out on a new one, as in the Java client.)
         self.expire_idle();
         self.sasl_timers();
         self.expire_deliveries();

@@ -41,6 +41,13 @@ pub(super) enum RequestKind {
     SaslAuthenticate,
 }
 
+impl RequestKind {
+    /// A SASL exchange: not traffic for `connections.max.idle.ms`.
+    pub(super) fn is_sasl(&self) -> bool {
+        matches!(self, Self::SaslHandshake | Self::SaslAuthenticate)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) struct InFlight {
     pub(super) correlation_id: i32,
@@ -101,10 +108,7 @@ impl Producer {
             let from = c.throttled_until.map_or(now, |t| t.max(now));
             let deadline = from + self.cfg.request_timeout;
             // A SASL re-authentication is not traffic (see `handle_read`).
-            if !matches!(
-                kind,
-                RequestKind::SaslHandshake | RequestKind::SaslAuthenticate
-            ) {
+            if !kind.is_sasl() {
                 c.touch(now);
             }
             c.inflight.push_back(InFlight {

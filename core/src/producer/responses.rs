@@ -42,10 +42,7 @@ impl Producer {
         let req = c.inflight.pop_front().expect("front checked");
         // An answer is traffic (`connections.max.idle.ms`), one read while the connection
         // re-authenticates too (`handle_read` counts no read then); a SASL exchange is not.
-        if !matches!(
-            req.kind,
-            RequestKind::SaslHandshake | RequestKind::SaslAuthenticate
-        ) {
+        if !req.kind.is_sasl() {
             c.touch(self.now);
         }
         let versions = c.versions;
