@@ -572,6 +572,17 @@ fn sasl_extras_are_refused_only_where_they_would_matter() {
         sasl("PLAIN", &[url]).is_ok(),
         "no effect without OAUTHBEARER"
     );
+    // Secrets and inline keys are named, not shown.
+    for name in [
+        "sasl.oauthbearer.assertion.private.key.pem",
+        "sasl.oauthbearer.client.credentials.client.secret",
+    ] {
+        let (property, shown) = unsupported_property(sasl(
+            "OAUTHBEARER",
+            &[(name, "-----BEGIN PRIVATE KEY-----")],
+        ));
+        assert_eq!((property.as_str(), shown.as_str()), (name, "(hidden)"));
+    }
     let handler = ("sasl.login.callback.handler.class", "com.example.Login");
     assert_eq!(unsupported_property(sasl("PLAIN", &[handler])).0, handler.0);
     for inert in [
