@@ -625,6 +625,37 @@ pub async fn read_log(
     .unwrap_or_else(|e| panic!("independent reader failed: {e}"))
 }
 
+/// Three bursts of 300 records through `producer`, each resolved (within 30 s), with
+/// `idle` of nothing sent after each: the idle period is the condition under test (a
+/// producer's or a broker's `connections.max.idle.ms` shorter than it), so it is slept, not
+/// waited on. Returns `Metrics::connections_opened` after each burst, then checks the log
+/// with the independent reader: every record delivered, once, in order.
+pub fn bursts_with_idle_gaps(
+    rt: &tokio::runtime::Runtime,
+    producer: &ProducerHandle,
+    brokers: &str,
+    topic: &str,
+    partitions: i32,
+    idle: Duration,
+) -> Vec<u64> {
+    let (bursts, per_burst) = (3, 300);
+    let mut ledger = Ledger::new(topic, partitions);
+    let mut opened = Vec::new();
+    for _ in 0..bursts {
+        rt.block_on(async {
+            ledger.enqueue_n(producer, per_burst).await;
+            ledger.resolve(Duration::from_secs(30)).await;
+            opened.push(producer.metrics().await.connections_opened);
+        });
+        std::thread::sleep(idle);
+    }
+    let summary = rt.block_on(ledger.read_and_check(brokers));
+    assert_eq!(summary.sent, bursts * per_burst);
+    assert!(summary.all_delivered(), "{summary:?}");
+    assert_eq!(summary.in_log, summary.sent, "{summary:?}");
+    opened
+}
+
 #[cfg(test)]
 mod tests {
     use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -723,42 +723,48 @@ fn deliveries_report_the_timestamp_the_log_keeps() {
 /// to be closed by the broker too.) Then the same with the producer's own idle limit below
 /// the broker's: the producer closes first.
 #[test]
-fn connections_the_broker_closes_when_idle_are_opened_again() {
+fn idle_connections_closed_by_the_broker_or_the_producer_are_opened_again() {
     use std::io::Read;
 
     use kprod_core::ProducerConfig;
     use kprod_tests::kafka::KafkaOptions;
-    use kprod_tests::ledger::Ledger;
+    use kprod_tests::ledger::bursts_with_idle_gaps;
     use kprod_tokio::ProducerHandle;
 
     const PARTITIONS: i32 = 2;
-    const IDLE: Duration = Duration::from_millis(2_500);
     let kafka = Kafka::start_with(KafkaOptions::new(1).set("connections.max.idle.ms", 1_000));
-    let topic = "kprod-idle-closed";
-    kafka.create_topic(topic, PARTITIONS, 1, None);
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
-    let config = ProducerConfig {
-        bootstrap_servers: vec![kafka.bootstrap()],
-        ..ProducerConfig::default()
-    };
-    let producer = rt.block_on(async { ProducerHandle::connect(config).expect("valid config") });
-    let mut ledger = Ledger::new(topic, PARTITIONS);
     let mut probe = std::net::TcpStream::connect(kafka.client_addr(0)).expect("raw connection");
-    let mut opened = Vec::new();
-    for _ in 0..3 {
+    // The broker's limit (1 s), then the producer's (300 ms) under it.
+    for (topic, producer_idle, gap) in [
+        ("kprod-idle-closed", None, Duration::from_millis(2_500)),
+        (
+            "kprod-idle-closed-by-client",
+            Some(Duration::from_millis(300)),
+            Duration::from_millis(700),
+        ),
+    ] {
+        kafka.create_topic(topic, PARTITIONS, 1, None);
+        let config = ProducerConfig {
+            bootstrap_servers: vec![kafka.bootstrap()],
+            connections_max_idle: producer_idle,
+            ..ProducerConfig::default()
+        };
+        let producer =
+            rt.block_on(async { ProducerHandle::connect(config).expect("valid config") });
+        let brokers = kafka.bootstrap();
+        let opened = bursts_with_idle_gaps(&rt, &producer, &brokers, topic, PARTITIONS, gap);
+        // Every burst after an idle period needed a new connection.
+        assert!(
+            opened.windows(2).all(|w| w[1] > w[0]),
+            "{topic}: connections opened after each burst: {opened:?}"
+        );
         rt.block_on(async {
-            ledger.enqueue_n(&producer, 300).await;
-            ledger.resolve(Duration::from_secs(30)).await;
-            opened.push(producer.metrics().await.connections_opened);
+            tokio::time::timeout(Duration::from_secs(30), producer.close())
+                .await
+                .expect("close() finishes")
         });
-        // The idle period, longer than the broker's limit (the fault itself).
-        std::thread::sleep(IDLE);
     }
-    // Every burst after an idle period needed a new connection.
-    assert!(
-        opened.windows(2).all(|w| w[1] > w[0]),
-        "connections opened after each burst: {opened:?}"
-    );
     probe
         .set_read_timeout(Some(Duration::from_secs(5)))
         .expect("read timeout");
@@ -767,51 +773,6 @@ fn connections_the_broker_closes_when_idle_are_opened_again() {
         Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
     };
     assert!(closed, "the broker closed the idle raw connection");
-    let summary = rt.block_on(ledger.read_and_check(&kafka.bootstrap()));
-    rt.block_on(async {
-        tokio::time::timeout(Duration::from_secs(30), producer.close())
-            .await
-            .expect("close() finishes")
-    });
-    assert_eq!(summary.sent, 900);
-    assert!(summary.all_delivered(), "{summary:?}");
-    assert_eq!(summary.in_log, summary.sent, "{summary:?}");
-
-    // Then the producer closes its idle connections first (`connections.max.idle.ms` of
-    // 300 ms, under the broker's 1 s): each burst after an idle period opens connections
-    // again, and every record is still delivered once, in order.
-    let topic = "kprod-idle-closed-by-client";
-    kafka.create_topic(topic, PARTITIONS, 1, None);
-    let config = ProducerConfig {
-        bootstrap_servers: vec![kafka.bootstrap()],
-        connections_max_idle: Some(Duration::from_millis(300)),
-        ..ProducerConfig::default()
-    };
-    let producer = rt.block_on(async { ProducerHandle::connect(config).expect("valid config") });
-    let mut ledger = Ledger::new(topic, PARTITIONS);
-    let mut opened = Vec::new();
-    for _ in 0..3 {
-        rt.block_on(async {
-            ledger.enqueue_n(&producer, 300).await;
-            ledger.resolve(Duration::from_secs(30)).await;
-            opened.push(producer.metrics().await.connections_opened);
-        });
-        // Idle for longer than the producer's limit, shorter than the broker's.
-        std::thread::sleep(Duration::from_millis(700));
-    }
-    assert!(
-        opened.windows(2).all(|w| w[1] > w[0]),
-        "connections opened after each burst: {opened:?}"
-    );
-    let summary = rt.block_on(ledger.read_and_check(&kafka.bootstrap()));
-    rt.block_on(async {
-        tokio::time::timeout(Duration::from_secs(30), producer.close())
-            .await
-            .expect("close() finishes")
-    });
-    assert_eq!(summary.sent, 900);
-    assert!(summary.all_delivered(), "{summary:?}");
-    assert_eq!(summary.in_log, summary.sent, "{summary:?}");
 }
 
 /// `metadata.max.idle.ms` on a broker that creates topics on request

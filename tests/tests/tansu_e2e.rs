@@ -357,7 +357,7 @@ fn partition_count_tells_a_topics_partitions() {
 #[test]
 fn connections_the_producer_closes_when_idle_are_opened_again() {
     use kprod_core::ProducerConfig;
-    use kprod_tests::ledger::Ledger;
+    use kprod_tests::ledger::bursts_with_idle_gaps;
     use kprod_tokio::ProducerHandle;
 
     const PARTITIONS: i32 = 3;
@@ -371,28 +371,16 @@ fn connections_the_producer_closes_when_idle_are_opened_again() {
         ..ProducerConfig::default()
     };
     let producer = rt.block_on(async { ProducerHandle::connect(config).expect("valid config") });
-    let mut ledger = Ledger::new(topic, PARTITIONS);
-    let mut opened = Vec::new();
-    for _ in 0..3 {
-        rt.block_on(async {
-            ledger.enqueue_n(&producer, 300).await;
-            ledger.resolve(Duration::from_secs(30)).await;
-            opened.push(producer.metrics().await.connections_opened);
-        });
-        // The idle period, longer than the producer's limit (the condition under test).
-        std::thread::sleep(Duration::from_millis(700));
-    }
+    let brokers = tansu.addr().to_string();
+    let idle = Duration::from_millis(700);
+    let opened = bursts_with_idle_gaps(&rt, &producer, &brokers, topic, PARTITIONS, idle);
     assert!(
         opened.windows(2).all(|w| w[1] > w[0]),
         "connections opened after each burst: {opened:?}"
     );
-    let summary = rt.block_on(ledger.read_and_check(&tansu.addr().to_string()));
     rt.block_on(async {
         tokio::time::timeout(Duration::from_secs(30), producer.close())
             .await
             .expect("close() finishes")
     });
-    assert_eq!(summary.sent, 900);
-    assert!(summary.all_delivered(), "{summary:?}");
-    assert_eq!(summary.in_log, summary.sent, "{summary:?}");
 }
