@@ -241,6 +241,11 @@ impl Harness {
             .collect()
     }
 
+    /// How many re-authentications completed.
+    fn reauthentications(&self) -> usize {
+        self.authentications().iter().filter(|a| a.0).count()
+    }
+
     fn authentications(&self) -> Vec<(bool, i64)> {
         self.events
             .iter()
@@ -634,6 +639,18 @@ fn a_refusal_and_an_unreachable_bootstrap_server_stop_the_producer() {
     ));
 }
 
+/// A PLAIN producer closing connections idle for `idle`, against a broker whose sessions last
+/// `lifetime_ms`, refreshing metadata only hourly.
+fn idle_harness(idle: Duration, lifetime_ms: i64) -> Harness {
+    let sasl = SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD);
+    let cfg = ProducerConfig {
+        connections_max_idle: Some(idle),
+        metadata_max_age: Duration::from_secs(3600),
+        ..config(sasl)
+    };
+    Harness::with_config(cfg, plain_broker(lifetime_ms))
+}
+
 /// Review finding: a SASL re-authentication (KIP-368) counted as traffic, so with a broker
 /// session shorter than `connections.max.idle.ms` an idle connection re-authenticated on its
 /// timer for ever and was never closed. Now only the application's requests and their answers
@@ -641,13 +658,7 @@ fn a_refusal_and_an_unreachable_bootstrap_server_stop_the_producer() {
 /// re-authentications each.
 #[test]
 fn reauthentication_does_not_keep_an_idle_connection_open() {
-    let sasl = SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD);
-    let cfg = ProducerConfig {
-        connections_max_idle: Some(Duration::from_secs(30)),
-        metadata_max_age: Duration::from_secs(3600),
-        ..config(sasl)
-    };
-    let mut h = Harness::with_config(cfg, plain_broker(10_000));
+    let mut h = idle_harness(Duration::from_secs(30), 10_000);
     let start = h.now;
     h.p.send(h.now, record("only")).unwrap();
     h.answer_all();
@@ -667,7 +678,7 @@ fn reauthentication_does_not_keep_an_idle_connection_open() {
         }
         seen = h.events.len();
     }
-    let reauthentications = h.authentications().iter().filter(|a| a.0).count();
+    let reauthentications = h.reauthentications();
     assert_eq!(
         closed_at,
         open.iter()
@@ -689,13 +700,7 @@ fn reauthentication_does_not_keep_an_idle_connection_open() {
 /// 30 s session: re-authentications held from about 26 s to 31 s.
 #[test]
 fn a_connection_idle_through_its_reauthentication_closes_when_it_completes() {
-    let sasl = SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD);
-    let cfg = ProducerConfig {
-        connections_max_idle: Some(Duration::from_secs(30)),
-        metadata_max_age: Duration::from_secs(3600),
-        ..config(sasl)
-    };
-    let mut h = Harness::with_config(cfg, plain_broker(30_000));
+    let mut h = idle_harness(Duration::from_secs(30), 30_000);
     let start = h.now;
     h.p.send(h.now, record("only")).unwrap();
     h.answer_all();
@@ -716,7 +721,7 @@ fn a_connection_idle_through_its_reauthentication_closes_when_it_completes() {
     assert_eq!(closes(&h), 0, "re-authenticating: not idle");
     h.now = start + Duration::from_secs(31);
     h.answer_all();
-    assert_eq!(h.authentications().iter().filter(|a| a.0).count(), 2);
+    assert_eq!(h.reauthentications(), 2);
     assert_eq!(
         closes(&h),
         2,
@@ -731,13 +736,7 @@ fn a_connection_idle_through_its_reauthentication_closes_when_it_completes() {
 /// answered at 9.5 s, after the re-authentication started: the connection stays.
 #[test]
 fn an_answer_read_during_a_reauthentication_is_traffic() {
-    let sasl = SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD);
-    let cfg = ProducerConfig {
-        connections_max_idle: Some(Duration::from_secs(5)),
-        metadata_max_age: Duration::from_secs(3600),
-        ..config(sasl)
-    };
-    let mut h = Harness::with_config(cfg, plain_broker(10_000));
+    let mut h = idle_harness(Duration::from_secs(5), 10_000);
     let start = h.now;
     h.p.send(h.now, record("a")).unwrap();
     h.answer_all();
@@ -757,7 +756,7 @@ fn an_answer_read_during_a_reauthentication_is_traffic() {
     let seen = h.events.len();
     h.answer_all();
     assert_eq!(h.delivered(), 2);
-    assert_eq!(h.authentications().iter().filter(|a| a.0).count(), 1);
+    assert_eq!(h.reauthentications(), 1);
     let leader_closed = (h.events[seen..].iter()).any(|e| {
         matches!(e, Event::Diagnostic(Diagnostic::Disconnected { conn, .. }) if *conn == leader)
     });

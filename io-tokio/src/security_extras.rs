@@ -286,15 +286,20 @@ impl SecurityExtras {
         // A store type counts only with a store (Java ignores it otherwise).
         let pem =
             |ty: &Option<String>| ty.as_deref().is_some_and(|t| t.eq_ignore_ascii_case("PEM"));
-        let trust_pem = pem(&self.truststore_type);
-        if let Some(location) = &self.truststore_location {
-            if !trust_pem {
-                return Err(unsupported(
-                    "ssl.truststore.location",
+        // A store kprod reads: PEM only.
+        let pem_only = |property: &str, ty: &Option<String>, location: &PathBuf| {
+            if pem(ty) {
+                Ok(())
+            } else {
+                Err(unsupported(
+                    property,
                     &location.display().to_string(),
                     PEM_ONLY,
-                ));
+                ))
             }
+        };
+        if let Some(location) = &self.truststore_location {
+            pem_only("ssl.truststore.location", &self.truststore_type, location)?;
             if tls.ca_location.as_ref().is_some_and(|ca| ca != location) {
                 return Err(PropertyError::Invalid {
                     property: "ssl.truststore.location".to_owned(),
@@ -305,15 +310,8 @@ impl SecurityExtras {
             tls.ca_location = Some(location.clone());
             tls.ca_property = "ssl.truststore.location";
         }
-        let key_pem = pem(&self.keystore_type);
         if let Some(location) = &self.keystore_location {
-            if !key_pem {
-                return Err(unsupported(
-                    "ssl.keystore.location",
-                    &location.display().to_string(),
-                    PEM_ONLY,
-                ));
-            }
+            pem_only("ssl.keystore.location", &self.keystore_type, location)?;
             if tls.certificate_location.is_some() || tls.key_location.is_some() {
                 return Err(PropertyError::Invalid {
                     property: "ssl.keystore.location".to_owned(),

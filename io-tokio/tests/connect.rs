@@ -58,6 +58,20 @@ async fn every_address_refusing_is_an_error() {
     assert_eq!(none.kind(), std::io::ErrorKind::NotFound);
 }
 
+/// A loopback listener's address, and a task that accepts `n` connections and keeps them.
+async fn listener_keeping(n: usize) -> (String, tokio::task::JoinHandle<Vec<TcpStream>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let accept = tokio::spawn(async move {
+        let mut kept = Vec::new();
+        for _ in 0..n {
+            kept.push(listener.accept().await.unwrap().0);
+        }
+        kept
+    });
+    (addr, accept)
+}
+
 /// `TcpConnector` sets its `SocketOptions` on the sockets it opens (`socket.keepalive.enable`,
 /// `socket.nagle.disable`, the buffer sizes), and the defaults leave the buffers to the
 /// operating system.
@@ -65,15 +79,7 @@ async fn every_address_refusing_is_an_error() {
 async fn the_connector_sets_its_socket_options() {
     use kprod_tokio::{Connector, SocketOptions, TcpConnector};
 
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let accept = tokio::spawn(async move {
-        let mut kept = Vec::new();
-        for _ in 0..2 {
-            kept.push(listener.accept().await.unwrap().0);
-        }
-        kept
-    });
+    let (addr, accept) = listener_keeping(2).await;
     let default = TcpConnector::default().connect(&addr).await.unwrap();
     let mut options = SocketOptions::default();
     options.keepalive = true;
@@ -117,15 +123,7 @@ async fn the_connector_sets_its_socket_options() {
 async fn the_address_family_chooses_which_addresses_are_tried() {
     use kprod_tokio::{AddressFamily, Connector, SocketOptions, TcpConnector};
 
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let accept = tokio::spawn(async move {
-        let mut kept = Vec::new();
-        for _ in 0..2 {
-            kept.push(listener.accept().await.unwrap().0);
-        }
-        kept
-    });
+    let (addr, accept) = listener_keeping(2).await;
     let with = |family| {
         let mut o = SocketOptions::default();
         o.address_family = family;

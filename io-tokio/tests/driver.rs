@@ -1849,24 +1849,25 @@ async fn acks_zero_paused_reader(idle: &str) -> Vec<String> {
         ("metadata.max.age.ms", "3600000"),
     ]);
     let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    // Enqueues every value to partition 0, then awaits every outcome (each Sent).
+    async fn send_all(h: &ProducerHandle, values: impl Iterator<Item = String>) {
+        let mut futures = Vec::new();
+        for v in values {
+            futures.push(
+                h.enqueue(Record::new("t", v).with_partition(0))
+                    .await
+                    .unwrap(),
+            );
+        }
+        for f in futures {
+            assert!(f.await.is_ok());
+        }
+    }
     let pad = "x".repeat(1_000);
-    let mut futures = Vec::new();
-    for i in 0..300 {
-        let r = Record::new("t", format!("a{i:03}{pad}")).with_partition(0);
-        futures.push(h.enqueue(r).await.unwrap());
-    }
-    for f in futures.drain(..) {
-        assert!(f.await.is_ok());
-    }
+    send_all(&h, (0..300).map(|i| format!("a{i:03}{pad}"))).await;
     // Virtual time: the runtime moves the clock once every task waits.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    for i in 0..10 {
-        let r = Record::new("t", format!("b{i:03}")).with_partition(0);
-        futures.push(h.enqueue(r).await.unwrap());
-    }
-    for f in futures.drain(..) {
-        assert!(f.await.is_ok());
-    }
+    send_all(&h, (0..10).map(|i| format!("b{i:03}"))).await;
     tokio::time::sleep(Duration::from_secs(10)).await;
     h.close().await;
     (broker.log("t", 0).iter())

@@ -355,6 +355,22 @@ fn mtls_seed_run(kafka: &Kafka, pki: &Pki) {
     );
 }
 
+/// Sends `n` records labelled `label` one at a time, each within [`BOUND`]; their offsets.
+async fn send_offsets(producer: &ProducerHandle, topic: &str, label: &str, n: usize) -> Vec<i64> {
+    let mut offsets = Vec::with_capacity(n);
+    for i in 0..n {
+        let d = tokio::time::timeout(
+            BOUND,
+            producer.send(Record::new(topic, format!("{label} {i}"))),
+        )
+        .await
+        .expect("bounded send")
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+        offsets.push(d.offset.expect("Kafka returns offsets"));
+    }
+    offsets
+}
+
 /// Server-authenticated TLS without a client certificate; then the same listener reached as
 /// `localhost`, which its certificate (127.0.0.1 only) does not name, with hostname
 /// verification off: the chain is still verified and records are delivered.
@@ -373,17 +389,8 @@ fn server_tls_and_no_hostname_check(kafka: &Kafka, pki: &Pki) {
                 ("ssl.endpoint.identification.algorithm", algorithm),
             ])
             .expect("valid TLS properties");
-            let mut offsets = Vec::new();
-            for i in 0..50 {
-                let d = tokio::time::timeout(
-                    BOUND,
-                    producer.send(Record::new(topic, format!("{bootstrap} {i}"))),
-                )
-                .await
-                .expect("bounded send")
-                .unwrap_or_else(|e| panic!("{bootstrap} (algorithm {algorithm:?}): {e}"));
-                offsets.push(d.offset.expect("Kafka returns offsets"));
-            }
+            let label = format!("{bootstrap} (algorithm {algorithm:?})");
+            let offsets = send_offsets(&producer, topic, &label, 50).await;
             close(producer).await;
             delivered.insert(bootstrap.clone(), offsets);
         }
@@ -435,16 +442,8 @@ fn java_style_stores_and_versions(kafka: &Kafka, pki: &Pki) {
             props.extend_from_slice(&java);
             props.extend_from_slice(versions);
             let producer = ProducerHandle::from_properties(&props).expect("valid properties");
-            for i in 0..10 {
-                let d = tokio::time::timeout(
-                    BOUND,
-                    producer.send(Record::new(topic, format!("{versions:?} {i}"))),
-                )
-                .await
-                .expect("bounded send")
-                .unwrap_or_else(|e| panic!("{bootstrap} {versions:?}: {e}"));
-                offsets.push(d.offset.expect("Kafka returns offsets"));
-            }
+            let label = format!("{bootstrap} {versions:?}");
+            offsets.extend(send_offsets(&producer, topic, &label, 10).await);
             close(producer).await;
         }
         offsets
