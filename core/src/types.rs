@@ -421,6 +421,12 @@ pub enum Diagnostic {
     },
 }
 
+impl Diagnostic {
+    /// The [`Diagnostic::Disconnected`] reason of a connection closed for idleness
+    /// (`connections.max.idle.ms`): routine, where the other reasons are worth a look.
+    pub const IDLE_CLOSE: &'static str = "idle";
+}
+
 /// The records of one batch, acknowledged together ([`Event::Delivered`]): in the log of
 /// `topic`'s `partition`, in the order they were sent, the `k`-th at `base_offset + k`.
 ///

@@ -2289,7 +2289,7 @@ impl<C: Connector> Driver<C> {
                 // Closing an idle connection is routine (connections.max.idle.ms).
                 Diagnostic::Disconnected {
                     conn,
-                    reason: "idle",
+                    reason: Diagnostic::IDLE_CLOSE,
                 } => debug!(conn = conn.0, "closed an idle connection"),
                 Diagnostic::Disconnected { conn, reason } => {
                     info!(conn = conn.0, reason, "disconnected");

@@ -37,7 +37,7 @@ pub(super) const REQUEST_TIMEOUT: &str = "request timeout";
 
 /// Why a ready connection with nothing in flight and no traffic for
 /// `connections.max.idle.ms` is closed.
-pub(super) const IDLE: &str = "idle";
+pub(super) const IDLE: &str = Diagnostic::IDLE_CLOSE;
 
 /// Which broker a connection goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
