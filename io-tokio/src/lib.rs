@@ -1439,7 +1439,13 @@ impl ProducerHandle {
                 Accept::Accepted
             }
             Verdict::Full(record, done) => Accept::Wait(record, done, Ticket::new(shared)),
-            Verdict::Refused(e) => Accept::Refused(e),
+            // A refusal may still have asked the driver for something: a record for a
+            // partition beyond the known count asks for fresh metadata, so that a partition
+            // just added is taken next time.
+            Verdict::Refused(e) => {
+                wake_if_changed(shared, core, before);
+                Accept::Refused(e)
+            }
         }
     }
 
@@ -2044,7 +2050,10 @@ impl<C: Connector> Driver<C> {
                 }
             }
             input = Some(tokio::select! {
-                cmd = self.commands.recv(), if commands_open && !backlogged => match cmd {
+                // Taken even while the writers are backed up (acks=0): sends then wait with
+                // those waiting for memory, bounded by `max.block.ms`, and metrics, partition
+                // counts, flushes and closes are answered.
+                cmd = self.commands.recv(), if commands_open => match cmd {
                     Some(cmd) => Input::Command(cmd),
                     None => Input::CommandsClosed,
                 },
@@ -2429,7 +2438,12 @@ impl<C: Connector> Driver<C> {
                 }
                 Command::Metrics(_) | Command::PartitionCount { .. } => {}
             }
-        } else if !self.deferred.is_empty() {
+        } else if !self.deferred.is_empty()
+            || (self.write_backlogged()
+                && matches!(cmd, Command::Send { .. } | Command::SendMany { .. }))
+        {
+            // Behind a record waiting for memory, or for the writers to catch up (acks=0):
+            // accepted in order once there is room, or refused at `max.block.ms`.
             self.defer(cmd);
         } else if let Some(cmd) = self.apply(core, cmd) {
             self.defer(cmd);
@@ -2588,7 +2602,8 @@ impl<C: Connector> Driver<C> {
     }
 
     /// Whether the writers hold more unwritten bytes than `write_backlog_limit` allows
-    /// (acks=0 only): then no new command is taken until a writer catches up.
+    /// (acks=0 only): then no record is accepted until a writer catches up (sends wait with
+    /// those waiting for memory, up to `max.block.ms`).
     fn write_backlogged(&self) -> bool {
         self.write_backlog_limit.is_some_and(|limit| {
             let unwritten: usize = (self.conns.values())
@@ -2646,7 +2661,10 @@ impl<C: Connector> Driver<C> {
 
     /// Retries deferred commands in order once memory was freed.
     fn pump_deferred(&mut self, core: &mut Core) {
-        while let Some(cmd) = self.deferred.pop_front() {
+        while !self.write_backlogged() {
+            let Some(cmd) = self.deferred.pop_front() else {
+                return;
+            };
             // Room may have come from fewer bytes (`buffer.memory`) or fewer records
             // (`queue.buffering.max.messages`); the bytes held can grow meanwhile (records
             // that waited for metadata take their batch's room), so either drop counts.

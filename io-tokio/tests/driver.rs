@@ -1888,3 +1888,96 @@ async fn acks_zero_connections_that_carried_records_are_not_closed_for_idleness(
         "every record once, in send order, with an idle limit shorter than the pause"
     );
 }
+
+/// A partition added to topic `topic` of the fake cluster (empty, like partition 0's).
+fn add_partition(broker: &FakeBroker, topic: &str, p: i32) {
+    let mut c = broker.cluster.lock().unwrap();
+    let mut log = c.partition(topic, 0).clone();
+    log.log.clear();
+    log.producers.clear();
+    log.inject.clear();
+    c.partitions.insert((topic.to_owned(), p), log);
+}
+
+/// A record for a partition beyond the known count is refused at once, and the refusal asks
+/// for fresh metadata so that a partition just added is taken next time. Before (a review
+/// probe), the handle's direct path asked the core but did not wake the driver: an
+/// application retrying once a second was refused until the periodic refresh, 5 minutes later
+/// (`enqueue_many` woke it).
+#[tokio::test(start_paused = true)]
+async fn a_record_refused_for_a_partition_beyond_the_count_refreshes_metadata() {
+    let broker = FakeBroker::new("t", 1);
+    let cfg = config(&[("linger.ms", "0"), ("retry.backoff.ms", "100")]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    h.send(Record::new("t", "a")).await.unwrap();
+    add_partition(&broker, "t", 1);
+    // Past retry.backoff.ms since the last metadata answer, so the refusal asks for one.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let e = (h.enqueue(Record::new("t", "b").with_partition(1)).await)
+        .expect_err("partition 1 is not known yet");
+    assert!(
+        matches!(&e.kind, ErrorKind::Refused(s) if matches!(**s, SendError::InvalidPartition(_))),
+        "{e}"
+    );
+    // Far more than retry.backoff.ms, far less than metadata.max.age.ms (5 minutes).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let r = h.enqueue(Record::new("t", "c").with_partition(1)).await;
+    let d = r.unwrap_or_else(|e| panic!("still refused 2 s later: {e}"));
+    assert_eq!(d.await.unwrap().partition, 1);
+    h.close().await;
+}
+
+/// acks=0 with a broker that stops reading: while the writers are backed up, sends wait as
+/// they do for memory, refused `QueueFull` with the record back at `max.block.ms`, and
+/// `metrics()` and `partition_count()` answer. Before (a review probe), the driver took no
+/// command at all until the stalled connection was given up at `request.timeout.ms` (60 s
+/// here): `metrics()` took 55 s.
+#[tokio::test(start_paused = true)]
+async fn acks_zero_a_write_backlog_holds_sends_only_up_to_max_block() {
+    let broker = FakeBroker::new("t", 1);
+    broker.script.lock().unwrap().produce = VecDeque::from([Action::Stall]);
+    let cfg = config(&[
+        ("acks", "0"),
+        ("retries", "0"),
+        ("buffer.memory", "65536"),
+        ("max.request.size", "65536"),
+        ("batch.size", "16384"),
+        ("request.timeout.ms", "60000"),
+        ("max.block.ms", "1000"),
+    ]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    let filler = {
+        let h = h.clone();
+        tokio::spawn(async move {
+            loop {
+                let r = Record::new("t", "x".repeat(1_000)).with_partition(0);
+                if h.enqueue(r).await.is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    // The filler is refused once the backlog has held it for max.block.ms.
+    tokio::time::timeout(Duration::from_secs(5), filler)
+        .await
+        .expect("a send waiting behind the backlog is refused at max.block.ms")
+        .unwrap();
+    let m = tokio::time::timeout(Duration::from_secs(1), h.metrics())
+        .await
+        .expect("metrics() answers while the writers are backed up");
+    assert!(m.records_accepted > 0);
+    let r = Record::new("t", "y").with_partition(0);
+    let e = tokio::time::timeout(Duration::from_secs(3), h.enqueue(r))
+        .await
+        .expect("a send is answered within max.block.ms")
+        .expect_err("the writers are still backed up");
+    assert!(
+        matches!(&e.kind, ErrorKind::Refused(s) if matches!(**s, SendError::QueueFull(_))),
+        "{e}"
+    );
+    assert_eq!(e.record().map(|r| r.value.as_deref()), Some(Some(&b"y"[..])));
+    let pc = tokio::time::timeout(Duration::from_secs(3), h.partition_count("t"))
+        .await
+        .expect("partition_count answers while the writers are backed up");
+    assert_eq!(pc.unwrap(), 1);
+}
