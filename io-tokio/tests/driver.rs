@@ -1975,7 +1975,10 @@ async fn acks_zero_a_write_backlog_holds_sends_only_up_to_max_block() {
         matches!(&e.kind, ErrorKind::Refused(s) if matches!(**s, SendError::QueueFull(_))),
         "{e}"
     );
-    assert_eq!(e.record().map(|r| r.value.as_deref()), Some(Some(&b"y"[..])));
+    assert_eq!(
+        e.record().map(|r| r.value.as_deref()),
+        Some(Some(&b"y"[..]))
+    );
     let pc = tokio::time::timeout(Duration::from_secs(3), h.partition_count("t"))
         .await
         .expect("partition_count answers while the writers are backed up");

@@ -165,6 +165,11 @@ pub(super) struct Topic {
     /// `lower_epochs_since`, for `retry.backoff.max.ms`.
     pub(super) gone_without_id: bool,
     pub(super) lower_epochs_since: Option<Instant>,
+    /// Since when every answer has listed fewer partitions than `count` under the topic's
+    /// id (or without ids): Kafka never takes partitions away, so that is a broker that has
+    /// not yet learned of partitions added, unless answers keep saying it for
+    /// `retry.backoff.max.ms` (then an earlier answer that listed more was wrong).
+    pub(super) fewer_since: Option<Instant>,
     /// A record was sent to the topic (or it held records) since the last idle sweep.
     pub(super) used: bool,
     /// Left out of metadata requests: unused for a whole `metadata.max.idle.ms` period.
@@ -441,6 +446,7 @@ impl Producer {
                     retired_named: None,
                     gone_without_id: false,
                     lower_epochs_since: None,
+                    fewer_since: None,
                     used: true,
                     idle: false,
                     stale: false,

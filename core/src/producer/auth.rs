@@ -309,7 +309,14 @@ impl Producer {
             return;
         };
         let Some(s) = c.sasl.as_mut() else { return };
-        // A lifetime from the broker: however large, it must not overflow.
+        // A lifetime from the broker: however large, it must not overflow. Counted from the
+        // start of the exchange (the broker's session starts later, when it completes it), but
+        // never before the end of this drain: a session shorter than its own exchange (a
+        // short `connections.max.reauth.ms` over a long round trip, or a hostile lifetime)
+        // would otherwise be re-authenticated at once, for ever, with nothing else ever sent.
+        // This way what waited for the exchange goes out first, and the next one starts at
+        // the next drain.
+        let now = self.now;
         s.reauth_at = (session_lifetime_ms > 0)
             .then(|| {
                 reauth_deadline(
@@ -317,6 +324,7 @@ impl Producer {
                     Duration::from_millis(session_lifetime_ms as u64),
                     conn,
                 )
+                .map(|d| d.max(now + Duration::from_nanos(1)))
             })
             .flatten();
         let reauthentication = std::mem::replace(&mut s.authenticated, true);

@@ -110,6 +110,9 @@ impl Producer {
     }
 
     pub(super) fn on_metadata(&mut self, conn: ConnId, m: protocol::metadata::MetadataResponse) {
+        // Something asked for fresh metadata since this request went out (a new topic, one
+        // back from idleness): the next request goes at once.
+        let wanted_again = self.metadata.needed;
         self.metadata.last_refresh = Some(self.now);
         self.metadata.retry_at = None;
         // The brokers the answer lists, each at its (new) address. An entry without a usable
@@ -148,11 +151,13 @@ impl Producer {
             }
         }
         let mut incomplete = false;
+        let mut answered = vec![false; self.topics.len()];
         for t in m.topics {
             let Some(name) = t.name else { continue };
             let Some(&ti) = self.topic_index.get(name.as_str()) else {
                 continue;
             };
+            answered[ti] = true;
             let code = ErrorCode::from_i16(t.error_code);
             if !code.is_ok() {
                 // Asked again after the backoff only while records wait for the topic: one
@@ -239,10 +244,18 @@ impl Producer {
                 topic.partitions.resize_with(count, Partition::default);
             }
             // Kafka never takes partitions away: fewer from the same topic is an answer from
-            // a broker that has not yet learned of partitions added, and is not believed. A
-            // topic created again (a new id) with fewer is believed: its old partitions
-            // beyond the count take no new record, and their batches fail below.
-            let shrunk = recreated && count < topic.partitions.len();
+            // a broker that has not yet learned of partitions added, and is not believed at
+            // once, only once every answer has said so for `retry.backoff.max.ms` (one answer
+            // that listed too many must not spread records over partitions that do not exist
+            // for the producer's life). A topic created again (a new id) with fewer is
+            // believed at once. Either way its old partitions beyond the count take no new
+            // record, and their batches fail below.
+            let fewer = !recreated && count > 0 && count < topic.count;
+            let settled_fewer = fewer && settled(&mut topic.fewer_since, now, settle);
+            if !fewer {
+                topic.fewer_since = None;
+            }
+            let shrunk = (recreated || settled_fewer) && count < topic.partitions.len();
             if shrunk || count > topic.count {
                 topic.count = count;
             }
@@ -328,7 +341,16 @@ impl Producer {
             }
             self.route_pending(ti);
         }
-        if incomplete {
+        // A topic in use that the answer left out (Kafka answers every topic asked about, but
+        // a partial answer must not leave records waiting until `metadata.max.age.ms`): asked
+        // again after the backoff while records wait for it, as a topic listed without
+        // partitions is. Not when a request is wanted anyway: a topic named only since this
+        // request went out is not held back by the backoff.
+        let omitted = !wanted_again
+            && (self.topics.iter().zip(&answered))
+                .any(|(t, answered)| !answered && !t.idle && t.holds_records());
+        if incomplete || omitted {
+            incomplete = true;
             self.metadata.needed = true;
             self.metadata.retry_at = Some(self.now + self.cfg.retry_backoff);
         }
@@ -407,9 +429,14 @@ impl Producer {
         let gone =
             pi >= self.topics[ti].count || self.topics[ti].partitions[pi].old_topic_in_flight;
         if let (Some(l), false) = (pr.current_leader, gone) {
-            // KIP-951: a newer leader named in the response is as good as fresh metadata.
+            // KIP-951: a newer leader named in the response is as good as fresh metadata, if
+            // it is a broker the producer knows (as the Java client, which also takes the
+            // answer's new endpoints; kprod leaves a new broker to the metadata answer). A
+            // node nobody lists has no address, and its higher epoch would have every later
+            // metadata answer taken for stale: the partition would never send again.
+            let known = l.leader_id >= 0 && self.brokers.contains_key(&l.leader_id);
             let p = &mut self.topics[ti].partitions[pi];
-            if l.leader_id >= 0 && l.leader_epoch > p.leader_epoch {
+            if known && l.leader_epoch > p.leader_epoch {
                 p.leader = Some(l.leader_id);
                 p.leader_epoch = l.leader_epoch;
                 p.stale_leader = false;
