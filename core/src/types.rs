@@ -595,7 +595,11 @@ pub enum Event {
 }
 
 /// What the driver must do next. Drain with [`crate::Producer::poll_output`] until `Wait`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+///
+/// Its `Debug` shows a `Transmit`'s length, not its bytes: a SASL frame carries the password
+/// (PLAIN) or the token (OAUTHBEARER), and a producer's `Debug` shows the outputs not yet
+/// drained.
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub enum Output {
     /// Write these bytes to the connection, after every byte of earlier `Transmit`s to it.
     /// A request frame may span several consecutive `Transmit`s (its record batches travel
@@ -643,4 +647,29 @@ pub enum Output {
         /// Deadline, if any.
         until: Option<Instant>,
     },
+}
+
+impl std::fmt::Debug for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Transmit { conn, bytes } => (f.debug_struct("Transmit"))
+                .field("conn", conn)
+                .field("bytes", &format_args!("<{} bytes>", bytes.len()))
+                .finish(),
+            Self::Connect { conn, addr } => (f.debug_struct("Connect"))
+                .field("conn", conn)
+                .field("addr", addr)
+                .finish(),
+            Self::Close { conn, flush } => (f.debug_struct("Close"))
+                .field("conn", conn)
+                .field("flush", flush)
+                .finish(),
+            Self::Event(e) => f.debug_tuple("Event").field(e).finish(),
+            Self::SaslInput { conn, need } => (f.debug_struct("SaslInput"))
+                .field("conn", conn)
+                .field("need", need)
+                .finish(),
+            Self::Wait { until } => f.debug_struct("Wait").field("until", until).finish(),
+        }
+    }
 }

@@ -457,3 +457,182 @@ fn a_smaller_count_that_answers_do_not_keep_reporting_is_not_believed() {
     let undelivered = ids.iter().filter(|id| !net.delivered(**id)).count();
     assert_eq!(undelivered, 0, "records for partition 3 not delivered");
 }
+
+/// The topic's answer rewritten to list `count` partitions (under topic id 7).
+fn counted(m: &mut MetadataResponse, count: i32) {
+    m.topics[0].topic_id = [7; 16];
+    let template = m.topics[0].partitions[0].clone();
+    m.topics[0].partitions = (0..count)
+        .map(|i| {
+            let mut p = template.clone();
+            p.partition_index = i;
+            p
+        })
+        .collect();
+}
+
+/// A lagging broker answers two metadata requests in a row (1 s apart, triggered by leader
+/// moves) with the count from before partitions were added. The true count is 4. A first
+/// version of the rule that believes a smaller count (review probe) believed these two and
+/// failed the batch waiting for partition 3, which exists: now an answer listing fewer asks
+/// again (another broker, after the backoff), and batches beyond a smaller count wait.
+#[test]
+fn two_lagging_answers_do_not_shrink_a_topic_or_fail_its_records() {
+    let mut net = Net::with(|_| {});
+    let lag = std::cell::Cell::new(false);
+    let mut meta = |_n: usize, m: &mut MetadataResponse| counted(m, if lag.get() { 2 } else { 4 });
+    let a = net.h.p.send(net.h.now, record("a")).unwrap();
+    for _ in 0..3 {
+        net.round(Duration::from_secs(1), &mut meta, &mut |_| None);
+    }
+    assert!(net.delivered(a));
+    assert_eq!(net.h.p.partition_count(TOPIC), Some(4));
+    let answers_before = net.meta_answers;
+    // Partition 3's batch is refused retriably (NOT_ENOUGH_REPLICAS) so it waits for its retry;
+    // partition 0's answer says NOT_LEADER (a leader move) twice, 1 s apart: two metadata
+    // requests, both answered by the lagging broker.
+    lag.set(true);
+    let p3 = net
+        .h
+        .p
+        .send(net.h.now, Record::new(TOPIC, "p3").with_partition(3))
+        .unwrap();
+    let p0 = net.h.p.send(net.h.now, record("p0")).unwrap();
+    let mut not_leader = 2;
+    let mut produce = |f: &Bytes| -> Option<Bytes> {
+        let req = produce_of(f);
+        let part = req.topic_data[0].partition_data[0].index;
+        if part == 3 {
+            return Some(harness::produce_error(f, ErrorCode::NotEnoughReplicas));
+        }
+        if part == 0 && not_leader > 0 {
+            not_leader -= 1;
+            return Some(harness::produce_error(f, ErrorCode::NotLeaderOrFollower));
+        }
+        None
+    };
+    for _ in 0..3 {
+        net.round(Duration::from_secs(1), &mut meta, &mut produce);
+    }
+    lag.set(false);
+    eprintln!(
+        "lagging answers taken: {}; partition_count {:?}",
+        net.meta_answers - answers_before,
+        net.h.p.partition_count(TOPIC)
+    );
+    for e in &net.h.events {
+        if let Event::Failed {
+            id,
+            error,
+            persisted,
+            ..
+        } = e
+        {
+            eprintln!("failed {id:?} (p3 is {p3:?}, p0 {p0:?}): {error:?} {persisted:?}");
+        }
+    }
+    let refused = net
+        .h
+        .p
+        .send(net.h.now, Record::new(TOPIC, "later").with_partition(3));
+    eprintln!(
+        "a send to partition 3 right after: {:?}",
+        refused.as_ref().map(|_| ()).map_err(|e| e.to_string())
+    );
+    // Minutes later, still refused?
+    let mut refused_for = 0;
+    for s in 0..400 {
+        net.round(Duration::from_secs(1), &mut meta, &mut |_| None);
+        if net.h.p.partition_count(TOPIC) == Some(4) {
+            refused_for = s;
+            break;
+        }
+    }
+    eprintln!("count back to 4 after {refused_for} s");
+    assert_eq!(net.h.p.partition_count(TOPIC), Some(4));
+    assert!(
+        net.outcomes(p3) == 0 || net.delivered(p3),
+        "a record for a partition that exists failed because a lagging broker answered twice"
+    );
+}
+
+/// A metadata answer names partition 0's leader as a node the answer does not list, at a
+/// high leader epoch (the same wedge as the KIP-951 hint, through metadata). Later answers
+/// are healthy. Before (review probe), the epoch was taken, every later answer looked stale
+/// and the record timed out.
+#[test]
+fn a_metadata_leader_nobody_lists_does_not_raise_the_epoch() {
+    let mut net = Net::with(|_| {});
+    let a = net.h.p.send(net.h.now, record("a")).unwrap();
+    for _ in 0..3 {
+        net.round(Duration::from_secs(1), &mut |_, _| {}, &mut |_| None);
+    }
+    assert!(net.delivered(a));
+    let mut not_leader = 1;
+    let mut meta = |n: usize, m: &mut MetadataResponse| {
+        if n == 1 {
+            m.topics[0].partitions[0].leader_id = 99;
+            m.topics[0].partitions[0].leader_epoch = 1_000;
+        }
+    };
+    let b = net.h.p.send(net.h.now, record("b")).unwrap();
+    for _ in 0..200 {
+        net.round(Duration::from_secs(1), &mut meta, &mut |f| {
+            if not_leader > 0 {
+                not_leader -= 1;
+                Some(harness::produce_error(f, ErrorCode::NotLeaderOrFollower))
+            } else {
+                None
+            }
+        });
+    }
+    eprintln!(
+        "metadata answers {}; b outcomes {}",
+        net.meta_answers,
+        net.outcomes(b)
+    );
+    for e in &net.h.events {
+        if let Event::Failed {
+            id,
+            error,
+            persisted,
+            ..
+        } = e
+        {
+            eprintln!("failed {id:?}: {error:?} {persisted:?}");
+        }
+    }
+    assert!(net.delivered(b), "b never delivered");
+}
+
+/// A broker advertised under a host that is no host name (`bad!host`): never dialled. Under
+/// TLS such a name is not even a server name, and the driver took the failed connect for a
+/// configuration error and stopped the whole producer (a review probe); now the broker is
+/// left out of what the producer knows, as an empty host is, and the partition it leads waits
+/// for an answer naming a leader it can reach.
+#[test]
+fn a_broker_advertised_under_an_impossible_host_is_never_dialled() {
+    use kprod_core::protocol::metadata::MetadataBroker;
+    let mut net = Net::with(|_| {});
+    let a = net.h.p.send(net.h.now, record("a")).unwrap();
+    let mut meta = |n: usize, m: &mut MetadataResponse| {
+        m.brokers.push(MetadataBroker {
+            node_id: 2,
+            host: "bad!host".into(),
+            port: 9093,
+            rack: None,
+        });
+        if n < 3 {
+            m.topics[0].partitions[0].leader_id = 2;
+        }
+    };
+    for _ in 0..10 {
+        net.round(Duration::from_secs(1), &mut meta, &mut |_| None);
+    }
+    let dialled: Vec<&String> = net.addr_of.values().collect();
+    assert!(
+        dialled.iter().all(|a| !a.contains("bad!host")),
+        "dialled {dialled:?}"
+    );
+    assert!(net.delivered(a), "{:?}", net.h.events);
+}

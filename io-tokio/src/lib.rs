@@ -2440,6 +2440,7 @@ impl<C: Connector> Driver<C> {
             }
         } else if !self.deferred.is_empty()
             || (self.write_backlogged()
+                && !core.producer.is_closed()
                 && matches!(cmd, Command::Send { .. } | Command::SendMany { .. }))
         {
             // Behind a record waiting for memory, or for the writers to catch up (acks=0):
@@ -2661,10 +2662,14 @@ impl<C: Connector> Driver<C> {
 
     /// Retries deferred commands in order once memory was freed.
     fn pump_deferred(&mut self, core: &mut Core) {
-        while !self.write_backlogged() {
-            let Some(cmd) = self.deferred.pop_front() else {
+        while let Some(cmd) = self.deferred.pop_front() {
+            // While the writers are backed up (acks=0) no record is taken; a flush or close
+            // at the front goes ahead, and the sends behind it still expire.
+            let send = matches!(cmd, Command::Send { .. } | Command::SendMany { .. });
+            if send && self.write_backlogged() {
+                self.deferred.push_front(cmd);
                 return;
-            };
+            }
             // Room may have come from fewer bytes (`buffer.memory`) or fewer records
             // (`queue.buffering.max.messages`); the bytes held can grow meanwhile (records
             // that waited for metadata take their batch's room), so either drop counts.

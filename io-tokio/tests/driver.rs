@@ -1983,4 +1983,46 @@ async fn acks_zero_a_write_backlog_holds_sends_only_up_to_max_block() {
         .await
         .expect("partition_count answers while the writers are backed up");
     assert_eq!(pc.unwrap(), 1);
+    // A flush queued behind a waiting send, and a send behind the flush: once the first send
+    // is refused the flush goes ahead, and the send behind it is refused at its own
+    // max.block.ms (before the review's fix, both waited for the stalled connection, 59 s).
+    let start = Instant::now();
+    let send = |v: &'static str| {
+        let h = h.clone();
+        tokio::spawn(async move {
+            let r = h.enqueue(Record::new("t", v).with_partition(0)).await;
+            (r.is_ok(), start.elapsed())
+        })
+    };
+    let s1 = send("s1");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let flush = {
+        let h = h.clone();
+        tokio::spawn(async move {
+            h.flush().await;
+            start.elapsed()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let s2 = send("s2");
+    let (ok1, t1) = (tokio::time::timeout(Duration::from_secs(3), s1).await)
+        .expect("the first send answered within 3 s")
+        .unwrap();
+    let (ok2, t2) = (tokio::time::timeout(Duration::from_secs(3), s2).await)
+        .expect("the send behind the flush answered within 3 s")
+        .unwrap();
+    let tf = (tokio::time::timeout(Duration::from_secs(3), flush).await)
+        .expect("the flush returned within 3 s")
+        .unwrap();
+    assert!(
+        !ok1 && !ok2,
+        "both sends refused while the writers stay backed up"
+    );
+    assert!(
+        t1 >= Duration::from_secs(1) && t2 >= Duration::from_secs(1),
+        "{t1:?} {t2:?}"
+    );
+    println!(
+        "backlog: first send refused after {t1:?}, flush after {tf:?}, send behind it after {t2:?}"
+    );
 }

@@ -170,6 +170,10 @@ pub(super) struct Topic {
     /// not yet learned of partitions added, unless answers keep saying it for
     /// `retry.backoff.max.ms` (then an earlier answer that listed more was wrong).
     pub(super) fewer_since: Option<Instant>,
+    /// The partitions beyond `count` belong to a deleted topic (the topic was created again
+    /// with fewer): their batches fail. Otherwise (answers kept listing fewer under the same
+    /// id) they wait for a leader or their delivery timeout.
+    pub(super) beyond_gone: bool,
     /// A record was sent to the topic (or it held records) since the last idle sweep.
     pub(super) used: bool,
     /// Left out of metadata requests: unused for a whole `metadata.max.idle.ms` period.
@@ -447,6 +451,7 @@ impl Producer {
                     gone_without_id: false,
                     lower_epochs_since: None,
                     fewer_since: None,
+                    beyond_gone: false,
                     used: true,
                     idle: false,
                     stale: false,

@@ -116,17 +116,13 @@ impl Producer {
         self.metadata.last_refresh = Some(self.now);
         self.metadata.retry_at = None;
         // The brokers the answer lists, each at its (new) address. An entry without a usable
-        // address (an empty host or one with whitespace or control characters, a port
-        // outside 1..=65535) is left out rather than dialled, and a node listed twice keeps
+        // address (a host that is neither an IP address nor a DNS name, `usable_host`, or a
+        // port outside 1..=65535) is left out rather than dialled, and a node listed twice keeps
         // its first address. Known nodes the answer leaves out are dropped once the answer
         // is taken in (below), unless a partition still names them as its leader.
         let mut listed: BTreeMap<i32, Arc<str>> = BTreeMap::new();
         for b in &m.brokers {
-            let usable = !b.host.is_empty()
-                && !b
-                    .host
-                    .contains(|c: char| c.is_whitespace() || c.is_control())
-                && (1..=65535).contains(&b.port);
+            let usable = usable_host(&b.host) && (1..=65535).contains(&b.port);
             if usable {
                 (listed.entry(b.node_id))
                     .or_insert_with(|| Arc::from(format!("{}:{}", b.host, b.port).as_str()));
@@ -158,6 +154,8 @@ impl Producer {
                 continue;
             };
             answered[ti] = true;
+            // Any answer about the topic that does not list fewer partitions breaks the run.
+            let fewer_since = self.topics[ti].fewer_since.take();
             let code = ErrorCode::from_i16(t.error_code);
             if !code.is_ok() {
                 // Asked again after the backoff only while records wait for the topic: one
@@ -244,18 +242,26 @@ impl Producer {
                 topic.partitions.resize_with(count, Partition::default);
             }
             // Kafka never takes partitions away: fewer from the same topic is an answer from
-            // a broker that has not yet learned of partitions added, and is not believed at
-            // once, only once every answer has said so for `retry.backoff.max.ms` (one answer
-            // that listed too many must not spread records over partitions that do not exist
-            // for the producer's life). A topic created again (a new id) with fewer is
-            // believed at once. Either way its old partitions beyond the count take no new
-            // record, and their batches fail below.
+            // a broker that has not yet learned of partitions added. It is not believed at
+            // once (the answer counts as incomplete: the next request goes to another broker
+            // after the backoff), only once every answer has said so for
+            // `retry.backoff.max.ms` (one answer that listed too many must not spread records
+            // over partitions that do not exist for the producer's life). Then the partitions
+            // beyond the count take no new record, and their batches wait for a leader (the
+            // count may grow back) or their delivery timeout, as the Java client's do. A
+            // topic created again (a new id) with fewer is believed at once, and the batches
+            // of its old partitions beyond the count fail below: that partition is gone.
             let fewer = !recreated && count > 0 && count < topic.count;
+            topic.fewer_since = fewer_since;
             let settled_fewer = fewer && settled(&mut topic.fewer_since, now, settle);
-            if !fewer {
+            if !fewer || settled_fewer {
                 topic.fewer_since = None;
             }
+            incomplete |= fewer && !settled_fewer;
             let shrunk = (recreated || settled_fewer) && count < topic.partitions.len();
+            if shrunk {
+                topic.beyond_gone = recreated;
+            }
             if shrunk || count > topic.count {
                 topic.count = count;
             }
@@ -298,6 +304,15 @@ impl Producer {
                     incomplete = true; // stale metadata (KIP-320): ask again
                     continue;
                 }
+                // A leader the answer does not list among the brokers (nor any earlier one):
+                // no address to connect to, and its epoch is not believed either, since every
+                // later answer would look stale beside it if it is wrong. No leader until an
+                // answer names one the producer can reach; asked again after the backoff.
+                if mp.leader_id >= 0 && !self.brokers.contains_key(&mp.leader_id) {
+                    p.leader = None;
+                    incomplete = true;
+                    continue;
+                }
                 p.leader_epoch = mp.leader_epoch.max(p.leader_epoch);
                 p.stale_leader = false;
                 p.leader = (mp.leader_id >= 0).then_some(mp.leader_id);
@@ -330,7 +345,9 @@ impl Producer {
                     self.request_bump_for(ti, pi);
                 }
                 if pi >= count {
-                    self.fail_beyond_count(ti, pi);
+                    if self.topics[ti].beyond_gone {
+                        self.fail_beyond_count(ti, pi);
+                    }
                     // A batch still in flight there: its answer comes, then the next
                     // metadata answer fails it; asked for after the backoff, not at once.
                     if !self.topics[ti].partitions[pi].batches.is_empty() {
@@ -446,10 +463,77 @@ impl Producer {
     }
 }
 
+/// Whether a broker's advertised host can be dialled: an IP address (IPv6 bare or in
+/// brackets) or a DNS name (labels of 1–63 letters, digits, `-` and `_`, not starting or
+/// ending with `-`, the last not all digits; at most 253 bytes; a final dot allowed). Anything
+/// else (`bad!host`, `a..b`, `broker/1`, a space) could never resolve, and under TLS it is
+/// not even a server name to connect with: the driver would take it for a configuration
+/// error and stop the producer, for one broker's answer.
+fn usable_host(host: &str) -> bool {
+    let bare = (host.strip_prefix('['))
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if bare.parse::<std::net::IpAddr>().is_ok() {
+        return true;
+    }
+    let name = host.strip_suffix('.').unwrap_or(host);
+    let label_ok = |l: &str| {
+        (1..=63).contains(&l.len())
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+    };
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(label_ok)
+        && !(name.rsplit('.').next()).is_some_and(|l| l.bytes().all(|c| c.is_ascii_digit()))
+}
+
 /// Whether answers saying the same thing since `since` (started now if unset) have kept
 /// saying it for `settle`: what makes the producer believe an answer that contradicts what
 /// it knows (a retired topic id named again, lower leader epochs without topic ids). The
 /// caller resets `since` at any answer that breaks the run.
 fn settled(since: &mut Option<Instant>, now: Instant, settle: Duration) -> bool {
     now >= *since.get_or_insert(now) + settle
+}
+
+#[cfg(test)]
+mod tests {
+    use super::usable_host;
+
+    #[test]
+    fn advertised_hosts_that_can_be_dialled() {
+        for h in [
+            "b1",
+            "broker-1.kafka.svc.cluster.local",
+            "kafka_broker_1",
+            "Kafka1.Example.COM.",
+            "127.0.0.1",
+            "::1",
+            "[fe80::1]",
+            "2001:db8::7",
+        ] {
+            assert!(usable_host(h), "{h}");
+        }
+        let long = ["a"; 128].join("."); // 255 bytes
+        for h in [
+            "",
+            "bad!host",
+            "a..b",
+            "broker/1",
+            "-lead",
+            "lead-",
+            "*.example",
+            "h@st",
+            "a b",
+            "b\n1",
+            "10.0.0.256",
+            "1",
+            ".",
+            &long,
+        ] {
+            assert!(!usable_host(h), "{h:?}");
+        }
+    }
 }
