@@ -251,7 +251,7 @@ impl Jaas {
         let word = |rest: &mut &str| -> Option<String> {
             let s = rest.trim_start();
             let end = s
-                .find(|c: char| c.is_whitespace() || c == '=' || c == ';' || c == '"')
+                .find(|c: char| c.is_whitespace() || c == '=' || c == ';' || c == '"' || c == '\'')
                 .unwrap_or(s.len());
             if end == 0 {
                 return None;
@@ -284,17 +284,53 @@ impl Jaas {
                 .strip_prefix('=')
                 .ok_or_else(|| invalid("key=\"value\" options ended by `;`"))?
                 .trim_start();
-            let value = if let Some(quoted) = rest.strip_prefix('"') {
+            // Quoted in `"` or `'`, with the escapes of Java's `StreamTokenizer` (which Kafka's
+            // `JaasConfig` parses with): `\t`, `\n` and the other C escapes, octal `\101`,
+            // and `\` before anything else for that character.
+            let quote = rest.chars().next().filter(|c| *c == '"' || *c == '\'');
+            let value = if let Some(q) = quote {
+                let quoted = &rest[1..];
+                let unclosed = || invalid("a closing quote for every quoted value");
                 let mut value = String::new();
-                let mut chars = quoted.char_indices();
+                let mut chars = quoted.char_indices().peekable();
                 let end = loop {
                     match chars.next() {
-                        None => return Err(invalid("a closing `\"` for every quoted value")),
-                        Some((i, '"')) => break i,
-                        Some((_, '\\')) => match chars.next() {
-                            Some((_, c)) => value.push(c),
-                            None => return Err(invalid("a closing `\"` for every quoted value")),
-                        },
+                        None => return Err(unclosed()),
+                        Some((i, c)) if c == q => break i,
+                        Some((_, '\\')) => {
+                            let Some((_, c)) = chars.next() else {
+                                return Err(unclosed());
+                            };
+                            let escaped = match c {
+                                'a' => '\u{7}',
+                                'b' => '\u{8}',
+                                'f' => '\u{c}',
+                                'n' => '\n',
+                                'r' => '\r',
+                                't' => '\t',
+                                'v' => '\u{b}',
+                                '0'..='7' => {
+                                    // Up to three octal digits, the third only after a first
+                                    // of 0–3 (a byte).
+                                    let mut n = c as u32 - '0' as u32;
+                                    let mut digits = 1;
+                                    while let Some(&(_, d @ '0'..='7')) = chars.peek() {
+                                        if digits == 2 && c > '3' {
+                                            break;
+                                        }
+                                        n = n * 8 + (d as u32 - '0' as u32);
+                                        digits += 1;
+                                        chars.next();
+                                        if digits == 3 {
+                                            break;
+                                        }
+                                    }
+                                    char::from_u32(n).unwrap_or(c)
+                                }
+                                c => c,
+                            };
+                            value.push(escaped);
+                        }
                         Some((_, c)) => value.push(c),
                     }
                 };
@@ -335,6 +371,37 @@ mod tests {
         assert!(from_jaas.is_some());
     }
 
+    /// Kafka's `JaasConfig` reads the line with Java's `StreamTokenizer`: `'` quotes as `"`
+    /// does, and `\t`, `\n`, octal and the other escapes stand for their characters. Before
+    /// (a review probe), `password='s3cret'` kept its quotes and `\t` became `t`: the wrong
+    /// password was sent.
+    #[test]
+    fn jaas_values_are_read_as_java_reads_them() {
+        let m =
+            r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" "#;
+        let cases = [
+            (r#"password='s3cret';"#, "s3cret"),
+            (r#"password="it's";"#, "it's"),
+            (r#"password='say "hi"';"#, "say \"hi\""),
+            (r#"password="a\tb\nc\rd";"#, "a\tb\nc\rd"),
+            (r#"password="\a\b\f\v";"#, "\u{7}\u{8}\u{c}\u{b}"),
+            (r#"password="\101\60\0x\477";"#, "A0\0x\u{27}7"),
+            (r#"password="back\\slash \q";"#, "back\\slash q"),
+        ];
+        for (option, password) in cases {
+            let from_jaas = build(&[("sasl.jaas.config", &format!("{m}{option}"))]);
+            let direct = build(&[
+                ("sasl.mechanism", "PLAIN"),
+                ("sasl.username", "alice"),
+                ("sasl.password", password),
+            ]);
+            assert_eq!(from_jaas.unwrap(), direct.unwrap(), "{option}");
+        }
+        let e = build(&[("sasl.jaas.config", &format!("{m}password='hunter2;"))]).unwrap_err();
+        assert!(e.to_string().contains("closing quote"), "{e}");
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+
     #[test]
     fn jaas_scram_needs_the_scram_mechanism() {
         let jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required \
@@ -372,7 +439,7 @@ mod tests {
             ),
             (
                 "x.y.PlainLoginModule required username=\"a\" password=\"hunter2;",
-                "closing",
+                "closing quote",
             ),
             (
                 "x.y.PlainLoginModule required username=\"a\" password=\"hunter2\"",

@@ -197,8 +197,12 @@ impl SecurityExtras {
             | "sasl.oauthbearer.assertion.jwt.template.file"
             | "https.ca.location"
             | "https.ca.pem" => {
-                // Secrets and inline keys are not shown.
-                let value = if name.contains("secret") || name.ends_with(".pem") {
+                // Secrets, inline keys and librdkafka's `sasl.oauthbearer.config` (marked
+                // sensitive there: it may carry a token) are not shown.
+                let value = if name.contains("secret")
+                    || name.ends_with(".pem")
+                    || name == "sasl.oauthbearer.config"
+                {
                     "(hidden)"
                 } else {
                     v
