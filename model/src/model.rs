@@ -181,6 +181,11 @@ pub struct ModelCfg {
     /// (the leader-learned-in-flight one from 136,205 to 924,028 unique states) without
     /// reaching anything else.
     pub bootstrap_patience_ms: Option<u64>,
+    /// The brokers answer NOT_LEADER_OR_FOLLOWER with the new leader and its endpoint
+    /// (KIP-951, Produce v10+), as Kafka always does: the producer may move a partition on
+    /// the hint, before any metadata answer. Off by default (the pinned configurations
+    /// predate it); the configuration that checks the hint path sets it.
+    pub leader_hints: bool,
 }
 
 impl Default for ModelCfg {
@@ -206,6 +211,7 @@ impl Default for ModelCfg {
             metadata_max_age_ms: 86_400_000,
             broker_versions: Advertised::LATEST,
             bootstrap_patience_ms: None,
+            leader_hints: false,
         }
     }
 }
@@ -340,6 +346,11 @@ pub struct State {
     pub moved_with_inflight: BTreeSet<i32>,
     /// §C.4 ghost: such a partition then sent to its new leader.
     pub drained_move: bool,
+    /// With leader hints: partitions whose leader moved since the producer last read a
+    /// metadata answer.
+    pub moved_unannounced: BTreeSet<i32>,
+    /// With leader hints: such a partition sent to its new leader, which only a hint told.
+    pub moved_on_hint: bool,
     /// S3 (cut policies) ghost: records a cut must keep out of the log.
     pub must_not_land: BTreeSet<(i32, u8)>,
     /// §C.4 ghost: a Produce acknowledgement overtook an earlier record not in the log.
@@ -607,10 +618,12 @@ impl KafkaModel {
                 s.undrained_move = true;
             }
             let node = s.links.get(&conn).map(|l| l.node);
-            if s.moved_with_inflight.contains(&p)
-                && node == Some(s.cluster.partition(TOPIC, p).leader)
-            {
+            let to_leader = node == Some(s.cluster.partition(TOPIC, p).leader);
+            if s.moved_with_inflight.contains(&p) && to_leader {
                 s.drained_move = true;
+            }
+            if s.moved_unannounced.contains(&p) && to_leader {
+                s.moved_on_hint = true;
             }
             if let Some(w) = s.on_wire.get_mut(p as usize) {
                 *w = (*w).max(b.last + 1);
@@ -954,6 +967,9 @@ impl KafkaModel {
             self.observe_response_for_mutation(s, &frame, &ghost);
             self.observe_produce_response(s, &frame, &ghost);
         }
+        if ghost.api_key == api_key::METADATA {
+            s.moved_unannounced.clear();
+        }
         if ghost.api_key == api_key::METADATA && self.cfg.mutation == Mutation::D10ResetOnFlap {
             if let Ok((_, m)) = decode_response::<kprod_core::protocol::metadata::MetadataRequest>(
                 ghost.version,
@@ -1093,6 +1109,7 @@ impl Model for KafkaModel {
         let mut cluster = Cluster::new(self.cfg.mode, &refs);
         cluster.max_sequence = self.cfg.max_sequence;
         cluster.advertised = self.cfg.broker_versions;
+        cluster.leader_hints = self.cfg.leader_hints;
         cluster.create_topic(TOPIC, self.cfg.partitions, 1);
         let producer =
             Producer::new(self.producer_config(), self.epoch).expect("valid model config");
@@ -1120,6 +1137,8 @@ impl Model for KafkaModel {
             undrained_move: false,
             moved_with_inflight: BTreeSet::new(),
             drained_move: false,
+            moved_unannounced: BTreeSet::new(),
+            moved_on_hint: false,
             must_not_land: BTreeSet::new(),
             overtaken: false,
             head_rejection: None,
@@ -1277,6 +1296,9 @@ impl Model for KafkaModel {
                 let part = s.cluster.partition(TOPIC, p);
                 let next = if part.leader == 1 { 2 } else { 1 };
                 s.cluster.move_leader(TOPIC, p, next);
+                if self.cfg.leader_hints {
+                    s.moved_unannounced.insert(p);
+                }
             }
             Action::Restart => {
                 s.budget.restarts -= 1;
@@ -1521,6 +1543,10 @@ impl Model for KafkaModel {
             Property::sometimes(
                 "a partition with requests in flight moves to its new leader",
                 |_, s: &State| s.drained_move,
+            ),
+            Property::sometimes(
+                "a partition moves to its new leader on a KIP-951 hint",
+                |_, s: &State| s.moved_on_hint,
             ),
             Property::sometimes("a batch is split", |_, s: &State| {
                 // Two pieces under one (pid, epoch, base sequence), with different counts.

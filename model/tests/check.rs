@@ -317,6 +317,39 @@ fn a_leader_change_learned_with_requests_in_flight() {
     assert_eq!(n, PINNED_NEW[2], "unique states changed");
 }
 
+/// KIP-951: Kafka answers NOT_LEADER_OR_FOLLOWER (Produce v10+) with the new leader and its
+/// endpoint, and the producer may move a partition on that hint before any metadata answer
+/// (no periodic refresh here: the hint, or the refresh the error asks for, is how it learns).
+/// P7 (drain before moving) and every safety property must hold on that path too. (A read-only
+/// audit of the broker model found the hint path checked only by the random chaos runs.)
+fn leader_hint_cfg() -> ModelCfg {
+    ModelCfg {
+        records_per_partition: 3,
+        nodes: 2,
+        leader_hints: true,
+        budget: Budget {
+            leader_changes: 1,
+            disconnects: 1,
+            ..Budget::default()
+        },
+        ..base(BrokerMode::Lenient)
+    }
+}
+
+#[test]
+fn a_leader_change_learned_from_a_kip_951_hint() {
+    let n = check(
+        "leader hint",
+        leader_hint_cfg(),
+        &[
+            ALL_DELIVERED,
+            MOVE,
+            "a partition moves to its new leader on a KIP-951 hint",
+        ],
+    );
+    assert_eq!(n, PINNED_HINTS, "unique states changed");
+}
+
 /// A broker whose producer-state expiry is below the client's: the state goes while the
 /// client has no reason to probe, so a later batch overtakes an earlier one. Outside the
 /// well-behaved profile (no S9, no L4), but every report must stay truthful.
@@ -528,6 +561,8 @@ const PINNED: [usize; 6] = [4_200_219, 3_947_067, 146, 1_034, 371_509, 5_766];
 const PINNED_MODES: [usize; 4] = [867_058, 692_038, 692_038, 779_462];
 /// `a_second_bootstrap_server_tried_while_the_first_waits`: with the patience, without.
 const PINNED_PATIENCE: [usize; 2] = [95_846, 12_370];
+/// `a_leader_change_learned_from_a_kip_951_hint`.
+const PINNED_HINTS: usize = 96_015;
 /// The configurations added for issue 15, in file order.
 const PINNED_NEW: [usize; 10] = [
     // [1] was 236,273 until a batch in flight had its records reported at its delivery
@@ -641,6 +676,12 @@ fn catches_no_drain_before_a_leader_change() {
         Core::NoDrainBeforeLeaderChange,
     );
     expect_caught("no drain (P7)", cfg, P7);
+}
+
+#[test]
+fn catches_no_drain_before_a_move_on_a_leader_hint() {
+    let cfg = planted(leader_hint_cfg(), Core::NoDrainBeforeLeaderChange);
+    expect_caught("no drain on a hint (P7)", cfg, P7);
 }
 
 #[test]
