@@ -270,8 +270,9 @@ impl Cluster {
     }
 
     /// DeleteRecords up to the end of the log: the log start moves past every record. Since
-    /// 2.5 the producer state is kept (KAFKA-7190, §A.4); before (`UnknownPidError`, 1.0–2.4)
-    /// a producer whose last batch fell below the log start was forgotten. The records stay in
+    /// 2.4 the producer state is kept (KAFKA-7190, shipped in 2.4.0; the spec's §A.4 says 2.5);
+    /// before (`UnknownPidError`, 1.0–2.3) a producer whose last batch fell below the log start
+    /// was forgotten. The records stay in
     /// `log` for checking.
     pub fn delete_records(&mut self, topic: &str, p: i32) {
         let mode = self.mode;
