@@ -1230,6 +1230,20 @@ impl ProducerHandle {
             }
             #[cfg(feature = "tls")]
             Security::Ssl(tls) => {
+                // A bootstrap server whose host cannot be a TLS server name is configuration
+                // (a broker that metadata names so is only a connect that fails).
+                let bootstrap = &config.producer.bootstrap_servers;
+                if let Some(addr) = bootstrap
+                    .iter()
+                    .find(|a| tls::server_name_error(a).is_some())
+                {
+                    return Err(PropertyError::Invalid {
+                        property: "bootstrap.servers".to_owned(),
+                        value: addr.to_string(),
+                        expected: "hosts that can be TLS server names (a DNS name or an IP \
+                                   address) under security.protocol SSL or SASL_SSL",
+                    });
+                }
                 let connector = TlsConnector::new(&tls)?.with_socket_options(config.socket);
                 Self::start(config.producer, connector, provider, timeout).map_err(Into::into)
             }

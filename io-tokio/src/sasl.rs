@@ -239,19 +239,38 @@ struct Jaas {
     options: Vec<(String, Secret)>,
 }
 
+/// Skips whitespace and comments as Kafka's `JaasConfig` tokenizer does: `/* ... */`, and `/`
+/// (`//` included) to the end of the line. An unclosed `/*` runs to the end.
+fn skip_blank(rest: &mut &str) {
+    loop {
+        let s = rest.trim_start();
+        if let Some(after) = s.strip_prefix("/*") {
+            *rest = after.find("*/").map_or("", |i| &after[i + 2..]);
+        } else if let Some(after) = s.strip_prefix('/') {
+            *rest = after.find(['\n', '\r']).map_or("", |i| &after[i..]);
+        } else {
+            *rest = s;
+            return;
+        }
+    }
+}
+
 impl Jaas {
-    /// Parses one login module entry. Errors never echo the value (it may hold a password).
+    /// Parses one login module entry as Kafka's `JaasConfig` does (Java's `StreamTokenizer`:
+    /// words end at whitespace, `=`, `;`, a quote or `/`, which starts a comment). Errors
+    /// never echo the value (it may hold a password).
     fn parse(text: &str) -> Result<Self, PropertyError> {
         let invalid = |expected| PropertyError::Invalid {
             property: "sasl.jaas.config".to_owned(),
             value: "(not shown: it may hold a password)".to_owned(),
             expected,
         };
-        let mut rest = text.trim();
+        let mut rest = text;
         let word = |rest: &mut &str| -> Option<String> {
-            let s = rest.trim_start();
+            skip_blank(rest);
+            let s = *rest;
             let end = s
-                .find(|c: char| c.is_whitespace() || c == '=' || c == ';' || c == '"' || c == '\'')
+                .find(|c: char| c.is_whitespace() || "=;\"'/".contains(c))
                 .unwrap_or(s.len());
             if end == 0 {
                 return None;
@@ -270,32 +289,35 @@ impl Jaas {
         }
         let mut options = Vec::new();
         loop {
-            rest = rest.trim_start();
-            if let Some(after) = rest.strip_prefix(';') {
-                if !after.trim().is_empty() {
+            skip_blank(&mut rest);
+            if let Some(mut after) = rest.strip_prefix(';') {
+                skip_blank(&mut after);
+                if !after.is_empty() {
                     return Err(invalid("one login module entry, ended by `;`"));
                 }
                 return Ok(Self { module, options });
             }
             let key =
                 word(&mut rest).ok_or_else(|| invalid("key=\"value\" options ended by `;`"))?;
+            skip_blank(&mut rest);
             rest = rest
-                .trim_start()
                 .strip_prefix('=')
-                .ok_or_else(|| invalid("key=\"value\" options ended by `;`"))?
-                .trim_start();
-            // Quoted in `"` or `'`, with the escapes of Java's `StreamTokenizer` (which Kafka's
-            // `JaasConfig` parses with): `\t`, `\n` and the other C escapes, octal `\101`,
-            // and `\` before anything else for that character.
+                .ok_or_else(|| invalid("key=\"value\" options ended by `;`"))?;
+            skip_blank(&mut rest);
+            // Quoted in `"` or `'`, with the escapes of Java's `StreamTokenizer`: `\t`, `\n`
+            // and the other C escapes, octal `\101`, and `\` before anything else for that
+            // character. A line break ends a quoted value there, which then fails to parse in
+            // Java: refused.
             let quote = rest.chars().next().filter(|c| *c == '"' || *c == '\'');
             let value = if let Some(q) = quote {
                 let quoted = &rest[1..];
-                let unclosed = || invalid("a closing quote for every quoted value");
+                let unclosed =
+                    || invalid("a closing quote, on the same line, for every quoted value");
                 let mut value = String::new();
                 let mut chars = quoted.char_indices().peekable();
                 let end = loop {
                     match chars.next() {
-                        None => return Err(unclosed()),
+                        None | Some((_, '\n' | '\r')) => return Err(unclosed()),
                         Some((i, c)) if c == q => break i,
                         Some((_, '\\')) => {
                             let Some((_, c)) = chars.next() else {
@@ -387,6 +409,14 @@ mod tests {
             (r#"password="\a\b\f\v";"#, "\u{7}\u{8}\u{c}\u{b}"),
             (r#"password="\101\60\0x\477";"#, "A0\0x\u{27}7"),
             (r#"password="back\\slash \q";"#, "back\\slash q"),
+            // Comments: `/` starts one outside quotes, to the end of the line, as does `//`;
+            // `/* */` may sit anywhere between tokens.
+            ("password=abc//c\n;", "abc"),
+            ("password=abc/def\n;", "abc"),
+            (
+                "/* first */ password = /* the value: */ \"x/y\" ; // done",
+                "x/y",
+            ),
         ];
         for (option, password) in cases {
             let from_jaas = build(&[("sasl.jaas.config", &format!("{m}{option}"))]);
@@ -397,9 +427,21 @@ mod tests {
             ]);
             assert_eq!(from_jaas.unwrap(), direct.unwrap(), "{option}");
         }
-        let e = build(&[("sasl.jaas.config", &format!("{m}password='hunter2;"))]).unwrap_err();
-        assert!(e.to_string().contains("closing quote"), "{e}");
-        assert!(!e.to_string().contains("hunter2"), "{e}");
+        // Refused as Java refuses them: an unclosed quote, a line break inside quotes (Java
+        // ends the value there and the rest fails to parse), a comment that swallows the `;`.
+        for option in [
+            "password='hunter2;",
+            "password=\"hunter\n2\";",
+            "password=hunter/2;",
+        ] {
+            let e = build(&[("sasl.jaas.config", &format!("{m}{option}"))]).unwrap_err();
+            let e = e.to_string();
+            assert!(
+                e.contains("closing quote") || e.contains("ended by"),
+                "{option:?}: {e}"
+            );
+            assert!(!e.contains("hunter"), "{e}");
+        }
     }
 
     #[test]

@@ -65,18 +65,14 @@ impl fmt::Debug for TlsConnector {
     }
 }
 
-/// A configuration error found while opening a connection (an address whose host cannot be a
-/// TLS server name); always fatal.
-#[derive(Debug)]
-struct Misconfigured(String);
-
-impl fmt::Display for Misconfigured {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+/// Why `addr`'s host cannot be the server name of a TLS connection (rustls' rules), if it
+/// cannot: `bad!host`, `a..b`, a last label of digits or hex (`kafka.0x1f`).
+pub(crate) fn server_name_error(addr: &str) -> Option<String> {
+    let host = host_of(addr);
+    (ServerName::try_from(host.to_owned()).err()).map(|e| {
+        format!("TLS: {host:?} (from broker address {addr:?}) is not a valid TLS server name: {e}")
+    })
 }
-
-impl std::error::Error for Misconfigured {}
 
 fn file_error(property: &str, path: &Path, reason: impl ToString) -> PropertyError {
     PropertyError::File {
@@ -222,9 +218,6 @@ impl TlsConnector {
     /// configuration error that no retry fixes, or `None` for an ordinary connection failure.
     pub fn fatal_reason(&self, error: &io::Error) -> Option<String> {
         let inner = error.get_ref()?;
-        if let Some(m) = inner.downcast_ref::<Misconfigured>() {
-            return Some(m.0.clone());
-        }
         let tls = inner.downcast_ref::<TlsError>()?;
         let ca = match &self.options.ca_location {
             Some(p) => format!("the CAs in {}={}", self.options.ca_property, p.display()),
@@ -305,15 +298,13 @@ impl Connector for TlsConnector {
     type Stream = tokio_rustls::client::TlsStream<TcpStream>;
 
     async fn connect(&self, addr: &str) -> io::Result<Self::Stream> {
-        let host = host_of(addr);
-        let name = ServerName::try_from(host.to_owned()).map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                Misconfigured(format!(
-                    "TLS: {host:?} (from broker address {addr:?}) is not a valid TLS server \
-                     name: {e}"
-                )),
-            )
+        // A broker's address that cannot be a server name fails its connect like an
+        // unreachable one: only that broker is affected (a bootstrap server's is refused when
+        // the producer starts from properties). Before, it stopped the whole producer as a
+        // configuration error, for one broker's advertised name.
+        let name = ServerName::try_from(host_of(addr).to_owned()).map_err(|_| {
+            let why = server_name_error(addr).unwrap_or_default();
+            io::Error::new(io::ErrorKind::InvalidInput, why)
         })?;
         let tcp = self.tcp.connect(addr).await?;
         tokio_rustls::TlsConnector::from(self.config.clone())
