@@ -60,7 +60,8 @@ pub struct ProducerConfig {
     pub max_in_flight: usize,
     /// `linger.ms`.
     pub linger: Duration,
-    /// `batch.size` in bytes.
+    /// `batch.size` in bytes: how full a batch grows before it is sent, capped at
+    /// `max_request_size` (as librdkafka caps it at `message.max.bytes`).
     pub batch_size: usize,
     /// `buffer.memory` in bytes: the memory records hold until they resolve. A batch is
     /// charged its room from the moment it opens (a buffer of `batch.size`, or its first
@@ -91,7 +92,8 @@ pub struct ProducerConfig {
     /// `max.request.size` in bytes: the most bytes of record batches one Produce request
     /// gathers, and the largest record: one is refused ([`crate::SendError::TooLarge`]) when a batch
     /// holding it alone would be larger (Java's rule). Such a batch goes alone in a request,
-    /// which is then larger by the request's own framing (its header and topic name).
+    /// which is then larger by the request's own framing (its header and topic name). A
+    /// batch stops growing at it even with a larger `batch_size`.
     pub max_request_size: usize,
     /// `request.timeout.ms`: a request unanswered this long closes its connection (P8).
     pub request_timeout: Duration,
@@ -367,6 +369,14 @@ fn is_software_token(s: &str) -> bool {
 }
 
 impl ProducerConfig {
+    /// How full a batch grows before it is sent: `batch.size`, but never past
+    /// `max.request.size` (librdkafka caps its batches so; before, a batch filled to
+    /// `batch.size` whatever `max.request.size` said, and went alone in a request larger
+    /// than it: 16,393 B under a 5,000 B `max.request.size`, found by a review probe).
+    pub(crate) fn batch_fill(&self) -> usize {
+        self.batch_size.min(self.max_request_size)
+    }
+
     /// Checks every setting and returns the first problem found.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.bootstrap_servers.is_empty() {

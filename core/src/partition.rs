@@ -350,7 +350,10 @@ impl Partition {
     /// identity goes alone (D7, KAFKA-15591), and nothing is sequenced behind a batch that may
     /// be in the log (P5, P10). Starts a probe when the partition idled past the expiry.
     fn may_sequence_new_batch(&mut self, identity: ProducerIdentity, ctx: &SendContext) -> bool {
-        if self.needs_rebase || self.bound != Some(identity) {
+        // Without idempotence nothing rebases a cut partition: nothing new is sequenced until
+        // the batches sent before the cut are resolved (with it, `needs_rebase` holds it).
+        let cut_without_idempotence = self.cutting && identity == ProducerIdentity::NONE;
+        if self.needs_rebase || cut_without_idempotence || self.bound != Some(identity) {
             return false;
         }
         let inflight = self.inflight();

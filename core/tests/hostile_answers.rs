@@ -636,3 +636,190 @@ fn a_broker_advertised_under_an_impossible_host_is_never_dialled() {
     );
     assert!(net.delivered(a), "{:?}", net.h.events);
 }
+
+/// The topic's answer rewritten to list `count` partitions under topic id `id`.
+fn counted_as(m: &mut MetadataResponse, count: i32, id: u8) {
+    counted(m, count);
+    m.topics[0].topic_id = [id; 16];
+}
+
+/// The partitions a Produce request names.
+fn part_of(f: &Bytes) -> Vec<i32> {
+    (produce_of(f).topic_data.iter())
+        .flat_map(|t| t.partition_data.iter().map(|p| p.index))
+        .collect()
+}
+
+/// Same-id shrink 4 -> 2 believed while partition 3 holds a batch being retried: the batch
+/// must fail at its delivery timeout, nothing sent to partition 3 after the shrink, and the
+/// accounting back to zero.
+#[test]
+fn a_batch_beyond_a_smaller_same_id_count_waits_for_its_delivery_timeout() {
+    let mut net = Net::with(|c| {
+        c.delivery_timeout = Duration::from_secs(30);
+        c.metadata_max_age = Duration::from_millis(500);
+    });
+    let four = std::cell::Cell::new(true);
+    let mut meta =
+        |_n: usize, m: &mut MetadataResponse| counted_as(m, if four.get() { 4 } else { 2 }, 7);
+    let a = net.h.p.send(net.h.now, record("a")).unwrap();
+    for _ in 0..3 {
+        net.round(Duration::from_secs(1), &mut meta, &mut |_| None);
+    }
+    assert!(net.delivered(a));
+    let p3 = net
+        .h
+        .p
+        .send(net.h.now, Record::new(TOPIC, "p3").with_partition(3))
+        .unwrap();
+    let sent_p3 = std::cell::Cell::new(0usize);
+    let shrunk_at = std::cell::Cell::new(None::<usize>);
+    let mut produce = |f: &Bytes| -> Option<Bytes> {
+        if part_of(f).contains(&3) {
+            sent_p3.set(sent_p3.get() + 1);
+            return Some(harness::produce_error(f, ErrorCode::NotEnoughReplicas));
+        }
+        None
+    };
+    net.round(Duration::from_millis(200), &mut meta, &mut produce);
+    four.set(false);
+    let meta_before = net.meta_answers;
+    let mut sent_after = 0;
+    for s in 0..400 {
+        net.round(Duration::from_millis(100), &mut meta, &mut produce);
+        if shrunk_at.get().is_none() && net.h.p.partition_count(TOPIC) == Some(2) {
+            shrunk_at.set(Some(s));
+            sent_after = sent_p3.get();
+        }
+        if net.outcomes(p3) > 0 {
+            eprintln!("p3 resolved at step {s}");
+            break;
+        }
+    }
+    eprintln!("shrunk at step {:?}; produce to p3: {} total, {} at shrink; metadata answers while waiting {}; pending {} buffered {}",
+        shrunk_at.get(), sent_p3.get(), sent_after, net.meta_answers - meta_before, net.h.p.pending_records(), net.h.p.buffered_bytes());
+    for e in &net.h.events {
+        if let Event::Failed {
+            id,
+            error,
+            persisted,
+            ..
+        } = e
+        {
+            eprintln!("failed {id:?}: {error:?} {persisted:?}");
+        }
+    }
+    assert_eq!(net.outcomes(p3), 1, "p3 resolved once");
+    assert_eq!(
+        sent_p3.get(),
+        sent_after,
+        "sent to partition 3 after the shrink was believed"
+    );
+    assert_eq!(net.h.p.pending_records(), 0);
+    assert_eq!(net.h.p.buffered_bytes(), 0);
+}
+
+/// The producer knows the topic under id 8 with 4 partitions. One answer from a broker that
+/// still has the deleted topic's metadata (id 7, 2 partitions) arrives; every other answer is
+/// id 8 / 4. Before (a third review), the batch waiting for its retry at partition 3, which
+/// exists, failed at once `UnknownPartition`; now the new id must hold for
+/// `retry.backoff.max.ms` before the old partitions' batches fail.
+#[test]
+fn one_answer_naming_another_topic_id_does_not_fail_records_of_partitions_that_exist() {
+    let mut net = Net::with(|c| c.metadata_max_age = Duration::from_millis(500));
+    let stale = std::cell::Cell::new(false);
+    let mut meta = |_n: usize, m: &mut MetadataResponse| {
+        if stale.replace(false) {
+            counted_as(m, 2, 7)
+        } else {
+            counted_as(m, 4, 8)
+        }
+    };
+    let a = net.h.p.send(net.h.now, record("a")).unwrap();
+    for _ in 0..3 {
+        net.round(Duration::from_secs(1), &mut meta, &mut |_| None);
+    }
+    assert!(net.delivered(a));
+    let p3 = net
+        .h
+        .p
+        .send(net.h.now, Record::new(TOPIC, "p3").with_partition(3))
+        .unwrap();
+    let mut nes = 3;
+    let mut produce = |f: &Bytes| -> Option<Bytes> {
+        if part_of(f).contains(&3) && nes > 0 {
+            nes -= 1;
+            return Some(harness::produce_error(f, ErrorCode::NotEnoughReplicas));
+        }
+        None
+    };
+    net.round(Duration::from_millis(50), &mut meta, &mut produce);
+    stale.set(true);
+    for _ in 0..100 {
+        net.round(Duration::from_millis(100), &mut meta, &mut produce);
+    }
+    for e in &net.h.events {
+        if let Event::Failed {
+            id,
+            error,
+            persisted,
+            ..
+        } = e
+        {
+            eprintln!("failed {id:?}: {error:?} {persisted:?}");
+        }
+    }
+    eprintln!("partition_count {:?}", net.h.p.partition_count(TOPIC));
+    assert!(
+        net.delivered(p3),
+        "a record for partition 3, which exists, failed after one stale answer"
+    );
+}
+
+/// A leader move: one answer lists a new broker (node 2) and names it leader of partition 0
+/// at a higher epoch: taken at once (the broker list is read before the partitions).
+#[test]
+fn a_leader_move_to_a_broker_listed_in_the_same_answer_is_taken() {
+    use kprod_core::protocol::metadata::MetadataBroker;
+    let mut net = Net::with(|_| {});
+    let a = net.h.p.send(net.h.now, record("a")).unwrap();
+    for _ in 0..3 {
+        net.round(Duration::from_secs(1), &mut |_, _| {}, &mut |_| None);
+    }
+    assert!(net.delivered(a));
+    let moved = std::cell::Cell::new(false);
+    let mut meta = |_n: usize, m: &mut MetadataResponse| {
+        if moved.get() {
+            m.brokers.push(MetadataBroker {
+                node_id: 2,
+                host: "b2.example".into(),
+                port: 9093,
+                rack: None,
+            });
+            m.topics[0].partitions[0].leader_id = 2;
+            m.topics[0].partitions[0].leader_epoch += 5;
+        }
+    };
+    let mut first = true;
+    let b = net.h.p.send(net.h.now, record("b")).unwrap();
+    moved.set(true);
+    for _ in 0..5 {
+        net.round(Duration::from_millis(50), &mut meta, &mut |f| {
+            if std::mem::replace(&mut first, false) {
+                Some(harness::produce_error(f, ErrorCode::NotLeaderOrFollower))
+            } else {
+                None
+            }
+        });
+    }
+    eprintln!(
+        "dialled {:?}; meta answers {}",
+        net.addr_of.values().collect::<Vec<_>>(),
+        net.meta_answers
+    );
+    assert!(
+        net.addr_of.values().any(|a| a == "b2.example:9093"),
+        "new leader never dialled"
+    );
+    assert!(net.delivered(b));
+}

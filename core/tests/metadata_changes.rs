@@ -474,7 +474,8 @@ fn a_batch_in_flight_to_a_gone_partition_does_not_spin_metadata() {
     net.h
         .p
         .handle_read(net.h.now, held, &mut BytesMut::from(&a[..]));
-    net.run(5, &|m| topic_on_two_nodes(m, 2, 1, 0), &mut |_| None);
+    // The old partition's batch fails once the new id has held for retry.backoff.max.ms.
+    net.run(10, &|m| topic_on_two_nodes(m, 2, 1, 0), &mut |_| None);
     assert_eq!(net.pending(), 0);
     let failed: Vec<_> = (net.h.events.iter())
         .filter_map(|e| match e {
@@ -498,7 +499,7 @@ fn a_leader_hint_for_a_gone_partition_is_ignored() {
     net.h
         .p
         .handle_read(net.h.now, held, &mut BytesMut::from(&a[..]));
-    net.run(5, &|m| topic_on_two_nodes(m, 2, 1, 0), &mut |_| None);
+    net.run(10, &|m| topic_on_two_nodes(m, 2, 1, 0), &mut |_| None);
     assert_eq!(net.pending(), 0, "the gone partition's batch failed");
     // The new topic grows to three partitions, epochs from 0: partition 2 is usable.
     let grown = |m: &mut MetadataResponse| topic_on_two_nodes(m, 2, 3, 0);

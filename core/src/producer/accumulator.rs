@@ -170,10 +170,12 @@ pub(super) struct Topic {
     /// not yet learned of partitions added, unless answers keep saying it for
     /// `retry.backoff.max.ms` (then an earlier answer that listed more was wrong).
     pub(super) fewer_since: Option<Instant>,
-    /// The partitions beyond `count` belong to a deleted topic (the topic was created again
-    /// with fewer): their batches fail. Otherwise (answers kept listing fewer under the same
-    /// id) they wait for a leader or their delivery timeout.
-    pub(super) beyond_gone: bool,
+    /// Since when the partitions beyond `count` have belonged to a deleted topic (the topic
+    /// was created again, a new id, with fewer): once answers have kept naming the new id for
+    /// `retry.backoff.max.ms`, their batches fail (topic ids carry no order, so one answer
+    /// from a broker that lags could name the old topic's id as if new). `None`: they wait for
+    /// a leader or their delivery timeout (answers kept listing fewer under the same id).
+    pub(super) beyond_gone_since: Option<Instant>,
     /// A record was sent to the topic (or it held records) since the last idle sweep.
     pub(super) used: bool,
     /// Left out of metadata requests: unused for a whole `metadata.max.idle.ms` period.
@@ -451,7 +453,7 @@ impl Producer {
                     gone_without_id: false,
                     lower_epochs_since: None,
                     fewer_since: None,
-                    beyond_gone: false,
+                    beyond_gone_since: None,
                     used: true,
                     idle: false,
                     stale: false,
@@ -471,7 +473,7 @@ impl Producer {
     fn place(&self, ti: usize, record: &Record, payload: usize) -> Placement {
         let part = self.choose_partition(ti, record);
         let open = (self.topics[ti].partitions.get(part as usize))
-            .and_then(|p| open_room(p, record.timestamp, payload, self.cfg.batch_size));
+            .and_then(|p| open_room(p, record.timestamp, payload, self.cfg.batch_fill()));
         match open {
             // Into the open batch: only what it grows the batch's charge by, nothing while
             // the batch stays within its room.
@@ -592,7 +594,7 @@ impl Producer {
         };
         builder.push_measured(record.timestamp, key, value, &record.headers, body);
         b.records.push(id);
-        let full = builder.is_full(batch_size)
+        let full = builder.is_full(self.cfg.batch_fill())
             || (self.cfg.max_batch_records).is_some_and(|max| b.records.len() >= max);
         // A new batch is charged its room; a record adds only what it outgrew it by.
         b.size += placed.charge;

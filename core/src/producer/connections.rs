@@ -218,8 +218,15 @@ impl Producer {
         // if the node is gone the connect fails, and if it no longer leads it says so
         // (NOT_LEADER_OR_FOLLOWER); asking on every reset grew the model's state space by
         // 60 % and more for one saved round trip.
-        if let (Target::Node(n), true) = (c.target, failed || reason == REQUEST_TIMEOUT) {
-            let leads_something = self.index.0.leads_batches(Some(n));
+        // Under acks=0 a broker that refuses a request closes the connection instead of
+        // answering, so that the client refreshes its metadata (Kafka's KafkaApis).
+        let refused_unacknowledged = c.unacknowledged.is_some() && reason == "disconnected";
+        if let (Target::Node(n), true) = (
+            c.target,
+            failed || reason == REQUEST_TIMEOUT || refused_unacknowledged,
+        ) {
+            // (Under acks=0 the batches left when their bytes were handed over.)
+            let leads_something = self.index.0.leads_batches(Some(n)) || refused_unacknowledged;
             if leads_something {
                 self.metadata.needed = true;
             }

@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use smallvec::SmallVec;
-use std::ops::Bound::{Excluded, Included, Unbounded};
+use std::ops::Bound::{self, Excluded, Included, Unbounded};
 use std::time::{Duration, Instant};
 
 use crate::partition::Partition;
@@ -321,13 +321,15 @@ impl Index {
         self.unbound.iter().map(|&k| unpack(k))
     }
 
-    /// The partitions marked sendable to `leader`, in (topic, partition) order.
-    pub(super) fn sendable_to(&self, leader: i32, out: &mut Vec<Tp>) {
-        out.extend(
-            self.sendable
-                .range((leader, 0)..=(leader, u64::MAX))
-                .map(|&(_, k)| unpack(k)),
-        );
+    /// The partitions marked sendable to `leader`, in (topic, partition) order from `start`
+    /// (the first at or after it), wrapping around to those before it.
+    pub(super) fn sendable_to(&self, leader: i32, start: Option<Tp>, out: &mut Vec<Tp>) {
+        let from = start.map_or(0, |(ti, pi)| pack(ti, pi));
+        let keys = |lo: (i32, u64), hi: Bound<(i32, u64)>| {
+            (self.sendable.range((Included(lo), hi))).map(|&(_, k)| unpack(k))
+        };
+        out.extend(keys((leader, from), Included((leader, u64::MAX))));
+        out.extend(keys((leader, 0), Excluded((leader, from))));
     }
 
     /// Marks sendable every partition whose timer (or idle probe time) passed since the last
@@ -411,6 +413,14 @@ impl Producer {
     /// Brings the indexes up to date after a change to partition `(ti, pi)`, and marks it for
     /// a visit by the next Produce request to its leader.
     pub(super) fn sync(&mut self, ti: usize, pi: usize) {
+        // Without idempotence there is no rebind to end a cut: it ends once nothing sent
+        // before it is unresolved.
+        if !self.cfg.enable_idempotence {
+            let p = &mut self.topics[ti].partitions[pi];
+            if p.cutting && p.is_drained() {
+                p.cutting = false;
+            }
+        }
         let e = self.entry_of(ti, pi);
         let leader = self.topics[ti].partitions[pi].leader;
         self.index.0.set(ti, pi, leader, e);

@@ -199,6 +199,11 @@ impl Producer {
             // An earlier topic of this name: the answer comes from a broker that has not yet
             // learned of the new one, and is stale ...
             if topic.retired.contains(&t.topic_id) {
+                // A break in the answers naming the new id: its old partitions beyond the
+                // count are not given up yet.
+                if topic.beyond_gone_since.is_some() {
+                    topic.beyond_gone_since = Some(now);
+                }
                 if !settled(&mut topic.retired_named, now, settle) {
                     incomplete = true; // ask another connection
                     continue;
@@ -250,7 +255,8 @@ impl Producer {
             // beyond the count take no new record, and their batches wait for a leader (the
             // count may grow back) or their delivery timeout, as the Java client's do. A
             // topic created again (a new id) with fewer is believed at once, and the batches
-            // of its old partitions beyond the count fail below: that partition is gone.
+            // of its old partitions beyond the count fail below (that partition is gone) once
+            // answers have kept naming the new id for `retry.backoff.max.ms`.
             let fewer = !recreated && count > 0 && count < topic.count;
             topic.fewer_since = fewer_since;
             let settled_fewer = fewer && settled(&mut topic.fewer_since, now, settle);
@@ -260,7 +266,7 @@ impl Producer {
             incomplete |= fewer && !settled_fewer;
             let shrunk = (recreated || settled_fewer) && count < topic.partitions.len();
             if shrunk {
-                topic.beyond_gone = recreated;
+                topic.beyond_gone_since = recreated.then_some(now);
             }
             if shrunk || count > topic.count {
                 topic.count = count;
@@ -331,8 +337,9 @@ impl Producer {
                 incomplete = true;
             }
             // Partitions of a deleted topic beyond the new one's count have no leader any
-            // more: nothing is sent to them, and their batches fail (an attempt in flight
-            // fails at the next answer after its own, asked for after the backoff). Should
+            // more: nothing is sent to them, and their batches fail once the new id is
+            // settled (an attempt in flight fails at the next answer after its own; answers
+            // are asked for after the backoff while such batches wait). Should
             // the topic grow back, they start with no leader epoch.
             for p in &mut topic.partitions[count..] {
                 p.leader = None;
@@ -345,7 +352,8 @@ impl Producer {
                     self.request_bump_for(ti, pi);
                 }
                 if pi >= count {
-                    if self.topics[ti].beyond_gone {
+                    let gone = self.topics[ti].beyond_gone_since;
+                    if gone.is_some_and(|t| self.now >= t + self.cfg.retry_backoff_max) {
                         self.fail_beyond_count(ti, pi);
                     }
                     // A batch still in flight there: its answer comes, then the next

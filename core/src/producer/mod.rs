@@ -138,6 +138,10 @@ pub struct Producer {
     stats: Observed<Counters>,
     /// Which partitions have work (`index.rs`): derived, ignored by `PartialEq` and `Hash`.
     index: Derived<Index>,
+    /// Per broker node: the partition the next Produce request to it starts its walk at
+    /// (Java's `drainIndex`): the first one a request left out for lack of room, so that no
+    /// partition waits behind others for ever. Behaviour, so part of the state.
+    drain_start: BTreeMap<i32, (usize, usize)>,
     /// Scratch space for the partitions one Produce request or one flush visits (no
     /// allocation each).
     scratch: Derived<Vec<(usize, usize)>>,
@@ -212,6 +216,7 @@ impl Producer {
             fatal: None,
             stats: Observed::default(),
             index: Derived(Index::new(now)),
+            drain_start: BTreeMap::new(),
             scratch: Derived(Vec::new()),
             idle_check: Derived(None),
             request_pool: Derived(requests::RequestPool::default()),

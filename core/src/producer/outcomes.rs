@@ -241,7 +241,7 @@ impl Producer {
         // The batch's buffer serves the next batches.
         let pool = &mut self.batch_pool.0;
         if let Some(wire) = wire {
-            let cap = self.cfg.batch_size.min(self.cfg.max_request_size);
+            let cap = self.cfg.batch_fill();
             pool.put_wire(wire, cap.saturating_mul(2).saturating_add(HEADER_LEN));
         }
         if reported {
@@ -305,6 +305,19 @@ impl Producer {
         );
         b.retries = b.retries.saturating_add(1);
         b.maybe_persisted |= possibly_persisted;
+        if !self.cfg.enable_idempotence && p.cutting && !b.maybe_persisted {
+            // Sent before a cut (§B.4) and refused: it belongs to the cut series.
+            self.fail_batch(
+                r.topic,
+                r.partition,
+                i,
+                DeliveryError::PartitionCut,
+                Persistence::NotPersisted,
+            );
+            return;
+        }
+        let p = &mut self.topics[r.topic].partitions[r.partition];
+        let b = &mut p.batches[i];
         b.last_error.0 = Some(error);
         b.state = BatchState::Retry {
             at: self.now + delay,

@@ -14,9 +14,20 @@ use bytes::{Bytes, BytesMut};
 /// flight; the rest are freed.
 const MAX_IDLE: usize = 16;
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(super) struct BatchPool {
     bufs: Vec<BytesMut>,
+}
+
+/// Capacities only: the idle buffers still hold acknowledged records' bytes, which a
+/// producer's `Debug` must not show (a review found a delivered record's value in it).
+impl std::fmt::Debug for BatchPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let capacities: Vec<usize> = self.bufs.iter().map(BytesMut::capacity).collect();
+        f.debug_struct("BatchPool")
+            .field("idle_capacities", &capacities)
+            .finish()
+    }
 }
 
 impl Clone for BatchPool {

@@ -156,7 +156,7 @@ impl Producer {
             conn,
             max_in_flight: self.cfg.max_in_flight,
             linger: self.cfg.linger,
-            batch_size: self.cfg.batch_size,
+            batch_size: self.cfg.batch_fill(),
             flush_upto: if self.closing {
                 Some(RecordId(u64::MAX))
             } else {
@@ -177,36 +177,31 @@ impl Producer {
     /// picks nothing takes the partition out until it changes or a timer of its passes.
     pub(super) fn send_one_produce(&mut self, conn: ConnId, node: i32) -> bool {
         let ctx = self.send_context(conn);
-        let mut refs: SmallVec<[BatchRef; 4]> = SmallVec::new();
+        let mut picked: SmallVec<[(usize, usize, u64, Bytes); 4]> = SmallVec::new();
         let mut probed: SmallVec<[(usize, usize); 4]> = SmallVec::new();
-        // The request's lists and topic names reuse the previous requests' (no allocation
-        // per request in steady state).
-        let mut pool = std::mem::take(&mut self.request_pool.0);
-        let mut topic_data = std::mem::take(&mut pool.list);
-        let mut current: Option<(usize, TopicProduceData)> = None;
         let mut total = REQUEST_OVERHEAD;
+        let mut left_out = None;
         let mut visit = std::mem::take(&mut self.scratch.0);
         visit.clear();
-        self.index.0.sendable_to(node, &mut visit);
+        // From where the last request to this node ran out of room, wrapping around (Java's
+        // `drainIndex`): a partition late in the order, or with a large batch, is not left
+        // behind for ever while earlier ones keep batches ready.
+        let start = self.drain_start.get(&node).copied();
+        self.index.0.sendable_to(node, start, &mut visit);
         for &(ti, pi) in &visit {
-            if current.as_ref().is_none_or(|c| c.0 != ti) {
-                if let Some((_, done)) = current.take() {
-                    pool.put(&mut topic_data, done);
-                }
-                current = Some((ti, pool.take(&self.topics[ti].name)));
-            }
-            let parts = &mut current.as_mut().expect("just set").1.partition_data;
             let t = &mut self.topics[ti];
             let p = &mut t.partitions[pi];
             if p.leader != Some(node) {
                 self.index.0.unmark_sendable(node, ti, pi);
                 continue;
             }
-            // Leave room: a batch that does not fit waits for the next request.
+            // Leave room: a batch that does not fit waits for the next request, which starts
+            // with it.
             if let Some(b) = p.batches.iter().find(|b| b.state != BatchState::InFlight) {
-                if !refs.is_empty()
+                if !picked.is_empty()
                     && total + b.wire_len() + PARTITION_OVERHEAD > self.cfg.max_request_size
                 {
+                    left_out.get_or_insert((ti, pi));
                     continue;
                 }
             }
@@ -223,32 +218,51 @@ impl Producer {
             let wire = b.wire.clone().expect("a picked batch is sequenced");
             observe_compression(t.compression, &mut t.ratio, unsealed, b.id, &wire);
             total += wire.len() + PARTITION_OVERHEAD + t.name.len();
-            refs.push(BatchRef {
-                topic: ti,
-                partition: pi,
-                batch: b.id,
-            });
+            picked.push((ti, pi, b.id, wire));
+        }
+        visit.clear();
+        self.scratch.0 = visit;
+        if let Some(tp) = left_out {
+            self.drain_start.insert(node, tp);
+        }
+        for (ti, pi) in probed {
+            self.sync(ti, pi);
+            self.index.0.unmark_sendable(node, ti, pi);
+        }
+        if picked.is_empty() {
+            return false;
+        }
+        // On the wire in (topic, partition) order, one entry per topic, whatever the walk's
+        // start. The request's lists and topic names reuse the previous requests' (no
+        // allocation per request in steady state).
+        picked.sort_unstable_by_key(|&(ti, pi, ..)| (ti, pi));
+        let mut pool = std::mem::take(&mut self.request_pool.0);
+        let mut topic_data = std::mem::take(&mut pool.list);
+        let mut current: Option<(usize, TopicProduceData)> = None;
+        let mut refs: SmallVec<[BatchRef; 4]> = SmallVec::new();
+        for (ti, pi, batch, wire) in picked {
+            if current.as_ref().is_none_or(|c| c.0 != ti) {
+                if let Some((_, done)) = current.take() {
+                    pool.put(&mut topic_data, done);
+                }
+                current = Some((ti, pool.take(&self.topics[ti].name)));
+            }
+            let parts = &mut current.as_mut().expect("just set").1.partition_data;
             parts.push(PartitionProduceData {
                 index: pi as i32,
                 records: Some(wire),
+            });
+            refs.push(BatchRef {
+                topic: ti,
+                partition: pi,
+                batch,
             });
         }
         if let Some((_, done)) = current.take() {
             pool.put(&mut topic_data, done);
         }
-        visit.clear();
-        self.scratch.0 = visit;
-        for (ti, pi) in probed {
-            self.sync(ti, pi);
-            self.index.0.unmark_sendable(node, ti, pi);
-        }
         for r in &refs {
             self.sync(r.topic, r.partition);
-        }
-        if refs.is_empty() {
-            pool.recycle(topic_data);
-            self.request_pool.0 = pool;
-            return false;
         }
         let req = ProduceRequest {
             transactional_id: None,
@@ -274,12 +288,22 @@ impl Producer {
 }
 
 /// Lists, topic names and framing space of earlier Produce requests, kept for the next ones.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub(super) struct RequestPool {
     list: Vec<TopicProduceData>,
     spare: Vec<TopicProduceData>,
     /// Where the requests' framing is written (`ProduceRequest::encode_chunks_into`).
     framing: bytes::BytesMut,
+}
+
+/// Sizes only: the framing space holds earlier requests' bytes.
+impl std::fmt::Debug for RequestPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestPool")
+            .field("lists", &(self.list.len(), self.spare.len()))
+            .field("framing_capacity", &self.framing.capacity())
+            .finish()
+    }
 }
 
 impl RequestPool {
