@@ -415,11 +415,9 @@ impl Producer {
     pub(super) fn sync(&mut self, ti: usize, pi: usize) {
         // Without idempotence there is no rebind to end a cut: it ends once nothing sent
         // before it is unresolved.
-        if !self.cfg.enable_idempotence {
-            let p = &mut self.topics[ti].partitions[pi];
-            if p.cutting && p.is_drained() {
-                p.cutting = false;
-            }
+        let p = &mut self.topics[ti].partitions[pi];
+        if p.cutting && !self.cfg.enable_idempotence && p.is_drained() {
+            p.cutting = false;
         }
         let e = self.entry_of(ti, pi);
         let leader = self.topics[ti].partitions[pi].leader;

@@ -235,7 +235,9 @@ impl Producer {
         // On the wire in (topic, partition) order, one entry per topic, whatever the walk's
         // start. The request's lists and topic names reuse the previous requests' (no
         // allocation per request in steady state).
-        picked.sort_unstable_by_key(|&(ti, pi, ..)| (ti, pi));
+        if !picked.is_sorted_by_key(|&(ti, pi, ..)| (ti, pi)) {
+            picked.sort_unstable_by_key(|&(ti, pi, ..)| (ti, pi));
+        }
         let mut pool = std::mem::take(&mut self.request_pool.0);
         let mut topic_data = std::mem::take(&mut pool.list);
         let mut current: Option<(usize, TopicProduceData)> = None;
