@@ -1417,3 +1417,169 @@ fn acks0_leader_move_how_long_until_metadata() {
         n.now - start, n.log_values(0).len());
     assert!(n.now - start < Duration::from_secs(5));
 }
+
+#[test]
+fn cut_without_idempotence_split_of_later_batch() {
+    let mut cfg = cfg_off(1);
+    cfg.max_in_flight = 5;
+    cfg.max_batch_records = None;
+    cfg.gap_policy = GapPolicy::CutPartition;
+    let mut n = Net::new(cfg);
+    n.send("warm");
+    n.run(&mut ok_fate, &mut ok_act);
+    n.send("a");
+    n.drain();
+    n.send("b0");
+    n.send("b1");
+    n.drain();
+    let mut b_refused = false;
+    for _ in 0..50 {
+        n.run(&mut ok_fate, &mut |v, _| match v {
+            "a" => Act::Refuse(ErrorCode::InvalidRecord),
+            "b0" if !b_refused => {
+                b_refused = true;
+                Act::Refuse(ErrorCode::MessageTooLarge)
+            }
+            _ => Act::Ok,
+        });
+        n.tick(Duration::from_millis(50));
+    }
+    eprintln!("log {:?}\noutcomes {:?}", n.log_values(0), n.outcomes());
+    n.check_truthful();
+    assert!(b_refused, "b0's batch was answered");
+    assert_eq!(
+        n.log_values(0),
+        vec!["warm"],
+        "b written after the gap left by a"
+    );
+}
+
+#[test]
+fn cut_idempotent_split_of_later_batch() {
+    let mut cfg = cfg_off(-1);
+    cfg.enable_idempotence = true;
+    cfg.max_in_flight = 5;
+    cfg.max_batch_records = None;
+    cfg.gap_policy = GapPolicy::CutPartition;
+    let mut n = Net::new(cfg);
+    n.send("warm");
+    n.run(&mut ok_fate, &mut ok_act);
+    n.send("a");
+    n.drain();
+    n.send("b0");
+    n.send("b1");
+    n.drain();
+    let mut b_refused = false;
+    for _ in 0..50 {
+        n.run(&mut ok_fate, &mut |v, _| match v {
+            "a" => Act::Refuse(ErrorCode::InvalidRecord),
+            "b0" if !b_refused => {
+                b_refused = true;
+                Act::Refuse(ErrorCode::MessageTooLarge)
+            }
+            _ => Act::Ok,
+        });
+        n.tick(Duration::from_millis(50));
+    }
+    eprintln!("log {:?}\noutcomes {:?}", n.log_values(0), n.outcomes());
+    n.check_truthful();
+    assert!(b_refused, "b0's batch was answered");
+    assert_eq!(
+        n.log_values(0),
+        vec!["warm"],
+        "b written after the gap left by a"
+    );
+}
+
+#[test]
+fn acks0_broker_closes_every_connection() {
+    let mut cfg = cfg_off(0);
+    cfg.max_batch_records = None;
+    let mut n = Net::new(cfg);
+    n.send("warm");
+    for _ in 0..3 {
+        n.run(&mut ok_fate, &mut ok_act);
+        n.tick(Duration::from_millis(10));
+    }
+    let m0 = n.metadata_requests;
+    let c0 = n
+        .outputs
+        .iter()
+        .filter(|o| matches!(o, Output::Connect { .. }))
+        .count();
+    // 10 s: a record every 10 ms, and the broker closes the connection at each request.
+    for i in 0..1000 {
+        n.send(&format!("r{i}"));
+        n.run(&mut |_| Fate::DropUnprocessed, &mut ok_act);
+        n.tick(Duration::from_millis(10));
+    }
+    let c1 = n
+        .outputs
+        .iter()
+        .filter(|o| matches!(o, Output::Connect { .. }))
+        .count();
+    let (metadata, connects) = (n.metadata_requests - m0, c1 - c0);
+    eprintln!("metadata requests {metadata} connects {connects}");
+    // No storm: at most one metadata request per reconnect, reconnects paced by the backoff.
+    assert!(
+        metadata <= connects + 1,
+        "{metadata} metadata requests, {connects} connects"
+    );
+    assert!(connects <= 250, "{connects} connects in 10 s");
+}
+
+fn cut_after_a_lost_answer(idempotent: bool) -> Net {
+    let mut cfg = cfg_off(if idempotent { -1 } else { 1 });
+    cfg.enable_idempotence = idempotent;
+    cfg.max_in_flight = 5;
+    cfg.gap_policy = GapPolicy::CutPartition;
+    let mut n = Net::new(cfg);
+    n.seq_state = Some(HashMap::new());
+    n.send("warm");
+    n.run(&mut ok_fate, &mut ok_act);
+    n.send("a");
+    n.drain();
+    n.send("b");
+    n.drain();
+    let mut dropped = false;
+    for _ in 0..50 {
+        n.run(
+            &mut |v| {
+                if v == "b" && !dropped {
+                    dropped = true;
+                    Fate::DropUnprocessed
+                } else {
+                    Fate::Answer
+                }
+            },
+            &mut |v, _| match v {
+                "a" => Act::Refuse(ErrorCode::InvalidRecord),
+                _ => Act::Ok,
+            },
+        );
+        n.tick(Duration::from_millis(50));
+    }
+    eprintln!(
+        "idem {idempotent}: log {:?}\noutcomes {:?}",
+        n.log_values(0),
+        n.outcomes()
+    );
+    n.check_truthful();
+    n
+}
+
+#[test]
+fn cut_ambiguous_idempotent() {
+    let n = cut_after_a_lost_answer(true);
+    assert_eq!(n.log_values(0), vec!["warm"]);
+}
+
+#[test]
+fn cut_ambiguous_without_idempotence() {
+    let n = cut_after_a_lost_answer(false);
+    assert_eq!(
+        n.log_values(0),
+        vec!["warm"],
+        "b written after the gap left by a"
+    );
+}

@@ -305,7 +305,7 @@ impl Producer {
         );
         b.retries = b.retries.saturating_add(1);
         b.maybe_persisted |= possibly_persisted;
-        if !self.cfg.enable_idempotence && p.cutting && !b.maybe_persisted {
+        if !self.cfg.enable_idempotence && p.cutting {
             // Sent before a cut (§B.4) and refused: it belongs to the cut series.
             self.fail_batch(
                 r.topic,

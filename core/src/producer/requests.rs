@@ -172,9 +172,10 @@ impl Producer {
     /// Builds one Produce request for `conn` with at most one batch per partition led by
     /// `node`. Returns whether a request was sent.
     ///
-    /// Only the partitions the index holds as sendable to `node` are visited, in the order of
-    /// a walk over every partition (`index.rs`: the others would pick nothing); a visit that
-    /// picks nothing takes the partition out until it changes or a timer of its passes.
+    /// Only the partitions the index holds as sendable to `node` are visited (`index.rs`: the
+    /// others would pick nothing), in (topic, partition) order from the one the previous
+    /// request to `node` left out for lack of room, wrapping around; a visit that picks
+    /// nothing takes the partition out until it changes or a timer of its passes.
     pub(super) fn send_one_produce(&mut self, conn: ConnId, node: i32) -> bool {
         let ctx = self.send_context(conn);
         let mut picked: SmallVec<[(usize, usize, u64, Bytes); 4]> = SmallVec::new();
@@ -222,9 +223,11 @@ impl Producer {
         }
         visit.clear();
         self.scratch.0 = visit;
-        if let Some(tp) = left_out {
-            self.drain_start.insert(node, tp);
-        }
+        match left_out {
+            Some(tp) => self.drain_start.insert(node, tp),
+            // Everything that could go went: the next walk may start from the beginning.
+            None => self.drain_start.remove(&node),
+        };
         for (ti, pi) in probed {
             self.sync(ti, pi);
             self.index.0.unmark_sendable(node, ti, pi);

@@ -453,12 +453,13 @@ impl Producer {
             GapPolicy::Fatal => self.fail_fatal(FatalError::Gap(code)),
             GapPolicy::CutPartition => {
                 self.topics[ti].partitions[pi].cutting = true;
+                let idem = self.cfg.enable_idempotence;
                 let mut k = 0;
                 while k < self.topics[ti].partitions[pi].batches.len() {
                     let b = &self.topics[ti].partitions[pi].batches[k];
                     let cut = match b.state {
                         BatchState::Open | BatchState::Ready | BatchState::AwaitRebase => true,
-                        BatchState::Retry { .. } => !b.maybe_persisted,
+                        BatchState::Retry { .. } => !b.maybe_persisted || !idem,
                         BatchState::InFlight => false,
                     };
                     if cut {
@@ -489,6 +490,10 @@ impl Producer {
         if b.maybe_persisted {
             // Its range may be in the log: it cannot be re-sequenced into halves (P3).
             return self.fail_permanently(ti, pi, i, ErrorCode::MessageTooLarge);
+        }
+        if !self.cfg.enable_idempotence && p.cutting {
+            let error = DeliveryError::PartitionCut;
+            return self.fail_batch(ti, pi, i, error, Persistence::NotPersisted);
         }
         let (Some(wire), Some((identity, base))) = (b.wire.clone(), b.seq) else {
             return self.fail_permanently(ti, pi, i, ErrorCode::MessageTooLarge);
