@@ -109,6 +109,12 @@ pub struct SaslConfig {
     pub username: String,
     /// `sasl.password` (PLAIN and SCRAM; unused by OAUTHBEARER).
     pub password: Secret,
+    /// OAUTHBEARER's SASL extensions (KIP-342, RFC 7628 §3.1), sent with the token as
+    /// `key=value` pairs: what some services require beside the token (Confluent Cloud's
+    /// `logicalCluster` and `identityPoolId`). librdkafka's `sasl.oauthbearer.extensions`,
+    /// the Java client's `extension_<key>` login module options. Keys are letters only and
+    /// not `auth`; values printable ASCII, space, tab, CR or LF. Empty for other mechanisms.
+    pub extensions: Vec<(String, String)>,
 }
 
 impl SaslConfig {
@@ -122,12 +128,20 @@ impl SaslConfig {
             mechanism,
             username: username.into(),
             password: password.into(),
+            extensions: Vec::new(),
         }
     }
 
     /// OAUTHBEARER: tokens come from the driver ([`SaslInput::Token`]).
     pub fn oauthbearer() -> Self {
         Self::new(SaslMechanism::OAuthBearer, "", "")
+    }
+
+    /// With an OAUTHBEARER SASL extension (see [`Self::extensions`]).
+    #[must_use]
+    pub fn with_extension(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.extensions.push((key.into(), value.into()));
+        self
     }
 
     /// Checks what can be checked before connecting.
@@ -137,7 +151,7 @@ impl SaslConfig {
             reason: reason.to_owned(),
         };
         match self.mechanism {
-            SaslMechanism::OAuthBearer => return Ok(()),
+            SaslMechanism::OAuthBearer => return self.validate_extensions(),
             SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512 if !cfg!(feature = "scram") => {
                 return Err(err(
                     "sasl.mechanism",
@@ -145,6 +159,12 @@ impl SaslConfig {
                 ))
             }
             _ => {}
+        }
+        if !self.extensions.is_empty() {
+            return Err(err(
+                "sasl.oauthbearer.extensions",
+                "SASL extensions are OAUTHBEARER's only",
+            ));
         }
         if self.username.is_empty() {
             return Err(err("sasl.username", "must be set for PLAIN and SCRAM"));
@@ -154,6 +174,38 @@ impl SaslConfig {
         }
         if self.password.expose().contains('\0') {
             return Err(err("sasl.password", "must not contain NUL"));
+        }
+        Ok(())
+    }
+}
+
+impl SaslConfig {
+    /// KIP-342's rules, as Kafka's `OAuthBearerClientInitialResponse` checks them: a key is
+    /// letters only and not `auth` (the token's own key), given once; a value is printable
+    /// ASCII, space, tab, CR or LF, and not empty.
+    fn validate_extensions(&self) -> Result<(), ConfigError> {
+        let err = |reason: String| ConfigError {
+            setting: "sasl.oauthbearer.extensions",
+            reason,
+        };
+        for (i, (key, value)) in self.extensions.iter().enumerate() {
+            if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphabetic()) {
+                return Err(err(format!(
+                    "extension key {key:?}: letters only (KIP-342)"
+                )));
+            }
+            if key == "auth" {
+                return Err(err("extension key \"auth\" is the token's own".to_owned()));
+            }
+            if self.extensions[..i].iter().any(|(k, _)| k == key) {
+                return Err(err(format!("extension key {key:?} given twice")));
+            }
+            let value_ok = |b: u8| (0x21..=0x7e).contains(&b) || b" \t\r\n".contains(&b);
+            if value.is_empty() || !value.bytes().all(value_ok) {
+                return Err(err(format!(
+                    "extension {key:?}: a value of printable ASCII, space, tab, CR or LF"
+                )));
+            }
         }
         Ok(())
     }
@@ -279,8 +331,14 @@ impl Exchange {
                     );
                 }
                 *s = OAuthState::Sent;
-                // RFC 7628 §3.1: gs2 header without authzid, then the auth key-value pair.
-                Step::Send(Bytes::from(format!("n,,\x01auth=Bearer {t}\x01\x01")))
+                // RFC 7628 §3.1: gs2 header without authzid, the auth key-value pair, then
+                // the extensions' (KIP-342), each ended by ^A, and a final ^A.
+                let mut msg = format!("n,,\x01auth=Bearer {t}\x01");
+                for (k, v) in &cfg.extensions {
+                    msg.push_str(&format!("{k}={v}\x01"));
+                }
+                msg.push('\x01');
+                Step::Send(Bytes::from(msg))
             }
             (Self::Scram(s @ ScramState::AwaitNonce), SaslInput::Nonce(nonce)) => {
                 if nonce.len() < 16
@@ -563,6 +621,48 @@ mod tests {
             Step::Send(Bytes::from_static(b"\0alice\0alice-secret"))
         );
         assert_eq!(ex.server(&cfg, b""), Step::Done);
+    }
+
+    /// KIP-342: extensions follow the token, each `key=value` ended by ^A, as Kafka's
+    /// `OAuthBearerClientInitialResponse` writes them; invalid ones are a configuration error
+    /// naming `sasl.oauthbearer.extensions`.
+    #[test]
+    fn oauthbearer_sends_its_extensions_after_the_token() {
+        let cfg = SaslConfig::oauthbearer()
+            .with_extension("logicalCluster", "lkc-abc")
+            .with_extension("identityPoolId", "pool-1 x");
+        assert!(cfg.validate().is_ok());
+        let (mut ex, _) = Exchange::start(&cfg);
+        let step = ex.input(&cfg, SaslInput::Token(Secret::new("a.b.")));
+        assert_eq!(
+            step,
+            Step::Send(Bytes::from_static(
+                b"n,,\x01auth=Bearer a.b.\x01logicalCluster=lkc-abc\x01identityPoolId=pool-1 x\x01\x01"
+            ))
+        );
+        let bad = |k: &str, v: &str| {
+            let e = SaslConfig::oauthbearer().with_extension(k, v).validate();
+            e.map_err(|e| (e.setting, e.reason))
+        };
+        for (k, v) in [
+            ("auth", "x"),
+            ("a1", "x"),
+            ("", "x"),
+            ("k", ""),
+            ("k", "\x01"),
+        ] {
+            let e = bad(k, v).expect_err(k);
+            assert_eq!(e.0, "sasl.oauthbearer.extensions", "{k}={v:?}: {e:?}");
+        }
+        let twice = SaslConfig::oauthbearer()
+            .with_extension("k", "1")
+            .with_extension("k", "2");
+        assert!(twice.validate().is_err());
+        let plain = SaslConfig::new(SaslMechanism::Plain, "u", "p").with_extension("k", "v");
+        assert_eq!(
+            plain.validate().unwrap_err().setting,
+            "sasl.oauthbearer.extensions"
+        );
     }
 
     #[test]

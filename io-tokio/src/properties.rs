@@ -214,7 +214,8 @@ impl ClientConfig {
     /// `sasl.username` and `sasl.password` (PLAIN and SCRAM; OAUTHBEARER takes its tokens from
     /// a [`crate::TokenProvider`]) or instead a Java client's `sasl.jaas.config`
     /// (`PlainLoginModule`/`ScramLoginModule` with `username` and `password`,
-    /// `OAuthBearerLoginModule` without options), `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location` and
+    /// `OAuthBearerLoginModule` with only `extension_<key>` options), librdkafka's
+    /// `sasl.oauthbearer.extensions` (KIP-342 SASL extensions), `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location` and
     /// `ssl.endpoint.identification.algorithm` (`https`, the default, or empty). As in the
     /// Java client, `ssl.*` properties are ignored under `PLAINTEXT` and `SASL_PLAINTEXT`, and
     /// `sasl.*` properties under `PLAINTEXT` and `SSL`. SASL goes into

@@ -80,6 +80,9 @@ pub(crate) struct SaslProps {
     password: Option<Secret>,
     /// `sasl.jaas.config`, kept whole until `build` (it may hold a password).
     jaas: Option<Secret>,
+    /// OAUTHBEARER's SASL extensions: librdkafka's `sasl.oauthbearer.extensions`, and the
+    /// `extension_<key>` options of a Java `OAuthBearerLoginModule` line.
+    extensions: Vec<(String, String)>,
 }
 
 impl SaslProps {
@@ -92,6 +95,19 @@ impl SaslProps {
             "sasl.password" => self.password = Some(Secret::new(v)),
             // Empty: none (as a property list that lists every name leaves it).
             "sasl.jaas.config" => self.jaas = (!v.is_empty()).then(|| Secret::new(v)),
+            // librdkafka's `key=value,key=value`; checked in `build`.
+            "sasl.oauthbearer.extensions" => {
+                self.extensions.clear();
+                self.extensions.extend(
+                    (v.split(','))
+                        .map(str::trim)
+                        .filter(|p| !p.is_empty())
+                        .map(|p| match p.split_once('=') {
+                            Some((k, v)) => (k.trim().to_owned(), v.trim().to_owned()),
+                            None => (p.to_owned(), String::new()),
+                        }),
+                );
+            }
             _ => return false,
         }
         true
@@ -135,7 +151,18 @@ impl SaslProps {
             }
         };
         if mechanism == SaslMechanism::OAuthBearer {
-            return Ok(Some(SaslConfig::oauthbearer()));
+            let mut c = SaslConfig::oauthbearer();
+            c.extensions = self.extensions;
+            // The core checks KIP-342's rules; here the property is named for a pair with no
+            // `=` (the core would call its value empty).
+            if let Some((k, _)) = c.extensions.iter().find(|(_, v)| v.is_empty()) {
+                return Err(PropertyError::Invalid {
+                    property: "sasl.oauthbearer.extensions".to_owned(),
+                    value: k.clone(),
+                    expected: "key=value pairs separated by commas (KIP-342 SASL extensions)",
+                });
+            }
+            return Ok(Some(c));
         }
         let username =
             self.username
@@ -198,12 +225,20 @@ impl SaslProps {
             });
         }
         if family == "OAUTHBEARER" {
-            if !jaas.options.is_empty() {
-                return Err(unsupported(
-                    "OAuthBearerLoginModule options (the unsecured test token) are not \
-                     supported: tokens come from a token provider \
-                     (ProducerHandle::from_properties_with_token_provider)",
-                ));
+            // `extension_<key>` options are SASL extensions (KIP-342, as Kafka's OIDC login
+            // handler reads them); the others configure the unsecured test token or the
+            // client's own token retrieval.
+            for (key, value) in &jaas.options {
+                match key.strip_prefix("extension_") {
+                    Some(k) => (self.extensions).push((k.to_owned(), value.expose().to_owned())),
+                    None => {
+                        return Err(unsupported(
+                            "OAuthBearerLoginModule options other than extension_<key> (the \
+                             unsecured test token) are not supported: tokens come from a \
+                             token provider (ProducerHandle::from_properties_with_token_provider)",
+                        ))
+                    }
+                }
             }
             return Ok(());
         }
@@ -506,6 +541,49 @@ mod tests {
         }
         let twice = build(&[("sasl.jaas.config", PLAIN), ("sasl.username", "alice")]);
         assert!(twice.unwrap_err().to_string().contains("twice"));
+    }
+
+    /// KIP-342 SASL extensions, from librdkafka's property and from a Java login module line:
+    /// before, `sasl.oauthbearer.extensions` was taken and ignored, so a Confluent Cloud
+    /// configuration (`logicalCluster`, `identityPoolId`) failed authentication with no word
+    /// about why.
+    #[test]
+    fn oauthbearer_extensions_from_either_client() {
+        let want = Some(
+            SaslConfig::oauthbearer()
+                .with_extension("logicalCluster", "lkc-1")
+                .with_extension("identityPoolId", "pool-2"),
+        );
+        let librdkafka = build(&[
+            ("sasl.mechanism", "OAUTHBEARER"),
+            (
+                "sasl.oauthbearer.extensions",
+                "logicalCluster=lkc-1, identityPoolId=pool-2",
+            ),
+        ]);
+        assert_eq!(librdkafka.unwrap(), want);
+        let java = build(&[(
+            "sasl.jaas.config",
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+             extension_logicalCluster=\"lkc-1\" extension_identityPoolId='pool-2';",
+        )]);
+        assert_eq!(java.unwrap(), want);
+        let e = build(&[
+            ("sasl.mechanism", "OAUTHBEARER"),
+            ("sasl.oauthbearer.extensions", "logicalCluster"),
+        ]);
+        assert!(e
+            .unwrap_err()
+            .to_string()
+            .contains("sasl.oauthbearer.extensions"));
+        // No effect under another mechanism, as in librdkafka.
+        let plain = build(&[
+            ("sasl.mechanism", "PLAIN"),
+            ("sasl.username", "u"),
+            ("sasl.password", "p"),
+            ("sasl.oauthbearer.extensions", "a=b"),
+        ]);
+        assert_eq!(plain.unwrap().unwrap().extensions, vec![]);
     }
 
     #[test]

@@ -272,7 +272,6 @@ impl SecurityExtras {
                     "scope.claim.name",
                     "sub.claim.name",
                     "grant.type",
-                    "extensions",
                     "metadata.authentication.type",
                 ]
                 .contains(&&name["sasl.oauthbearer.".len()..]) => {}

@@ -293,6 +293,14 @@ fn mechanism_run(kafka: &Kafka, listener: &str, protocol: &str, mechanism: &str,
         "org.apache.kafka.common.security.scram.ScramLoginModule"
     };
     let jaas_line = format!("{module} required username=\"{USER}\" password=\"{PASSWORD}\";");
+    if mechanism == "OAUTHBEARER" {
+        // KIP-342 SASL extensions ride along with the token (Kafka's unsecured validator
+        // accepts any): a malformed initial response would be refused the handshake.
+        props.push((
+            "sasl.oauthbearer.extensions",
+            "logicalCluster=lkc-kprod,traceId=x1",
+        ));
+    }
     if jaas {
         props.retain(|(k, _)| !matches!(*k, "sasl.username" | "sasl.password"));
         props.push(("sasl.jaas.config", &jaas_line));
