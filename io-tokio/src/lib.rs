@@ -1106,6 +1106,11 @@ enum Command {
 }
 
 impl Command {
+    /// A send (one record or several), as opposed to a flush, close or query.
+    fn is_send(&self) -> bool {
+        matches!(self, Self::Send { .. } | Self::SendMany { .. })
+    }
+
     /// When a send waiting for memory is refused (`max.block.ms` after it was handed over).
     fn expiry(&self, max_block: Duration) -> Option<Instant> {
         match self {
@@ -1233,10 +1238,7 @@ impl ProducerHandle {
                 // A bootstrap server whose host cannot be a TLS server name is configuration
                 // (a broker that metadata names so is only a connect that fails).
                 let bootstrap = &config.producer.bootstrap_servers;
-                if let Some(addr) = bootstrap
-                    .iter()
-                    .find(|a| tls::server_name_error(a).is_some())
-                {
+                if let Some(addr) = bootstrap.iter().find(|a| tls::server_name(a).is_err()) {
                     return Err(PropertyError::Invalid {
                         property: "bootstrap.servers".to_owned(),
                         value: addr.to_string(),
@@ -2453,9 +2455,7 @@ impl<C: Connector> Driver<C> {
                 Command::Metrics(_) | Command::PartitionCount { .. } => {}
             }
         } else if !self.deferred.is_empty()
-            || (self.write_backlogged()
-                && !core.producer.is_closed()
-                && matches!(cmd, Command::Send { .. } | Command::SendMany { .. }))
+            || (self.write_backlogged() && !core.producer.is_closed() && cmd.is_send())
         {
             // Behind a record waiting for memory, or for the writers to catch up (acks=0):
             // accepted in order once there is room, or refused at `max.block.ms`.
@@ -2679,8 +2679,7 @@ impl<C: Connector> Driver<C> {
         while let Some(cmd) = self.deferred.pop_front() {
             // While the writers are backed up (acks=0) no record is taken; a flush or close
             // at the front goes ahead, and the sends behind it still expire.
-            let send = matches!(cmd, Command::Send { .. } | Command::SendMany { .. });
-            if send && self.write_backlogged() {
+            if cmd.is_send() && self.write_backlogged() {
                 self.deferred.push_front(cmd);
                 return;
             }

@@ -65,11 +65,11 @@ impl fmt::Debug for TlsConnector {
     }
 }
 
-/// Why `addr`'s host cannot be the server name of a TLS connection (rustls' rules), if it
-/// cannot: `bad!host`, `a..b`, a last label of digits or hex (`kafka.0x1f`).
-pub(crate) fn server_name_error(addr: &str) -> Option<String> {
+/// The server name of a TLS connection to `addr`, or why its host cannot be one (rustls'
+/// rules: `bad!host`, `a..b`, a last label of digits or hex such as `kafka.0x1f`).
+pub(crate) fn server_name(addr: &str) -> Result<ServerName<'static>, String> {
     let host = host_of(addr);
-    (ServerName::try_from(host.to_owned()).err()).map(|e| {
+    ServerName::try_from(host.to_owned()).map_err(|e| {
         format!("TLS: {host:?} (from broker address {addr:?}) is not a valid TLS server name: {e}")
     })
 }
@@ -302,10 +302,8 @@ impl Connector for TlsConnector {
         // unreachable one: only that broker is affected (a bootstrap server's is refused when
         // the producer starts from properties). Before, it stopped the whole producer as a
         // configuration error, for one broker's advertised name.
-        let name = ServerName::try_from(host_of(addr).to_owned()).map_err(|_| {
-            let why = server_name_error(addr).unwrap_or_default();
-            io::Error::new(io::ErrorKind::InvalidInput, why)
-        })?;
+        let name =
+            server_name(addr).map_err(|why| io::Error::new(io::ErrorKind::InvalidInput, why))?;
         let tcp = self.tcp.connect(addr).await?;
         tokio_rustls::TlsConnector::from(self.config.clone())
             .connect(name, tcp)

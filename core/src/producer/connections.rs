@@ -29,6 +29,12 @@ pub(super) const MOVED: &str = "broker address changed";
 /// Why a connection to a node that metadata no longer lists is closed.
 pub(super) const UNLISTED: &str = "broker no longer listed";
 
+/// Why a connection the driver reports lost (`handle_disconnected`) is dropped.
+pub(super) const DISCONNECTED: &str = "disconnected";
+
+/// Why a connection whose connect failed (`handle_connect_failed`) is dropped.
+pub(super) const CONNECT_FAILED: &str = "connect failed";
+
 /// Why a connection whose handshake failed for good is closed.
 pub(super) const HANDSHAKE_FAILED: &str = "handshake failed";
 
@@ -206,7 +212,7 @@ impl Producer {
         // A refused handshake counts as a failure even on a re-authenticating connection,
         // so that repeated refusals back off.
         let failed = (!matches!(c.state, ConnState::Ready | ConnState::Reauthenticating)
-            || reason == "connect failed"
+            || reason == CONNECT_FAILED
             || reason == HANDSHAKE_FAILED)
             && reason != MOVED
             && reason != UNLISTED;
@@ -220,7 +226,7 @@ impl Producer {
         // 60 % and more for one saved round trip.
         // Under acks=0 a broker that refuses a request closes the connection instead of
         // answering, so that the client refreshes its metadata (Kafka's KafkaApis).
-        let refused_unacknowledged = c.unacknowledged.is_some() && reason == "disconnected";
+        let refused_unacknowledged = c.unacknowledged.is_some() && reason == DISCONNECTED;
         if let (Target::Node(n), true) = (
             c.target,
             failed || reason == REQUEST_TIMEOUT || refused_unacknowledged,

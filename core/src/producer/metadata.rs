@@ -116,8 +116,8 @@ impl Producer {
         self.metadata.last_refresh = Some(self.now);
         self.metadata.retry_at = None;
         // The brokers the answer lists, each at its (new) address. An entry without a usable
-        // address (a host that is neither an IP address nor a DNS name, `usable_host`, or a
-        // port outside 1..=65535) is left out rather than dialled, and a node listed twice keeps
+        // address (a host with characters Kafka never lets a listener advertise, `usable_host`,
+        // or a port outside 1..=65535) is left out rather than dialled, and a node listed twice keeps
         // its first address. Known nodes the answer leaves out are dropped once the answer
         // is taken in (below), unless a partition still names them as its leader.
         let mut listed: BTreeMap<i32, Arc<str>> = BTreeMap::new();
@@ -374,8 +374,8 @@ impl Producer {
         let omitted = !wanted_again
             && (self.topics.iter().zip(&answered))
                 .any(|(t, answered)| !answered && !t.idle && t.holds_records());
-        if incomplete || omitted {
-            incomplete = true;
+        incomplete |= omitted;
+        if incomplete {
             self.metadata.needed = true;
             self.metadata.retry_at = Some(self.now + self.cfg.retry_backoff);
         }

@@ -368,13 +368,13 @@ impl Producer {
     /// The connection asked for by `Output::Connect` could not be established.
     pub fn handle_connect_failed(&mut self, now: Instant, conn: ConnId) {
         self.advance(now);
-        self.drop_conn(conn, "connect failed");
+        self.drop_conn(conn, connections::CONNECT_FAILED);
     }
 
     /// The connection was closed by the peer or failed.
     pub fn handle_disconnected(&mut self, now: Instant, conn: ConnId) {
         self.advance(now);
-        self.drop_conn(conn, "disconnected");
+        self.drop_conn(conn, connections::DISCONNECTED);
     }
 
     /// Bytes arrived on `conn`. Whole frames are consumed from the front of `buf`; a partial
