@@ -285,7 +285,7 @@ fn a_topic_created_again_with_fewer_partitions_takes_the_new_count() {
     assert_eq!(net.pending(), 1, "waits for partition 2's leader");
     // Deleted and created again with one partition.
     let one = |m: &mut MetadataResponse| m.topics[0].topic_id = [2; 16];
-    net.run(8, &one, &mut |_| None);
+    net.run(12, &one, &mut |_| None);
     assert_eq!(net.pending(), 0);
     let failed: Vec<_> = (net.h.events.iter())
         .filter_map(|e| match e {
@@ -559,10 +559,11 @@ fn a_topic_listed_without_partitions_is_asked_about_again() {
     net.run(3, &empty, &mut |_| None);
     let asked = net.asked.len();
     assert_eq!(net.pending(), 1);
-    // Two seconds (ten rounds of 200 ms): the backoff, not the five-minute refresh.
+    // Two seconds (ten rounds of 200 ms): the backoff (growing to a second while the
+    // answers say the same), not the five-minute refresh.
     net.run(10, &empty, &mut |_| None);
     assert!(
-        net.asked.len() > asked + 2,
+        net.asked.len() >= asked + 2,
         "asked {} then {}",
         asked,
         net.asked.len()
@@ -586,10 +587,59 @@ fn a_leader_missing_from_the_brokers_list_makes_the_producer_ask_again() {
     net.send("a");
     let sent = net.run(10, &counting, &mut |_| None);
     assert!(sent.is_empty(), "no address for node 7: nothing sent");
-    // 10 rounds of 200 ms, a 100 ms backoff: asked again in every round.
-    assert!(asked.get() >= 9, "asked {} times", asked.get());
+    // 10 rounds of 200 ms: asked again after 100, 200, 400, 800 ms, then every second.
+    assert!(
+        (4..=7).contains(&asked.get()),
+        "asked {} times",
+        asked.get()
+    );
     // Once an answer lists it (here: the leader is node 1 again), the record goes.
-    net.run(3, &|_| {}, &mut |_| None);
+    net.run(7, &|_| {}, &mut |_| None);
+    assert_eq!(net.pending(), 0);
+}
+
+/// Answers that keep saying the same incomplete thing (a partition without a leader, for a
+/// minute) are asked for less and less often: the wait doubles from `retry.backoff.ms` to
+/// `retry.backoff.max.ms`, as the Java client's does for equivalent answers. Before, every
+/// `retry.backoff.ms` for as long as it lasted (10 a second, about 300 in this test's
+/// 30 s). An answer that changes something starts the backoff over, and a complete one
+/// ends it.
+#[test]
+fn metadata_answers_that_change_nothing_are_asked_for_less_and_less_often() {
+    let mut net = Net::new();
+    let asked = std::cell::Cell::new(0);
+    let leaderless = |m: &mut MetadataResponse| {
+        asked.set(asked.get() + 1);
+        m.topics[0].partitions[0].leader_id = -1;
+    };
+    net.send("a");
+    net.run(150, &leaderless, &mut |_| None);
+    assert_eq!(net.pending(), 1, "no leader: the record waits");
+    // 30 s: at most one a second once the wait has grown (and a few while it grows).
+    assert!(
+        (25..=40).contains(&asked.get()),
+        "asked {} times in 30 s",
+        asked.get()
+    );
+    // A leader epoch that moves (an election under way) is news: once the grown wait has
+    // passed (at most a second), asked again after `retry.backoff.ms` each time.
+    let epoch = std::cell::Cell::new(10);
+    let before = asked.get();
+    let moving = |m: &mut MetadataResponse| {
+        asked.set(asked.get() + 1);
+        epoch.set(epoch.get() + 1);
+        m.topics[0].partitions[0].leader_id = -1;
+        m.topics[0].partitions[0].leader_epoch = epoch.get();
+    };
+    net.run(10, &moving, &mut |_| None);
+    assert!(
+        asked.get() - before >= 6,
+        "asked {} times in 2 s while the answers changed",
+        asked.get() - before
+    );
+    // A leader again: the record goes.
+    let leader = |m: &mut MetadataResponse| m.topics[0].partitions[0].leader_epoch = 100;
+    net.run(7, &leader, &mut |_| None);
     assert_eq!(net.pending(), 0);
 }
 
@@ -746,7 +796,8 @@ fn a_broker_entry_without_a_usable_address_is_not_dialled() {
         ["bench:9092"],
         "only the bootstrap server dialled"
     );
-    net.run(3, &|_| {}, &mut |_| None);
+    // Asked again within the grown backoff (at most `retry.backoff.max.ms`).
+    net.run(7, &|_| {}, &mut |_| None);
     assert_eq!(net.pending(), 0, "delivered once the leader has an address");
     assert!(net.h.p.fatal_error().is_none());
 }

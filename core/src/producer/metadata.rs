@@ -36,6 +36,14 @@ pub(super) struct MetadataState {
     /// When the next sweep for idle topics is due (`metadata.max.idle.ms`), once a request
     /// has scheduled one.
     pub(super) idle_sweep_at: Option<Instant>,
+    /// Incomplete answers in a row that changed nothing (no leader, leader epoch, partition
+    /// count, topic error or broker address moved): each doubles the wait before the next
+    /// request, from `retry.backoff.ms` up to `retry.backoff.max.ms`, so a partition that stays
+    /// leaderless (or a topic that stays missing while records wait) is not polled every
+    /// `retry.backoff.ms` for as long as it lasts. Any change, or a complete answer, starts
+    /// over (the Java client's rule for equivalent answers, KIP-951). Not raised once the wait
+    /// has reached the maximum, so it stays 0 when the two settings are equal.
+    pub(super) unchanged: u32,
 }
 
 impl Producer {
@@ -121,6 +129,8 @@ impl Producer {
         // its first address. Known nodes the answer leaves out are dropped once the answer
         // is taken in (below), unless a partition still names them as its leader.
         let mut listed: BTreeMap<i32, Arc<str>> = BTreeMap::new();
+        // Whether the answer told anything new (for the backoff after an incomplete one).
+        let mut changed = false;
         for b in &m.brokers {
             let usable = usable_host(&b.host) && (1..=65535).contains(&b.port);
             if usable {
@@ -140,7 +150,7 @@ impl Producer {
                 })
                 .collect();
             for (id, addr) in &listed {
-                self.brokers.insert(*id, addr.clone());
+                changed |= self.brokers.insert(*id, addr.clone()).as_ref() != Some(addr);
             }
             for conn in moved {
                 self.close_conn(conn, super::connections::MOVED);
@@ -175,6 +185,7 @@ impl Producer {
                 // An unknown topic may be a flap or still being created: its records wait up
                 // to `max.block.ms` (see `expire_deliveries`).
                 let topic = &mut self.topics[ti];
+                changed |= topic.missing != Some(code);
                 topic.missing = Some(code);
                 if code == ErrorCode::UnknownTopicOrPartition && topic.id == [0; 16] {
                     topic.gone_without_id = true;
@@ -195,6 +206,7 @@ impl Producer {
             }
             let (now, settle) = (self.now, self.cfg.retry_backoff_max);
             let topic = &mut self.topics[ti];
+            changed |= topic.missing.is_some();
             topic.missing = None;
             // An earlier topic of this name: the answer comes from a broker that has not yet
             // learned of the new one, and is stale ...
@@ -269,8 +281,10 @@ impl Producer {
                 topic.beyond_gone_since = recreated.then_some(now);
             }
             if shrunk || count > topic.count {
+                changed |= topic.count != count;
                 topic.count = count;
             }
+            changed |= recreated;
             // Without topic ids, a topic reported gone may have been deleted and created
             // again, its leader epochs starting over from 0 (else its answers would look stale
             // for the producer's life); or the broker that said so had not yet learned of it,
@@ -315,13 +329,16 @@ impl Producer {
                 // later answer would look stale beside it if it is wrong. No leader until an
                 // answer names one the producer can reach; asked again after the backoff.
                 if mp.leader_id >= 0 && !self.brokers.contains_key(&mp.leader_id) {
+                    changed |= p.leader.is_some();
                     p.leader = None;
                     incomplete = true;
                     continue;
                 }
+                let was = (p.leader, p.leader_epoch);
                 p.leader_epoch = mp.leader_epoch.max(p.leader_epoch);
                 p.stale_leader = false;
                 p.leader = (mp.leader_id >= 0).then_some(mp.leader_id);
+                changed |= was != (p.leader, p.leader_epoch);
                 // No leader, or one the answer did not list among the brokers (no address to
                 // connect to): ask again after the backoff.
                 if p.leader.is_none_or(|l| !self.brokers.contains_key(&l)) {
@@ -376,8 +393,14 @@ impl Producer {
                 .any(|(t, answered)| !answered && !t.idle && t.holds_records());
         incomplete |= omitted;
         if incomplete {
+            let n = if changed { 0 } else { self.metadata.unchanged };
+            let max = self.cfg.retry_backoff_max;
+            let delay = super::backoff_delay(self.cfg.retry_backoff, max, n);
+            self.metadata.unchanged = if delay < max { n + 1 } else { n };
             self.metadata.needed = true;
-            self.metadata.retry_at = Some(self.now + self.cfg.retry_backoff);
+            self.metadata.retry_at = Some(self.now + delay);
+        } else {
+            self.metadata.unchanged = 0;
         }
         self.metadata.avoid = incomplete.then_some(conn);
         // A node taken out of the cluster is not tried again: known nodes that the answer
