@@ -226,12 +226,11 @@ fn a_session_shorter_than_its_own_exchange_still_lets_requests_out() {
 }
 
 fn sasl_run(lifetime_ms: i64, rtt: Duration) -> bool {
-    use kprod_core::protocol::api_versions::{ApiVersion, ApiVersionsRequest, ApiVersionsResponse};
+    use harness::{api_versions_answer, parse_request};
     use kprod_core::protocol::sasl::{
         SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
         SaslHandshakeResponse,
     };
-    use kprod_core::protocol::{Reader, Request, RequestHeader};
     use kprod_core::{Producer, ProducerConfig, SaslConfig, SaslMechanism};
     let cfg = ProducerConfig {
         bootstrap_servers: vec!["bench:9092".into()],
@@ -279,43 +278,17 @@ fn sasl_run(lifetime_ms: i64, rtt: Duration) -> bool {
         now += rtt;
         p.handle_timeout(now);
         for (conn, f) in frames {
-            let mut r = Reader::new(f.slice(4..));
-            let key = r.i16().unwrap();
-            let version = r.i16().unwrap();
-            let hv = match key {
-                api_key::API_VERSIONS => ApiVersionsRequest::request_header_version(version),
-                api_key::SASL_HANDSHAKE => SaslHandshakeRequest::request_header_version(version),
-                api_key::SASL_AUTHENTICATE => {
-                    SaslAuthenticateRequest::request_header_version(version)
-                }
-                _ => 2,
-            };
-            let mut r = Reader::new(f.slice(4..));
-            let corr = RequestHeader::decode(hv, &mut r).unwrap().correlation_id;
+            let (key, version, header, _) = parse_request(&f);
+            let corr = header.correlation_id;
             let a = match key {
-                api_key::API_VERSIONS => {
-                    let k = |api_key, max_version| ApiVersion {
-                        api_key,
-                        min_version: 0,
-                        max_version,
-                    };
-                    encode_response::<ApiVersionsRequest>(
-                        &ApiVersionsResponse {
-                            error_code: 0,
-                            api_keys: vec![
-                                k(api_key::PRODUCE, 12),
-                                k(api_key::METADATA, 12),
-                                k(api_key::API_VERSIONS, 3),
-                                k(api_key::INIT_PRODUCER_ID, 5),
-                                k(api_key::SASL_HANDSHAKE, 1),
-                                k(api_key::SASL_AUTHENTICATE, 2),
-                            ],
-                            throttle_time_ms: 0,
-                        },
-                        version,
-                        corr,
-                    )
-                }
+                api_key::API_VERSIONS => api_versions_answer(
+                    version,
+                    corr,
+                    &[
+                        (api_key::SASL_HANDSHAKE, 1),
+                        (api_key::SASL_AUTHENTICATE, 2),
+                    ],
+                ),
                 api_key::SASL_HANDSHAKE => encode_response::<SaslHandshakeRequest>(
                     &SaslHandshakeResponse {
                         error_code: 0,

@@ -810,25 +810,12 @@ fn debug_at_authenticate(sasl: SaslConfig) -> (String, String) {
                 assert!(!f.is_empty(), "nothing to answer");
                 let correlation = i32::from_be_bytes(f[8..12].try_into().unwrap());
                 let answer: Bytes = if step == 0 {
-                    let k = |api_key, max_version| ApiVersion {
-                        api_key,
-                        min_version: 0,
-                        max_version,
-                    };
-                    let resp = ApiVersionsResponse {
-                        error_code: 0,
-                        api_keys: vec![
-                            k(api_key::PRODUCE, 12),
-                            k(api_key::METADATA, 12),
-                            k(api_key::API_VERSIONS, 3),
-                            k(api_key::INIT_PRODUCER_ID, 5),
-                            k(api_key::SASL_HANDSHAKE, 1),
-                            k(api_key::SASL_AUTHENTICATE, 2),
-                        ],
-                        throttle_time_ms: 0,
-                    };
                     let v = i16::from_be_bytes([f[6], f[7]]);
-                    encode_response::<ApiVersionsRequest>(&resp, v, correlation)
+                    let sasl = [
+                        (api_key::SASL_HANDSHAKE, 1),
+                        (api_key::SASL_AUTHENTICATE, 2),
+                    ];
+                    support::api_versions_answer(v, correlation, &sasl)
                 } else {
                     let resp = SaslHandshakeResponse {
                         error_code: 0,

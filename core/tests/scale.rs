@@ -10,20 +10,20 @@
 //! bytes (its idle batch buffers).
 #![allow(dead_code, clippy::result_large_err)]
 
+mod harness;
+
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use kprod_core::protocol::api_versions::{ApiVersion, ApiVersionsRequest, ApiVersionsResponse};
+use harness::{api_versions_answer, parse_request, partition_answer};
 use kprod_core::protocol::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
 use kprod_core::protocol::metadata::{
     MetadataBroker, MetadataPartition, MetadataRequest, MetadataResponse, MetadataTopic,
 };
-use kprod_core::protocol::produce::{
-    PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse,
-};
+use kprod_core::protocol::produce::{ProduceRequest, ProduceResponse, TopicProduceResponse};
 use kprod_core::protocol::record_batch::RecordBatch;
-use kprod_core::protocol::{api_key, encode_response, Message, Reader, Request, RequestHeader};
+use kprod_core::protocol::{api_key, encode_response, Message};
 use kprod_core::{
     Compression, CompressionType, ConnId, Event, Output, Persistence, Producer, ProducerConfig,
     Record, RecordId, SendError,
@@ -94,37 +94,10 @@ impl Broker {
     }
 
     fn respond(&mut self, frame: &[u8]) -> Bytes {
-        let body = Bytes::copy_from_slice(&frame[4..]);
-        let mut r = Reader::new(body.clone());
-        let key = r.i16().unwrap();
-        let version = r.i16().unwrap();
-        let hv = match key {
-            api_key::API_VERSIONS => ApiVersionsRequest::request_header_version(version),
-            _ => 2,
-        };
-        let mut r = Reader::new(body);
-        let h = RequestHeader::decode(hv, &mut r).unwrap();
-        let rest = Bytes::copy_from_slice(r.peek_rest());
+        let (key, version, h, rest) = parse_request(frame);
         let corr = h.correlation_id;
         match key {
-            api_key::API_VERSIONS => {
-                let k = |api_key, max_version| ApiVersion {
-                    api_key,
-                    min_version: 0,
-                    max_version,
-                };
-                let resp = ApiVersionsResponse {
-                    error_code: 0,
-                    api_keys: vec![
-                        k(api_key::PRODUCE, 12),
-                        k(api_key::METADATA, 12),
-                        k(api_key::API_VERSIONS, 3),
-                        k(api_key::INIT_PRODUCER_ID, 5),
-                    ],
-                    throttle_time_ms: 0,
-                };
-                encode_response::<ApiVersionsRequest>(&resp, version, corr)
-            }
+            api_key::API_VERSIONS => api_versions_answer(version, corr, &[]),
             api_key::INIT_PRODUCER_ID => {
                 self.next_pid += 1;
                 encode_response::<InitProducerIdRequest>(
@@ -198,16 +171,7 @@ impl Broker {
                     for pd in &t.partition_data {
                         let wire = pd.records.clone().unwrap();
                         let (code, off) = self.append(ti, pd.index as usize, wire);
-                        parts.push(PartitionProduceResponse {
-                            index: pd.index,
-                            error_code: code,
-                            base_offset: off,
-                            log_append_time_ms: -1,
-                            log_start_offset: 0,
-                            record_errors: vec![],
-                            error_message: None,
-                            current_leader: None,
-                        });
+                        parts.push(partition_answer(pd.index, code, off));
                     }
                     responses.push(TopicProduceResponse {
                         name: t.name.clone(),

@@ -14,20 +14,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use harness::{api_of, respond, TOPIC};
-use kprod_core::protocol::{Message, Reader, Request, RequestHeader};
-
-/// The Produce request in `frame`, any version (header v1 below v9).
-fn produce_of(frame: &Bytes) -> ProduceRequest {
-    let (key, version, _) = api_of(frame);
-    assert_eq!(key, api_key::PRODUCE);
-    let mut r = Reader::new(frame.slice(4..));
-    RequestHeader::decode(ProduceRequest::request_header_version(version), &mut r).unwrap();
-    ProduceRequest::decode_exact(version, Bytes::copy_from_slice(r.peek_rest())).unwrap()
-}
-use kprod_core::protocol::produce::{
-    PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse,
-};
+use harness::{api_of, partition_answer, produce_error, produce_of, respond, TOPIC};
+use kprod_core::protocol::produce::{ProduceRequest, ProduceResponse, TopicProduceResponse};
 use kprod_core::protocol::record_batch::RecordBatch;
 use kprod_core::protocol::{api_key, encode_response, ErrorCode};
 use kprod_core::{
@@ -193,6 +181,20 @@ impl Net {
         self.drain();
     }
 
+    /// `count` rounds of [`Self::run`], each followed by `d` of time.
+    pub fn rounds(
+        &mut self,
+        count: usize,
+        d: Duration,
+        fate: &mut dyn FnMut(&str) -> Fate,
+        act: &mut dyn FnMut(&str, i32) -> Act,
+    ) {
+        for _ in 0..count {
+            self.run(fate, act);
+            self.tick(d);
+        }
+    }
+
     pub fn tick(&mut self, d: Duration) {
         self.now += d;
         self.p.handle_timeout(self.now);
@@ -307,16 +309,7 @@ impl Net {
                     }
                     Act::Refuse(c) => (c.as_i16(), -1),
                 };
-                parts.push(PartitionProduceResponse {
-                    index: pd.index,
-                    error_code: code,
-                    base_offset: off,
-                    log_append_time_ms: -1,
-                    log_start_offset: 0,
-                    record_errors: vec![],
-                    error_message: None,
-                    current_leader: None,
-                });
+                parts.push(partition_answer(pd.index, code, off));
             }
             responses.push(TopicProduceResponse {
                 name: t.name.clone(),
@@ -543,17 +536,14 @@ fn mif1_order_kept_across_not_leader_retry() {
     n.send("b");
     n.send("c");
     let mut refused = false;
-    for _ in 0..50 {
-        n.run(&mut ok_fate, &mut |v, _| {
-            if v == "a" && !refused {
-                refused = true;
-                Act::Refuse(ErrorCode::NotLeaderOrFollower)
-            } else {
-                Act::Ok
-            }
-        });
-        n.tick(Duration::from_millis(50));
-    }
+    n.rounds(50, Duration::from_millis(50), &mut ok_fate, &mut |v, _| {
+        if v == "a" && !refused {
+            refused = true;
+            Act::Refuse(ErrorCode::NotLeaderOrFollower)
+        } else {
+            Act::Ok
+        }
+    });
     n.run(&mut ok_fate, &mut ok_act);
     assert_eq!(n.log_values(0), vec!["warm", "a", "b", "c"]);
     n.check_truthful();
@@ -570,20 +560,19 @@ fn mif1_order_kept_across_lost_answer() {
     n.send("b");
     n.send("c");
     let mut lost = false;
-    for _ in 0..100 {
-        n.run(
-            &mut |v| {
-                if v == "a" && !lost {
-                    lost = true;
-                    Fate::ProcessThenDisconnect
-                } else {
-                    Fate::Answer
-                }
-            },
-            &mut ok_act,
-        );
-        n.tick(Duration::from_millis(100));
-    }
+    n.rounds(
+        100,
+        Duration::from_millis(100),
+        &mut |v| {
+            if v == "a" && !lost {
+                lost = true;
+                Fate::ProcessThenDisconnect
+            } else {
+                Fate::Answer
+            }
+        },
+        &mut ok_act,
+    );
     // a is duplicated, but b and c come after.
     assert_eq!(n.log_values(0), vec!["warm", "a", "a", "b", "c"]);
     n.check_truthful();
@@ -599,20 +588,19 @@ fn mif1_order_kept_across_request_timeout() {
     n.send("a");
     n.send("b");
     let mut silent = false;
-    for _ in 0..100 {
-        n.run(
-            &mut |v| {
-                if v == "a" && !silent {
-                    silent = true;
-                    Fate::ProcessSilently
-                } else {
-                    Fate::Answer
-                }
-            },
-            &mut ok_act,
-        );
-        n.tick(Duration::from_millis(100));
-    }
+    n.rounds(
+        100,
+        Duration::from_millis(100),
+        &mut |v| {
+            if v == "a" && !silent {
+                silent = true;
+                Fate::ProcessSilently
+            } else {
+                Fate::Answer
+            }
+        },
+        &mut ok_act,
+    );
     assert_eq!(n.log_values(0), vec!["warm", "a", "a", "b"]);
     n.check_truthful();
 }
@@ -747,17 +735,19 @@ fn cut_scenario(idempotent: bool) -> Net {
     n.send("b");
     n.drain();
     let mut b_refused = false;
-    for _ in 0..50 {
-        n.run(&mut ok_fate, &mut |v, _| match v {
+    n.rounds(
+        50,
+        Duration::from_millis(50),
+        &mut ok_fate,
+        &mut |v, _| match v {
             "a" => Act::Refuse(ErrorCode::InvalidRecord),
             "b" if !b_refused => {
                 b_refused = true;
                 Act::Refuse(ErrorCode::NotEnoughReplicas)
             }
             _ => Act::Ok,
-        });
-        n.tick(Duration::from_millis(50));
-    }
+        },
+    );
     n
 }
 
@@ -910,17 +900,14 @@ fn split_without_idempotence_and_after_lost_answer() {
         .map(|id| n.values.insert(id, "x1".into()))
         .unwrap();
     let mut first = true;
-    for _ in 0..30 {
-        n.run(&mut ok_fate, &mut |v, _| {
-            if v == "x0" && first {
-                first = false;
-                Act::Refuse(ErrorCode::MessageTooLarge)
-            } else {
-                Act::Ok
-            }
-        });
-        n.tick(Duration::from_millis(50));
-    }
+    n.rounds(30, Duration::from_millis(50), &mut ok_fate, &mut |v, _| {
+        if v == "x0" && first {
+            first = false;
+            Act::Refuse(ErrorCode::MessageTooLarge)
+        } else {
+            Act::Ok
+        }
+    });
     eprintln!("log {:?}\noutcomes {:?}", n.log_values(0), n.outcomes());
     assert_eq!(n.log_values(0), vec!["warm", "x0", "x1"]);
     n.check_truthful();
@@ -984,10 +971,7 @@ fn old_broker_chaos(release: &str, seed: u64, acks_all_idem: bool) -> Net {
             break;
         }
     }
-    for _ in 0..200 {
-        n.run(&mut ok_fate, &mut ok_act);
-        n.tick(Duration::from_millis(200));
-    }
+    n.rounds(200, Duration::from_millis(200), &mut ok_fate, &mut ok_act);
     n
 }
 
@@ -1131,10 +1115,7 @@ fn leader_move_scenario(acks: i16) -> Net {
     let mut n = Net::new(cfg);
     n.leader = Some(1);
     n.send("warm");
-    for _ in 0..5 {
-        n.run(&mut ok_fate, &mut ok_act);
-        n.tick(Duration::from_millis(10));
-    }
+    n.rounds(5, Duration::from_millis(10), &mut ok_fate, &mut ok_act);
     assert_eq!(n.log_values(0), vec!["warm"]);
     n.leader = Some(2);
     n.leader_epoch += 1;
@@ -1195,10 +1176,7 @@ fn leader_move_old_brokers() {
         n.seq_state = Some(HashMap::new());
         n.leader = Some(1);
         n.send("warm");
-        for _ in 0..5 {
-            n.run(&mut ok_fate, &mut ok_act);
-            n.tick(Duration::from_millis(10));
-        }
+        n.rounds(5, Duration::from_millis(10), &mut ok_fate, &mut ok_act);
         for i in 0..100 {
             if i == 20 {
                 n.leader = Some(2);
@@ -1230,10 +1208,7 @@ fn leader_move_old_brokers() {
             );
             n.tick(Duration::from_millis(100));
         }
-        for _ in 0..100 {
-            n.run(&mut ok_fate, &mut ok_act);
-            n.tick(Duration::from_millis(200));
-        }
+        n.rounds(100, Duration::from_millis(200), &mut ok_fate, &mut ok_act);
         eprintln!(
             "{release} idem {idem}: log {} misdirected {} metadata {}",
             n.log_values(0).len(),
@@ -1247,37 +1222,6 @@ fn leader_move_old_brokers() {
             assert_eq!(n.p.pending_records(), 0);
         }
     }
-}
-
-fn produce_error(frame: &Bytes, code: ErrorCode) -> Bytes {
-    let (_, version, corr) = api_of(frame);
-    let req = produce_of(frame);
-    let resp = ProduceResponse {
-        responses: req
-            .topic_data
-            .iter()
-            .map(|t| TopicProduceResponse {
-                name: t.name.clone(),
-                partition_responses: t
-                    .partition_data
-                    .iter()
-                    .map(|p| PartitionProduceResponse {
-                        index: p.index,
-                        error_code: code.as_i16(),
-                        base_offset: -1,
-                        log_append_time_ms: -1,
-                        log_start_offset: 0,
-                        record_errors: vec![],
-                        error_message: None,
-                        current_leader: None,
-                    })
-                    .collect(),
-            })
-            .collect(),
-        throttle_time_ms: 0,
-        node_endpoints: vec![],
-    };
-    encode_response::<ProduceRequest>(&resp, version, corr)
 }
 
 #[test]
@@ -1324,10 +1268,7 @@ fn mif1_chaos_keeps_order_without_idempotence() {
                     break;
                 }
             }
-            for _ in 0..100 {
-                n.run(&mut ok_fate, &mut ok_act);
-                n.tick(Duration::from_millis(200));
-            }
+            n.rounds(100, Duration::from_millis(200), &mut ok_fate, &mut ok_act);
             let log = n.log_values(0);
             n.check_truthful();
             assert_eq!(n.p.pending_records(), 0);
@@ -1368,16 +1309,13 @@ fn gap_policies_ignore_identity_error_failures_without_idempotence() {
         n.run(&mut ok_fate, &mut ok_act);
         n.send("a");
         n.send("b");
-        for _ in 0..10 {
-            n.run(&mut ok_fate, &mut |v, _| {
-                if v == "a" {
-                    Act::Refuse(ErrorCode::OutOfOrderSequenceNumber)
-                } else {
-                    Act::Ok
-                }
-            });
-            n.tick(Duration::from_millis(50));
-        }
+        n.rounds(10, Duration::from_millis(50), &mut ok_fate, &mut |v, _| {
+            if v == "a" {
+                Act::Refuse(ErrorCode::OutOfOrderSequenceNumber)
+            } else {
+                Act::Ok
+            }
+        });
         eprintln!(
             "{policy:?}: log {:?} outcomes {:?} fatal {:?}",
             n.log_values(0),
@@ -1394,10 +1332,7 @@ fn acks0_leader_move_how_long_until_metadata() {
     let mut n = Net::new(cfg);
     n.leader = Some(1);
     n.send("warm");
-    for _ in 0..5 {
-        n.run(&mut ok_fate, &mut ok_act);
-        n.tick(Duration::from_millis(10));
-    }
+    n.rounds(5, Duration::from_millis(10), &mut ok_fate, &mut ok_act);
     n.leader = Some(2);
     n.leader_epoch += 1;
     let start = n.now;
@@ -1418,9 +1353,12 @@ fn acks0_leader_move_how_long_until_metadata() {
     assert!(n.now - start < Duration::from_secs(5));
 }
 
-#[test]
-fn cut_without_idempotence_split_of_later_batch() {
-    let mut cfg = cfg_off(1);
+/// Record a refused for good and b0's batch (behind it) refused MESSAGE_TOO_LARGE, under
+/// `CutPartition`: b0 and b1 are split and retried, and neither is written after the gap
+/// left by a, with idempotence or without.
+fn cut_split_of_later_batch(idempotent: bool) {
+    let mut cfg = cfg_off(if idempotent { -1 } else { 1 });
+    cfg.enable_idempotence = idempotent;
     cfg.max_in_flight = 5;
     cfg.max_batch_records = None;
     cfg.gap_policy = GapPolicy::CutPartition;
@@ -1433,17 +1371,19 @@ fn cut_without_idempotence_split_of_later_batch() {
     n.send("b1");
     n.drain();
     let mut b_refused = false;
-    for _ in 0..50 {
-        n.run(&mut ok_fate, &mut |v, _| match v {
+    n.rounds(
+        50,
+        Duration::from_millis(50),
+        &mut ok_fate,
+        &mut |v, _| match v {
             "a" => Act::Refuse(ErrorCode::InvalidRecord),
             "b0" if !b_refused => {
                 b_refused = true;
                 Act::Refuse(ErrorCode::MessageTooLarge)
             }
             _ => Act::Ok,
-        });
-        n.tick(Duration::from_millis(50));
-    }
+        },
+    );
     eprintln!("log {:?}\noutcomes {:?}", n.log_values(0), n.outcomes());
     n.check_truthful();
     assert!(b_refused, "b0's batch was answered");
@@ -1455,40 +1395,13 @@ fn cut_without_idempotence_split_of_later_batch() {
 }
 
 #[test]
+fn cut_without_idempotence_split_of_later_batch() {
+    cut_split_of_later_batch(false);
+}
+
+#[test]
 fn cut_idempotent_split_of_later_batch() {
-    let mut cfg = cfg_off(-1);
-    cfg.enable_idempotence = true;
-    cfg.max_in_flight = 5;
-    cfg.max_batch_records = None;
-    cfg.gap_policy = GapPolicy::CutPartition;
-    let mut n = Net::new(cfg);
-    n.send("warm");
-    n.run(&mut ok_fate, &mut ok_act);
-    n.send("a");
-    n.drain();
-    n.send("b0");
-    n.send("b1");
-    n.drain();
-    let mut b_refused = false;
-    for _ in 0..50 {
-        n.run(&mut ok_fate, &mut |v, _| match v {
-            "a" => Act::Refuse(ErrorCode::InvalidRecord),
-            "b0" if !b_refused => {
-                b_refused = true;
-                Act::Refuse(ErrorCode::MessageTooLarge)
-            }
-            _ => Act::Ok,
-        });
-        n.tick(Duration::from_millis(50));
-    }
-    eprintln!("log {:?}\noutcomes {:?}", n.log_values(0), n.outcomes());
-    n.check_truthful();
-    assert!(b_refused, "b0's batch was answered");
-    assert_eq!(
-        n.log_values(0),
-        vec!["warm"],
-        "b written after the gap left by a"
-    );
+    cut_split_of_later_batch(true);
 }
 
 #[test]
@@ -1497,10 +1410,7 @@ fn acks0_broker_closes_every_connection() {
     cfg.max_batch_records = None;
     let mut n = Net::new(cfg);
     n.send("warm");
-    for _ in 0..3 {
-        n.run(&mut ok_fate, &mut ok_act);
-        n.tick(Duration::from_millis(10));
-    }
+    n.rounds(3, Duration::from_millis(10), &mut ok_fate, &mut ok_act);
     let m0 = n.metadata_requests;
     let c0 = n
         .outputs
@@ -1542,23 +1452,22 @@ fn cut_after_a_lost_answer(idempotent: bool) -> Net {
     n.send("b");
     n.drain();
     let mut dropped = false;
-    for _ in 0..50 {
-        n.run(
-            &mut |v| {
-                if v == "b" && !dropped {
-                    dropped = true;
-                    Fate::DropUnprocessed
-                } else {
-                    Fate::Answer
-                }
-            },
-            &mut |v, _| match v {
-                "a" => Act::Refuse(ErrorCode::InvalidRecord),
-                _ => Act::Ok,
-            },
-        );
-        n.tick(Duration::from_millis(50));
-    }
+    n.rounds(
+        50,
+        Duration::from_millis(50),
+        &mut |v| {
+            if v == "b" && !dropped {
+                dropped = true;
+                Fate::DropUnprocessed
+            } else {
+                Fate::Answer
+            }
+        },
+        &mut |v, _| match v {
+            "a" => Act::Refuse(ErrorCode::InvalidRecord),
+            _ => Act::Ok,
+        },
+    );
     eprintln!(
         "idem {idempotent}: log {:?}\noutcomes {:?}",
         n.log_values(0),

@@ -1,5 +1,8 @@
 //! Shared by the benches: a producer driven to the ready state by a minimal in-process
-//! responder, and a way to push N records through the encode path.
+//! responder, and a way to push N records through the encode path. The core's hand-driven
+//! tests share it too (`core/tests/harness`), so not every item is used by every bench.
+
+#![allow(dead_code)]
 
 use std::time::{Duration, Instant};
 
@@ -12,45 +15,82 @@ use kprod_core::protocol::metadata::{
 use kprod_core::protocol::produce::{
     PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse,
 };
+use kprod_core::protocol::sasl::{SaslAuthenticateRequest, SaslHandshakeRequest};
 use kprod_core::protocol::{api_key, encode_response, Message, Reader, Request, RequestHeader};
 pub use kprod_core::Record;
 use kprod_core::{ConnId, Output, Producer, ProducerConfig};
 
 pub const TOPIC: &str = "bench";
 
-/// Answers one request frame (size prefix included) the way a healthy broker would.
-pub fn respond(frame: &[u8], next_offset: &mut i64) -> Bytes {
+/// The header version a request of api `key` at `version` carries.
+pub fn header_version(key: i16, version: i16) -> i16 {
+    match key {
+        api_key::API_VERSIONS => ApiVersionsRequest::request_header_version(version),
+        api_key::SASL_HANDSHAKE => SaslHandshakeRequest::request_header_version(version),
+        api_key::SASL_AUTHENTICATE => SaslAuthenticateRequest::request_header_version(version),
+        api_key::PRODUCE => ProduceRequest::request_header_version(version),
+        api_key::METADATA => MetadataRequest::request_header_version(version),
+        api_key::INIT_PRODUCER_ID => InitProducerIdRequest::request_header_version(version),
+        _ => 2,
+    }
+}
+
+/// A request frame (size prefix included): its api key, version, header and body.
+pub fn parse_request(frame: &[u8]) -> (i16, i16, RequestHeader, Bytes) {
     let body = Bytes::copy_from_slice(&frame[4..]);
     let mut r = Reader::new(body.clone());
     let key = r.i16().unwrap();
     let version = r.i16().unwrap();
-    let hv = match key {
-        api_key::API_VERSIONS => ApiVersionsRequest::request_header_version(version),
-        _ => 2,
-    };
     let mut r = Reader::new(body);
-    let h = RequestHeader::decode(hv, &mut r).unwrap();
+    let h = RequestHeader::decode(header_version(key, version), &mut r).unwrap();
     let rest = Bytes::copy_from_slice(r.peek_rest());
+    (key, version, h, rest)
+}
+
+/// The responder's ApiVersions answer (Produce v12, Metadata v12, ApiVersions v3,
+/// InitProducerId v5) with `extra` apis, each (key, max version).
+pub fn api_versions_answer(version: i16, corr: i32, extra: &[(i16, i16)]) -> Bytes {
+    let base = [
+        (api_key::PRODUCE, 12),
+        (api_key::METADATA, 12),
+        (api_key::API_VERSIONS, 3),
+        (api_key::INIT_PRODUCER_ID, 5),
+    ];
+    let api_keys = (base.iter().chain(extra))
+        .map(|&(api_key, max_version)| ApiVersion {
+            api_key,
+            min_version: 0,
+            max_version,
+        })
+        .collect();
+    let resp = ApiVersionsResponse {
+        error_code: 0,
+        api_keys,
+        throttle_time_ms: 0,
+    };
+    encode_response::<ApiVersionsRequest>(&resp, version, corr)
+}
+
+/// One partition's Produce answer: `error_code` and `base_offset`, nothing else.
+pub fn partition_answer(index: i32, error_code: i16, base_offset: i64) -> PartitionProduceResponse {
+    PartitionProduceResponse {
+        index,
+        error_code,
+        base_offset,
+        log_append_time_ms: -1,
+        log_start_offset: 0,
+        record_errors: vec![],
+        error_message: None,
+        current_leader: None,
+    }
+}
+
+/// Answers one request frame (size prefix included) the way a healthy broker would.
+pub fn respond(frame: &[u8], next_offset: &mut i64) -> Bytes {
+    let (key, version, h, rest) = parse_request(frame);
     let corr = h.correlation_id;
     match key {
-        api_key::API_VERSIONS => {
-            let k = |api_key, max_version| ApiVersion {
-                api_key,
-                min_version: 0,
-                max_version,
-            };
-            let resp = ApiVersionsResponse {
-                error_code: 0,
-                api_keys: vec![
-                    k(api_key::PRODUCE, 12),
-                    k(api_key::METADATA, 12),
-                    k(api_key::API_VERSIONS, 3),
-                    k(api_key::INIT_PRODUCER_ID, 5),
-                ],
-                throttle_time_ms: 0,
-            };
-            encode_response::<ApiVersionsRequest>(&resp, version, corr)
-        }
+        api_key::API_VERSIONS => api_versions_answer(version, corr, &[]),
         api_key::INIT_PRODUCER_ID => encode_response::<InitProducerIdRequest>(
             &InitProducerIdResponse {
                 throttle_time_ms: 0,
@@ -100,16 +140,7 @@ pub fn respond(frame: &[u8], next_offset: &mut i64) -> Bytes {
                 for p in &t.partition_data {
                     let records = p.records.as_ref().unwrap();
                     let count = i32::from_be_bytes(records[57..61].try_into().unwrap());
-                    parts.push(PartitionProduceResponse {
-                        index: p.index,
-                        error_code: 0,
-                        base_offset: *next_offset,
-                        log_append_time_ms: -1,
-                        log_start_offset: 0,
-                        record_errors: vec![],
-                        error_message: None,
-                        current_leader: None,
-                    });
+                    parts.push(partition_answer(p.index, 0, *next_offset));
                     *next_offset += i64::from(count);
                 }
                 responses.push(TopicProduceResponse {

@@ -9,12 +9,12 @@ pub mod support;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use kprod_core::protocol::produce::{
-    PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse,
-};
-use kprod_core::protocol::{api_key, encode_response, ErrorCode, Message, Reader, RequestHeader};
+use kprod_core::protocol::produce::{ProduceRequest, ProduceResponse, TopicProduceResponse};
+use kprod_core::protocol::{api_key, encode_response, ErrorCode, Message, Reader};
 use kprod_core::{ConnId, Event, Output, Producer, ProducerConfig, RecordId};
-pub use support::{respond, TOPIC};
+// Not every test file uses each.
+#[allow(unused_imports)]
+pub use support::{api_versions_answer, parse_request, partition_answer, respond, TOPIC};
 
 /// Every record the `Delivered` events among `events` name: its id, partition and offset, in
 /// the order of the events.
@@ -127,13 +127,11 @@ pub fn api_of(frame: &[u8]) -> (i16, i16, i32) {
     (r.i16().unwrap(), r.i16().unwrap(), r.i32().unwrap())
 }
 
-/// The Produce request in `frame` (asserting it is one).
+/// The Produce request in `frame`, any version (asserting it is one).
 pub fn produce_of(frame: &Bytes) -> ProduceRequest {
-    let (key, version, _) = api_of(frame);
+    let (key, version, _, body) = parse_request(frame);
     assert_eq!(key, api_key::PRODUCE);
-    let mut r = Reader::new(frame.slice(4..));
-    RequestHeader::decode(2, &mut r).unwrap();
-    ProduceRequest::decode_exact(version, Bytes::copy_from_slice(r.peek_rest())).unwrap()
+    ProduceRequest::decode_exact(version, body).unwrap()
 }
 
 /// (producer epoch, base sequence) of the first batch in a Produce request.
@@ -159,16 +157,7 @@ pub fn produce_error(frame: &Bytes, code: ErrorCode) -> Bytes {
                 partition_responses: t
                     .partition_data
                     .iter()
-                    .map(|p| PartitionProduceResponse {
-                        index: p.index,
-                        error_code: code.as_i16(),
-                        base_offset: -1,
-                        log_append_time_ms: -1,
-                        log_start_offset: 0,
-                        record_errors: vec![],
-                        error_message: None,
-                        current_leader: None,
-                    })
+                    .map(|p| partition_answer(p.index, code.as_i16(), -1))
                     .collect(),
             })
             .collect(),
