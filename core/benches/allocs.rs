@@ -8,7 +8,6 @@
 //! round as a smoke test.
 
 #[path = "support/mod.rs"]
-#[allow(dead_code)] // the floor is the encode bench's
 mod support;
 
 use std::alloc::System;

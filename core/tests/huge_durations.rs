@@ -3,7 +3,6 @@
 //! ("effectively never"), so every deadline it computes fits an `Instant`.
 
 #[path = "../benches/support/mod.rs"]
-#[allow(dead_code)]
 mod support;
 
 use std::time::{Duration, Instant};

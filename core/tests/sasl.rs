@@ -4,7 +4,6 @@
 //! session ends without disturbing a Produce in flight, and no secret shows in `Debug`.
 
 #[path = "../benches/support/mod.rs"]
-#[allow(dead_code)]
 mod support;
 
 use std::collections::BTreeMap;
