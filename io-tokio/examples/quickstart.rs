@@ -16,7 +16,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bootstrap = args.next().unwrap_or_else(|| "localhost:9092".to_owned());
     let topic = args.next().unwrap_or_else(|| "kprod-quickstart".to_owned());
 
-    // Kafka's own property names; idempotence and acks=all are kprod's only mode.
+    // Kafka's own property names; idempotence and acks=all are kprod's defaults.
     let producer = ProducerHandle::from_properties(&[
         ("bootstrap.servers", bootstrap.as_str()),
         ("client.id", "kprod-quickstart"),

@@ -97,7 +97,9 @@
 //! # Deadlines, shutdown and fatal errors
 //!
 //! [`ProducerHandle::flush`] and [`ProducerHandle::close`] wait until every record resolves,
-//! which `delivery.timeout.ms` bounds; [`ProducerHandle::flush_timeout`] and
+//! which `delivery.timeout.ms` bounds, plus up to `max.block.ms` when sends were already
+//! waiting for `buffer.memory` at the call (those go first: they are accepted, then drained,
+//! rather than refused); [`ProducerHandle::flush_timeout`] and
 //! [`ProducerHandle::close_timeout`] take a shorter deadline and report a [`Timeout`] without
 //! cancelling anything. Dropping every handle closes the producer the same way, in the
 //! background.
@@ -1605,9 +1607,11 @@ impl ProducerHandle {
     }
 
     /// Sends everything buffered now, and resolves once every record enqueued before this
-    /// call has resolved (delivered or failed: each record's future says which). This
-    /// bounds the wait by `delivery.timeout.ms`; [`Self::flush_timeout`] takes a shorter
-    /// deadline. Dropping it cancels nothing.
+    /// call has resolved (delivered or failed: each record's future says which). Sends
+    /// already waiting for `buffer.memory` when it is called count as enqueued before it:
+    /// they are accepted first (within `max.block.ms`), then waited for. The wait is thus
+    /// bounded by `delivery.timeout.ms`, plus `max.block.ms` when sends were waiting;
+    /// [`Self::flush_timeout`] takes a shorter deadline. Dropping it cancels nothing.
     pub async fn flush(&self) {
         let (tx, rx) = oneshot::channel();
         if self.tx.send(Command::Flush(tx)).await.is_ok() {
@@ -1630,7 +1634,10 @@ impl ProducerHandle {
     }
 
     /// Stops accepting records, delivers everything accepted, and ends the driver task.
-    /// Later records are refused ([`SendError::Closed`]). Dropping it does not undo the close.
+    /// Later records are refused ([`SendError::Closed`]); sends already waiting for
+    /// `buffer.memory` when it is called are not: they are accepted once there is room (or
+    /// refused at `max.block.ms`), then drained with the rest, so the wait is bounded by
+    /// `max.block.ms` plus `delivery.timeout.ms`. Dropping it does not undo the close.
     pub async fn close(&self) {
         {
             // Records are accepted outside the driver, so the core stops accepting them here,
