@@ -33,6 +33,9 @@ struct Broker {
     /// How many of the next ApiVersions answers to give without a Produce version kprod
     /// speaks (a broker older than Kafka 0.11).
     too_old: usize,
+    /// Every handshake refused UNSUPPORTED_SASL_MECHANISM, listed mechanism or not (Tansu
+    /// without SASL set up).
+    refuse_handshakes: bool,
 }
 
 struct Harness {
@@ -171,7 +174,8 @@ impl Harness {
             }
             api_key::SASL_HANDSHAKE => {
                 let req = SaslHandshakeRequest::decode_exact(version, body).unwrap();
-                let ok = self.broker.mechanisms.contains(&req.mechanism);
+                let ok = self.broker.mechanisms.contains(&req.mechanism)
+                    && !self.broker.refuse_handshakes;
                 let resp = SaslHandshakeResponse {
                     error_code: if ok { 0 } else { 33 },
                     mechanisms: self.broker.mechanisms.clone(),
@@ -267,6 +271,7 @@ fn plain_broker(lifetime_ms: i64) -> Broker {
         lifetime_ms,
         refuse: 0,
         too_old: 0,
+        refuse_handshakes: false,
     }
 }
 
@@ -362,6 +367,30 @@ fn a_mechanism_the_broker_does_not_enable_is_a_clear_fatal_error() {
     );
     assert_eq!(failures[0].1, Persistence::NotPersisted);
     assert_eq!(h.connects, 1);
+}
+
+/// A broker that refuses a mechanism it lists (Tansu without SASL set up answers
+/// UNSUPPORTED_SASL_MECHANISM listing PLAIN): the error says so, rather than "does not enable
+/// PLAIN (it enables: PLAIN)" as before (a contract probe's finding).
+#[test]
+fn a_mechanism_refused_though_listed_is_said_as_it_is() {
+    let mut broker = plain_broker(0);
+    broker.refuse_handshakes = true;
+    let mut h = Harness::new(
+        SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD),
+        broker,
+    );
+    h.p.send(h.now, record("a")).unwrap();
+    h.answer_all();
+    let failures = h.failures();
+    assert_eq!(failures.len(), 1);
+    let text = failures[0].0.to_string();
+    assert!(
+        text.contains("refused PLAIN (UNSUPPORTED_SASL_MECHANISM) though it lists it")
+            && !text.contains("does not enable"),
+        "{text}"
+    );
+    assert_eq!(failures[0].1, Persistence::NotPersisted);
 }
 
 #[test]

@@ -211,17 +211,23 @@ impl Producer {
         let mechanism = cfg.mechanism.name();
         let enabled = resp.mechanisms.iter().any(|m| m == mechanism);
         if resp.error_code == UNSUPPORTED_SASL_MECHANISM || (resp.error_code == 0 && !enabled) {
-            self.sasl_failed(
-                conn,
+            let listed = if resp.mechanisms.is_empty() {
+                "none".to_owned()
+            } else {
+                resp.mechanisms.join(", ")
+            };
+            // A broker may refuse a mechanism it lists (Tansu without SASL configured answers
+            // UNSUPPORTED_SASL_MECHANISM listing PLAIN): said as it is, not as "not enabled".
+            let why = if enabled {
                 format!(
-                    "the broker's listener does not enable {mechanism} (it enables: {})",
-                    if resp.mechanisms.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        resp.mechanisms.join(", ")
-                    }
-                ),
-            );
+                    "the broker refused {mechanism} (UNSUPPORTED_SASL_MECHANISM) though it lists \
+                     it among its mechanisms ({listed}): SASL is probably not set up on that \
+                     listener"
+                )
+            } else {
+                format!("the broker's listener does not enable {mechanism} (it enables: {listed})")
+            };
+            self.sasl_failed(conn, why);
             return Ok(());
         }
         if resp.error_code != 0 {
