@@ -356,12 +356,15 @@ impl Producer {
             if self.topics[ti].missing.is_some() {
                 self.metadata.needed = true;
             }
-            self.topics[ti].pending.push_back(PendingRecord {
-                id,
-                record,
-                size: need,
-                enqueued: now,
-            });
+            self.push_pending(
+                ti,
+                PendingRecord {
+                    id,
+                    record,
+                    size: need,
+                    enqueued: now,
+                },
+            );
         }
         Ok(id)
     }
@@ -384,7 +387,7 @@ impl Producer {
                     p.leader_epoch = -1;
                 }
             }
-            self.metadata.needed = true;
+            self.want_fresh_metadata();
             self.wakes.0 += 1;
         }
     }
@@ -459,7 +462,7 @@ impl Producer {
                     stale: false,
                 });
                 self.topic_index.insert(shared, self.topics.len() - 1);
-                self.metadata.needed = true;
+                self.want_fresh_metadata();
                 self.wakes.0 += 1;
                 self.topics.len() - 1
             }
@@ -619,7 +622,8 @@ impl Producer {
 
     /// Debug builds, after every drain (so in every unit test and every model state): what
     /// `buffer.memory` holds is exactly the charges of the records waiting for metadata and
-    /// of the batches.
+    /// of the batches, and the topics listed as awaiting metadata are those holding such
+    /// records.
     #[cfg(debug_assertions)]
     pub(super) fn check_accounting(&self) {
         let held: usize = (self.topics.iter())
@@ -632,13 +636,35 @@ impl Producer {
             })
             .sum();
         assert_eq!(self.buffered_bytes, held, "buffer.memory accounting");
+        let awaiting = (self.topics.iter().enumerate())
+            .filter(|(_, t)| !t.pending.is_empty())
+            .map(|(ti, _)| ti);
+        assert!(
+            awaiting.eq(self.awaiting.iter().copied()),
+            "topics awaiting metadata"
+        );
+    }
+
+    /// A record waits for its topic's metadata.
+    fn push_pending(&mut self, ti: usize, p: PendingRecord) {
+        self.topics[ti].pending.push_back(p);
+        self.awaiting.insert(ti);
+    }
+
+    /// The first record waiting for the metadata of topic `ti`, taken out.
+    pub(super) fn pop_pending(&mut self, ti: usize) -> Option<PendingRecord> {
+        let p = self.topics[ti].pending.pop_front();
+        if self.topics[ti].pending.is_empty() {
+            self.awaiting.remove(&ti);
+        }
+        p
     }
 
     pub(super) fn route_pending(&mut self, ti: usize) {
         if self.topics[ti].count == 0 {
             return;
         }
-        while let Some(p) = self.topics[ti].pending.pop_front() {
+        while let Some(p) = self.pop_pending(ti) {
             let payload = payload_of(&p.record);
             let placed = self.place(ti, &p.record, payload);
             self.append(ti, p.id, p.record, p.size, payload, placed);

@@ -234,7 +234,7 @@ impl Producer {
             // (Under acks=0 the batches left when their bytes were handed over.)
             let leads_something = self.index.0.leads_batches(Some(n)) || refused_unacknowledged;
             if leads_something {
-                self.metadata.needed = true;
+                self.want_fresh_metadata();
             }
         }
         if let (Target::Node(n), REQUEST_TIMEOUT) = (c.target, reason) {

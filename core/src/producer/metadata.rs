@@ -56,7 +56,30 @@ impl Producer {
         }
         match self.metadata.last_refresh {
             None => true,
-            Some(t) => t + self.cfg.metadata_max_age <= self.now,
+            Some(t) => t + self.refresh_period() <= self.now,
+        }
+    }
+
+    /// How long an answer stays fresh: `metadata.max.age.ms`, but never less than
+    /// `retry.backoff.ms` (Java's floor too) nor 1 ms: at 0 the producer otherwise asked
+    /// again the moment each answer came, thousands of times a second with nothing to send
+    /// (and for ever at a clock that does not move).
+    pub(super) fn refresh_period(&self) -> Duration {
+        (self.cfg.metadata_max_age)
+            .max(self.cfg.retry_backoff)
+            .max(Duration::from_millis(1))
+    }
+
+    /// Metadata is wanted for something new (a topic named for the first time or back from
+    /// idleness, a refusal or a lost connection that says a leader moved): the backoff that
+    /// answers telling nothing new grew is not this request's, so it starts over, and the
+    /// request goes no later than `retry.backoff.ms` after the last answer. (Needs that
+    /// recur without news, such as a partition still leaderless, keep the grown backoff.)
+    pub(super) fn want_fresh_metadata(&mut self) {
+        self.metadata.needed = true;
+        self.metadata.unchanged = 0;
+        if let (Some(at), Some(last)) = (self.metadata.retry_at, self.metadata.last_refresh) {
+            self.metadata.retry_at = Some(at.min(last + self.cfg.retry_backoff));
         }
     }
 
@@ -108,6 +131,13 @@ impl Producer {
                     if !t.used && !holds {
                         t.idle = true;
                         t.retired_named = None;
+                        // Nothing waits in it: the room its queues grew goes back to the
+                        // allocator (a producer writing to ever-new topic names kept about
+                        // 1.6 kB per topic it had used once).
+                        t.pending.shrink_to_fit();
+                        t.partitions
+                            .iter_mut()
+                            .for_each(|p| p.batches.shrink_to_fit());
                     }
                     t.used = holds;
                 }
@@ -178,7 +208,7 @@ impl Producer {
                     ErrorCode::InvalidTopicException | ErrorCode::TopicAuthorizationFailed
                 );
                 if permanent {
-                    while let Some(p) = self.topics[ti].pending.pop_front() {
+                    while let Some(p) = self.pop_pending(ti) {
                         self.resolve_pending(p, DeliveryError::UnknownTopic(code));
                     }
                 }
@@ -468,7 +498,7 @@ impl Producer {
         pr: &PartitionResult,
     ) {
         if code.needs_metadata_refresh() {
-            self.metadata.needed = true;
+            self.want_fresh_metadata();
             self.topics[ti].partitions[pi].stale_leader = true;
         }
         // A partition of a deleted topic beyond the new one's count has no leader, whatever

@@ -17,7 +17,7 @@
 //!
 //! and per-partition sequencing and retry rules (P1–P5, P7, P9, P13) in `crate::partition`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -109,6 +109,11 @@ pub struct Producer {
     backoff: BTreeMap<Target, Backoff>,
     topics: Vec<Topic>,
     topic_index: BTreeMap<Arc<str>, usize>,
+    /// The topics holding records that wait for metadata (a non-empty `Topic::pending`), in
+    /// index order: what each drain looks at for their deadlines, rather than every topic
+    /// (a producer that once wrote to thousands of topics paid for all of them on every
+    /// drain). Derived: kept by `push_pending`/`pop_pending`.
+    awaiting: BTreeSet<usize>,
     identity: Option<ProducerIdentity>,
     pid_request: Option<ConnId>,
     pid_retry_at: Option<Instant>,
@@ -198,6 +203,7 @@ impl Producer {
             backoff: BTreeMap::new(),
             topics: Vec::new(),
             topic_index: BTreeMap::new(),
+            awaiting: BTreeSet::new(),
             // Without idempotence there is no InitProducerId: batches carry no identity.
             identity: (!config.enable_idempotence).then_some(ProducerIdentity::NONE),
             pid_request: None,
@@ -508,7 +514,7 @@ impl Producer {
             }
         }
         let timeout = self.cfg.delivery_timeout;
-        for t in &self.topics {
+        for t in self.awaiting.iter().map(|&ti| &self.topics[ti]) {
             if let Some(p) = t.pending.front() {
                 consider(p.enqueued + timeout);
                 if t.missing.is_some() {
@@ -526,7 +532,7 @@ impl Producer {
             .for_each(&mut consider);
         if let Some(t) = self.metadata.last_refresh {
             if !self.topics.is_empty() {
-                consider(t + self.cfg.metadata_max_age);
+                consider(t + self.refresh_period());
             }
         }
         // The next look for idle connections (a lower bound: at worst one look finds none,

@@ -29,8 +29,14 @@ impl Producer {
             None => SmallVec::new(),
         };
         due.sort_unstable();
+        // The topics to look at: those with records waiting for metadata, and those with a
+        // partition due, in index order.
+        let mut topics: SmallVec<[usize; 8]> = self.awaiting.iter().copied().collect();
+        topics.extend(due.iter().map(|d| d.0));
+        topics.sort_unstable();
+        topics.dedup();
         let mut due = due.into_iter().peekable();
-        for ti in 0..self.topics.len() {
+        for ti in topics {
             while let Some(p) = self.topics[ti].pending.front() {
                 let error = if p.enqueued + timeout <= now {
                     // What metadata last said of the topic, if it said it is missing; else,
@@ -51,7 +57,7 @@ impl Producer {
                 } else {
                     break;
                 };
-                let p = self.topics[ti].pending.pop_front().expect("front exists");
+                let p = self.pop_pending(ti).expect("front exists");
                 self.resolve_pending(p, error);
             }
             while let Some((_, pi)) = due.next_if(|d| d.0 == ti) {
@@ -356,7 +362,7 @@ impl Producer {
         self.fatal = Some(err.clone());
         self.emit(Event::Fatal(err.clone()));
         for ti in 0..self.topics.len() {
-            while let Some(p) = self.topics[ti].pending.pop_front() {
+            while let Some(p) = self.pop_pending(ti) {
                 self.resolve_pending(p, DeliveryError::Fatal(err.clone()));
             }
             for pi in 0..self.topics[ti].partitions.len() {
