@@ -1,7 +1,8 @@
 //! `buffer.memory` bounds the memory the producer holds, not only the bytes of its records: a
 //! batch is charged the buffers it holds from the moment it opens (as Java's `BufferPool`
-//! charges `batch.size`), so batches holding a few small records each (sparse partitions, a
-//! slow broker) are refused room before they hold many times `buffer.memory` in memory.
+//! charges `batch.size`), so open batches holding a few small records each (sparse
+//! partitions) are refused room before they hold many times `buffer.memory` in memory; a
+//! batch sealed far below its room moves into a buffer of its size and is charged that.
 
 mod harness;
 
@@ -29,7 +30,8 @@ fn small(i: usize) -> Record {
 }
 
 /// Ready (metadata and identity answered), the broker holding every Produce unanswered, one
-/// small record per batch: each record is sent on its own before the next is offered.
+/// small record per batch while requests can go: each record is sent on its own before the
+/// next is offered.
 fn sparse_batches() -> (Harness, Vec<Bytes>, Option<Record>) {
     let mut h = Harness::new(|c| {
         c.batch_size = BATCH;
@@ -66,25 +68,75 @@ fn sparse_batches() -> (Harness, Vec<Bytes>, Option<Record>) {
 #[test]
 fn a_batch_is_charged_what_it_holds_not_only_its_records() {
     let (mut h, held, refused) = sparse_batches();
-    // Records 1 to 3 in three batches of one ~20-byte record each: about 60 bytes of
-    // records, but each batch holds a 16 KiB buffer (and its id list), so record 4, which
-    // would open a fourth, is refused and handed back.
-    assert_eq!(held.len(), 3, "one Produce per record until memory is used");
-    let refused = refused.expect("a fourth small record is refused for lack of memory");
-    assert_eq!(refused.value.as_deref(), Some(&b"record 4"[..]));
+    // Records 1 to 5 each in a batch of its own, sent at once (five requests in flight):
+    // sealed into far less than the 16 KiB each reserved, each is charged what it holds
+    // from then on (its bytes, one id), so they take little room. Before, each stayed
+    // charged its whole buffer until acknowledged, and record 4 was refused with 60 bytes
+    // of records buffered (a load probe: with a thousand partitions the producer kept
+    // flushing batches of one or two records for memory).
+    assert_eq!(held.len(), 5, "one Produce per record up to max in flight");
+    assert!(refused.is_none(), "every record taken");
+    // Records 6 to 9 share a batch that waits for room in the pipeline: still open, it is
+    // charged the 16 KiB buffer (and id list) it holds.
     let charged = h.p.buffered_bytes();
     assert!(
-        charged > 3 * BATCH && charged <= MEMORY,
-        "3 batches charged their buffers, within buffer.memory: {charged} B"
+        charged > BATCH && charged < BATCH + 4096,
+        "the open batch's room and five small sealed batches: {charged} B"
     );
-    // Once they are acknowledged the charge is released entirely, and records are taken again.
+    // Once everything is acknowledged the charge is released entirely.
     for f in held {
         let a = harness::support::respond(&f, &mut h.next_offset);
         h.feed(a);
     }
-    assert_eq!(deliveries(&h.events).len(), 4);
+    while let Some(f) = h.answer_until_produce(&[]) {
+        let a = harness::support::respond(&f, &mut h.next_offset);
+        h.feed(a);
+    }
+    assert_eq!(deliveries(&h.events).len(), 10);
     assert_eq!(h.p.buffered_bytes(), 0);
-    assert!(h.p.send(h.now, refused).is_ok());
+}
+
+/// Batches sealed a quarter full or more keep their buffer (nothing is copied on the busy
+/// path) and their charge; smaller ones are fitted.
+#[test]
+fn only_batches_sealed_far_below_their_room_are_fitted() {
+    let mut h = Harness::new(|c| {
+        c.batch_size = BATCH;
+        c.buffer_memory = MEMORY;
+        c.max_request_size = MEMORY;
+        c.linger = std::time::Duration::from_secs(60);
+    });
+    h.p.send(h.now, small(0)).unwrap();
+    h.p.flush(h.now);
+    let first = h.answer_until_produce(&[]).expect("the first Produce");
+    let a = harness::support::respond(&first, &mut h.next_offset);
+    h.feed(a);
+    // 5 KiB of records (a third of the batch), flushed: sealed and charged its room still.
+    for i in 0..50 {
+        let r = Record::new(TOPIC, vec![b'x'; 100]).with_key(format!("{i}"));
+        h.p.send(h.now, r.with_partition(0)).unwrap();
+    }
+    h.p.flush(h.now);
+    let f = h.answer_until_produce(&[]).expect("a Produce");
+    assert!(
+        h.p.buffered_bytes() > BATCH,
+        "a third full: keeps its buffer, {} B",
+        h.p.buffered_bytes()
+    );
+    let a = harness::support::respond(&f, &mut h.next_offset);
+    h.feed(a);
+    // 2 KiB (an eighth), flushed: fitted, charged about its bytes.
+    for i in 0..20 {
+        let r = Record::new(TOPIC, vec![b'x'; 100]).with_key(format!("{i}"));
+        h.p.send(h.now, r.with_partition(0)).unwrap();
+    }
+    h.p.flush(h.now);
+    assert!(h.answer_until_produce(&[]).is_some());
+    let charged = h.p.buffered_bytes();
+    assert!(
+        (2_000..4_096).contains(&charged),
+        "an eighth full: charged what it holds, {charged} B"
+    );
 }
 
 #[test]

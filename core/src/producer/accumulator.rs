@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+use super::pool::BatchPool;
 use super::requests::{PARTITION_OVERHEAD, REQUEST_OVERHEAD};
 use super::{is_valid_topic_name, Producer};
 use crate::config::ProducerConfig;
@@ -42,6 +43,46 @@ pub(super) fn batch_charge(b: &Batch, record_overhead: usize) -> usize {
         (None, None) => 0,
     };
     b.reserve.charge_holding(bytes, b.records.len()) + b.records.len() * record_overhead
+}
+
+/// A batch just sealed into far less than the room it reserved (under a quarter: a partition
+/// with little traffic among many, or a large `batch.size`) moves its bytes into a buffer of
+/// their size, gives the big one to the pool for the next batch, and is charged from then on
+/// for what it holds. Returns the charge given back. Before, every batch in flight stayed
+/// charged its whole `batch.size` until its acknowledgement: 2,048 batches fill the default
+/// 32 MiB, so with a thousand partitions the producer kept running out of `buffer.memory`
+/// and flushing batches of one or two records (a load probe: 1.5 records per batch, 1,600
+/// records/s against librdkafka's 170,000; librdkafka charges what is buffered). A batch at
+/// least a quarter full keeps its buffer: nothing is copied on the busy path.
+pub(super) fn fit_sealed(b: &mut Batch, cfg: &ProducerConfig, pool: &mut BatchPool) -> usize {
+    let Some(len) = b.wire.as_ref().map(Bytes::len) else {
+        return 0;
+    };
+    if b.builder.is_some() || b.reported || len.saturating_mul(4) > b.reserve.bytes {
+        return 0;
+    }
+    let mut fitted = shared_buffer(len);
+    fitted.extend_from_slice(b.wire.as_deref().unwrap_or_default());
+    if let Some(big) = b.wire.replace(fitted.freeze()) {
+        pool.put_wire(big, cfg.batch_fill(), batch_buffer_max(cfg));
+    }
+    b.records.shrink_to_fit();
+    b.reserve = Reserve {
+        bytes: 0,
+        ids: b.records.len(),
+    };
+    let charge = batch_charge(b, cfg.record_overhead);
+    debug_assert!(charge <= b.size, "a fitted batch is charged less");
+    let freed = b.size.saturating_sub(charge);
+    b.size = charge;
+    freed
+}
+
+/// The largest buffer the pool keeps: twice what a batch fills, and its header.
+pub(super) fn batch_buffer_max(cfg: &ProducerConfig) -> usize {
+    (cfg.batch_fill())
+        .saturating_mul(2)
+        .saturating_add(HEADER_LEN)
 }
 
 /// The ids a record list reserved for `reserved` holds room for with `n` in it: it doubles

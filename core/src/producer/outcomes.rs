@@ -12,7 +12,6 @@ use super::connections::ConnState;
 use super::requests::BatchRef;
 use super::{backoff_delay, Producer};
 use crate::partition::{Batch, BatchState};
-use crate::protocol::record_batch::HEADER_LEN;
 use crate::protocol::ErrorCode;
 use crate::types::{
     ConnId, Delivered, DeliveryError, Diagnostic, Event, FatalError, Output, Persistence,
@@ -247,8 +246,8 @@ impl Producer {
         // The batch's buffer serves the next batches.
         let pool = &mut self.batch_pool.0;
         if let Some(wire) = wire {
-            let cap = self.cfg.batch_fill();
-            pool.put_wire(wire, cap.saturating_mul(2).saturating_add(HEADER_LEN));
+            let max = super::accumulator::batch_buffer_max(&self.cfg);
+            pool.put_wire(wire, self.cfg.batch_fill(), max);
         }
         if reported {
             // Written after all, but its records were reported at their delivery timeout

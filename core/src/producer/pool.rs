@@ -44,12 +44,13 @@ impl BatchPool {
         Some(self.bufs.swap_remove(i))
     }
 
-    /// Takes back the bytes of an acknowledged batch if nothing else holds them and they
-    /// are not oversized (more than `max_capacity`).
-    pub(super) fn put_wire(&mut self, wire: Bytes, max_capacity: usize) {
+    /// Takes back the bytes of a batch (acknowledged, or just copied into a buffer of their
+    /// size) if nothing else holds them and they are of a size a new batch takes: no smaller
+    /// than `min_capacity` (what every new batch reserves), no larger than `max_capacity`.
+    pub(super) fn put_wire(&mut self, wire: Bytes, min_capacity: usize, max_capacity: usize) {
         if self.bufs.len() < MAX_IDLE {
             if let Ok(buf) = wire.try_into_mut() {
-                if buf.capacity() <= max_capacity {
+                if (min_capacity..=max_capacity).contains(&buf.capacity()) {
                     self.bufs.push(buf);
                 }
             }

@@ -9,7 +9,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use smallvec::SmallVec;
 
-use super::accumulator::{first_unsealed, observe_compression};
+use super::accumulator::{first_unsealed, fit_sealed, observe_compression};
 use super::connections::ConnState;
 use super::Producer;
 use crate::partition::{BatchState, SendContext};
@@ -215,7 +215,10 @@ impl Producer {
                 self.index.0.unmark_sendable(node, ti, pi);
                 continue;
             };
-            let b = &p.batches[pick.index];
+            let b = &mut p.batches[pick.index];
+            if unsealed.is_some_and(|(id, _)| id == b.id) {
+                self.buffered_bytes -= fit_sealed(b, &self.cfg, &mut self.batch_pool.0);
+            }
             let wire = b.wire.clone().expect("a picked batch is sequenced");
             observe_compression(t.compression, &mut t.ratio, unsealed, b.id, &wire);
             total += wire.len() + PARTITION_OVERHEAD + t.name.len();
