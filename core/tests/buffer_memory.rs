@@ -283,3 +283,38 @@ fn a_drivers_per_record_memory_is_charged_with_each_record() {
     assert_eq!(deliveries(&h.events).len(), taken);
     assert_eq!(h.p.buffered_bytes(), 0);
 }
+
+/// A compressed batch is sealed into the codec's output, a buffer of about its size: it is
+/// not copied again, but charged what it holds all the same.
+#[cfg(feature = "lz4")]
+#[test]
+fn a_small_compressed_batch_is_charged_what_it_holds() {
+    use kprod_core::{Compression, CompressionType};
+    let mut h = Harness::new(|c| {
+        c.batch_size = BATCH;
+        c.buffer_memory = MEMORY;
+        c.max_request_size = MEMORY;
+        c.linger = std::time::Duration::from_secs(60);
+        c.compression = Compression::new(CompressionType::Lz4);
+    });
+    h.p.send(h.now, small(0)).unwrap();
+    h.p.flush(h.now);
+    let first = h.answer_until_produce(&[]).expect("the first Produce");
+    let a = harness::support::respond(&first, &mut h.next_offset);
+    h.feed(a);
+    for i in 0..20 {
+        let r = Record::new(TOPIC, vec![b'x'; 100]).with_key(format!("{i}"));
+        h.p.send(h.now, r.with_partition(0)).unwrap();
+    }
+    assert!(h.p.buffered_bytes() > BATCH, "open: charged its room");
+    h.p.flush(h.now);
+    let f = h.answer_until_produce(&[]).expect("a Produce");
+    let charged = h.p.buffered_bytes();
+    assert!(
+        charged < 2_048,
+        "sealed compressed: charged what it holds, {charged} B"
+    );
+    let a = harness::support::respond(&f, &mut h.next_offset);
+    h.feed(a);
+    assert_eq!(h.p.buffered_bytes(), 0);
+}

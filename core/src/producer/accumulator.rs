@@ -61,10 +61,17 @@ pub(super) fn fit_sealed(b: &mut Batch, cfg: &ProducerConfig, pool: &mut BatchPo
     if b.builder.is_some() || b.reported || len.saturating_mul(4) > b.reserve.bytes {
         return 0;
     }
-    let mut fitted = shared_buffer(len);
-    fitted.extend_from_slice(b.wire.as_deref().unwrap_or_default());
-    if let Some(big) = b.wire.replace(fitted.freeze()) {
-        pool.put_wire(big, cfg.batch_fill(), batch_buffer_max(cfg));
+    // A compressed batch was sealed into a buffer of about its size already (the codec's
+    // output); only an uncompressed one still sits in the buffer it reserved. (The codec
+    // bits are the low three of the attributes, bytes 21–22 of the header.)
+    let wire = b.wire.as_deref().unwrap_or_default();
+    let compressed = wire.get(22).is_some_and(|a| a & 0x07 != 0);
+    if !compressed {
+        let mut fitted = shared_buffer(len);
+        fitted.extend_from_slice(wire);
+        if let Some(big) = b.wire.replace(fitted.freeze()) {
+            pool.put_wire(big, cfg.batch_fill(), batch_buffer_max(cfg));
+        }
     }
     b.records.shrink_to_fit();
     b.reserve = Reserve {
