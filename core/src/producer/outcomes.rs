@@ -30,9 +30,11 @@ impl Producer {
         due.sort_unstable();
         // The topics to look at: those with records waiting for metadata, and those with a
         // partition due, in index order.
-        let mut topics: SmallVec<[usize; 8]> = self.awaiting.iter().copied().collect();
-        topics.extend(due.iter().map(|d| d.0));
-        topics.sort_unstable();
+        let mut topics: SmallVec<[usize; 8]> = due.iter().map(|d| d.0).collect();
+        if !self.awaiting.is_empty() {
+            topics.extend(self.awaiting.iter().copied());
+            topics.sort_unstable();
+        }
         topics.dedup();
         let mut due = due.into_iter().peekable();
         for ti in topics {
