@@ -163,10 +163,17 @@ fn records_sharing_a_batch_are_charged_little_beyond_their_bytes() {
 
 #[test]
 fn records_that_fit_the_open_batch_are_taken_even_when_its_room_fills_the_buffer() {
-    // buffer.memory = batch.size = max.request.size: the open batch's room alone passes the
-    // limit, but records that fit in it cost nothing more and are taken (as Java appends to
-    // an open batch without allocating); only a record that needs a second batch waits.
-    let mut h = lingering(MEMORY);
+    // buffer.memory = batch.size = max.request.size (16 KiB, a batch's whole first room):
+    // the open batch's room alone passes the limit, but records that fit in it cost nothing
+    // more and are taken (as Java appends to an open batch without allocating); only a
+    // record that needs a second batch waits.
+    const ROOM: usize = 16 * 1024;
+    let mut h = Harness::new(|c| {
+        c.batch_size = ROOM;
+        c.buffer_memory = ROOM;
+        c.max_request_size = ROOM;
+        c.linger = std::time::Duration::from_secs(60);
+    });
     h.p.send(h.now, Record::new(TOPIC, "warm").with_partition(0))
         .unwrap();
     assert!(h.answer_until_produce(&[]).is_none(), "lingering");
@@ -174,9 +181,9 @@ fn records_that_fit_the_open_batch_are_taken_even_when_its_room_fills_the_buffer
         let r = Record::new(TOPIC, vec![b'v'; 100]).with_partition(0);
         assert!(h.p.send(h.now, r).is_ok(), "record {i} fits the open batch");
     }
-    assert!(h.p.buffered_bytes() > MEMORY, "the batch's room is charged");
+    assert!(h.p.buffered_bytes() > ROOM, "the batch's room is charged");
     // A record that fits nowhere but a new batch waits for the first to resolve.
-    let big = Record::new(TOPIC, vec![b'v'; 55_000]).with_partition(0);
+    let big = Record::new(TOPIC, vec![b'v'; 10_000]).with_partition(0);
     assert!(matches!(h.p.send(h.now, big), Err(SendError::QueueFull(_))));
 }
 
@@ -316,5 +323,44 @@ fn a_small_compressed_batch_is_charged_what_it_holds() {
     );
     let a = harness::support::respond(&f, &mut h.next_offset);
     h.feed(a);
+    assert_eq!(h.p.buffered_bytes(), 0);
+}
+
+/// With a `batch.size` beyond 16 KiB a batch opens with 16 KiB of room and grows as records
+/// come, charged as it grows: an open batch of a few records is charged about 16 KiB, not
+/// the whole `batch.size`. Before, each open batch of a 1 MiB `batch.size` was charged (and
+/// held) 1 MiB, so 32 partitions with a record each filled the default `buffer.memory`.
+#[test]
+fn a_large_batch_size_is_charged_as_the_batch_grows() {
+    const BIG: usize = 1024 * 1024;
+    let mut h = Harness::new(|c| {
+        c.batch_size = BIG;
+        c.max_request_size = 2 * BIG;
+        c.buffer_memory = 4 * BIG;
+        c.linger = std::time::Duration::from_secs(60);
+    });
+    h.p.send(h.now, small(0)).unwrap();
+    assert!(h.answer_until_produce(&[]).is_none(), "lingering");
+    let charged = h.p.buffered_bytes();
+    assert!(
+        charged < 32 * 1024,
+        "an open batch of one record: {charged} B"
+    );
+    // 300 KB of records: charged what they take (and the ids), well under 1 MiB.
+    for i in 0..300 {
+        let r = Record::new(TOPIC, vec![b'x'; 1000]).with_key(format!("{i}"));
+        h.p.send(h.now, r.with_partition(0)).unwrap();
+    }
+    let charged = h.p.buffered_bytes();
+    assert!(
+        (300_000..400_000).contains(&charged),
+        "an open batch of 300 KB: {charged} B"
+    );
+    // Still one batch: flushed, it goes as one request and is delivered whole.
+    h.p.flush(h.now);
+    let f = h.answer_until_produce(&[]).expect("a Produce");
+    let a = harness::support::respond(&f, &mut h.next_offset);
+    h.feed(a);
+    assert_eq!(deliveries(&h.events).len(), 301);
     assert_eq!(h.p.buffered_bytes(), 0);
 }

@@ -249,7 +249,7 @@ impl Producer {
         let pool = &mut self.batch_pool.0;
         if let Some(wire) = wire {
             let max = super::accumulator::batch_buffer_max(&self.cfg);
-            pool.put_wire(wire, self.cfg.batch_fill(), max);
+            pool.put_wire(wire, super::accumulator::first_room(&self.cfg), max);
         }
         if reported {
             // Written after all, but its records were reported at their delivery timeout
