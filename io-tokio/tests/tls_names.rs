@@ -69,8 +69,14 @@ impl Connector for Mixed {
     }
 }
 
+/// The test CA in a file of its own per call: the tests of this file run in parallel in one
+/// process, and with one file per process one test could read it while another rewrote it
+/// (empty: "holds no PEM certificate", seen once in CI).
 fn ca_file() -> std::path::PathBuf {
-    let path = std::env::temp_dir().join(format!("kprod-test-ca-{}.pem", std::process::id()));
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("kprod-test-ca-{}-{n}.pem", std::process::id());
+    let path = std::env::temp_dir().join(name);
     std::fs::write(&path, TEST_CA).unwrap();
     path
 }
