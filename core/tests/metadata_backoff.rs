@@ -154,6 +154,24 @@ fn one_offline(m: &mut MetadataResponse) {
     }
 }
 
+/// Steps of 5 ms; record a delivered to partition 0 while partition 1 stays offline for 20 s
+/// (the metadata backoff grown to `retry.backoff.max.ms`), then up to the step right after
+/// the next metadata answer: the worst moment for something new to need metadata.
+fn grown_backoff() -> Sim {
+    let mut s = Sim::new(|_| {});
+    s.p.send(s.now, Record::new("bench", "a").with_partition(0))
+        .unwrap();
+    s.run_for(Duration::from_secs(20), STEP, &one_offline);
+    assert_eq!(s.p.pending_records(), 0);
+    let n = s.asked.len();
+    while s.asked.len() == n {
+        s.step(STEP, &one_offline);
+    }
+    s
+}
+
+const STEP: Duration = Duration::from_millis(5);
+
 /// A record for a brand-new topic, sent while another topic's offline partition has grown
 /// the metadata backoff to `retry.backoff.max.ms`: the request naming it goes no later than
 /// `retry.backoff.ms` after the last answer (the Java client asks at once:
@@ -161,23 +179,13 @@ fn one_offline(m: &mut MetadataResponse) {
 /// the first version of the grown backoff: asked after 995 ms.
 #[test]
 fn a_new_topic_is_not_held_by_the_grown_backoff() {
-    let mut s = Sim::new(|_| {});
-    let step = Duration::from_millis(5);
-    s.p.send(s.now, Record::new("bench", "a").with_partition(0))
-        .unwrap();
-    s.run_for(Duration::from_secs(20), step, &one_offline);
-    assert_eq!(s.p.pending_records(), 0);
-    // Right after an answer: the worst case.
-    let n = s.asked.len();
-    while s.asked.len() == n {
-        s.step(step, &one_offline);
-    }
+    let mut s = grown_backoff();
     let sent_at = s.now - s.start;
     let id = s.p.send(s.now, Record::new("fresh", "b")).unwrap();
     let mut asked_at = None;
     let mut delivered_at = None;
     for _ in 0..1000 {
-        s.step(step, &one_offline);
+        s.step(STEP, &one_offline);
         if asked_at.is_none() {
             asked_at = (s.asked.iter())
                 .find(|(_, names)| names.iter().any(|n| n == "fresh"))
@@ -216,23 +224,14 @@ fn moved_one_offline(m: &mut MetadataResponse) {
 /// soon as they are asked for). With the first version of the grown backoff: 1 s.
 #[test]
 fn a_not_leader_refusal_does_not_wait_for_the_grown_backoff() {
-    let mut s = Sim::new(|_| {});
-    let step = Duration::from_millis(5);
-    s.p.send(s.now, Record::new("bench", "a").with_partition(0))
-        .unwrap();
-    s.run_for(Duration::from_secs(20), step, &one_offline);
-    assert_eq!(s.p.pending_records(), 0);
-    let n = s.asked.len();
-    while s.asked.len() == n {
-        s.step(step, &one_offline);
-    }
+    let mut s = grown_backoff();
     s.refuse_at = Some("bench:9092".into());
     let id =
         s.p.send(s.now, Record::new("bench", "b").with_partition(0))
             .unwrap();
     let mut delivered_at = None;
     for _ in 0..1000 {
-        s.step(step, &moved_one_offline);
+        s.step(STEP, &moved_one_offline);
         if delivered_at.is_none() && deliveries(&s.events).iter().any(|d| d.0 == id) {
             delivered_at = Some(s.now - s.start);
         }

@@ -55,22 +55,26 @@ pub(super) fn batch_charge(b: &Batch, record_overhead: usize) -> usize {
 /// records/s against librdkafka's 170,000; librdkafka charges what is buffered). A batch at
 /// least a quarter full keeps its buffer: nothing is copied on the busy path.
 pub(super) fn fit_sealed(b: &mut Batch, cfg: &ProducerConfig, pool: &mut BatchPool) -> usize {
-    let Some(len) = b.wire.as_ref().map(Bytes::len) else {
+    debug_assert!(
+        b.builder.is_none() && !b.reported,
+        "a batch sealed just now"
+    );
+    let Some(wire) = b.wire.as_deref() else {
         return 0;
     };
-    if b.builder.is_some() || b.reported || len.saturating_mul(4) > b.reserve.bytes {
+    let len = wire.len();
+    if len.saturating_mul(4) > b.reserve.bytes {
         return 0;
     }
     // A compressed batch was sealed into a buffer of about its size already (the codec's
     // output); only an uncompressed one still sits in the buffer it reserved. (The codec
     // bits are the low three of the attributes, bytes 21–22 of the header.)
-    let wire = b.wire.as_deref().unwrap_or_default();
     let compressed = wire.get(22).is_some_and(|a| a & 0x07 != 0);
     if !compressed {
         let mut fitted = shared_buffer(len);
         fitted.extend_from_slice(wire);
         if let Some(big) = b.wire.replace(fitted.freeze()) {
-            pool.put_wire(big, first_room(cfg), batch_buffer_max(cfg));
+            pool.put_wire(big, pooled_capacities(cfg));
         }
     }
     b.records.shrink_to_fit();
@@ -85,11 +89,13 @@ pub(super) fn fit_sealed(b: &mut Batch, cfg: &ProducerConfig, pool: &mut BatchPo
     freed
 }
 
-/// The largest buffer the pool keeps: twice what a batch fills, and its header.
-pub(super) fn batch_buffer_max(cfg: &ProducerConfig) -> usize {
-    (cfg.batch_fill())
+/// The buffer capacities the pool keeps: from what every new batch reserves (smaller ones
+/// could serve none) to twice what a batch fills and its header.
+pub(super) fn pooled_capacities(cfg: &ProducerConfig) -> std::ops::RangeInclusive<usize> {
+    let max = (cfg.batch_fill())
         .saturating_mul(2)
-        .saturating_add(HEADER_LEN)
+        .saturating_add(HEADER_LEN);
+    first_room(cfg)..=max
 }
 
 /// The ids a record list reserved for `reserved` holds room for with `n` in it: it doubles

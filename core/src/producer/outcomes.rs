@@ -248,8 +248,7 @@ impl Producer {
         // The batch's buffer serves the next batches.
         let pool = &mut self.batch_pool.0;
         if let Some(wire) = wire {
-            let max = super::accumulator::batch_buffer_max(&self.cfg);
-            pool.put_wire(wire, super::accumulator::first_room(&self.cfg), max);
+            pool.put_wire(wire, super::accumulator::pooled_capacities(&self.cfg));
         }
         if reported {
             // Written after all, but its records were reported at their delivery timeout

@@ -45,12 +45,12 @@ impl BatchPool {
     }
 
     /// Takes back the bytes of a batch (acknowledged, or just copied into a buffer of their
-    /// size) if nothing else holds them and they are of a size a new batch takes: no smaller
-    /// than `min_capacity` (what every new batch reserves), no larger than `max_capacity`.
-    pub(super) fn put_wire(&mut self, wire: Bytes, min_capacity: usize, max_capacity: usize) {
+    /// size) if nothing else holds them and their capacity is in `capacities` (a size a new
+    /// batch takes, not oversized).
+    pub(super) fn put_wire(&mut self, wire: Bytes, capacities: std::ops::RangeInclusive<usize>) {
         if self.bufs.len() < MAX_IDLE {
             if let Ok(buf) = wire.try_into_mut() {
-                if (min_capacity..=max_capacity).contains(&buf.capacity()) {
+                if capacities.contains(&buf.capacity()) {
                     self.bufs.push(buf);
                 }
             }
