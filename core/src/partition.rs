@@ -72,9 +72,10 @@ pub(crate) struct Batch {
 }
 
 /// The room a batch is charged for when it opens, as sized for its first record: bytes of
-/// buffer and ids in its record list. It is charged more only as its records outgrow them.
-/// A function of the batch's records and the configuration (not of which reused buffer it
-/// got), so equal batches are charged alike.
+/// buffer and ids in its record list. It is charged more only as its records outgrow them
+/// (the room doubling, as the buffers do). A function of the batch's records, the
+/// configuration and whether `buffer.memory` was short when it opened (not of which reused
+/// buffer it got), so equal batches are charged alike.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Reserve {
     pub(crate) bytes: usize,

@@ -12,9 +12,9 @@ use kprod_core::protocol::api_key;
 use kprod_core::{Record, SendError};
 
 const BATCH: usize = 16 * 1024;
-const MEMORY: usize = 64 * 1024;
+const MEMORY: usize = 128 * 1024;
 
-/// 64 KiB of `buffer.memory` and `max.request.size`, batches of `batch_size`, held for a
+/// 128 KiB of `buffer.memory` and `max.request.size`, batches of `batch_size`, held for a
 /// minute (nothing is sent while the test runs).
 fn lingering(batch_size: usize) -> Harness {
     Harness::new(|c| {
@@ -143,7 +143,9 @@ fn only_batches_sealed_far_below_their_room_are_fitted() {
 fn records_sharing_a_batch_are_charged_little_beyond_their_bytes() {
     // 100 records of 100 B into one partition with nothing answered: they share a batch, and
     // the charge is that batch's room (its 16 KiB buffer, more than the records' 11.9 KB),
-    // not 100 batches.
+    // not 100 batches. (While they wait for metadata their charges can hold more than a
+    // quarter of `buffer.memory`; their batch then opens with room for one record and
+    // doubles back to 16 KiB as they come.)
     let mut h = lingering(BATCH);
     for i in 0..100 {
         h.p.send(
@@ -156,17 +158,42 @@ fn records_sharing_a_batch_are_charged_little_beyond_their_bytes() {
     assert!(h.answer_until_produce(&[]).is_none(), "lingering");
     let charged = h.p.buffered_bytes();
     assert!(
-        (BATCH..BATCH + 4096).contains(&charged),
+        (100 * 100..BATCH + 4096).contains(&charged),
         "one batch's buffers: {charged} B"
     );
 }
 
 #[test]
-fn records_that_fit_the_open_batch_are_taken_even_when_its_room_fills_the_buffer() {
+fn records_that_fit_the_open_batch_cost_nothing_more() {
+    // The open batch reserved its 16 KiB room (leaving `buffer.memory` at most a quarter charged):
+    // records that fit within it cost nothing more (as Java appends to an open batch
+    // without allocating).
+    let mut h = lingering(BATCH);
+    h.p.send(h.now, Record::new(TOPIC, "warm").with_partition(0))
+        .unwrap();
+    assert!(h.answer_until_produce(&[]).is_none(), "lingering");
+    let opened = h.p.buffered_bytes();
+    assert!(opened > BATCH, "the batch's room is charged: {opened} B");
+    for i in 0..100 {
+        let r = Record::new(TOPIC, vec![b'v'; 100]).with_partition(0);
+        assert!(h.p.send(h.now, r).is_ok(), "record {i} fits the open batch");
+    }
+    assert_eq!(
+        h.p.buffered_bytes(),
+        opened,
+        "records within the room are free"
+    );
+}
+
+#[test]
+fn a_buffer_no_larger_than_a_batch_holds_a_batch_that_grows() {
     // buffer.memory = batch.size = max.request.size (16 KiB, a batch's whole first room):
-    // the open batch's room alone passes the limit, but records that fit in it cost nothing
-    // more and are taken (as Java appends to an open batch without allocating); only a
-    // record that needs a second batch waits.
+    // reserving that room would charge more than a quarter of the limit, so the batch opens with
+    // room for its first record (256 B) and is charged its buffer as it doubles (before, it
+    // was charged its whole room at once, past the limit). Records are taken while the
+    // buffer they need fits the limit: up to 8 KiB of buffer here (16 KiB and the batch's
+    // other memory would pass it); then, and for a record that needs a second batch, they
+    // wait for the first to resolve.
     const ROOM: usize = 16 * 1024;
     let mut h = Harness::new(|c| {
         c.batch_size = ROOM;
@@ -177,12 +204,23 @@ fn records_that_fit_the_open_batch_are_taken_even_when_its_room_fills_the_buffer
     h.p.send(h.now, Record::new(TOPIC, "warm").with_partition(0))
         .unwrap();
     assert!(h.answer_until_produce(&[]).is_none(), "lingering");
-    for i in 0..100 {
-        let r = Record::new(TOPIC, vec![b'v'; 100]).with_partition(0);
-        assert!(h.p.send(h.now, r).is_ok(), "record {i} fits the open batch");
+    let opened = h.p.buffered_bytes();
+    assert!(opened < 1024, "a batch of one small record: {opened} B");
+    let mut taken = 0;
+    while h
+        .p
+        .send(h.now, Record::new(TOPIC, vec![b'v'; 100]).with_partition(0))
+        .is_ok()
+    {
+        taken += 1;
+        assert!(taken < 200, "a 16 KiB buffer.memory takes everything");
     }
-    assert!(h.p.buffered_bytes() > ROOM, "the batch's room is charged");
-    // A record that fits nowhere but a new batch waits for the first to resolve.
+    let charged = h.p.buffered_bytes();
+    assert!(
+        (8 * 1024..ROOM).contains(&charged),
+        "charged as the buffer grew: {charged} B"
+    );
+    assert!(taken * 100 > 6000, "{taken} records of 100 B taken");
     let big = Record::new(TOPIC, vec![b'v'; 10_000]).with_partition(0);
     assert!(matches!(h.p.send(h.now, big), Err(SendError::QueueFull(_))));
 }
@@ -204,7 +242,7 @@ fn a_record_refused_for_memory_sends_the_lingering_batch_at_once() {
     }
     h.drain();
     assert!(h.next_frame().is_none(), "still lingering");
-    let big = Record::new(TOPIC, vec![b'v'; 55_000]).with_partition(0);
+    let big = Record::new(TOPIC, vec![b'v'; MEMORY - 10_000]).with_partition(0);
     let Err(SendError::QueueFull(big)) = h.p.send(h.now, big) else {
         panic!("the big record needs a second batch's room")
     };
@@ -222,7 +260,7 @@ fn a_record_refused_for_memory_sends_the_lingering_batch_at_once() {
         "warm and the hundred records"
     );
     assert_eq!(h.p.buffered_bytes(), 0);
-    let big2 = Record::new(TOPIC, vec![b'w'; 55_000]).with_partition(0);
+    let big2 = Record::new(TOPIC, vec![b'w'; MEMORY - 10_000]).with_partition(0);
     assert!(h.p.send(h.now, big).is_ok(), "room again");
     // A batch opened after the refusal lingers as usual, until memory runs out again.
     h.drain();
@@ -274,7 +312,7 @@ fn a_drivers_per_record_memory_is_charged_with_each_record() {
         assert!(taken < 10_000, "never refused");
     }
     // One 16 KiB batch holds them all: without the overhead about 1,000 records of 4 bytes
-    // fit its room and the next ones kept coming until the room grew past 64 KiB.
+    // fit its room and the next ones kept coming until the room grew past `buffer.memory`.
     let charged = h.p.buffered_bytes();
     assert!(charged <= MEMORY, "{charged} B charged");
     assert!(
@@ -346,14 +384,15 @@ fn a_large_batch_size_is_charged_as_the_batch_grows() {
         charged < 32 * 1024,
         "an open batch of one record: {charged} B"
     );
-    // 300 KB of records: charged what they take (and the ids), well under 1 MiB.
+    // 300 KB of records: charged the buffer they take (doubled from 16 KiB as it grew:
+    // 512 KiB) and the ids, well under 1 MiB.
     for i in 0..300 {
         let r = Record::new(TOPIC, vec![b'x'; 1000]).with_key(format!("{i}"));
         h.p.send(h.now, r.with_partition(0)).unwrap();
     }
     let charged = h.p.buffered_bytes();
     assert!(
-        (300_000..400_000).contains(&charged),
+        (512 * 1024..600_000).contains(&charged),
         "an open batch of 300 KB: {charged} B"
     );
     // Still one batch: flushed, it goes as one request and is delivered whole.

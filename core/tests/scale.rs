@@ -1442,3 +1442,47 @@ fn max_block_zero_fresh_topic() {
     assert_eq!(s.p.buffered_bytes(), 0);
     assert_eq!(s.delivered.len() + s.failed.len(), s.sent.len());
 }
+
+/// A broker that stops answering while 10,000 partitions each get records (at the default
+/// `buffer.memory`, 32 MiB, and `batch.size`, 16 KiB): every open batch used to reserve
+/// 16 KiB, so the producer took 1,882 records (188 KB of values) and refused the rest for
+/// memory. Once `buffer.memory` is a quarter charged, a batch of a partition that is not
+/// filling its batches opens with room for its first record (256 B here) and grows as
+/// records come, doubling, charged its buffer: 180,925 of the 300,000 records offered (30
+/// per partition) are taken, the charge stays within `buffer.memory`, and once the broker
+/// answers again every taken record is delivered once, in order.
+#[test]
+fn ten_thousand_partitions_fill_memory_with_records_not_empty_room() {
+    let mut s = Sim::new(Broker::new(1, &[("a", 10_000)]), |c| {
+        c.linger = Duration::from_millis(5);
+    });
+    warm(&mut s);
+    let memory = s.p.config().buffer_memory;
+    let mut taken = 0usize;
+    'offer: for _round in 0..30 {
+        for pi in 0..10_000 {
+            match s.send(0, pi, 100) {
+                Ok(_) => taken += 1,
+                Err(SendError::QueueFull(_)) => break 'offer,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+    s.drain();
+    let charged = s.p.buffered_bytes();
+    eprintln!("taken {taken} of 300000, charged {charged} B of {memory}");
+    assert!(charged <= memory, "charged {charged} B past {memory}");
+    assert!(
+        taken >= 100_000,
+        "only {taken} records of 100 B taken into {memory} B over 10,000 partitions"
+    );
+    s.settle(100_000);
+    s.check_logs();
+    assert_eq!(
+        s.delivered.len(),
+        taken + 1,
+        "every record taken delivered (and the warm-up)"
+    );
+    assert!(s.failed.is_empty());
+    assert_eq!(s.p.buffered_bytes(), 0);
+}

@@ -101,21 +101,31 @@ pub(super) fn pooled_capacities(cfg: &ProducerConfig) -> std::ops::RangeInclusiv
 /// The ids a record list reserved for `reserved` holds room for with `n` in it: it doubles
 /// when full, as a `Vec` grows.
 fn ids_room(reserved: usize, n: usize) -> usize {
-    let mut room = reserved.max(1);
+    grown_room(reserved.max(1), n)
+}
+
+/// The room a buffer reserved for `reserved` has once it holds `n`: it doubles when full (as
+/// a `Vec` and a `BytesMut` grow), so a batch that grew past its first room is charged the
+/// buffer it holds, not only the bytes in it (up to twice as many). A buffer reserved for
+/// nothing (a batch [`fit_sealed`] into one of its size) holds `n`.
+fn grown_room(reserved: usize, n: usize) -> usize {
+    if reserved == 0 {
+        return n;
+    }
+    let mut room = reserved;
     while room < n {
-        room *= 2;
+        room = room.saturating_mul(2);
     }
     room
 }
 
 /// A new batch's buffer is at most this large (Kafka's default `batch.size`) when it opens,
-/// and grows as records come, doubling, up to `batch.size`, charged its bytes as it grows.
+/// and grows as records come, doubling, up to `batch.size`, charged its buffer as it grows.
 /// With a larger `batch.size` every open batch used to be charged (and to hold) the whole
 /// of it: 64 partitions of 1 MiB batches filled the default 32 MiB `buffer.memory` with
 /// open batches alone, and the producer flushed one-record batches for room (a load probe:
 /// 11,000 records/s against librdkafka's 1.19 million; Java's `BufferPool` has the same
-/// cliff). Up to 16 KiB nothing changes. The buffer's capacity can be up to twice what it
-/// is charged while it grows past its first room.
+/// cliff). Up to 16 KiB nothing changes.
 pub(super) const FIRST_ROOM: usize = 16 * 1024;
 
 /// The smallest room a new batch reserves.
@@ -135,6 +145,24 @@ pub(super) fn reserve_for(cfg: &ProducerConfig, size: usize) -> Reserve {
     }
 }
 
+/// The room reserved for a new batch whose first record takes `size` bytes when
+/// `buffer.memory` is more than a quarter charged ([`Producer::new_batch_reserve`]): the first
+/// room halved while the record and the batch header still fit, one id. The batch grows from
+/// there as records come, doubling (back to the first room, then on up to `batch.size`),
+/// charged its buffer as it grows. With every open batch reserving [`first_room`] whatever
+/// it held, 10,000 partitions with a record each wanted 160 MiB: a producer with many
+/// partitions took 1,882 records (188 KB of values) into the default 32 MiB and refused
+/// the rest, during a broker outage or whenever its batches stayed open (Java's
+/// `BufferPool` has the same limit, 2,048 batches; librdkafka charges what is buffered).
+fn tight_reserve(cfg: &ProducerConfig, size: usize) -> Reserve {
+    let need = HEADER_LEN + size;
+    let mut bytes = first_room(cfg).max(need);
+    while bytes / 2 >= need {
+        bytes /= 2;
+    }
+    Reserve { bytes, ids: 1 }
+}
+
 /// The bytes a record of `payload` ([`record_payload_len`]) adds to a batch as its first
 /// record (both deltas 0), length prefix included.
 pub(super) fn encoded_len(payload: usize) -> usize {
@@ -146,7 +174,7 @@ impl Reserve {
     /// What a batch with this room is charged while it holds `bytes` and `records`.
     fn charge_holding(&self, bytes: usize, records: usize) -> usize {
         size_of::<Batch>()
-            + self.bytes.max(bytes)
+            + grown_room(self.bytes, bytes)
             + ids_room(self.ids, records) * size_of::<RecordId>()
     }
 
@@ -165,6 +193,8 @@ pub(super) struct Placement {
     /// What appending it adds to `buffered_bytes`: what it grows the open batch's charge by,
     /// or a new batch's room.
     charge: usize,
+    /// The room a new batch for it reserves (unused when it fits the open batch).
+    reserve: Reserve,
 }
 
 /// Partition `p`'s open batch, its builder, and the body length of a record of `payload`
@@ -545,8 +575,9 @@ impl Producer {
     /// batch: `append` fails the record, charging nothing).
     fn place(&self, ti: usize, record: &Record, payload: usize) -> Placement {
         let part = self.choose_partition(ti, record);
-        let open = (self.topics[ti].partitions.get(part as usize))
-            .and_then(|p| open_room(p, record.timestamp, payload, self.cfg.batch_fill()));
+        let partition = self.topics[ti].partitions.get(part as usize);
+        let open =
+            partition.and_then(|p| open_room(p, record.timestamp, payload, self.cfg.batch_fill()));
         match open {
             // Into the open batch: only what it grows the batch's charge by, nothing while
             // the batch stays within its room.
@@ -563,14 +594,38 @@ impl Producer {
                     part,
                     body: Some(body),
                     charge,
+                    reserve: r,
                 }
             }
-            None => Placement {
-                part,
-                body: None,
-                charge: reserve_for(&self.cfg, encoded_len(payload)).charge()
-                    + self.cfg.record_overhead,
-            },
+            None => {
+                // The open batch is full: the partition fills its batches.
+                let filling = partition
+                    .and_then(|p| p.batches.back())
+                    .is_some_and(|b| b.state == BatchState::Open);
+                let reserve = self.new_batch_reserve(encoded_len(payload), filling);
+                Placement {
+                    part,
+                    body: None,
+                    charge: reserve.charge() + self.cfg.record_overhead,
+                    reserve,
+                }
+            }
+        }
+    }
+
+    /// The room a new batch whose first record takes `size` bytes reserves: [`reserve_for`]
+    /// while that leaves `buffer.memory` at most a quarter charged, or when the partition's last
+    /// batch just filled (`filling`: a busy partition, whose batches fill anyway, keeps
+    /// opening them whole, without regrowing them); else only the record's
+    /// ([`tight_reserve`]), so that under memory pressure the open batches of partitions
+    /// with little traffic are charged (and hold) about what they are filled with, and many
+    /// partitions can each hold a few records.
+    fn new_batch_reserve(&self, size: usize, filling: bool) -> Reserve {
+        let room = reserve_for(&self.cfg, size);
+        if filling || self.buffered_bytes + room.charge() <= self.cfg.buffer_memory / 4 {
+            room
+        } else {
+            tight_reserve(&self.cfg, size)
         }
     }
 
@@ -642,10 +697,13 @@ impl Producer {
             } else {
                 false
             };
-            let reserve = reserve_for(&self.cfg, encoded_len(payload));
+            let reserve = placed.reserve;
             // An acknowledged batch's buffer if one is idle (no allocation); the record list
-            // is new (the last one left with its batch's `Delivered` event).
-            let buf = self.batch_pool.0.buffer(reserve.bytes);
+            // is new (the last one left with its batch's `Delivered` event). A tight room
+            // takes none (they are all larger than it, and it would hold more than charged).
+            let buf = (reserve.bytes >= first_room(&self.cfg))
+                .then(|| self.batch_pool.0.buffer(reserve.bytes))
+                .flatten();
             let buf = buf.unwrap_or_else(|| shared_buffer(reserve.bytes));
             let list = Vec::with_capacity(reserve.ids);
             let mut batch = Batch::with_buffers(*next_batch, now, buf, list);
