@@ -54,7 +54,12 @@ pub(super) fn batch_charge(b: &Batch, record_overhead: usize) -> usize {
 /// and flushing batches of one or two records (a load probe: 1.5 records per batch, 1,600
 /// records/s against librdkafka's 170,000; librdkafka charges what is buffered). A batch at
 /// least a quarter full keeps its buffer: nothing is copied on the busy path.
-pub(super) fn fit_sealed(b: &mut Batch, cfg: &ProducerConfig, pool: &mut BatchPool) -> usize {
+pub(super) fn fit_sealed(
+    b: &mut Batch,
+    raw: usize,
+    cfg: &ProducerConfig,
+    pool: &mut BatchPool,
+) -> usize {
     debug_assert!(
         b.builder.is_none() && !b.reported,
         "a batch sealed just now"
@@ -62,8 +67,10 @@ pub(super) fn fit_sealed(b: &mut Batch, cfg: &ProducerConfig, pool: &mut BatchPo
     let Some(wire) = b.wire.as_deref() else {
         return 0;
     };
+    // Measured against the room the batch is charged: its reserve, doubled as its `raw`
+    // records (and header) grew it.
     let len = wire.len();
-    if len.saturating_mul(4) > b.reserve.bytes {
+    if len.saturating_mul(4) > grown_room(b.reserve.bytes, HEADER_LEN + raw) {
         return 0;
     }
     // A compressed batch was sealed into a buffer of about its size already (the codec's
@@ -147,7 +154,7 @@ pub(super) fn reserve_for(cfg: &ProducerConfig, size: usize) -> Reserve {
 
 /// The room reserved for a new batch whose first record takes `size` bytes when
 /// `buffer.memory` is more than a quarter charged ([`Producer::new_batch_reserve`]): the first
-/// room halved while the record and the batch header still fit, one id. The batch grows from
+/// room halved while the record and the batch header still fit, four ids. The batch grows from
 /// there as records come, doubling (back to the first room, then on up to `batch.size`),
 /// charged its buffer as it grows. With every open batch reserving [`first_room`] whatever
 /// it held, 10,000 partitions with a record each wanted 160 MiB: a producer with many
@@ -160,7 +167,8 @@ fn tight_reserve(cfg: &ProducerConfig, size: usize) -> Reserve {
     while bytes / 2 >= need {
         bytes /= 2;
     }
-    Reserve { bytes, ids: 1 }
+    // Four ids: the least a `Vec` of them grows to.
+    Reserve { bytes, ids: 4 }
 }
 
 /// The bytes a record of `payload` ([`record_payload_len`]) adds to a batch as its first
@@ -210,6 +218,35 @@ fn open_room(
     let len = bb.body_len_with(timestamp, payload);
     bb.has_room_for(varint_len(len as i32) + len, batch_size)
         .then_some((b, bb, len))
+}
+
+/// Whether `record` goes to a partition that fills its batches: a keyless record under a
+/// sticky partitioner (which moves on only as batches fill), or a partition whose newest
+/// batch has no room for a record of `size` (open or closed full, by size or by
+/// `batch.num.messages`) or left at least half full. A batch flushed with room, or none at
+/// all, says the partition is quiet.
+fn fills_batches(
+    cfg: &ProducerConfig,
+    record: &Record,
+    partition: Option<&Partition>,
+    size: usize,
+) -> bool {
+    if record.partition.is_none() && cfg.partitioner.is_sticky(record.key.as_deref()) {
+        return true;
+    }
+    let Some(b) = partition.and_then(|p| p.batches.back()) else {
+        return false;
+    };
+    match (&b.builder, &b.wire) {
+        (Some(bb), _) => {
+            !bb.has_room_for(size, cfg.batch_fill())
+                || cfg
+                    .max_batch_records
+                    .is_some_and(|max| b.records.len() >= max)
+        }
+        (None, Some(wire)) => wire.len().saturating_mul(2) >= cfg.batch_fill(),
+        (None, None) => false,
+    }
 }
 
 /// A record's [`record_payload_len`].
@@ -598,11 +635,7 @@ impl Producer {
                 }
             }
             None => {
-                // The open batch is full: the partition fills its batches.
-                let filling = partition
-                    .and_then(|p| p.batches.back())
-                    .is_some_and(|b| b.state == BatchState::Open);
-                let reserve = self.new_batch_reserve(encoded_len(payload), filling);
+                let reserve = self.new_batch_reserve(record, partition, encoded_len(payload));
                 Placement {
                     part,
                     body: None,
@@ -613,16 +646,25 @@ impl Producer {
         }
     }
 
-    /// The room a new batch whose first record takes `size` bytes reserves: [`reserve_for`]
-    /// while that leaves `buffer.memory` at most a quarter charged, or when the partition's last
-    /// batch just filled (`filling`: a busy partition, whose batches fill anyway, keeps
-    /// opening them whole, without regrowing them); else only the record's
-    /// ([`tight_reserve`]), so that under memory pressure the open batches of partitions
-    /// with little traffic are charged (and hold) about what they are filled with, and many
-    /// partitions can each hold a few records.
-    fn new_batch_reserve(&self, size: usize, filling: bool) -> Reserve {
+    /// The room a new batch for `record`, whose first record takes `size` bytes, reserves in
+    /// `partition`: [`reserve_for`] while that leaves `buffer.memory` at most a quarter
+    /// charged (or nothing is held), or when the partition fills its batches
+    /// ([`fills_batches`]: a busy partition keeps opening them whole, without regrowing
+    /// them); else only the record's ([`tight_reserve`]), so that under memory pressure the
+    /// open batches of partitions with little traffic are charged (and hold) about what they
+    /// are filled with, and many partitions can each hold a few records.
+    fn new_batch_reserve(
+        &self,
+        record: &Record,
+        partition: Option<&Partition>,
+        size: usize,
+    ) -> Reserve {
         let room = reserve_for(&self.cfg, size);
-        if filling || self.buffered_bytes + room.charge() <= self.cfg.buffer_memory / 4 {
+        let held = self.buffered_bytes;
+        if held == 0
+            || held + room.charge() <= self.cfg.buffer_memory / 4
+            || fills_batches(&self.cfg, record, partition, size)
+        {
             room
         } else {
             tight_reserve(&self.cfg, size)

@@ -216,8 +216,8 @@ impl Producer {
                 continue;
             };
             let b = &mut p.batches[pick.index];
-            if unsealed.is_some_and(|(id, _)| id == b.id) {
-                self.buffered_bytes -= fit_sealed(b, &self.cfg, &mut self.batch_pool.0);
+            if let Some((_, raw)) = unsealed.filter(|(id, _)| *id == b.id) {
+                self.buffered_bytes -= fit_sealed(b, raw, &self.cfg, &mut self.batch_pool.0);
             }
             let wire = b.wire.clone().expect("a picked batch is sequenced");
             observe_compression(t.compression, &mut t.ratio, unsealed, b.id, &wire);
