@@ -377,6 +377,21 @@ impl ProducerConfig {
         self.batch_size.min(self.max_request_size)
     }
 
+    /// The most batches (partitions) one Produce request carries: as many full batches as
+    /// `max.request.size` holds, and at least 16. A request of full batches is unchanged;
+    /// small batches of many partitions no longer go a thousand to a request: the
+    /// partitions left out keep filling their batches until a later request (which starts
+    /// with them). Against Tansu with 1,000 partitions (records spread evenly) every request
+    /// held one batch of each of ~150–1,000 partitions of 20–45 records and the broker's cost
+    /// per batch set the pace: 114,261 records/s, 8.5 µs of broker CPU per record; with at
+    /// most 64 per request 227,017 (4.3 µs), with 16 332,504, in one run (in another, 64:
+    /// 144,990 against librdkafka's 170,689, 0.85×, where it was 0.61×). Kafka 4.4 with the
+    /// same 1,000 partitions, already written to: the same with or without (0.8–1.1 million
+    /// records/s).
+    pub(crate) fn max_batches_per_request(&self) -> usize {
+        (self.max_request_size / self.batch_fill().max(1)).max(16)
+    }
+
     /// Checks every setting and returns the first problem found.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.bootstrap_servers.is_empty() {

@@ -189,7 +189,13 @@ impl Producer {
         // behind for ever while earlier ones keep batches ready.
         let start = self.drain_start.get(&node).copied();
         self.index.0.sendable_to(node, start, &mut visit);
+        let most = self.cfg.max_batches_per_request();
         for &(ti, pi) in &visit {
+            // The rest wait for the next request, which starts with the first of them.
+            if picked.len() >= most {
+                left_out.get_or_insert((ti, pi));
+                break;
+            }
             let t = &mut self.topics[ti];
             let p = &mut t.partitions[pi];
             if p.leader != Some(node) {

@@ -7,7 +7,7 @@
 //!     [--kafka-nodes 1|3] [--messages N] [--rounds R] [--warmup-rounds W]
 //!     [--partitions P] [--size BYTES] [--linger-ms MS] [--batch-size BYTES]
 //!     [--clients kprod,kprod-many,rdkafka,java,rdkafka-future] [--only CLIENT] [--keyless]
-//!     [--wire-stats] [--rdkafka-queue-kbytes KIB]
+//!     [--wire-stats] [--rdkafka-queue-kbytes KIB] [--same-topic]
 //! ```
 //!
 //! Every round, each client sends the same N messages of `--size` bytes (a distinct 8-byte
@@ -117,7 +117,7 @@ const USAGE: &str = "\
 usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--rounds R]
                  [--warmup-rounds W] [--partitions P] [--size BYTES] [--linger-ms MS]
                  [--batch-size BYTES] [--clients LIST] [--only CLIENT] [--keyless]
-                 [--wire-stats] [--rdkafka-queue-kbytes KIB]
+                 [--wire-stats] [--rdkafka-queue-kbytes KIB] [--same-topic]
 
   --broker      tansu (one Tansu, in-memory) or kafka (Apache Kafka 4.4.0, KRaft)
                 (default tansu)
@@ -139,7 +139,11 @@ usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--roun
                 default buffer.memory of 32 MiB)
   --wire-stats  route the clients through an in-process counting proxy and report Produce
                 requests, batches and records per batch; its threads' CPU then counts as
-                the client's, so use this mode to compare batching, not CPU";
+                the client's, so use this mode to compare batching, not CPU
+  --same-topic  each client writes every round to one topic of its own (warmed by the
+                warm-up rounds) instead of a fresh one per round: on Kafka the first
+                appends to a new partition's log are costly, which at hundreds of
+                partitions is most of a round";
 
 /// Records per `enqueue_many` call of the `kprod-many` client.
 const KPROD_MANY_CHUNK: usize = 1024;
@@ -201,6 +205,7 @@ struct Args {
     keyless: bool,
     wire_stats: bool,
     rdkafka_queue_kbytes: u32,
+    same_topic: bool,
 }
 
 impl Args {
@@ -220,6 +225,7 @@ impl Args {
             wire_stats: false,
             // kprod's default `buffer.memory` (32 MiB).
             rdkafka_queue_kbytes: 32 * 1024,
+            same_topic: false,
         };
         let mut warmup_rounds = None;
         let mut it = std::env::args().skip(1);
@@ -233,6 +239,10 @@ impl Args {
             }
             if flag == "--wire-stats" {
                 a.wire_stats = true;
+                continue;
+            }
+            if flag == "--same-topic" {
+                a.same_topic = true;
                 continue;
             }
             let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -1716,14 +1726,21 @@ fn main() -> ExitCode {
 
     // Topics up front: one per client per round (round 0 and below: warm-up rounds).
     let topic = |round: i64, c: Client| {
-        if round > 0 {
+        if args.same_topic {
+            format!("bench-{}", c.name())
+        } else if round > 0 {
             format!("bench-{}-r{round}", c.name())
         } else {
             format!("bench-{}-w{}", c.name(), 1 - round)
         }
     };
     let first = 1 - i64::from(args.warmup_rounds);
-    for round in first..=i64::from(args.rounds) {
+    let created = if args.same_topic {
+        first..=first
+    } else {
+        first..=i64::from(args.rounds)
+    };
+    for round in created {
         for &c in &args.clients {
             broker.create_topic(&topic(round, c), args.partitions);
         }
