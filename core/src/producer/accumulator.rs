@@ -20,7 +20,7 @@ use crate::partition::{Batch, BatchState, Partition, Reserve};
 use crate::protocol::compression::{Compression, RatioEstimate};
 use crate::protocol::primitives::varint_len;
 use crate::protocol::record_batch::{
-    body_len, record_payload_len, shared_buffer, RecordBatchBuilder, HEADER_LEN,
+    body_len, doubled_to, record_payload_len, shared_buffer, RecordBatchBuilder, HEADER_LEN,
 };
 use crate::protocol::ErrorCode;
 use crate::types::{DeliveryError, Event, Persistence, Record, RecordId, SendError};
@@ -119,11 +119,7 @@ fn grown_room(reserved: usize, n: usize) -> usize {
     if reserved == 0 {
         return n;
     }
-    let mut room = reserved;
-    while room < n {
-        room = room.saturating_mul(2);
-    }
-    room
+    doubled_to(reserved, n)
 }
 
 /// A new batch's buffer is at most this large (Kafka's default `batch.size`) when it opens,

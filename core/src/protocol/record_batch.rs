@@ -169,11 +169,18 @@ fn grow_doubling(buf: &mut BytesMut, additional: usize) {
     if need <= buf.capacity() {
         return;
     }
-    let mut cap = buf.capacity().max(1);
-    while cap < need {
-        cap = cap.saturating_mul(2);
-    }
+    let cap = doubled_to(buf.capacity().max(1), need);
     buf.reserve(cap - buf.len());
+}
+
+/// `room` (more than 0) doubled until it holds `n`: the capacity a buffer or list of `room`
+/// grows to by doubling as it fills to `n`.
+pub(crate) fn doubled_to(mut room: usize, n: usize) -> usize {
+    debug_assert!(room > 0, "a room of nothing never grows");
+    while room < n {
+        room = room.saturating_mul(2);
+    }
+    room
 }
 
 /// An empty buffer with room for `capacity` bytes, already in the shared representation of
