@@ -199,17 +199,23 @@ pub(super) struct Placement {
     charge: usize,
     /// The room a new batch for it reserves (unused when it fits the open batch).
     reserve: Reserve,
+    /// When the record was accepted (by `send`, even if it then waited for metadata): its
+    /// delivery timeout runs from then, so a batch it opens is created then.
+    since: Instant,
 }
 
 /// Partition `p`'s open batch, its builder, and the body length of a record of `payload`
-/// ([`record_payload_len`]) in it, if it has room for the record (Kafka's `hasRoomFor`).
+/// ([`record_payload_len`]) in it, if it has room for the record (Kafka's `hasRoomFor`) and
+/// was created after `opened_after`.
 fn open_room(
     p: &Partition,
     timestamp: i64,
     payload: usize,
     batch_size: usize,
+    opened_after: Option<Instant>,
 ) -> Option<(&Batch, &RecordBatchBuilder, usize)> {
-    let b = p.batches.back().filter(|b| b.state == BatchState::Open)?;
+    let b = (p.batches.back())
+        .filter(|b| b.state == BatchState::Open && opened_after.is_none_or(|t| b.created > t))?;
     let bb = b.builder.as_ref()?;
     let len = bb.body_len_with(timestamp, payload);
     bb.has_room_for(varint_len(len as i32) + len, batch_size)
@@ -441,7 +447,7 @@ impl Producer {
                 let t = &self.topics[ti];
                 t.usable_count().is_some() && t.pending.is_empty()
             })
-            .map(|ti| self.place(ti, &record, payload));
+            .map(|ti| self.place(ti, &record, payload, now));
         let need = placed.map_or(size + PENDING_CHARGE + self.cfg.record_overhead, |p| {
             p.charge
         });
@@ -606,11 +612,25 @@ impl Producer {
     /// partitions: its partition, its body length in that partition's open batch if it
     /// fits there, and what appending it would charge (a partition out of range has no open
     /// batch: `append` fails the record, charging nothing).
-    fn place(&self, ti: usize, record: &Record, payload: usize) -> Placement {
+    ///
+    /// A record accepted at `since` does not join an open batch created half its
+    /// `delivery.timeout.ms` or more before: the batch times out as a whole, from its
+    /// creation (Java's rule), so a batch left open while its partition cannot send (an
+    /// outage, a full in-flight window) would otherwise fail records accepted moments
+    /// before. Each record keeps at least half its delivery timeout.
+    fn place(&self, ti: usize, record: &Record, payload: usize, since: Instant) -> Placement {
         let part = self.choose_partition(ti, record);
         let partition = self.topics[ti].partitions.get(part as usize);
-        let open =
-            partition.and_then(|p| open_room(p, record.timestamp, payload, self.cfg.batch_fill()));
+        let opened_after = since.checked_sub(self.cfg.delivery_timeout / 2);
+        let open = partition.and_then(|p| {
+            open_room(
+                p,
+                record.timestamp,
+                payload,
+                self.cfg.batch_fill(),
+                opened_after,
+            )
+        });
         match open {
             // Into the open batch: only what it grows the batch's charge by, nothing while
             // the batch stays within its room.
@@ -628,6 +648,7 @@ impl Producer {
                     body: Some(body),
                     charge,
                     reserve: r,
+                    since,
                 }
             }
             None => {
@@ -637,6 +658,7 @@ impl Producer {
                     body: None,
                     charge: reserve.charge() + self.cfg.record_overhead,
                     reserve,
+                    since,
                 }
             }
         }
@@ -710,7 +732,7 @@ impl Producer {
             return;
         }
         let batch_size = self.cfg.batch_size;
-        let now = self.now;
+        let since = placed.since;
         let next_batch = &mut self.next_batch;
         let t = &mut self.topics[ti];
         let p = &mut t.partitions[part as usize];
@@ -744,7 +766,9 @@ impl Producer {
                 .flatten();
             let buf = buf.unwrap_or_else(|| shared_buffer(reserve.bytes));
             let list = Vec::with_capacity(reserve.ids);
-            let mut batch = Batch::with_buffers(*next_batch, now, buf, list);
+            // A record that waited for metadata opens a batch as old as itself: its delivery
+            // timeout counts from its acceptance.
+            let mut batch = Batch::with_buffers(*next_batch, since, buf, list);
             batch.reserve = reserve;
             if let Some(bb) = batch.builder.as_mut() {
                 bb.set_compression(t.compression, t.ratio);
@@ -756,6 +780,11 @@ impl Producer {
             move_sticky = keyless && (had_open || t.sticky_bytes >= batch_size);
         }
         let b = p.batches.back_mut().expect("just ensured");
+        // No record is older than its batch (so its delivery timeout is not stretched):
+        // records go into batches in the order they were accepted (those waiting for
+        // metadata are routed in order, and any record accepted meanwhile waits behind
+        // them), and a batch is created when its first record was accepted.
+        debug_assert!(since >= b.created, "a record older than its batch");
         let builder = b.builder.as_mut().expect("open batch has a builder");
         let body = match body {
             Some(body) => body,
@@ -832,7 +861,7 @@ impl Producer {
         }
         while let Some(p) = self.pop_pending(ti) {
             let payload = payload_of(&p.record);
-            let placed = self.place(ti, &p.record, payload);
+            let placed = self.place(ti, &p.record, payload, p.enqueued);
             self.append(ti, p.id, p.record, p.size, payload, placed);
         }
     }
