@@ -198,6 +198,12 @@ impl Tansu {
         SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, self.port))
     }
 
+    /// The broker process's id (a new one after [`Self::restart`]), to signal it, e.g.
+    /// `kill -STOP` to pause it.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The broker's port.
     pub fn port(&self) -> u16 {
         self.port
