@@ -95,6 +95,15 @@ pub struct ProducerConfig {
     /// which is then larger by the request's own framing (its header and topic name). A
     /// batch stops growing at it even with a larger `batch_size`.
     pub max_request_size: usize,
+    /// The most batches (partitions) one Produce request carries. `None` (the default): as
+    /// many full batches as `max.request.size` holds, and at least 16 (64 at the default
+    /// sizes), so that many partitions' small batches do not go a thousand to a request
+    /// and keep filling instead (a broker's cost is per batch as much as per byte). Each
+    /// Produce request to a broker then moves at most this many partitions: with many
+    /// partitions on one broker behind a slow link, a partition waits several round trips
+    /// for its turn. A large value gives the Java client's rule (only `max.request.size`
+    /// bounds a request). Not a Kafka property (`kprod.max.batches.per.request`).
+    pub max_batches_per_request: Option<usize>,
     /// `request.timeout.ms`: a request unanswered this long closes its connection (P8).
     pub request_timeout: Duration,
     /// `socket.connection.setup.timeout.ms`: how long a `Connect` may stay unanswered. A
@@ -299,6 +308,7 @@ impl Default for ProducerConfig {
             max_buffered_records: None,
             max_batch_records: None,
             max_request_size: 1024 * 1024,
+            max_batches_per_request: None,
             request_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
             bootstrap_patience: Some(Duration::from_secs(1)),
@@ -389,6 +399,9 @@ impl ProducerConfig {
     /// same 1,000 partitions, already written to: the same with or without (0.8–1.1 million
     /// records/s).
     pub(crate) fn max_batches_per_request(&self) -> usize {
+        if let Some(most) = self.max_batches_per_request {
+            return most;
+        }
         (self.max_request_size / self.batch_fill().max(1)).max(16)
     }
 
@@ -467,6 +480,9 @@ impl ProducerConfig {
         }
         if self.max_buffered_records == Some(0) {
             return Err(err("queue.buffering.max.messages", "must be at least 1"));
+        }
+        if self.max_batches_per_request == Some(0) {
+            return Err(err("kprod.max.batches.per.request", "must be at least 1"));
         }
         if self.max_batch_records == Some(0) {
             return Err(err("batch.num.messages", "must be at least 1"));

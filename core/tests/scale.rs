@@ -1636,3 +1636,35 @@ fn a_request_carries_at_most_a_requests_worth_of_full_batches() {
     s.check_logs();
     assert_eq!(s.broker.max_partitions_seen, 256);
 }
+
+/// `max_batches_per_request` sets the cap: a large value gives the Java client's rule, where
+/// only `max.request.size` bounds a request (1,000 small batches go in one), a small one
+/// holds each request to it; every record is delivered either way.
+#[test]
+fn max_batches_per_request_sets_the_cap() {
+    for (most, expect) in [(Some(100_000), 1000), (Some(3), 3), (None, 64)] {
+        let mut s = Sim::new(Broker::new(1, &[("a", 1000)]), |c| {
+            c.linger = Duration::from_millis(5);
+            c.max_batches_per_request = most;
+        });
+        warm(&mut s);
+        for pi in 0..1000 {
+            s.send(0, pi, 100).unwrap();
+        }
+        s.settle(100_000);
+        s.check_logs();
+        assert_eq!(s.delivered.len(), 1000 + 1, "{most:?}");
+        assert!(s.failed.is_empty(), "{most:?}");
+        assert_eq!(s.broker.max_partitions_seen, expect, "{most:?}");
+    }
+    let c = ProducerConfig {
+        bootstrap_servers: vec!["localhost:9092".into()],
+        max_batches_per_request: Some(0),
+        ..ProducerConfig::default()
+    };
+    let e = c.validate().unwrap_err();
+    assert!(
+        e.to_string().contains("kprod.max.batches.per.request"),
+        "{e}"
+    );
+}

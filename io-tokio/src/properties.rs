@@ -457,6 +457,9 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
         "client.software.version" => c.client_software_version = v.to_owned(),
         // kprod's own: the highest version of each API a connection may speak
         // (`ProducerConfig::max_versions`), to pin a producer to an old broker's versions.
+        "kprod.max.batches.per.request" => {
+            c.max_batches_per_request = Some(number(name, v)?);
+        }
         "kprod.max.produce.version" => c.max_versions.produce = Some(number(name, v)?),
         "kprod.max.metadata.version" => c.max_versions.metadata = Some(number(name, v)?),
         "kprod.max.init.producer.id.version" => {
@@ -1199,6 +1202,7 @@ impl CodecLevels {
 /// | `security.protocol`, `ssl.*`, `sasl.*` | see [`ClientConfig::from_properties`] |
 /// | `socket.connection.setup.timeout.ms` | how long a connect (and TLS handshake) may take ([`ProducerConfig::connect_timeout`], 10 s by default) |
 /// | `socket.connection.setup.timeout.max.ms` | at least the connect timeout: kprod does not grow it, so it never exceeds this |
+/// | `kprod.max.batches.per.request` (kprod's own) | the most batches (partitions) in one Produce request ([`ProducerConfig::max_batches_per_request`]; by default as many full batches as `max.request.size` holds, at least 16) |
 /// | `kprod.max.produce.version`, `kprod.max.metadata.version`, `kprod.max.init.producer.id.version`, `kprod.max.api.versions.version` (kprod's own) | the highest version of each API a connection speaks ([`ProducerConfig::max_versions`]) |
 /// | `kprod.broker.version.max` (kprod's own) | an Apache Kafka release from `0.11` to `4.4` (`2.3`, `3.9.1`): every API capped at the version that release served ([`ProducerConfig::broker_version_max`]); the lower of it and a `kprod.max.*.version` wins |
 ///

@@ -177,6 +177,14 @@ fn librdkafka_names_are_aliases_of_the_same_settings() {
         Err(PropertyError::Config(e)) => assert_eq!(e.setting, "batch.num.messages"),
         other => panic!("batch.num.messages=0: {other:?}"),
     }
+    // kprod's own cap on batches per Produce request (none set: the automatic rule).
+    let c = props(&[("kprod.max.batches.per.request", "100000")]).unwrap();
+    assert_eq!(c.max_batches_per_request, Some(100_000));
+    assert_eq!(java.max_batches_per_request, None);
+    match props(&[("kprod.max.batches.per.request", "0")]) {
+        Err(PropertyError::Config(e)) => assert_eq!(e.setting, "kprod.max.batches.per.request"),
+        other => panic!("kprod.max.batches.per.request=0: {other:?}"),
+    }
     // librdkafka's partitioners, its default (consistent_random) included.
     use kprod_core::Partitioner::{self, ConsistentRandom, Murmur2Random, Random};
     for (p, name) in Partitioner::ALL {
