@@ -547,6 +547,7 @@ impl Producer {
                 seq: Some((identity, seq)),
                 size: 0,
                 created: old.created,
+                join_until: None,
                 state: BatchState::Retry { at: self.now },
                 maybe_persisted: false,
                 overtaken: old.overtaken,
