@@ -1181,3 +1181,85 @@ fn every_broker_mode_pipelined() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// An outage longer than half the delivery timeout, with records sent all through it.
+
+/// The broker is unreachable for 15 s while a record is sent every 200 ms (6 s delivery
+/// timeout): each record that fails does so more than half its delivery timeout after its
+/// send (a record does not join an open batch created half its delivery timeout before)
+/// and within it; none reached the broker, so each is `NotPersisted`, and every record sent
+/// once the broker is back is delivered, the logs clean. Before that rule, the batch opened
+/// at the start of the outage took every later record and failed them all at once, the
+/// last ones moments after their send. The exhaustive check does not reach the rule (its
+/// batches never stay open that long), so it is checked here against the broker model.
+#[test]
+fn records_sent_through_an_outage_keep_half_their_delivery_timeout() {
+    let timeout = Duration::from_secs(6);
+    let tick = Duration::from_millis(100);
+    for mode in BrokerMode::ALL {
+        let mut sim = Sim::new(
+            cluster(mode, 1, 2),
+            ProducerConfig {
+                delivery_timeout: timeout,
+                request_timeout: Duration::from_secs(2),
+                linger: Duration::from_millis(5),
+                ..cfg()
+            },
+        );
+        warm_up(&mut sim, 2);
+        sim.refuse.insert(1);
+        for c in sim.links.keys().copied().collect::<Vec<_>>() {
+            sim.disconnect(c, 0);
+        }
+        let mut sent_at = std::collections::BTreeMap::new();
+        let mut resolved_at = std::collections::BTreeMap::new();
+        let mut back_at = None;
+        for t in 0..250 {
+            if t == 150 {
+                sim.refuse.remove(&1);
+                back_at = Some(sim.now);
+            }
+            if t % 2 == 0 {
+                let id = sim.send(rec(t, (t / 2 % 2) as i32));
+                sent_at.insert(id, sim.now);
+            }
+            sim.advance(tick);
+            sim.settle();
+            for id in sim.outcomes.keys() {
+                resolved_at.entry(*id).or_insert(sim.now);
+            }
+        }
+        sim.run(STEPS);
+        let back_at = back_at.expect("the broker came back");
+        let (mut failed, mut after) = (0, 0);
+        for (id, at) in &sent_at {
+            match &sim.outcomes[id] {
+                Outcome::Failed(persisted) => {
+                    failed += 1;
+                    assert_eq!(*persisted, Persistence::NotPersisted, "{mode:?} {id:?}");
+                    // Seen at the end of the 100 ms step in which it failed.
+                    let waited = resolved_at[id] - *at;
+                    assert!(
+                        waited > timeout / 2 && waited <= timeout + tick,
+                        "{mode:?} {id:?}: failed {waited:?} after its send"
+                    );
+                    assert!(
+                        *at < back_at,
+                        "{mode:?} {id:?}: sent {:?} after the outage, failed {waited:?} after its send: {:?}",
+                        *at - back_at,
+                        failure(&sim, *id)
+                    );
+                }
+                Outcome::Delivered { .. } => after += usize::from(*at >= back_at),
+            }
+        }
+        // 75 records sent in the 15 s outage, those of its first 9 s at least timed out.
+        assert!(failed >= 45, "{mode:?}: only {failed} failed");
+        assert_eq!(
+            after, 50,
+            "{mode:?}: records sent after the outage delivered"
+        );
+        check_all(&sim, 2);
+    }
+}
