@@ -1,12 +1,34 @@
 //! Outage probe: what kprod-tokio reports, and what the log holds, when its only broker (a
-//! local Tansu, memory storage) is paused or killed under a steady load over many partitions.
+//! local Tansu, memory storage, or a single Apache Kafka node) is paused or killed under a
+//! steady load over many partitions; with `--fault none`, its latency and throughput, behind
+//! a delayed link if asked.
 //!
 //! ```text
-//! cargo run --release -p kprod-tests --bin outage-probe -- [--partitions N] [--rate R]
-//!     [--seconds S] [--value-bytes B] [--delivery-timeout-ms MS] [--request-timeout-ms MS]
-//!     [--max-block-ms MS] [--fault none|pause|kill] [--fault-at S] [--fault-for S]
-//!     [--dump FILE]
+//! cargo run --release -p kprod-tests --bin outage-probe -- [--broker tansu|kafka]
+//!     [--partitions N] [--rate R] [--seconds S] [--value-bytes B] [--delivery-timeout-ms MS]
+//!     [--request-timeout-ms MS] [--max-block-ms MS] [--fault none|pause|kill] [--fault-at S]
+//!     [--fault-for S] [--link-delay-ms D] [--set KEY=VALUE]... [--dump FILE]
 //! ```
+//!
+//! `--broker tansu` (the default) starts a local Tansu ([`Tansu`]); `--broker kafka` one
+//! Apache Kafka node (KRaft, the harness's [`Kafka`] settings; `KPROD_KAFKA` or
+//! `scripts/install-kafka.sh` as for the tests), topic replication factor 1. With Kafka,
+//! `--fault kill` is refused (exit 2): a restarted Kafka keeps its log, which this probe's
+//! kill audit does not model; `--fault pause` SIGSTOPs the JVM. The time to start the
+//! broker and to get a leader for every partition is printed (with Kafka the probe waits up
+//! to 10 minutes for the leaders).
+//!
+//! `--link-delay-ms D` puts the fault proxy ([`kprod_tests::proxy`], on a runtime of its own)
+//! in front of the broker, with the rule `Rule::any(Fault::Delay(D ms)).forever()`: every
+//! response is held D ms after it arrives from the broker (pipelined responses do not add
+//! their delays up), so each round trip gains D ms. The broker advertises the proxy's port,
+//! and the producer bootstraps at the proxy; `--link-delay-ms 0` keeps the proxy with no
+//! rule (its own cost only), no `--link-delay-ms` connects directly. The independent reader
+//! reads undelayed (Kafka: the unproxied listener; Tansu: the rule is cleared first).
+//!
+//! `--set KEY=VALUE` (repeatable) adds a producer property after the probe's own, so it
+//! overrides them: e.g. `--set kprod.max.batches.per.request=1000000` (no cap on batches per
+//! Produce request but `max.request.size`, the Java client's rule).
 //!
 //! One idempotent producer (acks=all, kprod's default batch and linger settings) sends `R`
 //! records a second for `S` seconds, paced by a 10 ms tokio interval (a tick missed while a
@@ -27,6 +49,12 @@
 //!   more than `delivery.timeout.ms` (+10 ms);
 //! - the first acknowledgement after the fault ended, and acknowledgements in each of the
 //!   10 seconds after;
+//! - send-to-acknowledgement latency (outcome stamp − the send's acceptance) of the
+//!   acknowledged records: p50, p99, p99.9 and max, over every acknowledged record and over
+//!   those sent in the steady part (from t = 2 s, or a quarter of `--seconds` if less, to the
+//!   end of sending); acknowledgements a second over the steady part (by outcome stamp);
+//! - kprod-tokio's log events of level info and above, counted by message (batch retries
+//!   with their error);
 //! - this process's RSS (VmRSS) before sending, at its peak in the fault window, at the end
 //!   of sending and once every record resolved (the probe's own record book included);
 //! - the audit ([`audit`]) of the topic read back by the independent reader (librdkafka's
@@ -54,22 +82,98 @@ use std::time::{Duration, Instant};
 
 use kprod_core::{Persistence, Record};
 use kprod_tests::ledger::{audit, ledger_value, Checked, Reported};
+use kprod_tests::proxy::{self, Proxy, Rule};
 use kprod_tests::reader::{read_topic, ReadRecord};
-use kprod_tests::{Tansu, TANSU_VERSION};
+use kprod_tests::{Kafka, KafkaOptions, Tansu, TANSU_VERSION};
 use kprod_tokio::{
     config_from_properties, DeliveryError, DeliveryFuture, ErrorKind, FailureReason, ProducerHandle,
 };
 use tokio::task::{unconstrained, Unconstrained};
 use tokio::time::MissedTickBehavior;
 
-const USAGE: &str = "usage: outage-probe [--partitions N (10000)] [--rate R/s (20000)] \
-[--seconds S (30)] [--value-bytes B (100)] [--delivery-timeout-ms MS (12000)] \
-[--request-timeout-ms MS (8000)] [--max-block-ms MS (5000)] [--fault none|pause|kill (pause)] \
-[--fault-at S (8)] [--fault-for S (15)] [--dump FILE]";
+/// Counts kprod-tokio's log events (info and above) by message; for "retrying batch" and
+/// "disconnected" the error or reason is part of the name.
+mod log_counter {
+    use std::collections::BTreeMap;
+    use std::fmt::Debug;
+    use std::sync::{Arc, Mutex};
+
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Level, Metadata, Subscriber};
+
+    /// The counts, shared with the subscriber.
+    pub type Counts = Arc<Mutex<BTreeMap<String, u64>>>;
+
+    struct Counter(Counts);
+
+    #[derive(Default)]
+    struct Fields {
+        message: String,
+        detail: Option<String>,
+    }
+
+    impl Visit for Fields {
+        fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
+            match field.name() {
+                "message" => self.message = format!("{value:?}"),
+                "error" | "reason" => self.detail = Some(format!("{value:?}")),
+                _ => {}
+            }
+        }
+    }
+
+    impl Subscriber for Counter {
+        fn enabled(&self, m: &Metadata<'_>) -> bool {
+            *m.level() <= Level::INFO && m.target().starts_with("kprod")
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &Event<'_>) {
+            let mut f = Fields::default();
+            event.record(&mut f);
+            let name = match f.detail {
+                Some(d) => format!("{} ({d})", f.message),
+                None => f.message,
+            };
+            *self.0.lock().unwrap().entry(name).or_default() += 1;
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    /// Installs the counter as the global subscriber.
+    pub fn install() -> Counts {
+        let counts = Counts::default();
+        // Fails only if a subscriber is already set; then nothing is counted.
+        let _ = tracing::subscriber::set_global_default(Counter(counts.clone()));
+        counts
+    }
+}
+
+const USAGE: &str = "usage: outage-probe [--broker tansu|kafka (tansu)] [--partitions N (10000)] \
+[--rate R/s (20000)] [--seconds S (30)] [--value-bytes B (100)] \
+[--delivery-timeout-ms MS (12000)] [--request-timeout-ms MS (8000)] [--max-block-ms MS (5000)] \
+[--fault none|pause|kill (pause; kill with tansu only)] [--fault-at S (8)] [--fault-for S (15)] \
+[--link-delay-ms D (no proxy)] [--set KEY=VALUE]... [--dump FILE]";
 const TOPIC: &str = "outage-probe";
 const TICKS_PER_SECOND: u64 = 100;
 /// The longest the independent reader may take to read the topic back.
 const READER_TIMEOUT: Duration = Duration::from_secs(600);
+/// How many times Kafka's harness may wait for the topic's leaders (60 s each) before the
+/// probe gives up: creating many partitions can be slow.
+const KAFKA_TOPIC_WAITS: usize = 10;
+/// The node id of the single Kafka node.
+const KAFKA_NODE: i32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BrokerKind {
+    Tansu,
+    Kafka,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {
@@ -80,6 +184,7 @@ enum Fault {
 
 #[derive(Debug, Clone)]
 struct Args {
+    broker: BrokerKind,
     partitions: u32,
     rate: u64,
     seconds: u64,
@@ -90,12 +195,17 @@ struct Args {
     fault: Fault,
     fault_at: f64,
     fault_for: f64,
+    /// `Some(D)`: a fault proxy in front of the broker holds every response `D` ms.
+    link_delay_ms: Option<u64>,
+    /// Extra producer properties, after the probe's own (so they override them).
+    set: Vec<(String, String)>,
     dump: Option<String>,
 }
 
 impl Args {
     fn parse() -> Result<Self, String> {
         let mut a = Self {
+            broker: BrokerKind::Tansu,
             partitions: 10_000,
             rate: 20_000,
             seconds: 30,
@@ -106,6 +216,8 @@ impl Args {
             fault: Fault::Pause,
             fault_at: 8.0,
             fault_for: 15.0,
+            link_delay_ms: None,
+            set: Vec::new(),
             dump: None,
         };
         let mut it = std::env::args().skip(1);
@@ -125,6 +237,13 @@ impl Args {
                 "--fault-at" => a.fault_at = float()?,
                 "--fault-for" => a.fault_for = float()?,
                 "--dump" => a.dump = Some(v),
+                "--link-delay-ms" => a.link_delay_ms = Some(int()?),
+                "--set" => {
+                    let (k, val) = v.split_once('=').ok_or_else(bad)?;
+                    a.set.push((k.trim().to_owned(), val.trim().to_owned()));
+                }
+                "--broker" if v == "tansu" => a.broker = BrokerKind::Tansu,
+                "--broker" if v == "kafka" => a.broker = BrokerKind::Kafka,
                 "--fault" if v == "none" => a.fault = Fault::None,
                 "--fault" if v == "pause" => a.fault = Fault::Pause,
                 "--fault" if v == "kill" => a.fault = Fault::Kill,
@@ -137,6 +256,9 @@ impl Args {
         }
         if !(a.fault_at >= 0.0 && a.fault_for >= 0.0) {
             return Err("--fault-at and --fault-for must be non-negative".into());
+        }
+        if a.broker == BrokerKind::Kafka && a.fault == Fault::Kill {
+            return Err("--fault kill is not supported with --broker kafka".into());
         }
         Ok(a)
     }
@@ -384,27 +506,112 @@ fn sleep_until(at: Instant) {
     std::thread::sleep(at.saturating_duration_since(Instant::now()));
 }
 
+/// The broker under test.
+enum Broker {
+    Tansu(Tansu),
+    /// A single Apache Kafka node (KRaft, combined broker and controller).
+    Kafka(Kafka),
+}
+
+impl Broker {
+    /// Starts the broker, advertising `advertised_port` (a proxy's) to clients if given.
+    fn start(kind: BrokerKind, advertised_port: Option<u16>) -> Self {
+        match (kind, advertised_port) {
+            (BrokerKind::Tansu, None) => Self::Tansu(Tansu::start()),
+            (BrokerKind::Tansu, Some(p)) => Self::Tansu(Tansu::start_advertising(p)),
+            (BrokerKind::Kafka, ports) => {
+                let mut opts = KafkaOptions::new(1);
+                if let Some(p) = ports {
+                    opts = opts.advertise(vec![p]);
+                }
+                Self::Kafka(Kafka::start_with(opts))
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Self::Tansu(_) => format!("Tansu {TANSU_VERSION} (memory storage)"),
+            Self::Kafka(k) => format!("Apache Kafka {} (1 node, KRaft)", k.version()),
+        }
+    }
+
+    /// Where a proxy in front of the broker forwards to.
+    fn client_addr(&self) -> std::net::SocketAddr {
+        match self {
+            Self::Tansu(t) => t.addr(),
+            Self::Kafka(k) => k.client_addr(0),
+        }
+    }
+
+    /// Where the independent reader bootstraps: Kafka's unproxied listener; Tansu's own
+    /// port (its metadata may name the proxy, whose rules are cleared before reading).
+    fn reader_bootstrap(&self) -> String {
+        match self {
+            Self::Tansu(t) => t.addr().to_string(),
+            Self::Kafka(k) => k.bootstrap(),
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        match self {
+            Self::Tansu(t) => t.pid(),
+            Self::Kafka(k) => k.pid(KAFKA_NODE).expect("the Kafka node is running"),
+        }
+    }
+
+    /// Creates the topic and waits until every partition has a leader. Kafka's harness waits
+    /// 60 s at a time and panics; the probe waits up to [`KAFKA_TOPIC_WAITS`] times that.
+    fn create_topic(&self, partitions: u32) -> Result<(), String> {
+        let kafka = match self {
+            Self::Tansu(t) => {
+                t.create_topic(TOPIC, partitions);
+                return Ok(());
+            }
+            Self::Kafka(k) => k,
+        };
+        let p = partitions as i32;
+        let created = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            kafka.create_topic(TOPIC, p, 1, None)
+        }));
+        if created.is_ok() {
+            return Ok(());
+        }
+        for _ in 1..KAFKA_TOPIC_WAITS {
+            let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                kafka.wait_topic(TOPIC, p, 1)
+            }));
+            if waited.is_ok() {
+                return Ok(());
+            }
+        }
+        Err(format!(
+            "topic {TOPIC} did not get {partitions} led partitions on Kafka"
+        ))
+    }
+}
+
 /// The fault schedule, on its own thread: the broker's state changes are blocking.
-fn run_fault(mut tansu: Tansu, args: &Args, start: Instant) -> (Tansu, FaultTimes) {
+fn run_fault(mut broker: Broker, args: &Args, start: Instant) -> (Broker, FaultTimes) {
     let (at, until) = args.fault_window();
     let mut t = FaultTimes::default();
     if args.fault == Fault::None {
-        return (tansu, t);
+        return (broker, t);
     }
     sleep_until(start + at);
-    let (pid, pause) = (tansu.pid(), args.fault == Fault::Pause);
+    let (pid, pause) = (broker.pid(), args.fault == Fault::Pause);
     signal(pid, if pause { "-STOP" } else { "-KILL" });
     t.began = Some(start.elapsed());
     sleep_until(start + until);
     if pause {
         signal(pid, "-CONT");
-    } else {
+    } else if let Broker::Tansu(tansu) = &mut broker {
         tansu.restart();
         t.restarted = Some(start.elapsed());
         tansu.create_topic(TOPIC, args.partitions);
     }
     t.ended = Some(start.elapsed());
-    (tansu, t)
+    (broker, t)
 }
 
 fn value(partition: i32, index: usize, bytes: usize) -> Vec<u8> {
@@ -482,11 +689,55 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let tansu = Tansu::start();
-    tansu.create_topic(TOPIC, args.partitions);
-    let brokers = tansu.addr().to_string();
+    // The proxy runs on a runtime of its own, so that the probe's sending does not hold
+    // back the responses it delays.
+    let proxy_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("build the proxy's runtime");
+    let proxy = match args.link_delay_ms {
+        None => None,
+        Some(d) => match proxy_rt.block_on(Proxy::bind()) {
+            Ok(p) => {
+                if d > 0 {
+                    let delay = proxy::Fault::Delay(Duration::from_millis(d));
+                    p.add_rule(Rule::any(delay).forever());
+                }
+                Some(p)
+            }
+            Err(e) => return setup_error(&format!("proxy: {e}")),
+        },
+    };
+    let started = Instant::now();
+    let broker = Broker::start(args.broker, proxy.as_ref().map(Proxy::port));
+    let broker_took = started.elapsed();
+    let started = Instant::now();
+    if let Err(e) = broker.create_topic(args.partitions) {
+        return setup_error(&e);
+    }
+    let topic_took = started.elapsed();
+    if let Some(p) = &proxy {
+        p.set_upstream(broker.client_addr());
+    }
+    let brokers = match &proxy {
+        Some(p) => p.bootstrap(),
+        None => broker.client_addr().to_string(),
+    };
+    let reader_brokers = broker.reader_bootstrap();
     let load = loadavg();
-    println!("outage probe: Tansu {TANSU_VERSION} (memory storage), {args:?}; load {load}");
+    println!(
+        "outage probe: {}, {args:?}; broker up in {}, topic of {} partitions led in {}; \
+         producer bootstrap {brokers}{}; load {load}",
+        broker.describe(),
+        secs(broker_took),
+        args.partitions,
+        secs(topic_took),
+        match args.link_delay_ms {
+            Some(d) => format!(" (fault proxy holding every response {d} ms)"),
+            None => String::new(),
+        }
+    );
     let rt = kprod_tests::e2e::runtime();
     let ms = [
         args.delivery_timeout_ms,
@@ -494,7 +745,7 @@ fn main() -> ExitCode {
         args.max_block_ms,
     ];
     let [dt, rt_ms, mb] = ms.map(|v| v.to_string());
-    let config = config_from_properties(&[
+    let mut props = vec![
         ("bootstrap.servers", brokers.as_str()),
         ("client.id", "outage-probe"),
         ("enable.idempotence", "true"),
@@ -503,7 +754,10 @@ fn main() -> ExitCode {
         ("request.timeout.ms", &rt_ms),
         ("max.block.ms", &mb),
         ("allow.auto.create.topics", "false"),
-    ]);
+    ];
+    props.extend(args.set.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let config = config_from_properties(&props);
+    let log_counts = log_counter::install();
     let _runtime = rt.enter();
     let producer = match config.map(ProducerHandle::connect) {
         Ok(Ok(p)) => p,
@@ -517,11 +771,11 @@ fn main() -> ExitCode {
 
     let start = Instant::now();
     let fault_args = args.clone();
-    let fault = std::thread::spawn(move || run_fault(tansu, &fault_args, start));
+    let fault = std::thread::spawn(move || run_fault(broker, &fault_args, start));
     let capacity = (args.rate * args.seconds) as usize;
     let mut book = Book::new(start, capacity, args.value_bytes);
     let stats = rt.block_on(send_all(&args, &producer, &mut book));
-    let (tansu, times) = fault.join().expect("fault thread");
+    let (broker, times) = fault.join().expect("fault thread");
     let bound = Duration::from_millis(args.delivery_timeout_ms + args.max_block_ms) * 2;
     let flushed = rt.block_on(producer.flush_timeout(bound)).is_ok();
     book.drain();
@@ -532,6 +786,7 @@ fn main() -> ExitCode {
     }
     book.drain();
     report(&args, &book, &stats, &times, flushed, rss_resolved);
+    latency(&args, &book);
     if let Some(path) = &args.dump {
         if let Err(e) = std::fs::write(path, book.dump()) {
             return setup_error(&format!("{path}: {e}"));
@@ -547,9 +802,26 @@ fn main() -> ExitCode {
         m.connections_opened,
         loadavg()
     );
+    // The reader reads undelayed.
+    if let Some(p) = &proxy {
+        p.clear_rules();
+    }
+    let counts = std::mem::take(&mut *log_counts.lock().expect("log counts"));
+    if !counts.is_empty() {
+        println!("kprod-tokio log events (info and above):");
+        for (name, n) in counts {
+            println!("  {n:>9}  {name}");
+        }
+    }
     let read_started = Instant::now();
-    let log = read_topic(&brokers, TOPIC, args.partitions as i32, READER_TIMEOUT);
-    drop(tansu);
+    let log = read_topic(
+        &reader_brokers,
+        TOPIC,
+        args.partitions as i32,
+        READER_TIMEOUT,
+    );
+    drop(broker);
+    drop(proxy);
     let log = match log {
         Ok(l) => l,
         Err(e) => return setup_error(&e),
@@ -657,6 +929,59 @@ fn report(a: &Args, book: &Book, st: &SendStats, times: &FaultTimes, flushed: bo
         mib(st.rss_end),
         mib(rss),
         mib(book.bytes() as u64 / 1024)
+    );
+}
+
+/// The `q` quantile of sorted `d`, in ms (nearest rank).
+fn quantile_ms(d: &[Duration], q: f64) -> f64 {
+    let rank = ((q * d.len() as f64).ceil() as usize).clamp(1, d.len());
+    d[rank - 1].as_secs_f64() * 1e3
+}
+
+/// Prints send-to-acknowledgement latency and the acknowledgement rate.
+fn latency(a: &Args, book: &Book) {
+    let acked: Vec<&Sent> = (book.sent.iter())
+        .filter(|s| matches!(s.outcome, Outcome::Acked(_)))
+        .collect();
+    let sending = Duration::from_secs(a.seconds);
+    // The steady part: from a warm-up (2 s, at most a quarter of the sending) to the end of
+    // sending.
+    let warm = Duration::from_secs(2).min(sending / 4);
+    let line = |what: &str, set: &[&Sent]| {
+        let mut d: Vec<Duration> = set.iter().map(|s| s.done() - s.sent()).collect();
+        if d.is_empty() {
+            println!("latency send -> acknowledgement, {what}: none acknowledged");
+            return;
+        }
+        d.sort_unstable();
+        println!(
+            "latency send -> acknowledgement, {what} ({} records): p50 {:.1} ms, p99 {:.1} ms, \
+             p99.9 {:.1} ms, max {:.1} ms",
+            d.len(),
+            quantile_ms(&d, 0.5),
+            quantile_ms(&d, 0.99),
+            quantile_ms(&d, 0.999),
+            quantile_ms(&d, 1.0)
+        );
+    };
+    line("every acknowledged record", &acked);
+    let steady: Vec<&Sent> = (acked.iter().copied())
+        .filter(|s| s.sent() >= warm && s.sent() < sending)
+        .collect();
+    line(&format!("records sent from t={}", secs(warm)), &steady);
+    let window = sending - warm;
+    let in_window = (acked.iter())
+        .filter(|s| s.done() >= warm && s.done() < sending)
+        .count();
+    let last = acked.iter().map(|s| s.done()).max().unwrap_or_default();
+    println!(
+        "acknowledged records/s from t={} to t={}: {:.0} ({in_window} acknowledgements); all {} \
+         acknowledged by t={}",
+        secs(warm),
+        secs(sending),
+        in_window as f64 / window.as_secs_f64(),
+        acked.len(),
+        secs(last)
     );
 }
 
