@@ -16,7 +16,8 @@
 //! `--fault kill` is refused (exit 2): a restarted Kafka keeps its log, which this probe's
 //! kill audit does not model; `--fault pause` SIGSTOPs the JVM. The time to start the
 //! broker and to get a leader for every partition is printed (with Kafka the probe waits up
-//! to 10 minutes for the leaders).
+//! to 10 minutes for the leaders, and then, before the clock starts, until the broker answers
+//! ListOffsets for every partition: its metadata names leaders before it serves them all).
 //!
 //! `--link-delay-ms D` puts the fault proxy ([`kprod_tests::proxy`], on a runtime of its own)
 //! in front of the broker, with the rule `Rule::any(Fault::Delay(D ms)).forever()`: every
@@ -166,6 +167,8 @@ const READER_TIMEOUT: Duration = Duration::from_secs(600);
 /// How many times Kafka's harness may wait for the topic's leaders (60 s each) before the
 /// probe gives up: creating many partitions can be slow.
 const KAFKA_TOPIC_WAITS: usize = 10;
+/// How long Kafka's harness waits for a topic's leaders at a time.
+const TOPIC_WAIT: Duration = Duration::from_secs(60);
 /// The node id of the single Kafka node.
 const KAFKA_NODE: i32 = 1;
 
@@ -574,21 +577,54 @@ impl Broker {
         let created = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             kafka.create_topic(TOPIC, p, 1, None)
         }));
-        if created.is_ok() {
-            return Ok(());
-        }
+        let deadline = Instant::now() + TOPIC_WAIT * KAFKA_TOPIC_WAITS as u32;
+        let mut led = created.is_ok();
         for _ in 1..KAFKA_TOPIC_WAITS {
-            let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                kafka.wait_topic(TOPIC, p, 1)
-            }));
-            if waited.is_ok() {
-                return Ok(());
+            if led {
+                break;
             }
+            led = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                kafka.wait_topic(TOPIC, p, 1)
+            }))
+            .is_ok();
         }
-        Err(format!(
-            "topic {TOPIC} did not get {partitions} led partitions on Kafka"
-        ))
+        if !led {
+            return Err(format!(
+                "topic {TOPIC} did not get {partitions} led partitions on Kafka"
+            ));
+        }
+        serving(&kafka.bootstrap(), partitions, deadline)
     }
+}
+
+/// Waits until the broker answers ListOffsets for every partition of the topic without an
+/// error (writing nothing). Kafka's metadata names a leader for every partition before the
+/// broker has made itself leader of each: a Produce to one it has not yet reached gets
+/// NOT_LEADER_OR_FOLLOWER, so the clock would start on a broker still creating partitions.
+fn serving(bootstrap: &str, partitions: u32, deadline: Instant) -> Result<(), String> {
+    use rdkafka::config::ClientConfig;
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "outage-probe-ready")
+        .create()
+        .map_err(|e| format!("readiness consumer: {e}"))?;
+    let (started, mut errors) = (Instant::now(), 0u64);
+    for p in 0..partitions as i32 {
+        while let Err(e) = consumer.fetch_watermarks(TOPIC, p, Duration::from_secs(5)) {
+            errors += 1;
+            if Instant::now() >= deadline {
+                return Err(format!("partition {p} still not served: {e}"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    println!(
+        "every partition answered ListOffsets {} after its leader was in the metadata \
+         ({errors} errors before)",
+        secs(started.elapsed())
+    );
+    Ok(())
 }
 
 /// The fault schedule, on its own thread: the broker's state changes are blocking.
