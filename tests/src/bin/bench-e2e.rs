@@ -8,6 +8,7 @@
 //!     [--partitions P] [--size BYTES] [--linger-ms MS] [--batch-size BYTES]
 //!     [--clients kprod,kprod-many,rdkafka,java,rdkafka-future] [--only CLIENT] [--keyless]
 //!     [--wire-stats] [--rdkafka-queue-kbytes KIB] [--same-topic]
+//!     [--kprod-set KEY=VALUE]... [--keep-going]
 //! ```
 //!
 //! Every round, each client sends the same N messages of `--size` bytes (a distinct 8-byte
@@ -43,6 +44,14 @@
 //! - `kprod-many`: the same, but the records go in chunks of 1,024 through
 //!   `ProducerHandle::enqueue_many` (one hand-off to the driver task per chunk instead of one
 //!   per record). Not run unless asked for.
+//! - `kprod-nocap`: `kprod` with `kprod.max.batches.per.request=1000000`, i.e. without kprod's
+//!   cap on the batches (partitions) in one Produce request (by default `max.request.size /
+//!   batch.size`, 64): only `max.request.size` bounds a request, as in the Java producer. Not
+//!   run unless asked for.
+//!
+//! `--kprod-set KEY=VALUE` (repeatable) adds a producer property (see
+//! `kprod_tokio::config_from_properties`) to every kprod client (`kprod`, `kprod-many`,
+//! `kprod-nocap`; for `kprod-nocap` its own setting comes last and wins), not to the others.
 //! - `rdkafka`: a `ThreadedProducer` whose delivery callback counts the results in atomics;
 //!   the crate's polling thread serves the callbacks, and the sending thread (the main
 //!   thread; the tokio runtime exists but idles) only sends: on `QueueFull` it parks until
@@ -118,6 +127,7 @@ usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--roun
                  [--warmup-rounds W] [--partitions P] [--size BYTES] [--linger-ms MS]
                  [--batch-size BYTES] [--clients LIST] [--only CLIENT] [--keyless]
                  [--wire-stats] [--rdkafka-queue-kbytes KIB] [--same-topic]
+                 [--kprod-set KEY=VALUE]... [--keep-going]
 
   --broker      tansu (one Tansu, in-memory) or kafka (Apache Kafka 4.4.0, KRaft)
                 (default tansu)
@@ -130,8 +140,9 @@ usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--roun
   --size        message value size in bytes, at least 8 (default 100)
   --linger-ms   linger.ms for every client (default 5)
   --batch-size  batch.size for every client (default 16384)
-  --clients     comma-separated: kprod, kprod-many, rdkafka, java, rdkafka-future
-                (default kprod,rdkafka)
+  --clients     comma-separated: kprod, kprod-many, kprod-nocap, rdkafka, java,
+                rdkafka-future (default kprod,rdkafka); kprod-nocap is kprod with
+                kprod.max.batches.per.request=1000000 (no cap on batches per request)
   --only        one client only (for profiling), same as --clients CLIENT
   --keyless     let each client's partitioner choose (default: message i to partition i mod P)
   --rdkafka-queue-kbytes
@@ -143,7 +154,16 @@ usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--roun
   --same-topic  each client writes every round to one topic of its own (warmed by the
                 warm-up rounds) instead of a fresh one per round: on Kafka the first
                 appends to a new partition's log are costly, which at hundreds of
-                partitions is most of a round";
+                partitions is most of a round
+  --kprod-set   KEY=VALUE: a producer property for the kprod clients only (kprod,
+                kprod-many, kprod-nocap), e.g. kprod.max.batches.per.request=1000000;
+                repeatable, applied after the bench's own (bootstrap, client.id, linger.ms,
+                batch.size)
+  --keep-going  a failed run is reported and left out instead of ending the bench (the
+                exit status is still 1)";
+
+/// The `kprod-nocap` client's setting: no cap on batches per Produce request.
+const KPROD_NOCAP: (&str, &str) = ("kprod.max.batches.per.request", "1000000");
 
 /// Records per `enqueue_many` call of the `kprod-many` client.
 const KPROD_MANY_CHUNK: usize = 1024;
@@ -156,6 +176,8 @@ enum Client {
     Kprod,
     /// kprod with `ProducerHandle::enqueue_many`, [`KPROD_MANY_CHUNK`] records per call.
     KprodMany,
+    /// kprod with [`KPROD_NOCAP`].
+    KprodNocap,
     Rdkafka,
     RdkafkaFuture,
     Java,
@@ -166,6 +188,7 @@ impl Client {
         match self {
             Self::Kprod => "kprod",
             Self::KprodMany => "kprod-many",
+            Self::KprodNocap => "kprod-nocap",
             Self::Rdkafka => "rdkafka",
             Self::RdkafkaFuture => "rdkafka-future",
             Self::Java => "java",
@@ -176,6 +199,7 @@ impl Client {
         match s.trim() {
             "kprod" => Some(Self::Kprod),
             "kprod-many" => Some(Self::KprodMany),
+            "kprod-nocap" => Some(Self::KprodNocap),
             "rdkafka" => Some(Self::Rdkafka),
             "rdkafka-future" => Some(Self::RdkafkaFuture),
             "java" => Some(Self::Java),
@@ -206,6 +230,9 @@ struct Args {
     wire_stats: bool,
     rdkafka_queue_kbytes: u32,
     same_topic: bool,
+    /// `--kprod-set`: extra producer properties for the kprod clients.
+    kprod_set: Vec<(String, String)>,
+    keep_going: bool,
 }
 
 impl Args {
@@ -226,6 +253,8 @@ impl Args {
             // kprod's default `buffer.memory` (32 MiB).
             rdkafka_queue_kbytes: 32 * 1024,
             same_topic: false,
+            kprod_set: Vec::new(),
+            keep_going: false,
         };
         let mut warmup_rounds = None;
         let mut it = std::env::args().skip(1);
@@ -243,6 +272,10 @@ impl Args {
             }
             if flag == "--same-topic" {
                 a.same_topic = true;
+                continue;
+            }
+            if flag == "--keep-going" {
+                a.keep_going = true;
                 continue;
             }
             let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -275,6 +308,13 @@ impl Args {
                 "--size" => a.size = value.parse().map_err(|_| bad("an integer >= 8"))?,
                 "--linger-ms" => a.linger_ms = value.parse().map_err(|_| bad("milliseconds"))?,
                 "--batch-size" => a.batch_size = value.parse().map_err(|_| bad("bytes"))?,
+                "--kprod-set" => {
+                    let (k, v) = value
+                        .split_once('=')
+                        .filter(|(k, _)| !k.trim().is_empty())
+                        .ok_or_else(|| bad("KEY=VALUE"))?;
+                    a.kprod_set.push((k.trim().to_owned(), v.trim().to_owned()));
+                }
                 "--rdkafka-queue-kbytes" => {
                     a.rdkafka_queue_kbytes = value.parse().map_err(|_| bad("KiB"))?;
                 }
@@ -283,7 +323,9 @@ impl Args {
                         .split(',')
                         .map(|s| {
                             Client::parse(s)
-                                .ok_or_else(|| bad("kprod, rdkafka, java or rdkafka-future"))
+                                .ok_or_else(|| {
+                                    bad("kprod, kprod-many, kprod-nocap, rdkafka, java or rdkafka-future")
+                                })
                         })
                         .collect::<Result<Vec<_>, _>>()?;
                     if flag == "--only" && list.len() != 1 {
@@ -787,16 +829,19 @@ async fn run_kprod(
     topic: String,
     meter: Meter,
     chunk: usize,
+    extra: &[(&str, &str)],
 ) -> Result<Measured, String> {
     let linger = args.linger_ms.to_string();
     let batch = args.batch_size.to_string();
-    let config = config_from_properties(&[
+    let mut props = vec![
         ("bootstrap.servers", bootstrap.as_str()),
         ("client.id", "bench-kprod"),
         ("linger.ms", linger.as_str()),
         ("batch.size", batch.as_str()),
-    ])
-    .map_err(|e| format!("kprod config: {e}"))?;
+    ];
+    props.extend(args.kprod_set.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    props.extend_from_slice(extra);
+    let config = config_from_properties(&props).map_err(|e| format!("kprod config: {e}"))?;
     let producer = ProducerHandle::connect(config).map_err(|e| format!("kprod: {e}"))?;
     let mut buf = payload(args.size);
 
@@ -1365,8 +1410,13 @@ fn run_one(
         meter.clone(),
     );
     let task = match client {
-        Client::Kprod => rt.spawn(run_kprod(args2, b, t, m, 1)),
-        Client::KprodMany => rt.spawn(run_kprod(args2, b, t, m, KPROD_MANY_CHUNK)),
+        Client::Kprod => rt.spawn(async move { run_kprod(args2, b, t, m, 1, &[]).await }),
+        Client::KprodMany => {
+            rt.spawn(async move { run_kprod(args2, b, t, m, KPROD_MANY_CHUNK, &[]).await })
+        }
+        Client::KprodNocap => {
+            rt.spawn(async move { run_kprod(args2, b, t, m, 1, &[KPROD_NOCAP]).await })
+        }
         Client::RdkafkaFuture => rt.spawn(run_rdkafka_future(args2, b, t, m)),
         Client::Rdkafka => return run_rdkafka(args, bootstrap, topic, meter),
         Client::Java => {
@@ -1515,6 +1565,9 @@ fn report(args: &Args, runs: &[Run]) -> String {
         (Client::KprodMany, Client::Kprod),
         (Client::Java, Client::Rdkafka),
         (Client::Kprod, Client::RdkafkaFuture),
+        (Client::KprodNocap, Client::Kprod),
+        (Client::KprodNocap, Client::Rdkafka),
+        (Client::KprodNocap, Client::Java),
     ];
     let mut ratios = Vec::new();
     for (a, b) in pairs {
@@ -1597,7 +1650,8 @@ fn thousands(x: f64) -> String {
 }
 
 /// Runs every client once, in `order`, each to its own topic; prints a line per run. `round`
-/// 0 is a warm-up round (`label` says which).
+/// 0 is a warm-up round (`label` says which). With `--keep-going` a failed run is printed,
+/// counted in `failed` and left out; otherwise it ends the round with an error.
 #[allow(clippy::too_many_arguments)]
 fn run_round(
     rt: &tokio::runtime::Runtime,
@@ -1608,11 +1662,19 @@ fn run_round(
     bootstrap: &str,
     meter: &Meter,
     java: &mut Option<JavaBench>,
+    failed: &mut u32,
 ) -> Result<Vec<(Client, Measured)>, String> {
     let mut out = Vec::new();
     for &c in order {
-        let m = run_one(rt, args, c, bootstrap, &topic(c), meter, java.as_mut())
-            .map_err(|e| format!("{label}, {}: FAILED: {e}", c.name()))?;
+        let m = match run_one(rt, args, c, bootstrap, &topic(c), meter, java.as_mut()) {
+            Ok(m) => m,
+            Err(e) if args.keep_going => {
+                *failed += 1;
+                println!("{label} {:<15} FAILED (left out): {e}", c.name());
+                continue;
+            }
+            Err(e) => return Err(format!("{label}, {}: FAILED: {e}", c.name())),
+        };
         let n = args.messages as f64;
         println!(
             "{label} {:<15} {:>8.3} s {:>10.0} msgs/s {:>8.3} CPU µs/msg",
@@ -1753,6 +1815,7 @@ fn main() -> ExitCode {
     });
 
     let mut runs = Vec::new();
+    let mut failed = 0;
     for round in first..=i64::from(args.rounds) {
         // Alternate the order: rotate the client list by the round number.
         let k = args.clients.len() as i64;
@@ -1765,7 +1828,18 @@ fn main() -> ExitCode {
             format!("warm-up {}", round - first + 1)
         };
         let t = |c| topic(round, c);
-        match run_round(&rt, &args, &order, &label, t, &bootstrap, &meter, &mut java) {
+        let r = run_round(
+            &rt,
+            &args,
+            &order,
+            &label,
+            t,
+            &bootstrap,
+            &meter,
+            &mut java,
+            &mut failed,
+        );
+        match r {
             Ok(done) if round > 0 => {
                 runs.extend(done.into_iter().map(|(client, m)| Run {
                     round: round as u32,
@@ -1798,5 +1872,9 @@ fn main() -> ExitCode {
         }
     }
     drop(broker);
+    if failed > 0 {
+        eprintln!("bench-e2e: {failed} run(s) failed and were left out (--keep-going)");
+        return ExitCode::from(1);
+    }
     ExitCode::SUCCESS
 }
