@@ -8,7 +8,7 @@
 //!     [--partitions P] [--size BYTES] [--linger-ms MS] [--batch-size BYTES]
 //!     [--clients kprod,kprod-many,rdkafka,java,rdkafka-future] [--only CLIENT] [--keyless]
 //!     [--wire-stats] [--rdkafka-queue-kbytes KIB] [--same-topic]
-//!     [--kprod-set KEY=VALUE]... [--keep-going]
+//!     [--kprod-set KEY=VALUE]... [--keep-going] [--rolling-topics]
 //! ```
 //!
 //! Every round, each client sends the same N messages of `--size` bytes (a distinct 8-byte
@@ -127,7 +127,7 @@ usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--roun
                  [--warmup-rounds W] [--partitions P] [--size BYTES] [--linger-ms MS]
                  [--batch-size BYTES] [--clients LIST] [--only CLIENT] [--keyless]
                  [--wire-stats] [--rdkafka-queue-kbytes KIB] [--same-topic]
-                 [--kprod-set KEY=VALUE]... [--keep-going]
+                 [--kprod-set KEY=VALUE]... [--keep-going] [--rolling-topics]
 
   --broker      tansu (one Tansu, in-memory) or kafka (Apache Kafka 4.4.0, KRaft)
                 (default tansu)
@@ -160,7 +160,13 @@ usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--roun
                 repeatable, applied after the bench's own (bootstrap, client.id, linger.ms,
                 batch.size)
   --keep-going  a failed run is reported and left out instead of ending the bench (the
-                exit status is still 1)";
+                exit status is still 1)
+  --rolling-topics
+                (Kafka, without --same-topic) create each round's fresh topics just before
+                the round and delete them after it, instead of every round's up front: the
+                broker then holds one round's partitions at a time (clients x P), not
+                (rounds + warm-up rounds) x clients x P, which at thousands of partitions
+                exhausts its open files and heap";
 
 /// The `kprod-nocap` client's setting: no cap on batches per Produce request.
 const KPROD_NOCAP: (&str, &str) = ("kprod.max.batches.per.request", "1000000");
@@ -233,6 +239,7 @@ struct Args {
     /// `--kprod-set`: extra producer properties for the kprod clients.
     kprod_set: Vec<(String, String)>,
     keep_going: bool,
+    rolling_topics: bool,
 }
 
 impl Args {
@@ -255,6 +262,7 @@ impl Args {
             same_topic: false,
             kprod_set: Vec::new(),
             keep_going: false,
+            rolling_topics: false,
         };
         let mut warmup_rounds = None;
         let mut it = std::env::args().skip(1);
@@ -276,6 +284,10 @@ impl Args {
             }
             if flag == "--keep-going" {
                 a.keep_going = true;
+                continue;
+            }
+            if flag == "--rolling-topics" {
+                a.rolling_topics = true;
                 continue;
             }
             let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -348,6 +360,9 @@ impl Args {
             if a.clients[..i].contains(c) {
                 return Err(format!("client {} given twice", c.name()));
             }
+        }
+        if a.rolling_topics && (a.broker != BrokerKind::Kafka || a.same_topic) {
+            return Err("--rolling-topics needs --broker kafka and no --same-topic".into());
         }
         if a.kafka_nodes != 1 && a.broker != BrokerKind::Kafka {
             return Err("--kafka-nodes needs --broker kafka".into());
@@ -1338,6 +1353,14 @@ impl Broker {
             Self::Kafka(k) => k.create_topic(name, partitions as i32, k.len() as i32, None),
         }
     }
+
+    /// Deletes a topic (Kafka only; used by `--rolling-topics`).
+    fn delete_topic(&self, name: &str) {
+        match self {
+            Self::Tansu(_) => {}
+            Self::Kafka(k) => k.delete_topic(name),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1797,7 +1820,7 @@ fn main() -> ExitCode {
         }
     };
     let first = 1 - i64::from(args.warmup_rounds);
-    let created = if args.same_topic {
+    let created = if args.same_topic || args.rolling_topics {
         first..=first
     } else {
         first..=i64::from(args.rounds)
@@ -1827,6 +1850,11 @@ fn main() -> ExitCode {
         } else {
             format!("warm-up {}", round - first + 1)
         };
+        if args.rolling_topics && round > first {
+            for &c in &args.clients {
+                broker.create_topic(&topic(round, c), args.partitions);
+            }
+        }
         let t = |c| topic(round, c);
         let r = run_round(
             &rt,
@@ -1839,6 +1867,11 @@ fn main() -> ExitCode {
             &mut java,
             &mut failed,
         );
+        if args.rolling_topics {
+            for &c in &args.clients {
+                broker.delete_topic(&topic(round, c));
+            }
+        }
         match r {
             Ok(done) if round > 0 => {
                 runs.extend(done.into_iter().map(|(client, m)| Run {
