@@ -166,7 +166,9 @@ usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--roun
                 the round and delete them after it, instead of every round's up front: the
                 broker then holds one round's partitions at a time (clients x P), not
                 (rounds + warm-up rounds) x clients x P, which at thousands of partitions
-                exhausts its open files and heap";
+                exhausts its open files. After the deletion the bench waits (up to 150 s)
+                until the broker has removed the deleted logs (file.delete.delay.ms, 60 s
+                by default), which keep their files open until then";
 
 /// The `kprod-nocap` client's setting: no cap on batches per Produce request.
 const KPROD_NOCAP: (&str, &str) = ("kprod.max.batches.per.request", "1000000");
@@ -1361,6 +1363,35 @@ impl Broker {
             Self::Kafka(k) => k.delete_topic(name),
         }
     }
+
+    /// Waits (at most `limit`) until no node's log directory holds a deleted partition log
+    /// (`*-delete`) any more; returns how long it waited and how many remain.
+    fn wait_deleted_logs(&self, limit: Duration) -> (Duration, usize) {
+        let Self::Kafka(k) = self else {
+            return (Duration::ZERO, 0);
+        };
+        let count = || {
+            let Ok(nodes) = std::fs::read_dir(k.dir()) else {
+                return 0;
+            };
+            nodes
+                .flatten()
+                .filter_map(|n| std::fs::read_dir(n.path().join("data")).ok())
+                .flat_map(|d| d.flatten())
+                .filter(|e| e.file_name().to_string_lossy().ends_with("-delete"))
+                .count()
+        };
+        let t0 = Instant::now();
+        // The broker renames the logs when it applies the deletion: give it a moment.
+        std::thread::sleep(Duration::from_secs(2));
+        loop {
+            let left = count();
+            if left == 0 || t0.elapsed() >= limit {
+                return (t0.elapsed(), left);
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1871,6 +1902,12 @@ fn main() -> ExitCode {
             for &c in &args.clients {
                 broker.delete_topic(&topic(round, c));
             }
+            let (waited, left) = broker.wait_deleted_logs(Duration::from_secs(150));
+            println!(
+                "(--rolling-topics: the round's topics deleted; waited {:.0} s for the broker to \
+                 remove their logs, {left} left)",
+                waited.as_secs_f64()
+            );
         }
         match r {
             Ok(done) if round > 0 => {
