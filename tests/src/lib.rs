@@ -22,6 +22,7 @@ pub mod fuzz;
 pub mod javaref;
 pub mod kafka;
 pub mod ledger;
+pub mod log_counter;
 pub mod proxy;
 pub mod reader;
 pub mod seed;
