@@ -50,10 +50,6 @@ pub(crate) struct Batch {
     /// Bytes charged against `buffer.memory`.
     pub(crate) size: usize,
     pub(crate) created: Instant,
-    /// While the batch is open, the records accepted before this instant may join it: its
-    /// creation plus half `delivery.timeout.ms` (`None`: no limit, also when that instant
-    /// cannot be represented). Set by the producer when it opens the batch.
-    pub(crate) join_until: Option<Instant>,
     pub(crate) state: BatchState,
     /// Some attempt's outcome is unknown: the batch may be in the log (P10).
     pub(crate) maybe_persisted: bool,
@@ -116,7 +112,6 @@ impl Batch {
             seq: None,
             size: 0,
             created: now,
-            join_until: None,
             state: BatchState::Open,
             maybe_persisted: false,
             overtaken: false,

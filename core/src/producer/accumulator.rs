@@ -206,16 +206,16 @@ pub(super) struct Placement {
 
 /// Partition `p`'s open batch, its builder, and the body length of a record of `payload`
 /// ([`record_payload_len`]) in it, if it has room for the record (Kafka's `hasRoomFor`) and
-/// a record accepted at `since` may still join it ([`Batch::join_until`]).
+/// was created after `opened_after`.
 fn open_room(
     p: &Partition,
     timestamp: i64,
     payload: usize,
     batch_size: usize,
-    since: Instant,
+    opened_after: Option<Instant>,
 ) -> Option<(&Batch, &RecordBatchBuilder, usize)> {
     let b = (p.batches.back())
-        .filter(|b| b.state == BatchState::Open && b.join_until.is_none_or(|t| since < t))?;
+        .filter(|b| b.state == BatchState::Open && opened_after.is_none_or(|t| b.created > t))?;
     let bb = b.builder.as_ref()?;
     let len = bb.body_len_with(timestamp, payload);
     bb.has_room_for(varint_len(len as i32) + len, batch_size)
@@ -621,8 +621,16 @@ impl Producer {
     fn place(&self, ti: usize, record: &Record, payload: usize, since: Instant) -> Placement {
         let part = self.choose_partition(ti, record);
         let partition = self.topics[ti].partitions.get(part as usize);
-        let open = partition
-            .and_then(|p| open_room(p, record.timestamp, payload, self.cfg.batch_fill(), since));
+        let opened_after = since.checked_sub(self.cfg.delivery_timeout / 2);
+        let open = partition.and_then(|p| {
+            open_room(
+                p,
+                record.timestamp,
+                payload,
+                self.cfg.batch_fill(),
+                opened_after,
+            )
+        });
         match open {
             // Into the open batch: only what it grows the batch's charge by, nothing while
             // the batch stays within its room.
@@ -761,8 +769,6 @@ impl Producer {
             // A record that waited for metadata opens a batch as old as itself: its delivery
             // timeout counts from its acceptance.
             let mut batch = Batch::with_buffers(*next_batch, since, buf, list);
-            // Worked out once per batch: `place` compares each record's acceptance with it.
-            batch.join_until = since.checked_add(self.cfg.delivery_timeout / 2);
             batch.reserve = reserve;
             if let Some(bb) = batch.builder.as_mut() {
                 bb.set_compression(t.compression, t.ratio);

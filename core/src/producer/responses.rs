@@ -547,9 +547,6 @@ impl Producer {
                 seq: Some((identity, seq)),
                 size: 0,
                 created: old.created,
-                // Never open, so never joined; kept as the batch's so that it stays a
-                // function of `created` (equal producers stay equal).
-                join_until: old.join_until,
                 state: BatchState::Retry { at: self.now },
                 maybe_persisted: false,
                 overtaken: old.overtaken,
