@@ -161,7 +161,7 @@ impl Producer {
         self.next_conn += 1;
         self.conns.insert(
             conn,
-            Conn {
+            Box::new(Conn {
                 target,
                 addr: addr.clone(),
                 state: ConnState::Connecting,
@@ -173,7 +173,7 @@ impl Producer {
                 throttled_until: None,
                 unacknowledged: None,
                 last_active: self.cfg.connections_max_idle.map(|_| self.now),
-            },
+            }),
         );
         if let Target::Node(n) = target {
             self.node_conns.insert(n, conn);

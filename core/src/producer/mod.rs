@@ -85,7 +85,7 @@ use requests::RequestKind;
 /// `acks=0` a record ends as `Sent` (handed to the driver, never acknowledged).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Producer {
-    cfg: ProducerConfig,
+    cfg: Arc<ProducerConfig>,
     now: Instant,
     out: VecDeque<Output>,
     dirty: bool,
@@ -93,7 +93,7 @@ pub struct Producer {
     next_correlation: i32,
     next_record: u64,
     next_batch: u64,
-    conns: BTreeMap<ConnId, Conn>,
+    conns: BTreeMap<ConnId, Box<Conn>>,
     node_conns: BTreeMap<i32, ConnId>,
     brokers: BTreeMap<i32, Arc<str>>,
     bootstrap_next: usize,
@@ -228,7 +228,7 @@ impl Producer {
             request_pool: Derived(requests::RequestPool::default()),
             batch_pool: Derived(pool::BatchPool::default()),
             wakes: Derived(0),
-            cfg: config.with_durations_capped(),
+            cfg: Arc::new(config.with_durations_capped()),
         })
     }
 
