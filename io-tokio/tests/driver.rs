@@ -1896,7 +1896,7 @@ fn add_partition(broker: &FakeBroker, topic: &str, p: i32) {
     log.log.clear();
     log.producers.clear();
     log.inject.clear();
-    c.partitions.insert((topic.to_owned(), p), log);
+    c.partitions.insert((topic.to_owned(), p), Box::new(log));
 }
 
 /// A record for a partition beyond the known count is refused at once, and the refusal asks

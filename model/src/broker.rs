@@ -11,6 +11,7 @@
 //! (§A.3), selected by [`BrokerMode`].
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use kprod_core::protocol::api_versions::{ApiVersion, ApiVersionsRequest, ApiVersionsResponse};
@@ -126,7 +127,7 @@ pub struct PartitionLog {
     /// Log start offset.
     pub log_start: i64,
     /// Idempotence state per producer id.
-    pub producers: BTreeMap<i64, ProducerEntry>,
+    pub producers: BTreeMap<i64, Box<ProducerEntry>>,
     /// Errors to answer to the next Produce requests, in order.
     pub inject: VecDeque<Injection>,
 }
@@ -171,9 +172,9 @@ pub struct Cluster {
     /// Rules to apply.
     pub mode: BrokerMode,
     /// Node ids with their `host:port`.
-    pub nodes: BTreeMap<i32, (String, i32)>,
+    pub nodes: Arc<BTreeMap<i32, (String, i32)>>,
     /// Partitions by (topic, index).
-    pub partitions: BTreeMap<(String, i32), PartitionLog>,
+    pub partitions: BTreeMap<(String, i32), Box<PartitionLog>>,
     /// Largest sequence before wrapping to 0.
     pub max_sequence: i32,
     /// Next producer id to hand out.
@@ -205,11 +206,13 @@ impl Cluster {
     pub fn new(mode: BrokerMode, addrs: &[&str]) -> Self {
         Self {
             mode,
-            nodes: addrs
-                .iter()
-                .enumerate()
-                .map(|(i, a)| (i as i32 + 1, split_addr(a)))
-                .collect(),
+            nodes: Arc::new(
+                addrs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| (i as i32 + 1, split_addr(a)))
+                    .collect(),
+            ),
             partitions: BTreeMap::new(),
             max_sequence: i32::MAX,
             next_producer_id: 1000,
@@ -234,7 +237,7 @@ impl Cluster {
     pub fn create_topic(&mut self, name: &str, partitions: i32, leader: i32) {
         for p in 0..partitions {
             self.partitions
-                .insert((name.to_owned(), p), PartitionLog::new(leader));
+                .insert((name.to_owned(), p), Box::new(PartitionLog::new(leader)));
         }
     }
 
@@ -638,9 +641,11 @@ impl Cluster {
         }
         // R5: append.
         let base_offset = append_records(&mut part.log, &batch, modulus);
-        let e = part.producers.entry(pid).or_insert(ProducerEntry {
-            epoch,
-            batches: VecDeque::new(),
+        let e = part.producers.entry(pid).or_insert_with(|| {
+            Box::new(ProducerEntry {
+                epoch,
+                batches: VecDeque::new(),
+            })
         });
         if e.epoch != epoch {
             e.epoch = epoch;

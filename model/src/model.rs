@@ -304,7 +304,7 @@ pub struct State {
     /// The brokers.
     pub cluster: Cluster,
     /// Open connections.
-    pub links: BTreeMap<ConnId, Link>,
+    pub links: BTreeMap<ConnId, Box<Link>>,
     /// Connections the producer asked for that are not yet established.
     pub connecting: BTreeMap<ConnId, i32>,
     /// Virtual time since the model's start, in milliseconds.
@@ -557,11 +557,11 @@ impl KafkaModel {
                     } else {
                         s.links.insert(
                             conn,
-                            Link {
+                            Box::new(Link {
                                 node,
                                 to_broker: VecDeque::new(),
                                 to_client: VecDeque::new(),
-                            },
+                            }),
                         );
                         let now = self.now(s);
                         s.producer.handle_connected(now, conn);
@@ -1249,11 +1249,11 @@ impl Model for KafkaModel {
                 let node = s.connecting.remove(&c)?;
                 s.links.insert(
                     c,
-                    Link {
+                    Box::new(Link {
                         node,
                         to_broker: VecDeque::new(),
                         to_client: VecDeque::new(),
-                    },
+                    }),
                 );
                 let now = self.now(&s);
                 s.producer.handle_connected(now, c);

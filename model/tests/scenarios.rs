@@ -364,10 +364,10 @@ fn broker_accepts_and_deduplicates_a_batch_wrapping_at_i32_max() {
     let pid = 77;
     c.partition_mut(T, 0).producers.insert(
         pid,
-        ProducerEntry {
+        Box::new(ProducerEntry {
             epoch: 0,
             batches: [(i32::MAX - 4, i32::MAX - 2, 0)].into_iter().collect(),
-        },
+        }),
     );
     // MAX-1, MAX, 0 follow MAX-2; then 1.
     assert_eq!(
@@ -409,7 +409,13 @@ fn broker_model_handles_laps_of_a_small_sequence_space() {
     c.max_sequence = 7;
     c.partition_mut(T, 0).producers.insert(
         5,
-        entry(&[(0, 1, 0), (2, 3, 2), (4, 5, 4), (6, 7, 6), (0, 1, 8)]),
+        Box::new(entry(&[
+            (0, 1, 0),
+            (2, 3, 2),
+            (4, 5, 4),
+            (6, 7, 6),
+            (0, 1, 8),
+        ])),
     );
     // Continues from (0,1): new data, not an overlap with (2,3) of the last lap.
     assert_eq!(produce_raw(&mut c, 5, 0, 2, 2), (ErrorCode::None, 0));
@@ -419,7 +425,7 @@ fn broker_model_handles_laps_of_a_small_sequence_space() {
     c.max_sequence = 7;
     c.partition_mut(T, 0)
         .producers
-        .insert(5, entry(&[(2, 3, 0), (4, 5, 2)]));
+        .insert(5, Box::new(entry(&[(2, 3, 0), (4, 5, 2)])));
     assert_eq!(
         produce_raw(&mut c, 5, 0, 0, 1).0,
         ErrorCode::OutOfOrderSequenceNumber
