@@ -12,7 +12,8 @@ fn usage() -> ! {
          [--partitions N] [--records N] [--inflight N] [--nodes N] [--max-seq N] [--max-epoch N] \
          [--disconnects N] [--timeouts N] [--leader-changes N] [--restarts N] [--expiries N] \
          [--injections N] [--flaps N] [--metadata-age MS] [--connect-failures N] [--max-transmits N] \
-         [--mutation none|kafkajs|kafka-12152|d10|d12] [--seed N] [--seconds N] [--addr HOST:PORT] [--path FILE]"
+         [--mutation none|kafkajs|kafka-12152|d10|d12] [--seed N] [--seconds N] [--addr HOST:PORT] [--path FILE] \
+         [--search bfs|dfs] (check: bfs finds the shortest violation, dfs needs little memory)"
     );
     std::process::exit(2)
 }
@@ -25,6 +26,7 @@ fn main() {
     let mut seconds = 30u64;
     let mut addr = "127.0.0.1:3000".to_owned();
     let mut path = String::new();
+    let mut depth_first = false;
     while let Some(flag) = args.next() {
         let val = args.next().unwrap_or_else(|| usage());
         let num = || val.parse::<u64>().unwrap_or_else(|_| usage());
@@ -75,6 +77,13 @@ fn main() {
             "--seconds" => seconds = num(),
             "--addr" => addr = val.clone(),
             "--path" => path = val.clone(),
+            "--search" => {
+                depth_first = match val.as_str() {
+                    "bfs" => false,
+                    "dfs" => true,
+                    _ => usage(),
+                }
+            }
             _ => usage(),
         }
     }
@@ -85,8 +94,13 @@ fn main() {
     match cmd.as_str() {
         "check" => {
             let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-            let checker = model.checker().threads(threads).spawn_bfs().join();
-            report(&checker, &names, start);
+            if depth_first {
+                let checker = model.checker().threads(threads).spawn_dfs().join();
+                report(&checker, &names, start);
+            } else {
+                let checker = model.checker().threads(threads).spawn_bfs().join();
+                report(&checker, &names, start);
+            }
         }
         "simulate" => {
             let checker = model
