@@ -680,10 +680,15 @@ fn append_records(log: &mut Vec<StoredRecord>, batch: &RecordBatch, modulus: i64
 }
 
 /// The answer to an appended batch: success at `base_offset`, or the error an injection
-/// asked for after the append.
+/// asked for after the append. Kafka's errors after the append come from `DelayedProduce`,
+/// which sets the error on the partition's answer and keeps the base offset the append
+/// gave it: the answer carries both, and a client that reads the offset before the code
+/// would take the batch as delivered. UNKNOWN_SERVER_ERROR comes from an exception, whose
+/// answer has no offset.
 fn answer(injected: Option<Injection>, base_offset: i64, log_start: i64) -> (ErrorCode, i64, i64) {
     match injected {
-        Some(inj) => (inj.code, -1, log_start),
+        Some(inj) if inj.code == ErrorCode::UnknownServerError => (inj.code, -1, log_start),
+        Some(inj) => (inj.code, base_offset, log_start),
         None => (ErrorCode::None, base_offset, log_start),
     }
 }

@@ -69,6 +69,10 @@ pub enum Inject {
     /// leadership moved while it waited for its followers (`DelayedProduce`): retriable,
     /// written (a follower holds it and becomes the leader; here the leader keeps it).
     NotLeaderAfterAppend,
+    /// KAFKA_STORAGE_ERROR after the append: the leader's log directory failed while the
+    /// batch waited for its followers; retriable, written (as NOT_LEADER_OR_FOLLOWER after
+    /// the append, the leader keeps it here).
+    StorageErrorAfterAppend,
 }
 
 impl Inject {
@@ -82,6 +86,7 @@ impl Inject {
             Self::UnknownServerErrorAfterAppend => (ErrorCode::UnknownServerError, true),
             Self::NotEnoughReplicasAfterAppend => (ErrorCode::NotEnoughReplicasAfterAppend, true),
             Self::NotLeaderAfterAppend => (ErrorCode::NotLeaderOrFollower, true),
+            Self::StorageErrorAfterAppend => (ErrorCode::KafkaStorageError, true),
         };
         Injection { code, append }
     }

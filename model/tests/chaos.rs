@@ -52,6 +52,8 @@ const RETRIABLE: &[(ErrorCode, bool)] = &[
     (ErrorCode::NotEnoughReplicas, false),
     (ErrorCode::LeaderNotAvailable, false),
     (ErrorCode::KafkaStorageError, false),
+    (ErrorCode::KafkaStorageError, true),
+    (ErrorCode::NotLeaderOrFollower, true),
     (ErrorCode::RequestTimedOut, true),
     (ErrorCode::RequestTimedOut, false),
     (ErrorCode::NotEnoughReplicasAfterAppend, true),

@@ -236,13 +236,15 @@ fn retriable_not_persisted_codes_are_retried_in_order() {
     }
 }
 
-// --- 20 NOT_ENOUGH_REPLICAS_AFTER_APPEND, 7 REQUEST_TIMED_OUT: written on the leader -------
+// --- 20 NOT_ENOUGH_REPLICAS_AFTER_APPEND, 7, and 6 or 56 after the append: written on the leader
 
 #[test]
 fn written_on_the_leader_codes_retry_into_the_dedup_cache() {
     for code in [
         ErrorCode::NotEnoughReplicasAfterAppend,
         ErrorCode::RequestTimedOut,
+        ErrorCode::NotLeaderOrFollower,
+        ErrorCode::KafkaStorageError,
     ] {
         let mut sim = sim(1, cfg());
         warm_up(&mut sim, 1);
@@ -264,6 +266,8 @@ fn written_on_the_leader_codes_never_fail_as_not_persisted() {
     for code in [
         ErrorCode::NotEnoughReplicasAfterAppend,
         ErrorCode::RequestTimedOut,
+        ErrorCode::NotLeaderOrFollower,
+        ErrorCode::KafkaStorageError,
     ] {
         let mut sim = sim(
             1,
