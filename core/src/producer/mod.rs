@@ -85,7 +85,7 @@ use requests::RequestKind;
 /// `acks=0` a record ends as `Sent` (handed to the driver, never acknowledged).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Producer {
-    cfg: Arc<ProducerConfig>,
+    cfg: ProducerConfig,
     now: Instant,
     out: VecDeque<Output>,
     dirty: bool,
@@ -228,7 +228,7 @@ impl Producer {
             request_pool: Derived(requests::RequestPool::default()),
             batch_pool: Derived(pool::BatchPool::default()),
             wakes: Derived(0),
-            cfg: Arc::new(config.with_durations_capped()),
+            cfg: config.with_durations_capped(),
         })
     }
 
