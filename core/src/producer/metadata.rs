@@ -489,17 +489,21 @@ impl Producer {
 
     /// What a Produce answer for partition `pi` of topic `ti` says about leadership: an error
     /// that means the leader moved makes the partition wait for fresh metadata, and a newer
-    /// leader named in the answer (KIP-951) is as good as fresh metadata.
+    /// leader named in the answer (KIP-951) is as good as fresh metadata. Whether it changed
+    /// the partition: the caller brings the indexes up to date.
+    #[must_use]
     pub(super) fn learn_leadership_from_produce(
         &mut self,
         ti: usize,
         pi: usize,
         code: ErrorCode,
         pr: &PartitionResult,
-    ) {
+    ) -> bool {
+        let mut changed = false;
         if code.needs_metadata_refresh() {
             self.want_fresh_metadata();
             self.topics[ti].partitions[pi].stale_leader = true;
+            changed = true;
         }
         // A partition of a deleted topic beyond the new one's count has no leader, whatever
         // the old topic's leader says; nor does the answer to a batch sent to the old topic
@@ -518,9 +522,10 @@ impl Producer {
                 p.leader = Some(l.leader_id);
                 p.leader_epoch = l.leader_epoch;
                 p.stale_leader = false;
+                changed = true;
             }
         }
-        self.sync(ti, pi);
+        changed
     }
 }
 

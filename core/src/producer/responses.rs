@@ -176,7 +176,13 @@ impl Producer {
         if code != ErrorCode::None {
             self.topics[ti].partitions[pi].batches[i].last_error.0 = Some(code);
         }
-        self.learn_leadership_from_produce(ti, pi, code, pr);
+        // The indexes follow every change to the partition. A plain success leaves it to
+        // `ack_batch` (one sync per acknowledged batch instead of two); every other answer
+        // syncs here, as before.
+        let moved = self.learn_leadership_from_produce(ti, pi, code, pr);
+        if moved || code != ErrorCode::None {
+            self.sync(ti, pi);
+        }
         // A batch whose records were reported at their delivery timeout is never sent again:
         // an answer that would retry or split it ends it here instead, a gap like any failed
         // sequenced batch (the partition rebases); one that would re-sequence it ends it in
@@ -258,6 +264,7 @@ impl Producer {
         let count = i64::from(self.topics[ti].partitions[pi].batches[i].count());
         if base_offset < 0 || base_offset.checked_add(count).is_none() {
             // A success with an impossible offset is corrupt: its truth is unknown.
+            self.sync(ti, pi);
             self.retry_batch(r, ErrorCode::CorruptMessage, true);
         } else {
             let stamp = self.log_append_time_of(ti, pi, i, pr);
