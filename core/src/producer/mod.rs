@@ -109,6 +109,10 @@ pub struct Producer {
     backoff: BTreeMap<Target, Backoff>,
     topics: Vec<Topic>,
     topic_index: BTreeMap<Arc<str>, usize>,
+    /// The topic `accept` found last (`known_topic`): a hint, checked before use (topics are
+    /// never removed, so it is always in range once set). Derived: ignored by `PartialEq`
+    /// and `Hash`.
+    last_topic: Derived<usize>,
     /// The topics holding records that wait for metadata (a non-empty `Topic::pending`), in
     /// index order: what each drain looks at for their deadlines, rather than every topic
     /// (a producer that once wrote to thousands of topics paid for all of them on every
@@ -203,6 +207,7 @@ impl Producer {
             backoff: BTreeMap::new(),
             topics: Vec::new(),
             topic_index: BTreeMap::new(),
+            last_topic: Derived(0),
             awaiting: BTreeSet::new(),
             // Without idempotence there is no InitProducerId: batches carry no identity.
             identity: (!config.enable_idempotence).then_some(ProducerIdentity::NONE),
