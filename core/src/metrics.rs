@@ -36,6 +36,7 @@ pub(crate) struct Counters {
     pub(crate) records_failed_not_persisted: u64,
     pub(crate) records_failed_possibly_persisted: u64,
     pub(crate) batches_sent: u64,
+    pub(crate) produce_requests: u64,
     pub(crate) retries: u64,
     pub(crate) epoch_bumps: u64,
     pub(crate) producer_ids: u64,
@@ -79,6 +80,9 @@ pub struct Metrics {
     pub records_failed_possibly_persisted: u64,
     /// Counter: batch transmissions in Produce requests, first attempts and retries alike.
     pub batches_sent: u64,
+    /// Counter: Produce requests written (`batches_sent / produce_requests` is how many
+    /// batches a request carried on average).
+    pub produce_requests: u64,
     /// Counter: batches scheduled for a retry ([`Diagnostic::Retry`]).
     pub retries: u64,
     /// Counter: local epoch bumps ([`Diagnostic::EpochBumped`], KIP-360).

@@ -41,6 +41,7 @@ fn metrics_count_sends_acknowledgements_retries_and_failures() {
     let m = h.p.metrics();
     assert_eq!(m.records_awaiting_metadata, 0);
     assert_eq!((m.batches_sent, m.produce_requests_in_flight), (1, 1));
+    assert_eq!(m.produce_requests, 1);
     assert!(m.requests_in_flight >= 1);
     assert_eq!(m.producer_ids, 1);
     assert_eq!(
@@ -65,6 +66,10 @@ fn metrics_count_sends_acknowledgements_retries_and_failures() {
     h.feed(a);
     let m = h.p.metrics();
     assert_eq!((m.batches_sent, m.records_delivered), (2, 3));
+    assert_eq!(
+        m.produce_requests, 2,
+        "the retry went in a request of its own"
+    );
     assert_eq!((m.buffered_records, m.buffered_bytes), (0, 0));
     assert_eq!(m.partitions[0].last_acked_offset, Some(2));
     assert_eq!(m.produce_requests_in_flight, 0);

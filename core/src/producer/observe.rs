@@ -22,6 +22,7 @@ impl Producer {
             records_failed_not_persisted: c.records_failed_not_persisted,
             records_failed_possibly_persisted: c.records_failed_possibly_persisted,
             batches_sent: c.batches_sent,
+            produce_requests: c.produce_requests,
             retries: c.retries,
             epoch_bumps: c.epoch_bumps,
             producer_ids: c.producer_ids,
@@ -66,6 +67,7 @@ impl Producer {
     /// one by one with `batch_diagnostics`.
     pub(super) fn on_batches_sent(&mut self, conn: ConnId, refs: &[BatchRef]) {
         self.stats.0.batches_sent += refs.len() as u64;
+        self.stats.0.produce_requests += 1;
         if !self.cfg.batch_diagnostics {
             return;
         }

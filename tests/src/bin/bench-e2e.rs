@@ -914,6 +914,14 @@ async fn run_kprod(
         tally.record(r.map(drop));
     }
     let end = meter.end();
+    let m = producer.metrics().await;
+    println!(
+        "      {} Produce requests, {} batches ({:.2} a request, {:.1} records a batch)",
+        m.produce_requests,
+        m.batches_sent,
+        m.batches_sent as f64 / m.produce_requests.max(1) as f64,
+        m.records_delivered as f64 / m.batches_sent.max(1) as f64,
+    );
 
     producer.close().await;
     tally.check(args.messages)?;
