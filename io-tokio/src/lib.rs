@@ -1069,7 +1069,8 @@ impl Drop for Ticket {
 
 /// What [`ProducerHandle::try_accept`] did with a record.
 enum Accept {
-    Accepted,
+    /// Accepted, with the record's timestamp.
+    Accepted(i64),
     Refused(DeliveryError),
     /// Not accepted now (a full buffer, records waiting before it, a write backlog): it goes
     /// to the driver, which accepts it in order once there is room.
@@ -1404,16 +1405,10 @@ impl ProducerHandle {
     /// # Errors
     /// [`ErrorKind::Refused`] (invalid topic or partition, too large, producer closed), or
     /// the [`Fatal`] error once the producer has failed.
-    pub async fn enqueue(&self, mut record: Record) -> Result<DeliveryFuture, DeliveryError> {
-        // One clock read per record: the core's time, and the record's timestamp from it.
-        let at = now();
-        if record.timestamp == 0 {
-            record.timestamp = self.shared.wall.ms_at(at);
-        }
-        let timestamp = record.timestamp;
+    pub async fn enqueue(&self, record: Record) -> Result<DeliveryFuture, DeliveryError> {
         let (done, rx) = oneshot::channel();
-        let (record, done, ticket) = match self.try_accept(at, record, done) {
-            Accept::Accepted => {
+        let (record, done, ticket) = match self.try_accept(record, done) {
+            Accept::Accepted(timestamp) => {
                 // The only await point on this path: without it a loop of enqueues would
                 // never yield to the scheduler.
                 tokio::task::coop::consume_budget().await;
@@ -1422,6 +1417,7 @@ impl ProducerHandle {
             Accept::Refused(e) => return Err(e),
             Accept::Wait(record, done, ticket) => (record, done, ticket),
         };
+        let timestamp = record.timestamp;
         let (accepted, accepted_rx) = oneshot::channel();
         let cmd = Command::Send {
             record,
@@ -1445,9 +1441,16 @@ impl ProducerHandle {
     /// buffer is full. Wakes the driver only if the core now has something to do before the
     /// deadline the driver waits for, and only if it was not woken already since it last
     /// drained: at high rates about once per batch, not once per record.
-    fn try_accept(&self, at: Instant, record: Record, done: oneshot::Sender<Outcome>) -> Accept {
+    fn try_accept(&self, mut record: Record, done: oneshot::Sender<Outcome>) -> Accept {
         let shared = &self.shared;
         let mut core = shared.lock();
+        // One clock read per record, under the lock (the core's time must not go back
+        // between two records: a batch is never younger than a record in it), and the
+        // record's timestamp from the same read.
+        let at = now();
+        if record.timestamp == 0 {
+            record.timestamp = shared.wall.ms_at(at);
+        }
         if core.stopped {
             drop(core);
             return Accept::Refused(refused_after_stop(self.fatal.get(), record));
@@ -1456,11 +1459,11 @@ impl ProducerHandle {
             return Accept::Wait(record, done, Ticket::new(shared));
         }
         let before = core.producer.wake_generation();
-        // `at` was read before the lock: the core keeps the latest time it was given.
+        let timestamp = record.timestamp;
         match core.offer(self.fatal.get(), at, record, done) {
             Verdict::Accepted => {
                 wake_if_changed(shared, core, before);
-                Accept::Accepted
+                Accept::Accepted(timestamp)
             }
             Verdict::Full(record, done) => Accept::Wait(record, done, Ticket::new(shared)),
             // A refusal may still have asked the driver for something: a record for a
