@@ -449,7 +449,8 @@ pub struct Delivery {
     /// under `acks=0` ([`Acknowledgement::Unacknowledged`]).
     pub offset: Option<i64>,
     /// The record's timestamp in the log (ms since the Unix epoch): the one it was sent with
-    /// (its create time, or the wall-clock time at `enqueue` for a zero one) or, on a topic
+    /// (its create time, or the wall-clock time at `enqueue` for a zero one, worked out from
+    /// the monotonic clock: a step of the wall clock shows within 100 ms) or, on a topic
     /// that keeps `message.timestamp.type=LogAppendTime`, the time the broker wrote it
     /// ([`Delivery::timestamp_type`] says which).
     pub timestamp: i64,
