@@ -40,6 +40,10 @@ pub enum Mutation {
     InflightOffByOne,
     /// DUPLICATE_SEQUENCE_NUMBER acknowledged at offset -1 instead of without an offset.
     DuplicateAtMinusOne,
+    /// The time in a retry's answer taken for the log append time on any topic: Kafka
+    /// answers a duplicate with the stored batch's largest timestamp, CreateTime topics too
+    /// (the Java client takes any time in an answer for the log's).
+    DuplicateTimeTrusted,
     /// Sequences wrap one early (at `max_sequence` instead of past it).
     EarlyWrap,
     /// A broker without KIP-360 (InitProducerId below v3, Apache Kafka before 2.5) gets a

@@ -463,8 +463,23 @@ impl Cluster {
         for t in &req.topic_data {
             let mut parts = Vec::new();
             for p in &t.partition_data {
+                let deduplicated = self.stats.deduplicated;
                 let (code, base_offset, log_start) =
                     self.produce_partition(node, &t.name, p.index, p.records.clone());
+                // Kafka answers a duplicate it acknowledges with the stored batch's largest
+                // timestamp as the log append time (`setLogAppendTime(duplicate.timestamp)`),
+                // on a CreateTime topic too, and keeps it in an error that comes after (as the
+                // offset); a client must not take it for the log's time. Every record the
+                // model sends has timestamp 0. Tansu's 46 carries no time.
+                let duplicate = self.stats.deduplicated > deduplicated;
+                let log_append_time_ms = if duplicate
+                    && self.mode != BrokerMode::TansuLike
+                    && code != ErrorCode::UnknownServerError
+                {
+                    0
+                } else {
+                    -1
+                };
                 let current_leader = if code == ErrorCode::NotLeaderOrFollower && self.leader_hints
                 {
                     self.partitions
@@ -480,7 +495,7 @@ impl Cluster {
                     index: p.index,
                     error_code: code.as_i16(),
                     base_offset,
-                    log_append_time_ms: -1,
+                    log_append_time_ms,
                     log_start_offset: log_start,
                     record_errors: vec![],
                     error_message: None,

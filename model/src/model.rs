@@ -324,6 +324,9 @@ pub struct State {
     pub outcomes: BTreeMap<RecordId, Outcome>,
     /// A record got a second outcome.
     pub double_outcome: bool,
+    /// A record was reported with a log append time: the model's topics keep create times,
+    /// so the time can only be a duplicate's stored timestamp taken for the log's.
+    pub false_append_time: bool,
     /// The producer failed.
     pub fatal: bool,
     /// The producer signalled data loss.
@@ -645,6 +648,9 @@ impl KafkaModel {
     fn on_event(&self, s: &mut State, e: Event) {
         let (id, o) = match e {
             Event::Delivered(d) => {
+                if d.log_append_time.is_some() {
+                    s.false_append_time = true;
+                }
                 for (id, offset) in d.records() {
                     self.resolve(s, id, Outcome::Delivered(offset));
                 }
@@ -1129,6 +1135,7 @@ impl Model for KafkaModel {
             ids: BTreeMap::new(),
             outcomes: BTreeMap::new(),
             double_outcome: false,
+            false_append_time: false,
             fatal: false,
             data_loss: false,
             budget: self.cfg.budget,
@@ -1379,6 +1386,7 @@ impl Model for KafkaModel {
             }),
             Property::always("S4 truthful reports", |_, s: &State| {
                 !s.double_outcome
+                    && !s.false_append_time
                     && s.ids.iter().all(|(id, (p, k))| {
                         let log = &s.cluster.partition(TOPIC, *p).log;
                         let here = |r: &crate::broker::StoredRecord| {

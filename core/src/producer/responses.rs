@@ -289,7 +289,8 @@ impl Producer {
         if first_attempt {
             self.topics[ti].stamps_appends = true;
         }
-        self.topics[ti].stamps_appends.then_some(stamp)
+        let trusted = mutated!(self.cfg, DuplicateTimeTrusted);
+        (self.topics[ti].stamps_appends || trusted).then_some(stamp)
     }
 
     /// CORRUPT_MESSAGE for batch `i` (`r`): retried `MAX_CORRUPT_RETRIES` times, then a
