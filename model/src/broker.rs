@@ -463,23 +463,12 @@ impl Cluster {
         for t in &req.topic_data {
             let mut parts = Vec::new();
             for p in &t.partition_data {
-                let deduplicated = self.stats.deduplicated;
-                let (code, base_offset, log_start) =
-                    self.produce_partition(node, &t.name, p.index, p.records.clone());
-                // Kafka answers a duplicate it acknowledges with the stored batch's largest
-                // timestamp as the log append time (`setLogAppendTime(duplicate.timestamp)`),
-                // on a CreateTime topic too, and keeps it in an error that comes after (as the
-                // offset); a client must not take it for the log's time. Every record the
-                // model sends has timestamp 0. Tansu's 46 carries no time.
-                let duplicate = self.stats.deduplicated > deduplicated;
-                let log_append_time_ms = if duplicate
-                    && self.mode != BrokerMode::TansuLike
-                    && code != ErrorCode::UnknownServerError
-                {
-                    0
-                } else {
-                    -1
-                };
+                let Answer {
+                    code,
+                    base_offset,
+                    log_append_time,
+                    log_start,
+                } = self.produce_partition(node, &t.name, p.index, p.records.clone());
                 let current_leader = if code == ErrorCode::NotLeaderOrFollower && self.leader_hints
                 {
                     self.partitions
@@ -495,7 +484,7 @@ impl Cluster {
                     index: p.index,
                     error_code: code.as_i16(),
                     base_offset,
-                    log_append_time_ms,
+                    log_append_time_ms: log_append_time,
                     log_start_offset: log_start,
                     record_errors: vec![],
                     error_message: None,
@@ -520,50 +509,50 @@ impl Cluster {
         topic: &str,
         index: i32,
         records: Option<Bytes>,
-    ) -> (ErrorCode, i64, i64) {
+    ) -> Answer {
         let mode = self.mode;
         let max_seq = self.max_sequence;
         let Some(part) = self.partitions.get_mut(&(topic.to_owned(), index)) else {
-            return (ErrorCode::UnknownTopicOrPartition, -1, -1);
+            return Answer::refused(ErrorCode::UnknownTopicOrPartition, -1);
         };
         let log_start = part.log_start;
         if part.leader != node {
-            return (ErrorCode::NotLeaderOrFollower, -1, -1);
+            return Answer::refused(ErrorCode::NotLeaderOrFollower, -1);
         }
         let injected = part.inject.pop_front();
         if let Some(inj) = injected {
             if !inj.append {
-                return (inj.code, -1, log_start);
+                return Answer::refused(inj.code, log_start);
             }
         }
         // R0/R1: exactly one valid batch.
         let Some(blob) = records else {
-            return (ErrorCode::InvalidRecord, -1, log_start);
+            return Answer::refused(ErrorCode::InvalidRecord, log_start);
         };
         let batch = match RecordBatch::decode_all(blob) {
             Ok(mut v) if v.len() == 1 => v.remove(0),
-            Ok(_) => return (ErrorCode::InvalidRecord, -1, log_start),
+            Ok(_) => return Answer::refused(ErrorCode::InvalidRecord, log_start),
             Err(kprod_core::protocol::DecodeError::CrcMismatch { .. }) => {
-                return (ErrorCode::CorruptMessage, -1, log_start)
+                return Answer::refused(ErrorCode::CorruptMessage, log_start)
             }
-            Err(_) => return (ErrorCode::InvalidRecord, -1, log_start),
+            Err(_) => return Answer::refused(ErrorCode::InvalidRecord, log_start),
         };
         let count = batch.records.len() as i32;
         if count == 0 || batch.last_offset_delta + 1 != count {
-            return (ErrorCode::InvalidRecord, -1, log_start);
+            return Answer::refused(ErrorCode::InvalidRecord, log_start);
         }
         let pid = batch.producer_id;
         let epoch = batch.producer_epoch;
         let first = batch.base_sequence;
         if pid >= 0 && first < 0 {
-            return (ErrorCode::InvalidRecord, -1, log_start);
+            return Answer::refused(ErrorCode::InvalidRecord, log_start);
         }
         let modulus = i64::from(max_seq) + 1;
         if pid < 0 {
             // No producer id (idempotence off): Kafka checks no sequence and keeps no state
             // for it, so every batch is appended as it comes, a resend included.
             let base_offset = append_records(&mut part.log, &batch, modulus);
-            return answer(injected, base_offset, log_start);
+            return answer(injected, base_offset, NO_TIMESTAMP, log_start);
         }
         let last = ((i64::from(first) + i64::from(count) - 1) % modulus) as i32;
         if i64::from(first) + i64::from(count) - 1 > i64::from(max_seq) {
@@ -584,14 +573,18 @@ impl Cluster {
             if e.epoch == epoch {
                 if let Some(&(_, _, off)) = e.batches.iter().find(|b| b.0 == first && b.1 == last) {
                     self.stats.deduplicated += 1;
-                    // Kafka answers a duplicate with the original's offsets, but under
-                    // acks=all it still waits for them to be replicated (`DelayedProduce` on
-                    // the original's end offset): an error after the append (a timeout, a
-                    // leader move) can come back for a duplicate too.
+                    // Kafka answers a duplicate with the original's offsets, and with the stored
+                    // batch's largest timestamp as the log append time
+                    // (`setLogAppendTime(duplicate.timestamp)`), on a CreateTime topic too: a
+                    // client must not take it for the log's time. Every record the model sends
+                    // has timestamp 0. Under acks=all Kafka still waits for the original's
+                    // offsets to be replicated (`DelayedProduce`): an error after the append (a
+                    // timeout, a leader move) can come back for a duplicate too. Tansu's 46
+                    // carries neither.
                     return if mode == BrokerMode::TansuLike {
-                        (ErrorCode::DuplicateSequenceNumber, -1, log_start)
+                        Answer::refused(ErrorCode::DuplicateSequenceNumber, log_start)
                     } else {
-                        answer(injected, off, log_start)
+                        answer(injected, off, 0, log_start)
                     };
                 }
                 // Overlap without exact match: a client bug worth counting.
@@ -607,19 +600,19 @@ impl Cluster {
         if let Some(e) = &entry {
             if epoch < e.epoch {
                 self.stats.invalid_epoch += 1;
-                return (ErrorCode::InvalidProducerEpoch, -1, log_start);
+                return Answer::refused(ErrorCode::InvalidProducerEpoch, log_start);
             }
         }
         // R4: sequence.
         match &entry {
             Some(e) if e.epoch != epoch => {
                 if mode == BrokerMode::TansuLike {
-                    return (ErrorCode::ProducerFenced, -1, log_start);
+                    return Answer::refused(ErrorCode::ProducerFenced, log_start);
                 }
                 if first != 0 {
                     self.stats.new_epoch_nonzero_seq += 1;
                     self.stats.out_of_order += 1;
-                    return (ErrorCode::OutOfOrderSequenceNumber, -1, log_start);
+                    return Answer::refused(ErrorCode::OutOfOrderSequenceNumber, log_start);
                 }
             }
             Some(e) => {
@@ -632,10 +625,10 @@ impl Cluster {
                 if !ok {
                     if mode == BrokerMode::TansuLike && seq_at_or_below(first, last_seq, max_seq) {
                         self.stats.deduplicated += 1;
-                        return (ErrorCode::DuplicateSequenceNumber, -1, log_start);
+                        return Answer::refused(ErrorCode::DuplicateSequenceNumber, log_start);
                     }
                     self.stats.out_of_order += 1;
-                    return (ErrorCode::OutOfOrderSequenceNumber, -1, log_start);
+                    return Answer::refused(ErrorCode::OutOfOrderSequenceNumber, log_start);
                 }
             }
             None => {
@@ -643,11 +636,11 @@ impl Cluster {
                     let never_written = part.log.is_empty() && part.log_start == 0;
                     match mode {
                         BrokerMode::UnknownPidError => {
-                            return (ErrorCode::UnknownProducerId, -1, log_start)
+                            return Answer::refused(ErrorCode::UnknownProducerId, log_start)
                         }
                         BrokerMode::StrictNeverWritten | BrokerMode::TansuLike if never_written => {
                             self.stats.out_of_order += 1;
-                            return (ErrorCode::OutOfOrderSequenceNumber, -1, log_start);
+                            return Answer::refused(ErrorCode::OutOfOrderSequenceNumber, log_start);
                         }
                         _ => {}
                     }
@@ -670,7 +663,7 @@ impl Cluster {
         while e.batches.len() > 5 {
             e.batches.pop_front();
         }
-        answer(injected, base_offset, log_start)
+        answer(injected, base_offset, NO_TIMESTAMP, log_start)
     }
 }
 
@@ -694,17 +687,57 @@ fn append_records(log: &mut Vec<StoredRecord>, batch: &RecordBatch, modulus: i64
     base_offset
 }
 
-/// The answer to an appended batch: success at `base_offset`, or the error an injection
-/// asked for after the append. Kafka's errors after the append come from `DelayedProduce`,
-/// which sets the error on the partition's answer and keeps the base offset the append
-/// gave it: the answer carries both, and a client that reads the offset before the code
-/// would take the batch as delivered. UNKNOWN_SERVER_ERROR comes from an exception, whose
-/// answer has no offset.
-fn answer(injected: Option<Injection>, base_offset: i64, log_start: i64) -> (ErrorCode, i64, i64) {
+/// No log append time (Kafka's `RecordBatch.NO_TIMESTAMP`): the topic keeps create times.
+const NO_TIMESTAMP: i64 = -1;
+
+/// A partition's answer to a Produce request.
+struct Answer {
+    code: ErrorCode,
+    base_offset: i64,
+    log_append_time: i64,
+    log_start: i64,
+}
+
+impl Answer {
+    /// A batch not appended: no offset, no time.
+    fn refused(code: ErrorCode, log_start: i64) -> Self {
+        Self {
+            code,
+            base_offset: -1,
+            log_append_time: NO_TIMESTAMP,
+            log_start,
+        }
+    }
+}
+
+/// The answer to an appended batch (or an acknowledged duplicate): success at `base_offset`
+/// with `log_append_time`, or the error an injection asked for after the append. Kafka's
+/// errors after the append come from `DelayedProduce`, which sets the error on the
+/// partition's answer and keeps the base offset and time the append gave it: the answer
+/// carries them all, and a client that reads the offset before the code would take the batch
+/// as delivered. UNKNOWN_SERVER_ERROR comes from an exception, whose answer has neither.
+fn answer(
+    injected: Option<Injection>,
+    base_offset: i64,
+    log_append_time: i64,
+    log_start: i64,
+) -> Answer {
     match injected {
-        Some(inj) if inj.code == ErrorCode::UnknownServerError => (inj.code, -1, log_start),
-        Some(inj) => (inj.code, base_offset, log_start),
-        None => (ErrorCode::None, base_offset, log_start),
+        Some(inj) if inj.code == ErrorCode::UnknownServerError => {
+            Answer::refused(inj.code, log_start)
+        }
+        Some(inj) => Answer {
+            code: inj.code,
+            base_offset,
+            log_append_time,
+            log_start,
+        },
+        None => Answer {
+            code: ErrorCode::None,
+            base_offset,
+            log_append_time,
+            log_start,
+        },
     }
 }
 
