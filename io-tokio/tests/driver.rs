@@ -582,6 +582,30 @@ async fn flush_sends_without_waiting_for_linger() {
     h.close().await;
 }
 
+/// On the real clock (the driver's timer thread reads it; in paused time only tokio's sleep
+/// counts): a lone record's batch lingers its whole `linger.ms`, never less, however early the
+/// timers wake the driver; and with nothing else going on, it is delivered.
+#[tokio::test]
+async fn a_lone_record_lingers_its_whole_linger_on_the_real_clock() {
+    let broker = FakeBroker::new("t", 1);
+    let cfg = config(&[("linger.ms", "40")]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    // Metadata and the connection first, so that the records below wait only for linger.
+    h.send(Record::new("t", "warm-up")).await.unwrap();
+    for i in 0..10 {
+        let start = std::time::Instant::now();
+        let d = h.send(Record::new("t", i.to_string())).await.unwrap();
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_millis(40),
+            "record {i} acknowledged {took:?} after its send, before linger.ms (40 ms)"
+        );
+        assert_eq!(d.offset, Some(i + 1), "record {i} at its offset");
+    }
+    assert_eq!(broker.log("t", 0).len(), 11, "every record once in the log");
+    h.close().await;
+}
+
 /// Review finding: with `buffer.memory` held by lingering batches (8 partitions, 1 KiB
 /// batches, 4 KiB of memory, `linger.ms` 10 s), every wave of senders waiting for memory sat
 /// through a whole linger (16 records took 160 s), and a `flush` or `close` queued behind them
