@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: installs what the broker tests need if it is missing (Tansu,
-# Apache Kafka 4.4.0 and 3.9.1, the Java reference producer), then every test of the workspace.
+# Apache Kafka 4.4.0 and 3.9.1, the Java reference producer, franz-go's bench client), then
+# every test of the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KPROD_TANSU="${KPROD_TANSU:-$(./scripts/install-tansu.sh | tail -n 1)}"
@@ -8,5 +9,7 @@ KPROD_KAFKA="${KPROD_KAFKA:-$(./scripts/install-kafka.sh | tail -n 1)}"
 # Apache Kafka 3.9.1 for the old-protocol-version tests (found in the cache by the harness).
 ./scripts/install-kafka.sh kafka-3 >/dev/null
 KPROD_JAVA_REF="${KPROD_JAVA_REF:-$(./scripts/install-java-ref.sh | tail -n 1)}"
-export KPROD_TANSU KPROD_KAFKA KPROD_JAVA_REF
+# franz-go's bench client (Go, from the Go module proxy), checked against Tansu.
+KPROD_FRANZ_BENCH="${KPROD_FRANZ_BENCH:-$(./scripts/install-franz-bench.sh | tail -n 1)}"
+export KPROD_TANSU KPROD_KAFKA KPROD_JAVA_REF KPROD_FRANZ_BENCH
 cargo test --workspace --all-targets "$@"

@@ -216,18 +216,32 @@ impl JavaRun {
     /// If the program is not installed or cannot start.
     pub fn spawn(command: &str, args: &[String]) -> Self {
         let jar = install_dir().join("java-ref.jar");
-        let dir = temp_dir("java-ref");
-        let mut child = Command::new("java")
-            .args(["-Xmx1g", "-XX:+UseSerialGC", "-jar"])
+        let mut java = Command::new("java");
+        java.args(["-Xmx1g", "-XX:+UseSerialGC", "-jar"])
             .arg(&jar)
             .arg(command)
-            .args(args)
+            .args(args);
+        Self::spawn_command(
+            java,
+            &format!("java -jar {}", jar.display()),
+            format!("java-ref {command} {}", args.join(" ")),
+        )
+    }
+
+    /// Starts `program` (described as `what` if it cannot start, as `label` in reports) the
+    /// way [`Self::spawn`] starts the JVM: another program that speaks the same protocol.
+    ///
+    /// # Panics
+    /// If the program cannot start.
+    pub fn spawn_command(mut program: Command, what: &str, label: String) -> Self {
+        let dir = temp_dir("java-ref");
+        let mut child = program
             .current_dir(&dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start java -jar {}: {e}", jar.display()));
+            .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
         let stdout = child.stdout.take().expect("piped stdout");
         let mut stderr = child.stderr.take().expect("piped stderr");
         let (tx, lines) = mpsc::channel();
@@ -256,7 +270,7 @@ impl JavaRun {
             stdout_closed: false,
             stderr: Some(stderr),
             dir,
-            command: format!("java-ref {command} {}", args.join(" ")),
+            command: label,
         }
     }
 
@@ -1084,7 +1098,14 @@ impl JavaBench {
         .flat_map(|(k, v)| [format!("--{k}"), v])
         .collect();
         args.extend(plan.producer.args());
-        let mut run = JavaRun::spawn("bench", &args);
+        Self::ready(JavaRun::spawn("bench", &args))
+    }
+
+    /// Another program that speaks this protocol (franz-go's: [`crate::franz`]), started.
+    ///
+    /// # Panics
+    /// If it is not ready within 60 s.
+    pub fn ready(mut run: JavaRun) -> Self {
         run.wait_for(Duration::from_secs(60), |l| (l == "READY").then_some(()));
         Self { run }
     }

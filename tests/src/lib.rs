@@ -18,6 +18,7 @@
 
 pub mod e2e;
 pub mod faults;
+pub mod franz;
 pub mod fuzz;
 pub mod javaref;
 pub mod kafka;

@@ -6,7 +6,7 @@
 //! cargo run --release -p kprod-tests --bin bench-e2e -- [--broker tansu|kafka]
 //!     [--kafka-nodes 1|3] [--messages N] [--rounds R] [--warmup-rounds W]
 //!     [--partitions P] [--size BYTES] [--linger-ms MS] [--batch-size BYTES]
-//!     [--clients kprod,kprod-many,rdkafka,java,rdkafka-future] [--only CLIENT] [--keyless]
+//!     [--clients kprod,kprod-many,rdkafka,java,franz,rdkafka-future] [--only CLIENT] [--keyless]
 //!     [--wire-stats] [--rdkafka-queue-kbytes KIB] [--same-topic]
 //!     [--kprod-set KEY=VALUE]... [--keep-going] [--rolling-topics]
 //! ```
@@ -73,6 +73,12 @@
 //!   JVM's `/proc/<pid>/stat` ticks between the `MEASURING` and result lines, as a cross-check
 //!   (it can only be a little larger: a few ms of bookkeeping around the window), and the
 //!   JIT and GC milliseconds of the window are reported.
+//! - `franz`: franz-go (github.com/twmb/franz-go, the version `tests/go/franz-bench/go.mod`
+//!   pins), in `tests/go/franz-bench` (built by `scripts/install-franz-bench.sh`), which speaks
+//!   the Java program's protocol: one process for the whole bench, a new client per run, the
+//!   warm-up record, one shared counting promise, and its own wall time and CPU
+//!   (`getrusage`, every thread) over the same window; its GC pause total is reported as the
+//!   JVM's GC is. Not run unless asked for.
 //!
 //! librdkafka gets `enable.idempotence=true`, `acks=all`, `compression.type=none`,
 //! `max.in.flight.requests.per.connection=5`, the same `linger.ms` and `batch.size`,
@@ -80,7 +86,10 @@
 //! default `buffer.memory`; `--rdkafka-queue-kbytes` changes it). The Java producer gets
 //! idempotence, `acks=all`, `compression.type=none`, `max.in.flight.requests.per.connection=5`
 //! and the same `linger.ms` and `batch.size`; its `buffer.memory` is its default, 32 MiB (on
-//! Tansu also `metadata.cluster.check.enable=false`, see [`java_plan`]). By
+//! Tansu also `metadata.cluster.check.enable=false`, see [`java_plan`]). franz-go gets its
+//! idempotent defaults (acks all; its in-flight limit for idempotent producers, 5), the same
+//! `linger.ms`, `batch.size` as `ProducerBatchMaxBytes`, no compression (its default prefers
+//! snappy) and `MaxBufferedBytes` 32 MiB (the record-count bound raised out of the way). By
 //! default message i goes to partition i mod P on every client; with `--keyless` each
 //! client's own partitioner for keyless records picks.
 //!
@@ -109,6 +118,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use kprod_core::protocol::{DecodeError, Reader};
 use kprod_core::Record;
+use kprod_tests::franz;
 use kprod_tests::javaref::{self, BenchPlan, JavaBench};
 use kprod_tests::kafka::KAFKA_VERSION;
 use kprod_tests::{Kafka, KafkaOptions, Tansu, TANSU_VERSION};
@@ -140,8 +150,8 @@ usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--roun
   --size        message value size in bytes, at least 8 (default 100)
   --linger-ms   linger.ms for every client (default 5)
   --batch-size  batch.size for every client (default 16384)
-  --clients     comma-separated: kprod, kprod-many, kprod-nocap, rdkafka, java,
-                rdkafka-future (default kprod,rdkafka); kprod-nocap is kprod with
+  --clients     comma-separated: kprod, kprod-many, kprod-nocap, rdkafka, java, franz,
+                rdkafka-future (default kprod,rdkafka); franz is franz-go (Go); kprod-nocap is kprod with
                 kprod.max.batches.per.request=1000000 (no cap on batches per request)
   --only        one client only (for profiling), same as --clients CLIENT
   --keyless     let each client's partitioner choose (default: message i to partition i mod P)
@@ -189,6 +199,8 @@ enum Client {
     Rdkafka,
     RdkafkaFuture,
     Java,
+    /// franz-go, in `tests/go/franz-bench`.
+    Franz,
 }
 
 impl Client {
@@ -200,6 +212,7 @@ impl Client {
             Self::Rdkafka => "rdkafka",
             Self::RdkafkaFuture => "rdkafka-future",
             Self::Java => "java",
+            Self::Franz => "franz",
         }
     }
 
@@ -211,6 +224,7 @@ impl Client {
             "rdkafka" => Some(Self::Rdkafka),
             "rdkafka-future" => Some(Self::RdkafkaFuture),
             "java" => Some(Self::Java),
+            "franz" => Some(Self::Franz),
             _ => None,
         }
     }
@@ -338,7 +352,7 @@ impl Args {
                         .map(|s| {
                             Client::parse(s)
                                 .ok_or_else(|| {
-                                    bad("kprod, kprod-many, kprod-nocap, rdkafka, java or rdkafka-future")
+                                    bad("kprod, kprod-many, kprod-nocap, rdkafka, java, franz or rdkafka-future")
                                 })
                         })
                         .collect::<Result<Vec<_>, _>>()?;
@@ -1214,8 +1228,9 @@ fn java_plan(args: &Args) -> BenchPlan {
 /// One run of the Java producer in its long-lived JVM. Wall time and CPU are the JVM's own
 /// figures over its window; the broker's and the machine's CPU are read here, from the
 /// `MEASURING` line to the result line, as is the JVM's `/proc` CPU (the cross-check).
-fn run_java(
+fn run_peer(
     java: &mut JavaBench,
+    name: &str,
     args: &Args,
     topic: &str,
     meter: &Meter,
@@ -1233,20 +1248,20 @@ fn run_java(
         r.map(|r| (r, start, end))
     }));
     let (r, start, end) = match outcome {
-        Ok(r) => r.map_err(|e| format!("java: {e}"))?,
+        Ok(r) => r.map_err(|e| format!("{name}: {e}"))?,
         Err(p) => {
             let msg = p
                 .downcast_ref::<String>()
                 .cloned()
                 .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_owned()))
                 .unwrap_or_default();
-            return Err(format!("java: {msg}"));
+            return Err(format!("{name}: {msg}"));
         }
     };
-    r.check().map_err(|e| format!("java: {e}"))?;
+    r.check().map_err(|e| format!("{name}: {e}"))?;
     if r.records != args.messages {
         return Err(format!(
-            "java: sent {} records, not {}",
+            "{name}: sent {} records, not {}",
             r.records, args.messages
         ));
     }
@@ -1261,6 +1276,23 @@ fn run_java(
         gc_count: r.gc_count,
     });
     Ok(m)
+}
+
+/// The programs that speak the Java reference producer's bench protocol, when asked for.
+struct Peers {
+    java: Option<JavaBench>,
+    franz: Option<JavaBench>,
+}
+
+/// `go version`'s output.
+fn go_version() -> String {
+    Command::new("go")
+        .arg("version")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "go: version unknown".into())
 }
 
 /// `java -version`'s first line.
@@ -1463,7 +1495,7 @@ fn run_one(
     bootstrap: &str,
     topic: &str,
     meter: &Meter,
-    java: Option<&mut JavaBench>,
+    peers: &mut Peers,
 ) -> Result<Measured, String> {
     let (args2, b, t, m) = (
         args.clone(),
@@ -1482,8 +1514,15 @@ fn run_one(
         Client::RdkafkaFuture => rt.spawn(run_rdkafka_future(args2, b, t, m)),
         Client::Rdkafka => return run_rdkafka(args, bootstrap, topic, meter),
         Client::Java => {
-            let java = java.ok_or("java: the JVM is not running")?;
-            return run_java(java, args, topic, meter);
+            let java = peers.java.as_mut().ok_or("java: the JVM is not running")?;
+            return run_peer(java, "java", args, topic, meter);
+        }
+        Client::Franz => {
+            let franz = peers
+                .franz
+                .as_mut()
+                .ok_or("franz: franz-bench is not running")?;
+            return run_peer(franz, "franz", args, topic, meter);
         }
     };
     // The watchdog waits on the main thread, outside the task: no timer in the task's polls.
@@ -1569,16 +1608,18 @@ fn report(args: &Args, runs: &[Run]) -> String {
     if !java_runs.is_empty() {
         let _ = writeln!(
             out,
-            "\njava, inside its window: CPU from getProcessCpuTime (the figure used) and from the \
-             JVM's /proc stat (bench side, window a few ms wider); JIT and GC\n{:>5}  {:>11} {:>11} {:>8} {:>8} {:>4}",
-            "round", "JVM CPU s", "/proc CPU s", "JIT ms", "GC ms", "GCs"
+            "\njava and franz, inside their windows: CPU as the program measured it (the figure \
+             used: the JVM's getProcessCpuTime, Go's getrusage) and from its /proc stat (bench \
+             side, window a few ms wider); JIT (JVM only) and GC\n{:>5} {:<6} {:>11} {:>11} {:>8} {:>8} {:>4}",
+            "round", "client", "own CPU s", "/proc CPU s", "JIT ms", "GC ms", "GCs"
         );
         for r in java_runs {
             let Some(j) = r.m.java else { continue };
             let _ = writeln!(
                 out,
-                "{:>5}  {:>11.2} {:>11.2} {:>8} {:>8} {:>4}",
+                "{:>5} {:<6} {:>11.2} {:>11.2} {:>8} {:>8} {:>4}",
                 r.round,
+                r.client.name(),
                 r.m.cpu.as_secs_f64(),
                 j.proc_cpu.as_secs_f64(),
                 j.jit_ms,
@@ -1626,6 +1667,10 @@ fn report(args: &Args, runs: &[Run]) -> String {
         (Client::KprodMany, Client::Java),
         (Client::KprodMany, Client::Kprod),
         (Client::Java, Client::Rdkafka),
+        (Client::Kprod, Client::Franz),
+        (Client::KprodMany, Client::Franz),
+        (Client::Franz, Client::Rdkafka),
+        (Client::Franz, Client::Java),
         (Client::Kprod, Client::RdkafkaFuture),
         (Client::KprodNocap, Client::Kprod),
         (Client::KprodNocap, Client::Rdkafka),
@@ -1723,12 +1768,12 @@ fn run_round(
     topic: impl Fn(Client) -> String,
     bootstrap: &str,
     meter: &Meter,
-    java: &mut Option<JavaBench>,
+    peers: &mut Peers,
     failed: &mut u32,
 ) -> Result<Vec<(Client, Measured)>, String> {
     let mut out = Vec::new();
     for &c in order {
-        let m = match run_one(rt, args, c, bootstrap, &topic(c), meter, java.as_mut()) {
+        let m = match run_one(rt, args, c, bootstrap, &topic(c), meter, peers) {
             Ok(m) => m,
             Err(e) if args.keep_going => {
                 *failed += 1;
@@ -1799,8 +1844,11 @@ fn main() -> ExitCode {
             )
         } else {
             String::new()
-        }
+        },
     );
+    if args.clients.contains(&Client::Franz) {
+        println!("franz-go {} ({})", franz::version(), go_version());
+    }
 
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -1870,11 +1918,19 @@ fn main() -> ExitCode {
         }
     }
 
-    let mut java = args.clients.contains(&Client::Java).then(|| {
-        let j = JavaBench::start(&bootstrap, &java_plan(&args));
-        println!("java: JVM pid {} ready", j.pid());
-        j
-    });
+    let mut peers = Peers {
+        java: args.clients.contains(&Client::Java).then(|| {
+            let j = JavaBench::start(&bootstrap, &java_plan(&args));
+            println!("java: JVM pid {} ready", j.pid());
+            j
+        }),
+        franz: args.clients.contains(&Client::Franz).then(|| {
+            let tansu = (args.broker == BrokerKind::Tansu).then_some("3.9");
+            let f = franz::start_bench(&bootstrap, &java_plan(&args), tansu);
+            println!("franz: franz-bench pid {} ready", f.pid());
+            f
+        }),
+    };
 
     let mut runs = Vec::new();
     let mut failed = 0;
@@ -1903,7 +1959,7 @@ fn main() -> ExitCode {
             t,
             &bootstrap,
             &meter,
-            &mut java,
+            &mut peers,
             &mut failed,
         );
         if args.rolling_topics {
@@ -1940,13 +1996,14 @@ fn main() -> ExitCode {
         loadavg(),
         peak_rss()
     );
-    if let Some(j) = java {
-        let f = j.finish(Duration::from_secs(60));
+    for (name, p) in [
+        ("the Java producer's JVM", peers.java),
+        ("franz-bench", peers.franz),
+    ] {
+        let Some(p) = p else { continue };
+        let f = p.finish(Duration::from_secs(60));
         if !f.status.success() {
-            eprintln!(
-                "warning: the Java producer's JVM exited with {}: {}",
-                f.status, f.stderr
-            );
+            eprintln!("warning: {name} exited with {}: {}", f.status, f.stderr);
         }
     }
     drop(broker);

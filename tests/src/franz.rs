@@ -1,0 +1,115 @@
+//! franz-go (the Go client, github.com/twmb/franz-go) as a client of the e2e bench:
+//! `tests/go/franz-bench`, built by `scripts/install-franz-bench.sh`, speaks the Java reference
+//! producer's `bench` protocol ([`JavaBench`]), so the bench drives both alike.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::javaref::{BenchPlan, JavaBench, JavaRun};
+
+/// The franz-go version `tests/go/franz-bench/go.mod` requires (`?` if it names none).
+pub fn version() -> &'static str {
+    include_str!("../go/franz-bench/go.mod")
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("require github.com/twmb/franz-go "))
+        .chain(
+            include_str!("../go/franz-bench/go.mod")
+                .lines()
+                .filter_map(|l| l.trim().strip_prefix("github.com/twmb/franz-go ")),
+        )
+        .map(|v| v.split_whitespace().next().unwrap_or("?"))
+        .next()
+        .unwrap_or("?")
+}
+
+/// The install folder: `$KPROD_FRANZ_BENCH` if set, else the folder
+/// `scripts/install-franz-bench.sh` builds for the current sources (`--where`).
+///
+/// # Panics
+/// If there is no complete build there (also when the sources changed since the last build).
+pub fn install_dir() -> PathBuf {
+    let dir = match std::env::var_os("KPROD_FRANZ_BENCH") {
+        Some(p) => PathBuf::from(p),
+        None => {
+            let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join("scripts")
+                .join("install-franz-bench.sh");
+            let out = Command::new("bash")
+                .arg(&script)
+                .arg("--where")
+                .stdin(Stdio::null())
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+            assert!(
+                out.status.success(),
+                "{} --where failed ({}): {}",
+                script.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let text = String::from_utf8_lossy(&out.stdout);
+            PathBuf::from(text.lines().last().unwrap_or_default().trim())
+        }
+    };
+    assert!(
+        dir.join(".complete").is_file() && dir.join("franz-bench").is_file(),
+        "franz-bench is not built at {} (or its sources changed since); run \
+         scripts/install-franz-bench.sh",
+        dir.display()
+    );
+    dir
+}
+
+/// Starts franz-bench for `plan` and waits until it is ready for runs. franz-go takes the
+/// plan's `linger.ms` and `batch.size`; its in-flight limit is its own (5 for an idempotent
+/// producer), and the plan's other properties (the Java producer's) do not apply.
+/// `max_kafka_version` caps the request versions franz-go tries (`kgo.MaxVersions`): Tansu
+/// 0.6.0 closes the connection on an ApiVersions request newer than its v4, where Kafka
+/// answers UNSUPPORTED_VERSION.
+///
+/// # Panics
+/// If the program is not built, cannot start, or is not ready within 60 s.
+pub fn start_bench(
+    bootstrap: &str,
+    plan: &BenchPlan,
+    max_kafka_version: Option<&str>,
+) -> JavaBench {
+    let exe = install_dir().join("franz-bench");
+    let mut args: Vec<String> = vec![
+        "--bootstrap".into(),
+        bootstrap.to_owned(),
+        "--size".into(),
+        plan.size.to_string(),
+        "--partitions".into(),
+        plan.partitions.to_string(),
+        "--keyless".into(),
+        if plan.keyless { "yes" } else { "no" }.into(),
+    ];
+    if let Some(ms) = plan.producer.linger_ms {
+        args.extend(["--linger-ms".into(), ms.to_string()]);
+    }
+    if let Some(b) = plan.producer.batch_size {
+        args.extend(["--batch-size".into(), b.to_string()]);
+    }
+    if let Some(v) = max_kafka_version {
+        args.extend(["--max-kafka-version".into(), v.to_owned()]);
+    }
+    let mut program = Command::new(&exe);
+    program.arg("bench").args(&args);
+    let label = format!("franz-bench bench {}", args.join(" "));
+    JavaBench::ready(JavaRun::spawn_command(
+        program,
+        &exe.display().to_string(),
+        label,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn go_mod_names_the_franz_go_version() {
+        let v = super::version();
+        assert!(v.starts_with("v1."), "franz-go version from go.mod: {v:?}");
+    }
+}
