@@ -865,6 +865,8 @@ pub struct SeedLatency {
     pub p999: Duration,
     /// Largest.
     pub max: Duration,
+    /// Mean.
+    pub mean: Duration,
 }
 
 /// The `LATENCY` figures of `stream` (`ticker` or `burst`) on a Java seed run's stdout.
@@ -880,6 +882,7 @@ pub fn seed_latency(stdout: &[String], stream: &str) -> Result<SeedLatency, Stri
         p99: us("p99_us")?,
         p999: us("p999_us")?,
         max: us("max_us")?,
+        mean: us("mean_us")?,
     })
 }
 

@@ -188,9 +188,10 @@ final class Seed {
     }
 
     /**
-     * {@code LATENCY stream=NAME count=N p50_us=.. p99_us=.. p999_us=.. max_us=..}: the
-     * send-to-acknowledgement times of the delivered records of {@code streams} (nearest-rank
-     * percentiles, as tests/src/bin/bench-scaling.rs computes kprod's).
+     * {@code LATENCY stream=NAME count=N p50_us=.. p99_us=.. p999_us=.. max_us=.. mean_us=..}:
+     * the send-to-acknowledgement times of the delivered records of {@code streams}
+     * (nearest-rank percentiles and the mean, as tests/src/bin/bench-scaling.rs computes
+     * kprod's).
      */
     static String latencyLine(String name, List<Outcomes> streams) {
         long[] all = streams.stream()
@@ -207,6 +208,11 @@ final class Seed {
             }
             s.append(' ').append(q[0]).append("_us=").append(v / 1000);
         }
+        long sum = 0;
+        for (long v : all) {
+            sum += v;
+        }
+        s.append(" mean_us=").append(all.length == 0 ? 0 : sum / all.length / 1000);
         return s.toString();
     }
 
