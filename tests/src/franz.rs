@@ -5,7 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::javaref::{BenchPlan, JavaBench, JavaRun};
+use std::time::Duration;
+
+use crate::javaref::{self, BenchPlan, JavaBench, JavaRun, JavaSeed};
+use crate::seed::SeedPlan;
 
 /// The franz-go version `tests/go/franz-bench/go.mod` requires (`?` if it names none).
 pub fn version() -> &'static str {
@@ -103,6 +106,35 @@ pub fn start_bench(
         &exe.display().to_string(),
         label,
     ))
+}
+
+/// Runs the seed scenario `plan` with franz-go (`franz-bench seed`, the Java `seed` command's
+/// arguments, outcome file and figures) against `bootstrap`, within `timeout`, with
+/// `linger.ms` `linger_ms`; `max_kafka_version` as for [`start_bench`].
+///
+/// # Panics
+/// If the program fails, or its outcome file or figures do not match the plan.
+pub fn run_seed(
+    bootstrap: &str,
+    plan: &SeedPlan,
+    linger_ms: u64,
+    max_kafka_version: Option<&str>,
+    timeout: Duration,
+) -> JavaSeed {
+    let exe = install_dir().join("franz-bench");
+    let mut args = javaref::seed_plan_args(plan, bootstrap, JavaRun::out_file());
+    args.extend(["--linger-ms".into(), linger_ms.to_string()]);
+    if let Some(v) = max_kafka_version {
+        args.extend(["--max-kafka-version".into(), v.to_owned()]);
+    }
+    let mut program = Command::new(&exe);
+    program.arg("seed").args(&args);
+    let run = JavaRun::spawn_command(
+        program,
+        &exe.display().to_string(),
+        format!("franz-bench seed (topic {})", plan.source.topic),
+    );
+    javaref::finish_seed(run, plan, timeout)
 }
 
 #[cfg(test)]

@@ -647,6 +647,11 @@ impl LedgerPlan {
 impl JavaRun {
     /// Starts `command` with the arguments `args` makes from the outcome file's path (relative
     /// to the run's directory, its working directory).
+    /// The outcome file's path, relative to the run's directory (its working directory).
+    pub fn out_file() -> &'static Path {
+        Path::new(OUT_FILE)
+    }
+
     fn spawn_with_out(command: &str, args: impl FnOnce(&Path) -> Vec<String>) -> Self {
         Self::spawn(command, &args(Path::new(OUT_FILE)))
     }
@@ -729,7 +734,15 @@ fn check_ledger_records(plan: &LedgerPlan, records: &[JavaRecord]) -> Result<(),
 
 /// The arguments of the Java `seed` command for `plan`.
 fn seed_args(plan: &SeedPlan, flags: &Flags, bootstrap: &str, out: &Path) -> Vec<String> {
-    let mut a: Vec<String> = [
+    let mut a = seed_plan_args(plan, bootstrap, out);
+    a.extend(flags.args());
+    a
+}
+
+/// The `seed` command's arguments for `plan` (without producer settings), writing its
+/// outcome file to `out`.
+pub(crate) fn seed_plan_args(plan: &SeedPlan, bootstrap: &str, out: &Path) -> Vec<String> {
+    [
         ("bootstrap", bootstrap.to_owned()),
         ("topic", plan.source.topic.clone()),
         ("run", format!("{:016x}", plan.source.run)),
@@ -747,9 +760,7 @@ fn seed_args(plan: &SeedPlan, flags: &Flags, bootstrap: &str, out: &Path) -> Vec
     ]
     .into_iter()
     .flat_map(|(k, v)| [format!("--{k}"), v])
-    .collect();
-    a.extend(flags.args());
-    a
+    .collect()
 }
 
 /// The results of a Java `seed` run.
@@ -770,6 +781,15 @@ pub struct JavaSeed {
 pub fn run_seed(bootstrap: &str, plan: &SeedPlan, flags: &Flags, timeout: Duration) -> JavaSeed {
     let mut run = JavaRun::spawn_with_out("seed", |out| seed_args(plan, flags, bootstrap, out));
     run.command = format!("java-ref seed (topic {})", plan.source.topic);
+    finish_seed(run, plan, timeout)
+}
+
+/// Waits for a `seed` run of `plan` (the Java program's, or another speaking its protocol)
+/// and reads its outcomes and figures.
+///
+/// # Panics
+/// If the program fails, or its outcome file or figures do not match the plan.
+pub fn finish_seed(run: JavaRun, plan: &SeedPlan, timeout: Duration) -> JavaSeed {
     let finished = run.finish(timeout);
     let records = finished.outcomes();
     match seed_report(plan, &records, &finished.stdout) {

@@ -1,4 +1,5 @@
-// franz-bench: franz-go (github.com/twmb/franz-go) as one client of kprod's e2e bench
+// franz-bench: franz-go (github.com/twmb/franz-go) as one client of kprod's benches. `seed`
+// (seed.go) runs the latency bench's seed scenario; `bench` serves the e2e bench
 // (tests/src/bin/bench-e2e.rs), speaking the same stdin/stdout protocol as the Java
 // reference producer's `bench` command (tests/java, Bench.java), so that the bench drives
 // both alike:
@@ -165,9 +166,14 @@ func (s *settings) run(topic string, records int64, filler []byte) error {
 	return nil
 }
 
+func parseVersion(v string) *kversion.Versions { return kversion.FromString(v) }
+
 func main() {
+	if len(os.Args) >= 2 && os.Args[1] == "seed" {
+		os.Exit(seed(os.Args[2:]))
+	}
 	if len(os.Args) < 2 || os.Args[1] != "bench" {
-		fmt.Fprintln(os.Stderr, "usage: franz-bench bench --bootstrap B [--size BYTES] [--partitions P] [--keyless yes|no] [--linger-ms MS] [--batch-size BYTES] [--timeout-ms MS] [--max-kafka-version V]")
+		fmt.Fprintln(os.Stderr, "usage: franz-bench bench|seed (seed: see seed.go) --bootstrap B [--size BYTES] [--partitions P] [--keyless yes|no] [--linger-ms MS] [--batch-size BYTES] [--timeout-ms MS] [--max-kafka-version V]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
@@ -196,7 +202,7 @@ func main() {
 		timeout:    time.Duration(*timeout) * time.Millisecond,
 	}
 	if *maxVersion != "" {
-		if s.maxVersion = kversion.FromString(*maxVersion); s.maxVersion == nil {
+		if s.maxVersion = parseVersion(*maxVersion); s.maxVersion == nil {
 			fmt.Fprintf(os.Stderr, "franz-bench: --max-kafka-version: %q is not a Kafka version\n", *maxVersion)
 			os.Exit(2)
 		}

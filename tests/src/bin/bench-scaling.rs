@@ -6,7 +6,7 @@
 //! bench-scaling memory [--records N] [--size BYTES] [--partitions N]
 //! bench-scaling latency [--broker tansu|kafka] [--ticks N] [--burst N] [--bursts N]
 //!                       [--partitions N] [--size BYTES] [--rounds N]
-//!                       [--clients kprod,rdkafka,java]
+//!                       [--clients kprod,rdkafka,java,franz]
 //! bench-scaling steady [--broker tansu|kafka] [--seconds N] [--rate N] [--size BYTES]
 //!                      [--partitions N]
 //! ```
@@ -750,8 +750,8 @@ fn latency(opts: &BTreeMap<String, String>) {
         .collect();
     for c in &clients {
         assert!(
-            ["kprod", "rdkafka", "java"].contains(&c.as_str()),
-            "--clients {c}: kprod, rdkafka or java"
+            ["kprod", "rdkafka", "java", "franz"].contains(&c.as_str()),
+            "--clients {c}: kprod, rdkafka, java or franz"
         );
     }
     let (broker, bootstrap) = start_broker(which, partitions);
@@ -857,6 +857,7 @@ fn latency(opts: &BTreeMap<String, String>) {
         for client in &order {
             let (tick, burst, secs) = match client.as_str() {
                 "java" => java_seed_latency(&bootstrap, &load, which == "tansu"),
+                "franz" => franz_seed_latency(&bootstrap, &load, which == "tansu"),
                 name => {
                     let c = if name == "kprod" { &kprod } else { &rdkafka };
                     let c = c.as_ref().expect("client started");
@@ -965,7 +966,32 @@ impl Latency {
 /// On Tansu the Java producer runs with `metadata.cluster.check.enable=false`: otherwise
 /// kafka-clients 4.4 sends ApiVersions v5, which Tansu cannot decode (as in bench-e2e).
 fn java_seed_latency(bootstrap: &str, load: &Load, tansu: bool) -> (Latency, Latency, f64) {
-    let plan = SeedPlan {
+    let plan = seed_plan(load);
+    let mut flags = javaref::Flags::default();
+    if tansu {
+        flags.extra.push((
+            "metadata.cluster.check.enable".to_owned(),
+            "false".to_owned(),
+        ));
+    }
+    let run = javaref::run_seed(bootstrap, &plan, &flags, Duration::from_secs(600));
+    seed_figures(&run, load, "the Java producer")
+}
+
+/// franz-go (`tests/go/franz-bench`'s `seed` command, which speaks the Java one's protocol)
+/// under the same load, in a process of its own; its percentiles as it measured them (send
+/// call to promise). On Tansu its request versions are capped at Kafka 3.9's (Tansu closes
+/// the connection on ApiVersions v5).
+fn franz_seed_latency(bootstrap: &str, load: &Load, tansu: bool) -> (Latency, Latency, f64) {
+    let plan = seed_plan(load);
+    let cap = tansu.then_some("3.9");
+    let run = kprod_tests::franz::run_seed(bootstrap, &plan, 5, cap, Duration::from_secs(600));
+    seed_figures(&run, load, "franz-go")
+}
+
+/// The seed plan of `load` for the Java and Go programs.
+fn seed_plan(load: &Load) -> SeedPlan {
+    SeedPlan {
         source: Source {
             topic: TOPIC.to_owned(),
             partitions: load.partitions as i32,
@@ -977,19 +1003,16 @@ fn java_seed_latency(bootstrap: &str, load: &Load, tansu: bool) -> (Latency, Lat
         bursts: load.bursts as u32,
         burst_size: load.burst as u64,
         resolve_timeout: Duration::from_secs(300),
-    };
-    let mut flags = javaref::Flags::default();
-    if tansu {
-        flags.extra.push((
-            "metadata.cluster.check.enable".to_owned(),
-            "false".to_owned(),
-        ));
     }
-    let run = javaref::run_seed(bootstrap, &plan, &flags, Duration::from_secs(600));
+}
+
+/// The percentiles and duration a seed run of the Java or Go program printed, after checking
+/// that `who` delivered every record.
+fn seed_figures(run: &javaref::JavaSeed, load: &Load, who: &str) -> (Latency, Latency, f64) {
     let stdout = &run.finished.stdout;
     let get = |stream| {
         let l = javaref::seed_latency(stdout, stream)
-            .unwrap_or_else(|e| panic!("Java seed run: {e}\n{stdout:?}"));
+            .unwrap_or_else(|e| panic!("{who}'s seed run: {e}\n{stdout:?}"));
         Latency {
             count: l.count as usize,
             mean: l.mean,
@@ -1004,10 +1027,10 @@ fn java_seed_latency(bootstrap: &str, load: &Load, tansu: bool) -> (Latency, Lat
         run.finished.status.success()
             && tick.count == load.ticks
             && burst.count == load.bursts * load.burst,
-        "the Java producer did not deliver every record ({} ticker, {} burst):\n{}",
+        "{who} did not deliver every record ({} ticker, {} burst):\n{}",
         tick.count,
         burst.count,
-        run.finished.describe("Java seed run")
+        run.finished.describe("seed run")
     );
     (tick, burst, run.report.elapsed.as_secs_f64())
 }
