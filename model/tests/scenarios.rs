@@ -1269,3 +1269,51 @@ fn records_sent_through_an_outage_keep_half_their_delivery_timeout() {
         check_all(&sim, 2);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Linger: a Produce request that goes anyway takes the node's other open batches.
+
+/// With `linger.ms` 100 and three partitions on one node: a record to partition 0 at 0 ms
+/// and one to partition 1 at 40 ms. Nothing goes before 100 ms; at 100 ms partition 0's
+/// linger is over and its request also takes partition 1's open batch (as Java's sender
+/// drains the first batch of every partition of the node it sends to), so both go in one
+/// request, and partition 2, which holds nothing, adds nothing. Before, partition 1's batch
+/// waited its own linger and went in a request of its own at 140 ms.
+#[test]
+fn a_request_that_goes_takes_the_nodes_other_open_batches() {
+    let mut sim = sim(
+        3,
+        ProducerConfig {
+            linger: Duration::from_millis(100),
+            ..cfg()
+        },
+    );
+    warm_up(&mut sim, 3);
+    let produce = |sim: &Sim| sim.requests.get(&api_key::PRODUCE).copied().unwrap_or(0);
+    let (before, sent) = (produce(&sim), sim.transmitted.len());
+    let a = sim.send(rec(0, 0));
+    sim.advance(Duration::from_millis(40));
+    let b = sim.send(rec(1, 1));
+    sim.advance(Duration::from_millis(59));
+    assert_eq!(
+        produce(&sim),
+        before,
+        "a batch went before any linger was over"
+    );
+    sim.advance(Duration::from_millis(1));
+    assert_eq!(produce(&sim), before + 1, "partition 0's linger is over");
+    let batches: Vec<i32> = sim.transmitted[sent..]
+        .iter()
+        .map(|w| w.partition)
+        .collect();
+    assert_eq!(batches, [0, 1], "one request with both open batches");
+    sim.run(STEPS);
+    assert_eq!(produce(&sim), before + 1, "no second request");
+    all_delivered(&sim);
+    assert_eq!(
+        (delivered(&sim, a), delivered(&sim, b)),
+        (1, 1),
+        "each after its warm-up record"
+    );
+    check_all(&sim, 3);
+}

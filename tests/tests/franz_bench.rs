@@ -38,7 +38,11 @@ fn franz_bench_delivers_every_record_once_in_order_on_tansu() {
     assert!(run.seconds > 0.0, "a timed window: {run:?}");
     assert!(run.cpu_seconds > 0.0, "CPU measured over it: {run:?}");
     let finished = bench.finish(Duration::from_secs(30));
-    assert!(finished.status.success(), "{}", finished.describe("franz-bench"));
+    assert!(
+        finished.status.success(),
+        "{}",
+        finished.describe("franz-bench")
+    );
 
     let log = read_topic(&bootstrap, TOPIC, PARTITIONS, Duration::from_secs(60))
         .unwrap_or_else(|e| panic!("the independent reader failed: {e}"));
@@ -49,7 +53,12 @@ fn franz_bench_delivers_every_record_once_in_order_on_tansu() {
             .iter()
             .map(|r| {
                 let v = r.value.as_deref().expect("a value");
-                assert_eq!(v.len(), 100, "partition {p} offset {}: value size", r.offset);
+                assert_eq!(
+                    v.len(),
+                    100,
+                    "partition {p} offset {}: value size",
+                    r.offset
+                );
                 u64::from_be_bytes(v[..8].try_into().expect("8 bytes"))
             })
             .collect();

@@ -20,7 +20,7 @@ use smallvec::SmallVec;
 use std::ops::Bound::{self, Excluded, Included, Unbounded};
 use std::time::{Duration, Instant};
 
-use crate::partition::Partition;
+use crate::partition::{BatchState, Partition};
 use crate::types::ProducerIdentity;
 
 use super::Producer;
@@ -54,6 +54,9 @@ pub(super) struct Entry {
     idle: Option<Instant>,
     /// The producer has an identity and this partition is bound to another one.
     unbound: bool,
+    /// Its last batch is open and holds records (it is lingering, or about to go), and
+    /// `linger.ms` is not 0.
+    lingering: bool,
     /// The deadlines [`Producer::next_deadline`] considers for it: the head retry's backoff,
     /// the open batch's linger, and the delivery timeout of the first batch whose records
     /// are not yet reported (in flight or not).
@@ -86,6 +89,10 @@ impl Entry {
                 p.last_write.and_then(|t| t.checked_add(idle_expiry))
             },
             unbound: identity.is_some() && p.bound != identity,
+            // Only a linger lets an open batch wait (without one, nothing is taken early).
+            lingering: !linger.is_zero()
+                && (p.batches.back())
+                    .is_some_and(|b| b.state == BatchState::Open && !b.records.is_empty()),
             timers,
         }
     }
@@ -140,6 +147,10 @@ pub(super) struct Index {
     /// a visit picks nothing, and comes back when it changes (`sync`), when one of its timers
     /// passes, or when something every partition depends on changes (identity, flush).
     sendable: BTreeSet<(i32, u64)>,
+    /// Partitions whose last batch is open and holds records, by leader (exact): a Produce
+    /// request to that leader may take such a batch before its linger is over, as Java's
+    /// sender drains the first batch of every partition of a node it sends to.
+    lingering: BTreeSet<(i32, u64)>,
     /// Timers up to this time have put their partitions back into `sendable`.
     timers_through: Option<u64>,
 }
@@ -155,6 +166,7 @@ impl Index {
             oldest: BTreeSet::new(),
             idle: BTreeSet::new(),
             sendable: BTreeSet::new(),
+            lingering: BTreeSet::new(),
             timers_through: None,
         }
     }
@@ -262,6 +274,15 @@ impl Index {
                 *self.queued.entry(l).or_insert(0) += 1;
             }
         }
+        let lingering = |e: &Entry| e.queued.flatten().filter(|_| e.lingering);
+        if lingering(&old.entry) != lingering(&new) {
+            if let Some(l) = lingering(&old.entry) {
+                self.lingering.remove(&(l, k));
+            }
+            if let Some(l) = lingering(&new) {
+                self.lingering.insert((l, k));
+            }
+        }
         if old.entry.unbound != new.unbound {
             if new.unbound {
                 self.unbound.insert(k);
@@ -330,6 +351,22 @@ impl Index {
         };
         out.extend(keys((leader, from), Included((leader, u64::MAX))));
         out.extend(keys((leader, 0), Excluded((leader, from))));
+    }
+
+    /// The partitions led by `leader` whose last batch is open and holds records, in
+    /// (topic, partition) order from `start`, wrapping around.
+    pub(super) fn lingering_on(&self, leader: i32, start: Option<Tp>, out: &mut Vec<Tp>) {
+        let from = start.map_or(0, |(ti, pi)| pack(ti, pi));
+        let keys = |lo: (i32, u64), hi: Bound<(i32, u64)>| {
+            (self.lingering.range((Included(lo), hi))).map(|&(_, k)| unpack(k))
+        };
+        out.extend(keys((leader, from), Included((leader, u64::MAX))));
+        out.extend(keys((leader, 0), Excluded((leader, from))));
+    }
+
+    /// Whether `(ti, pi)` is marked sendable to `leader`.
+    pub(super) fn is_sendable(&self, leader: i32, ti: usize, pi: usize) -> bool {
+        self.slot(ti, pi).sendable == Some(leader)
     }
 
     /// Marks sendable every partition whose timer (or idle probe time) passed since the last
@@ -498,7 +535,7 @@ impl Producer {
     pub(super) fn check_index(&self) {
         let idx = &self.index.0;
         let mut queued: BTreeMap<Option<i32>, usize> = BTreeMap::new();
-        let (mut unbound, mut timers) = (0, 0);
+        let (mut unbound, mut timers, mut lingering) = (0, 0, 0);
         for (ti, t) in self.topics.iter().enumerate() {
             for pi in 0..t.partitions.len() {
                 let e = self.entry_of(ti, pi);
@@ -507,6 +544,13 @@ impl Producer {
                 let k = pack(ti, pi);
                 if let Some(l) = e.queued {
                     *queued.entry(l).or_insert(0) += 1;
+                }
+                if let (Some(Some(l)), true) = (e.queued, e.lingering) {
+                    lingering += 1;
+                    assert!(
+                        idx.lingering.contains(&(l, k)),
+                        "lingering index of {ti}/{pi}"
+                    );
                 }
                 if e.unbound {
                     unbound += 1;
@@ -539,6 +583,7 @@ impl Producer {
         }
         assert_eq!(idx.queued, queued, "queued index");
         assert_eq!(idx.unbound.len(), unbound, "unbound index");
+        assert_eq!(idx.lingering.len(), lingering, "lingering index");
         assert_eq!(idx.timers.len(), timers, "timer index");
         if self.fatal.is_some() {
             return;

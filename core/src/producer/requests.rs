@@ -230,6 +230,58 @@ impl Producer {
             total += wire.len() + PARTITION_OVERHEAD + t.name.len();
             picked.push((ti, pi, b.id, wire));
         }
+        // A request goes anyway: it also takes the open batches of the node's other
+        // partitions (their first batch, as if flushed), up to the same limits, as Java's
+        // sender drains the first batch of every partition of a node it sends to. Without
+        // it, with a few records a millisecond over several partitions, each partition's
+        // batch waited its own linger and went in a request of its own.
+        if !picked.is_empty() && left_out.is_none() && !self.cfg.linger.is_zero() {
+            visit.clear();
+            self.index.0.lingering_on(node, start, &mut visit);
+            let mut ctx = self.send_context(conn);
+            ctx.flush_upto = Some(RecordId(u64::MAX));
+            // At most `most` visits: a request never walks every partition of the node.
+            for &(ti, pi) in visit.iter().take(most) {
+                if picked.len() >= most {
+                    break;
+                }
+                // Marked sendable: the walk above picked it, or it waits its turn there.
+                if self.index.0.is_sendable(node, ti, pi)
+                    || picked.iter().any(|&(t, p, ..)| (t, p) == (ti, pi))
+                {
+                    continue;
+                }
+                let t = &mut self.topics[ti];
+                let p = &mut t.partitions[pi];
+                if p.leader != Some(node) {
+                    continue;
+                }
+                let Some(b) = p.batches.iter().find(|b| b.state != BatchState::InFlight) else {
+                    continue;
+                };
+                if total + b.wire_len() + PARTITION_OVERHEAD + t.name.len()
+                    > self.cfg.max_request_size
+                {
+                    continue;
+                }
+                let unsealed = first_unsealed(p);
+                let probe = p.probe;
+                let Some(pick) = p.next_to_send(&ctx) else {
+                    if p.probe != probe {
+                        probed.push((ti, pi));
+                    }
+                    continue;
+                };
+                let b = &mut p.batches[pick.index];
+                if let Some((_, raw)) = unsealed.filter(|(id, _)| *id == b.id) {
+                    self.buffered_bytes -= fit_sealed(b, raw, &self.cfg, &mut self.batch_pool.0);
+                }
+                let wire = b.wire.clone().expect("a picked batch is sequenced");
+                observe_compression(t.compression, &mut t.ratio, unsealed, b.id, &wire);
+                total += wire.len() + PARTITION_OVERHEAD + t.name.len();
+                picked.push((ti, pi, b.id, wire));
+            }
+        }
         visit.clear();
         self.scratch.0 = visit;
         match left_out {
