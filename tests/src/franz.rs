@@ -3,7 +3,7 @@
 //! producer's `bench` protocol ([`JavaBench`]), so the bench drives both alike.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use std::time::Duration;
 
@@ -31,30 +31,11 @@ pub fn version() -> &'static str {
 /// # Panics
 /// If there is no complete build there (also when the sources changed since the last build).
 pub fn install_dir() -> PathBuf {
-    let dir = match std::env::var_os("KPROD_FRANZ_BENCH") {
-        Some(p) => PathBuf::from(p),
-        None => {
-            let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("..")
-                .join("scripts")
-                .join("install-franz-bench.sh");
-            let out = Command::new("bash")
-                .arg(&script)
-                .arg("--where")
-                .stdin(Stdio::null())
-                .output()
-                .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-            assert!(
-                out.status.success(),
-                "{} --where failed ({}): {}",
-                script.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let text = String::from_utf8_lossy(&out.stdout);
-            PathBuf::from(text.lines().last().unwrap_or_default().trim())
-        }
-    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("scripts")
+        .join("install-franz-bench.sh");
+    let dir = crate::built_dir("KPROD_FRANZ_BENCH", &script);
     assert!(
         dir.join(".complete").is_file() && dir.join("franz-bench").is_file(),
         "franz-bench is not built at {} (or its sources changed since); run \

@@ -53,27 +53,7 @@ const OUT_FILE: &str = "outcomes.tsv";
 /// If there is no complete build there (also when the sources changed since the last build),
 /// or `java` cannot run.
 pub fn install_dir() -> PathBuf {
-    let dir = match std::env::var_os("KPROD_JAVA_REF") {
-        Some(p) => PathBuf::from(p),
-        None => {
-            let script = script();
-            let out = Command::new("bash")
-                .arg(&script)
-                .arg("--where")
-                .stdin(Stdio::null())
-                .output()
-                .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-            assert!(
-                out.status.success(),
-                "{} --where failed ({}): {}",
-                script.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let text = String::from_utf8_lossy(&out.stdout);
-            PathBuf::from(text.lines().last().unwrap_or_default().trim())
-        }
-    };
+    let dir = crate::built_dir("KPROD_JAVA_REF", &script());
     assert!(
         dir.join(".complete").is_file() && dir.join("java-ref.jar").is_file(),
         "the Java reference producer is not built at {} (or its sources changed since); \

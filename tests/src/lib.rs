@@ -706,3 +706,30 @@ impl WireClient {
         }
     }
 }
+
+/// Where a build script of this checkout (`scripts/install-*.sh`, which print the folder on
+/// their last line and take `--where` to print it without building) puts its build: `$env`
+/// if set, else what `script --where` prints.
+///
+/// # Panics
+/// If the script cannot run or fails.
+pub(crate) fn built_dir(env: &str, script: &Path) -> PathBuf {
+    if let Some(p) = std::env::var_os(env) {
+        return PathBuf::from(p);
+    }
+    let out = Command::new("bash")
+        .arg(script)
+        .arg("--where")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{} --where failed ({}): {}",
+        script.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    PathBuf::from(text.lines().last().unwrap_or_default().trim())
+}

@@ -122,6 +122,17 @@ fn unpack(k: u64) -> Tp {
     ((k >> 32) as usize, (k & 0xffff_ffff) as usize)
 }
 
+/// The partitions of `set` (keyed by leader) led by `leader`, in (topic, partition) order
+/// from `start`, wrapping around.
+fn led_by(set: &BTreeSet<(i32, u64)>, leader: i32, start: Option<Tp>, out: &mut Vec<Tp>) {
+    let from = start.map_or(0, |(ti, pi)| pack(ti, pi));
+    let keys = |lo: (i32, u64), hi: Bound<(i32, u64)>| {
+        (set.range((Included(lo), hi))).map(|&(_, k)| unpack(k))
+    };
+    out.extend(keys((leader, from), Included((leader, u64::MAX))));
+    out.extend(keys((leader, 0), Excluded((leader, from))));
+}
+
 /// The indexes (see the module documentation). Times are kept as nanoseconds since `base`
 /// (the producer's creation; no time the producer handles is earlier).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -345,23 +356,13 @@ impl Index {
     /// The partitions marked sendable to `leader`, in (topic, partition) order from `start`
     /// (the first at or after it), wrapping around to those before it.
     pub(super) fn sendable_to(&self, leader: i32, start: Option<Tp>, out: &mut Vec<Tp>) {
-        let from = start.map_or(0, |(ti, pi)| pack(ti, pi));
-        let keys = |lo: (i32, u64), hi: Bound<(i32, u64)>| {
-            (self.sendable.range((Included(lo), hi))).map(|&(_, k)| unpack(k))
-        };
-        out.extend(keys((leader, from), Included((leader, u64::MAX))));
-        out.extend(keys((leader, 0), Excluded((leader, from))));
+        led_by(&self.sendable, leader, start, out);
     }
 
     /// The partitions led by `leader` whose last batch is open and holds records, in
     /// (topic, partition) order from `start`, wrapping around.
     pub(super) fn lingering_on(&self, leader: i32, start: Option<Tp>, out: &mut Vec<Tp>) {
-        let from = start.map_or(0, |(ti, pi)| pack(ti, pi));
-        let keys = |lo: (i32, u64), hi: Bound<(i32, u64)>| {
-            (self.lingering.range((Included(lo), hi))).map(|&(_, k)| unpack(k))
-        };
-        out.extend(keys((leader, from), Included((leader, u64::MAX))));
-        out.extend(keys((leader, 0), Excluded((leader, from))));
+        led_by(&self.lingering, leader, start, out);
     }
 
     /// Whether `(ti, pi)` is marked sendable to `leader`.

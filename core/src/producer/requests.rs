@@ -12,7 +12,7 @@ use smallvec::SmallVec;
 use super::accumulator::{first_unsealed, fit_sealed, observe_compression};
 use super::connections::ConnState;
 use super::Producer;
-use crate::partition::{BatchState, SendContext};
+use crate::partition::{BatchState, Pick, SendContext};
 use crate::protocol::produce::{PartitionProduceData, ProduceRequest, TopicProduceData};
 use crate::protocol::{self, encode_request};
 use crate::types::{ConnId, Output, RecordId};
@@ -169,6 +169,34 @@ impl Producer {
         }
     }
 
+    /// The batch `pick` chose in partition `(ti, pi)`, for a request: its id and bytes. One
+    /// sealed just now (`unsealed`: the first unsealed batch's id and raw size before the
+    /// pick) gives back what its buffer held beyond its bytes and tells the topic's
+    /// compression estimate how well it compressed.
+    fn take_pick(
+        &mut self,
+        ti: usize,
+        pi: usize,
+        pick: Pick,
+        unsealed: Option<(u64, usize)>,
+    ) -> (u64, Bytes) {
+        let Self {
+            topics,
+            buffered_bytes,
+            cfg,
+            batch_pool,
+            ..
+        } = self;
+        let t = &mut topics[ti];
+        let b = &mut t.partitions[pi].batches[pick.index];
+        if let Some((_, raw)) = unsealed.filter(|(id, _)| *id == b.id) {
+            *buffered_bytes -= fit_sealed(b, raw, cfg, &mut batch_pool.0);
+        }
+        let wire = b.wire.clone().expect("a picked batch is sequenced");
+        observe_compression(t.compression, &mut t.ratio, unsealed, b.id, &wire);
+        (b.id, wire)
+    }
+
     /// Builds one Produce request for `conn` with at most one batch per partition led by
     /// `node`. Returns whether a request was sent.
     ///
@@ -221,14 +249,9 @@ impl Producer {
                 self.index.0.unmark_sendable(node, ti, pi);
                 continue;
             };
-            let b = &mut p.batches[pick.index];
-            if let Some((_, raw)) = unsealed.filter(|(id, _)| *id == b.id) {
-                self.buffered_bytes -= fit_sealed(b, raw, &self.cfg, &mut self.batch_pool.0);
-            }
-            let wire = b.wire.clone().expect("a picked batch is sequenced");
-            observe_compression(t.compression, &mut t.ratio, unsealed, b.id, &wire);
-            total += wire.len() + PARTITION_OVERHEAD + t.name.len();
-            picked.push((ti, pi, b.id, wire));
+            let (id, wire) = self.take_pick(ti, pi, pick, unsealed);
+            total += wire.len() + PARTITION_OVERHEAD + self.topics[ti].name.len();
+            picked.push((ti, pi, id, wire));
         }
         // A request goes anyway: it also takes the open batches of the node's other
         // partitions (their first batch, as if flushed), up to the same limits, as Java's
@@ -272,14 +295,9 @@ impl Producer {
                     }
                     continue;
                 };
-                let b = &mut p.batches[pick.index];
-                if let Some((_, raw)) = unsealed.filter(|(id, _)| *id == b.id) {
-                    self.buffered_bytes -= fit_sealed(b, raw, &self.cfg, &mut self.batch_pool.0);
-                }
-                let wire = b.wire.clone().expect("a picked batch is sequenced");
-                observe_compression(t.compression, &mut t.ratio, unsealed, b.id, &wire);
-                total += wire.len() + PARTITION_OVERHEAD + t.name.len();
-                picked.push((ti, pi, b.id, wire));
+                let (id, wire) = self.take_pick(ti, pi, pick, unsealed);
+                total += wire.len() + PARTITION_OVERHEAD + self.topics[ti].name.len();
+                picked.push((ti, pi, id, wire));
             }
         }
         visit.clear();
