@@ -191,6 +191,10 @@ pub struct ModelCfg {
     /// the hint, before any metadata answer. Off by default (the pinned configurations
     /// predate it); the configuration that checks the hint path sets it.
     pub leader_hints: bool,
+    /// `linger.ms`. 0 (the default): every batch may go as soon as it holds a record. Above
+    /// 0, a batch waits for a tick to its linger, or goes with a request that goes anyway
+    /// (another partition's ready batch takes the open ones along).
+    pub linger_ms: u64,
 }
 
 impl Default for ModelCfg {
@@ -217,6 +221,7 @@ impl Default for ModelCfg {
             broker_versions: Advertised::LATEST,
             bootstrap_patience_ms: None,
             leader_hints: false,
+            linger_ms: 0,
         }
     }
 }
@@ -501,7 +506,7 @@ impl KafkaModel {
         ProducerConfig {
             bootstrap_servers: (1..=self.cfg.nodes).map(|n| format!("b{n}:9092")).collect(),
             max_in_flight: self.cfg.max_in_flight,
-            linger: Duration::ZERO,
+            linger: Duration::from_millis(self.cfg.linger_ms),
             batch_size: self.batch_size(),
             request_timeout: Duration::from_millis(100),
             delivery_timeout: Duration::from_millis(self.cfg.delivery_timeout_ms),

@@ -543,6 +543,37 @@ fn five_in_flight_seven_records_two_retriable_errors() {
     assert_eq!(n, PINNED_NEW[7], "unique states changed");
 }
 
+/// `linger.ms` 5 (every other configuration has none): two partitions of two records, up to
+/// two records a batch, so a batch holding one record lingers. It goes when a tick reaches
+/// its linger, when its second record fills it, or earlier with a request that goes anyway
+/// (the other partition's ready batch takes it along, as Java's sender does); with a
+/// disconnect and a retriable error on Kafka's rules.
+fn linger_cfg() -> ModelCfg {
+    ModelCfg {
+        partitions: 2,
+        records_per_partition: 2,
+        records_per_batch: 2,
+        linger_ms: 5,
+        budget: Budget {
+            disconnects: 1,
+            injections: 1,
+            ..Budget::default()
+        },
+        injectable: vec![Inject::NotEnoughReplicas],
+        ..base(BrokerMode::Lenient)
+    }
+}
+
+#[test]
+fn lingering_batches_go_with_a_request_that_goes_anyway() {
+    let n = check(
+        "linger 5 ms, two partitions",
+        linger_cfg(),
+        &[ALL_DELIVERED, DEDUP],
+    );
+    assert_eq!(n, PINNED_LINGER, "unique states changed");
+}
+
 /// The Tansu-like broker (DUPLICATE_SEQUENCE_NUMBER, refused bumps) and the sequence wrap,
 /// together with a disconnect and an error after the append.
 fn tansu_wrap_cfg() -> ModelCfg {
@@ -642,6 +673,9 @@ const PINNED_PATIENCE: [usize; 2] = [197_427, 12_441];
 const PINNED_HINTS: usize = 99_498;
 /// `leader_change_and_errors_after_the_append_on_kafka_and_tansu`: Kafka's rules, Tansu's.
 const PINNED_COMBINED: [usize; 2] = [2_053_939, 1_061_549];
+/// `lingering_batches_go_with_a_request_that_goes_anyway` (951,159 with the open batches
+/// left out of requests that go anyway: the configuration reaches the rule).
+const PINNED_LINGER: usize = 901_357;
 /// The configurations added for issue 15, in file order.
 const PINNED_NEW: [usize; 10] = [
     // [1] was 236,273 until a batch in flight had its records reported at its delivery
