@@ -96,6 +96,12 @@ impl Entry {
             timers,
         }
     }
+
+    /// Its key in the open-batch index: its leader, if its last batch is open and holds
+    /// records.
+    fn lingering_on(&self) -> Option<i32> {
+        self.queued.flatten().filter(|_| self.lingering)
+    }
 }
 
 /// One partition's place in the indexes.
@@ -285,12 +291,11 @@ impl Index {
                 *self.queued.entry(l).or_insert(0) += 1;
             }
         }
-        let lingering = |e: &Entry| e.queued.flatten().filter(|_| e.lingering);
-        if lingering(&old.entry) != lingering(&new) {
-            if let Some(l) = lingering(&old.entry) {
+        if old.entry.lingering_on() != new.lingering_on() {
+            if let Some(l) = old.entry.lingering_on() {
                 self.lingering.remove(&(l, k));
             }
-            if let Some(l) = lingering(&new) {
+            if let Some(l) = new.lingering_on() {
                 self.lingering.insert((l, k));
             }
         }
@@ -546,7 +551,7 @@ impl Producer {
                 if let Some(l) = e.queued {
                     *queued.entry(l).or_insert(0) += 1;
                 }
-                if let (Some(Some(l)), true) = (e.queued, e.lingering) {
+                if let Some(l) = e.lingering_on() {
                     lingering += 1;
                     assert!(
                         idx.lingering.contains(&(l, k)),

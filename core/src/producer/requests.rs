@@ -268,10 +268,9 @@ impl Producer {
                 if picked.len() >= most {
                     break;
                 }
-                // Marked sendable: the walk above picked it, or it waits its turn there.
-                if self.index.0.is_sendable(node, ti, pi)
-                    || picked.iter().any(|&(t, p, ..)| (t, p) == (ti, pi))
-                {
+                // Marked sendable: the walk above visited it and picked its batch (a partition
+                // it picked nothing from is unmarked), so it is in this request already.
+                if self.index.0.is_sendable(node, ti, pi) {
                     continue;
                 }
                 let t = &mut self.topics[ti];
