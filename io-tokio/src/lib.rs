@@ -2117,8 +2117,9 @@ impl<C: Connector> Driver<C> {
                 }
                 // Whatever woke the driver (the fine timer wakes it as a handle does), a
                 // deadline reached is handled before the drain.
-                if self.deadline.is_some_and(|d| d <= now()) {
-                    core.producer.handle_timeout(now());
+                let t = now();
+                if self.deadline.is_some_and(|d| d <= t) {
+                    core.producer.handle_timeout(t);
                 }
                 // Before the drain: a topic asked about again is asked in it.
                 self.answer_partition_waiters(core);

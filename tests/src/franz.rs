@@ -12,16 +12,12 @@ use crate::seed::SeedPlan;
 
 /// The franz-go version `tests/go/franz-bench/go.mod` requires (`?` if it names none).
 pub fn version() -> &'static str {
+    // `require github.com/twmb/franz-go vX` alone, or the same line in a `require (` block.
     include_str!("../go/franz-bench/go.mod")
         .lines()
-        .filter_map(|l| l.trim().strip_prefix("require github.com/twmb/franz-go "))
-        .chain(
-            include_str!("../go/franz-bench/go.mod")
-                .lines()
-                .filter_map(|l| l.trim().strip_prefix("github.com/twmb/franz-go ")),
-        )
-        .map(|v| v.split_whitespace().next().unwrap_or("?"))
-        .next()
+        .map(|l| l.trim().trim_start_matches("require "))
+        .find_map(|l| l.strip_prefix("github.com/twmb/franz-go "))
+        .and_then(|v| v.split_whitespace().next())
         .unwrap_or("?")
 }
 
@@ -59,17 +55,7 @@ pub fn start_bench(
     plan: &BenchPlan,
     max_kafka_version: Option<&str>,
 ) -> JavaBench {
-    let exe = install_dir().join("franz-bench");
-    let mut args: Vec<String> = vec![
-        "--bootstrap".into(),
-        bootstrap.to_owned(),
-        "--size".into(),
-        plan.size.to_string(),
-        "--partitions".into(),
-        plan.partitions.to_string(),
-        "--keyless".into(),
-        if plan.keyless { "yes" } else { "no" }.into(),
-    ];
+    let mut args = plan.args(bootstrap);
     if let Some(ms) = plan.producer.linger_ms {
         args.extend(["--linger-ms".into(), ms.to_string()]);
     }
@@ -79,14 +65,16 @@ pub fn start_bench(
     if let Some(v) = max_kafka_version {
         args.extend(["--max-kafka-version".into(), v.to_owned()]);
     }
-    let mut program = Command::new(&exe);
-    program.arg("bench").args(&args);
     let label = format!("franz-bench bench {}", args.join(" "));
-    JavaBench::ready(JavaRun::spawn_command(
-        program,
-        &exe.display().to_string(),
-        label,
-    ))
+    JavaBench::ready(spawn("bench", &args, label))
+}
+
+/// Starts `franz-bench COMMAND ARGS...` as [`JavaRun::spawn`] starts the JVM.
+fn spawn(command: &str, args: &[String], label: String) -> JavaRun {
+    let exe = install_dir().join("franz-bench");
+    let mut program = Command::new(&exe);
+    program.arg(command).args(args);
+    JavaRun::spawn_command(program, &exe.display().to_string(), label)
 }
 
 /// Runs the seed scenario `plan` with franz-go (`franz-bench seed`, the Java `seed` command's
@@ -102,20 +90,13 @@ pub fn run_seed(
     max_kafka_version: Option<&str>,
     timeout: Duration,
 ) -> JavaSeed {
-    let exe = install_dir().join("franz-bench");
     let mut args = javaref::seed_plan_args(plan, bootstrap, JavaRun::out_file());
     args.extend(["--linger-ms".into(), linger_ms.to_string()]);
     if let Some(v) = max_kafka_version {
         args.extend(["--max-kafka-version".into(), v.to_owned()]);
     }
-    let mut program = Command::new(&exe);
-    program.arg("seed").args(&args);
-    let run = JavaRun::spawn_command(
-        program,
-        &exe.display().to_string(),
-        format!("franz-bench seed (topic {})", plan.source.topic),
-    );
-    javaref::finish_seed(run, plan, timeout)
+    let label = format!("franz-bench seed (topic {})", plan.source.topic);
+    javaref::finish_seed(spawn("seed", &args, label), plan, timeout)
 }
 
 #[cfg(test)]

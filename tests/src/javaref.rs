@@ -625,13 +625,13 @@ impl LedgerPlan {
 }
 
 impl JavaRun {
-    /// Starts `command` with the arguments `args` makes from the outcome file's path (relative
-    /// to the run's directory, its working directory).
     /// The outcome file's path, relative to the run's directory (its working directory).
     pub fn out_file() -> &'static Path {
         Path::new(OUT_FILE)
     }
 
+    /// Starts `command` with the arguments `args` makes from the outcome file's path (relative
+    /// to the run's directory, its working directory).
     fn spawn_with_out(command: &str, args: impl FnOnce(&Path) -> Vec<String>) -> Self {
         Self::spawn(command, &args(Path::new(OUT_FILE)))
     }
@@ -1017,6 +1017,25 @@ pub struct BenchPlan {
     pub producer: Flags,
 }
 
+impl BenchPlan {
+    /// The `bench` command's arguments for this plan against `bootstrap`, producer settings
+    /// aside (each program takes its own).
+    pub(crate) fn args(&self, bootstrap: &str) -> Vec<String> {
+        [
+            ("bootstrap", bootstrap.to_owned()),
+            ("size", self.size.to_string()),
+            ("partitions", self.partitions.to_string()),
+            (
+                "keyless",
+                if self.keyless { "yes" } else { "no" }.to_owned(),
+            ),
+        ]
+        .into_iter()
+        .flat_map(|(k, v)| [format!("--{k}"), v])
+        .collect()
+    }
+}
+
 /// One run's figures, as the JVM measured them over its timed window (from the first send to
 /// the last acknowledgement).
 #[derive(Debug, Clone, PartialEq)]
@@ -1088,18 +1107,7 @@ impl JavaBench {
     /// # Panics
     /// If the program is not built, cannot start, or is not ready within 60 s.
     pub fn start(bootstrap: &str, plan: &BenchPlan) -> Self {
-        let mut args: Vec<String> = [
-            ("bootstrap", bootstrap.to_owned()),
-            ("size", plan.size.to_string()),
-            ("partitions", plan.partitions.to_string()),
-            (
-                "keyless",
-                if plan.keyless { "yes" } else { "no" }.to_owned(),
-            ),
-        ]
-        .into_iter()
-        .flat_map(|(k, v)| [format!("--{k}"), v])
-        .collect();
+        let mut args = plan.args(bootstrap);
         args.extend(plan.producer.args());
         Self::ready(JavaRun::spawn("bench", &args))
     }

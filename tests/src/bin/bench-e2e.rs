@@ -1225,9 +1225,10 @@ fn java_plan(args: &Args) -> BenchPlan {
     }
 }
 
-/// One run of the Java producer in its long-lived JVM. Wall time and CPU are the JVM's own
-/// figures over its window; the broker's and the machine's CPU are read here, from the
-/// `MEASURING` line to the result line, as is the JVM's `/proc` CPU (the cross-check).
+/// One run of `name` (the Java producer in its long-lived JVM, or franz-bench, which speaks
+/// its protocol). Wall time and CPU are the program's own figures over its window; the
+/// broker's and the machine's CPU are read here, from the `MEASURING` line to the result
+/// line, as is the program's `/proc` CPU (the cross-check).
 fn run_peer(
     java: &mut JavaBench,
     name: &str,
