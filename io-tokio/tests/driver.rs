@@ -2050,3 +2050,217 @@ async fn acks_zero_a_write_backlog_holds_sends_only_up_to_max_block() {
         "backlog: first send refused after {t1:?}, flush after {tf:?}, send behind it after {t2:?}"
     );
 }
+
+/// `ProducerHandle::enqueue_with`: an outcome callback instead of a future per record.
+mod callbacks {
+    use super::*;
+
+    type Calls = Arc<Mutex<Vec<(usize, Result<Delivery, DeliveryError>)>>>;
+
+    /// Enqueues `n` records valued "0".."n-1" to `topic`, each with a callback recording
+    /// `(i, outcome)` in call order.
+    async fn enqueue_with_all(h: &ProducerHandle, topic: &str, n: usize) -> Calls {
+        let calls = Calls::default();
+        for i in 0..n {
+            let c = calls.clone();
+            h.enqueue_with(Record::new(topic, i.to_string()), move |r| {
+                c.lock().unwrap().push((i, r));
+            })
+            .await
+            .unwrap();
+        }
+        calls
+    }
+
+    /// Every record's callback is called once, with the outcome its future would have
+    /// given (here through a dropped connection: retried and deduplicated), each partition's
+    /// in send order, and the log holds every record once at its reported offset.
+    #[tokio::test(start_paused = true)]
+    async fn every_record_calls_back_once_in_send_order_per_partition() {
+        let broker = FakeBroker::new("t", 2);
+        broker.script.lock().unwrap().produce = VecDeque::from([Action::AppendThenDrop]);
+        let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+        let calls = enqueue_with_all(&h, "t", 1_000).await;
+        h.close().await;
+        let calls = std::mem::take(&mut *calls.lock().unwrap());
+        assert_eq!(calls.len(), 1_000, "one call per record");
+        let mut last: HashMap<i32, usize> = HashMap::new();
+        let mut outcomes: Vec<Option<Result<Delivery, DeliveryError>>> =
+            (0..1_000).map(|_| None).collect();
+        for (i, r) in calls {
+            let d = r.as_ref().unwrap_or_else(|e| panic!("record {i}: {e}"));
+            if let Some(prev) = last.insert(d.partition, i) {
+                assert!(prev < i, "partition {}: {i} after {prev}", d.partition);
+            }
+            assert!(outcomes[i].replace(r).is_none(), "record {i} called twice");
+        }
+        let outcomes: Vec<_> = outcomes.into_iter().map(Option::unwrap).collect();
+        check_truthful(&broker, "t", &outcomes);
+        let total: usize = (0..2).map(|p| broker.log("t", p).len()).sum();
+        assert_eq!(total, 1_000, "every record exactly once");
+        assert!(broker.cluster.lock().unwrap().stats.deduplicated >= 1);
+    }
+
+    /// The delivery a callback gets carries the record's own timestamp, or the wall clock's
+    /// for a record without one, as the future's does.
+    #[tokio::test(start_paused = true)]
+    async fn the_callback_gets_the_records_timestamp() {
+        let broker = FakeBroker::new("t", 1);
+        let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+        let calls = Calls::default();
+        for (i, r) in [
+            Record::new("t", "a").with_timestamp(1234),
+            Record::new("t", "b"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let c = calls.clone();
+            h.enqueue_with(r, move |r| c.lock().unwrap().push((i, r)))
+                .await
+                .unwrap();
+        }
+        h.flush().await;
+        let calls = std::mem::take(&mut *calls.lock().unwrap());
+        let stamps: Vec<_> = calls
+            .iter()
+            .map(|(i, r)| (*i, r.as_ref().unwrap().timestamp))
+            .collect();
+        assert_eq!(stamps.len(), 2, "{stamps:?}");
+        assert_eq!(stamps[0], (0, 1234));
+        assert!(stamps[1].1 > 1_600_000_000_000, "wall clock: {stamps:?}");
+        h.close().await;
+    }
+
+    /// A record refused when it is enqueued comes back in the error and its callback is
+    /// never called: one outcome, not two.
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_record_never_calls_back() {
+        let broker = FakeBroker::new("t", 1);
+        let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+        let calls = Calls::default();
+        let refused = [
+            Record::new("bad topic!", "x"),
+            Record::new("t", vec![0u8; 2 << 20]),
+            Record::new("t", "y").with_partition(-1),
+        ];
+        for r in refused {
+            let c = calls.clone();
+            let err = h
+                .enqueue_with(r, move |r| c.lock().unwrap().push((0, r)))
+                .await
+                .unwrap_err();
+            assert!(matches!(err.kind, ErrorKind::Refused(_)), "{err}");
+            assert_eq!(err.persisted, Persistence::NotPersisted);
+            assert!(err.record().is_some(), "the record is handed back");
+        }
+        h.close().await;
+        let c = calls.clone();
+        let err = h
+            .enqueue_with(Record::new("t", "late"), move |r| {
+                c.lock().unwrap().push((0, r))
+            })
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err.kind, ErrorKind::Refused(ref e) if matches!(**e, SendError::Closed(_))),
+            "{err}"
+        );
+        assert!(calls.lock().unwrap().is_empty(), "no callback called");
+    }
+
+    /// A callback that panics costs no other record its outcome, and the producer goes on.
+    #[tokio::test(start_paused = true)]
+    async fn a_panicking_callback_harms_no_other_record() {
+        let broker = FakeBroker::new("t", 1);
+        let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+        let calls = Calls::default();
+        for i in 0..100 {
+            let c = calls.clone();
+            h.enqueue_with(Record::new("t", i.to_string()), move |r| {
+                assert_ne!(i, 5, "the application's callback panics");
+                c.lock().unwrap().push((i, r));
+            })
+            .await
+            .unwrap();
+        }
+        let d = h.send(Record::new("t", "after")).await.unwrap();
+        assert_eq!(d.offset, Some(100));
+        h.close().await;
+        let calls = calls.lock().unwrap();
+        let ids: Vec<usize> = calls.iter().map(|(i, _)| *i).collect();
+        let expected: Vec<usize> = (0..100).filter(|&i| i != 5).collect();
+        assert_eq!(ids, expected);
+        assert!(calls.iter().all(|(_, r)| r.is_ok()));
+        assert_eq!(broker.log("t", 0).len(), 101);
+    }
+
+    /// A callback may use the producer: it runs outside the producer's lock (here it
+    /// enqueues a follow-up record from inside the callback, polling once).
+    #[tokio::test(start_paused = true)]
+    async fn a_callback_can_enqueue_from_inside() {
+        let broker = FakeBroker::new("t", 1);
+        let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+        let follow_ups = Arc::new(Mutex::new(Vec::new()));
+        let (h2, f2) = (h.clone(), follow_ups.clone());
+        h.enqueue_with(Record::new("t", "first"), move |r| {
+            assert!(r.is_ok());
+            let mut fut = std::pin::pin!(h2.enqueue(Record::new("t", "second")));
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            let polled = std::future::Future::poll(fut.as_mut(), &mut cx);
+            f2.lock().unwrap().push(polled.is_ready());
+        })
+        .await
+        .unwrap();
+        h.flush().await;
+        h.flush().await;
+        h.close().await;
+        assert_eq!(*follow_ups.lock().unwrap(), vec![true]);
+        assert_eq!(broker.log("t", 0), vec!["first", "second"]);
+    }
+
+    /// Records accepted when the producer's runtime shuts down: each callback is still
+    /// called once, saying the producer stopped (possibly persisted: the records were
+    /// written and never answered).
+    #[test]
+    fn a_runtime_shut_down_calls_every_pending_callback_with_stopped() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let broker = FakeBroker::new("t", 1);
+        broker.script.lock().unwrap().produce = VecDeque::from(vec![Action::Stall; 64]);
+        let calls = Calls::default();
+        let h = rt.block_on(async {
+            let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+            for i in 0..10 {
+                let c = calls.clone();
+                h.enqueue_with(Record::new("t", i.to_string()), move |r| {
+                    c.lock().unwrap().push((i, r));
+                })
+                .await
+                .unwrap();
+            }
+            h.flush_timeout(Duration::from_millis(200))
+                .await
+                .unwrap_err();
+            h
+        });
+        assert!(calls.lock().unwrap().is_empty(), "the broker never answers");
+        drop(rt);
+        let calls = std::mem::take(&mut *calls.lock().unwrap());
+        let mut ids: Vec<usize> = calls.iter().map(|(i, _)| *i).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, (0..10).collect::<Vec<_>>(), "each called once");
+        for (i, r) in calls {
+            let e = r.unwrap_err();
+            assert!(
+                matches!(e.kind, ErrorKind::DriverStopped),
+                "record {i}: {e}"
+            );
+            assert_eq!(e.persisted, Persistence::PossiblyPersisted);
+        }
+        drop(h);
+    }
+}
