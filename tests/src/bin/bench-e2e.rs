@@ -60,6 +60,14 @@
 //!   why not a `BaseProducer` polled by the sender).
 //! - `rdkafka-future`: a `FutureProducer` driven like kprod (one future per message, in a
 //!   task on the same runtime). Not run unless asked for.
+//! - `kprod-callback`: `kprod`'s loop with `ProducerHandle::enqueue_with` and one counting
+//!   callback that captures nothing (a `static` tally), the way the `rdkafka` and `java`
+//!   clients count: no future per record. Not run unless asked for.
+//! - `kprod-tasks` and `rdkafka-tasks`: `--tasks` tasks (default 1,000) share one producer,
+//!   each sending its share of the messages one at a time, every send awaited before the
+//!   next (`ProducerHandle::send`, `FutureProducer::send` without a timeout): many request
+//!   handlers sharing a producer, a closed loop whose rate is tasks / latency. Not run
+//!   unless asked for.
 //! - `java`: kafka-clients (the broker's version, 4.4.0) in the `bench` command of the Java
 //!   reference program (`tests/java`, built by `scripts/install-java-ref.sh`): one JVM
 //!   (`-Xmx1g -XX:+UseSerialGC`), started before the warm-up rounds and kept for the whole
@@ -131,6 +139,7 @@ use rdkafka::producer::{
     BaseRecord, FutureProducer, FutureRecord, Producer as _, ProducerContext, ThreadedProducer,
 };
 use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::util::Timeout;
 
 const USAGE: &str = "\
 usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--rounds R]
@@ -151,8 +160,12 @@ usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--roun
   --linger-ms   linger.ms for every client (default 5)
   --batch-size  batch.size for every client (default 16384)
   --clients     comma-separated: kprod, kprod-many, kprod-nocap, rdkafka, java, franz,
-                rdkafka-future (default kprod,rdkafka); franz is franz-go (Go); kprod-nocap is kprod with
-                kprod.max.batches.per.request=1000000 (no cap on batches per request)
+                rdkafka-future, kprod-callback, kprod-tasks, rdkafka-tasks (default
+                kprod,rdkafka); kprod-callback is kprod with enqueue_with; franz is
+                franz-go (Go); kprod-nocap is kprod with kprod.max.batches.per.request=1000000
+                (no cap on batches per request); the -tasks clients send from --tasks tasks,
+                each awaiting every send
+  --tasks       sending tasks of kprod-tasks and rdkafka-tasks (default 1000)
   --only        one client only (for profiling), same as --clients CLIENT
   --keyless     let each client's partitioner choose (default: message i to partition i mod P)
   --rdkafka-queue-kbytes
@@ -198,6 +211,13 @@ enum Client {
     KprodNocap,
     Rdkafka,
     RdkafkaFuture,
+    /// kprod with `ProducerHandle::enqueue_with` and one shared counting callback
+    /// ([`run_kprod_callback`]).
+    KprodCallback,
+    /// kprod, `--tasks` tasks each awaiting every `send` ([`run_kprod_tasks`]).
+    KprodTasks,
+    /// librdkafka's `FutureProducer` driven like `kprod-tasks` ([`run_rdkafka_tasks`]).
+    RdkafkaTasks,
     Java,
     /// franz-go, in `tests/go/franz-bench`.
     Franz,
@@ -211,6 +231,9 @@ impl Client {
             Self::KprodNocap => "kprod-nocap",
             Self::Rdkafka => "rdkafka",
             Self::RdkafkaFuture => "rdkafka-future",
+            Self::KprodCallback => "kprod-callback",
+            Self::KprodTasks => "kprod-tasks",
+            Self::RdkafkaTasks => "rdkafka-tasks",
             Self::Java => "java",
             Self::Franz => "franz",
         }
@@ -223,6 +246,9 @@ impl Client {
             "kprod-nocap" => Some(Self::KprodNocap),
             "rdkafka" => Some(Self::Rdkafka),
             "rdkafka-future" => Some(Self::RdkafkaFuture),
+            "kprod-callback" => Some(Self::KprodCallback),
+            "kprod-tasks" => Some(Self::KprodTasks),
+            "rdkafka-tasks" => Some(Self::RdkafkaTasks),
             "java" => Some(Self::Java),
             "franz" => Some(Self::Franz),
             _ => None,
@@ -256,6 +282,8 @@ struct Args {
     kprod_set: Vec<(String, String)>,
     keep_going: bool,
     rolling_topics: bool,
+    /// `--tasks`: concurrent sending tasks of `kprod-tasks` and `rdkafka-tasks`.
+    tasks: u64,
 }
 
 impl Args {
@@ -275,6 +303,7 @@ impl Args {
             wire_stats: false,
             // kprod's default `buffer.memory` (32 MiB).
             rdkafka_queue_kbytes: 32 * 1024,
+            tasks: 1000,
             same_topic: false,
             kprod_set: Vec::new(),
             keep_going: false,
@@ -342,6 +371,12 @@ impl Args {
                         .filter(|(k, _)| !k.trim().is_empty())
                         .ok_or_else(|| bad("KEY=VALUE"))?;
                     a.kprod_set.push((k.trim().to_owned(), v.trim().to_owned()));
+                }
+                "--tasks" => {
+                    a.tasks = value.parse().map_err(|_| bad("count"))?;
+                    if a.tasks == 0 {
+                        return Err("--tasks must be at least 1".into());
+                    }
                 }
                 "--rdkafka-queue-kbytes" => {
                     a.rdkafka_queue_kbytes = value.parse().map_err(|_| bad("KiB"))?;
@@ -785,6 +820,14 @@ impl Tally {
         }
     }
 
+    fn merge(&mut self, other: Self) {
+        self.ok += other.ok;
+        self.failed += other.failed;
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+    }
+
     fn check(&self, n: u64) -> Result<(), String> {
         if self.ok == n && self.failed == 0 {
             Ok(())
@@ -854,18 +897,18 @@ impl<F: Future + Unpin> InOrder<F> {
 // kprod-tokio
 // ---------------------------------------------------------------------------------------------
 
-async fn run_kprod(
-    args: Arc<Args>,
-    bootstrap: String,
-    topic: String,
-    meter: Meter,
-    chunk: usize,
+/// A kprod producer with the bench's settings and `extra`, its warm-up record (connection,
+/// metadata, producer id) acknowledged.
+async fn kprod_producer(
+    args: &Args,
+    bootstrap: &str,
+    topic: &str,
     extra: &[(&str, &str)],
-) -> Result<Measured, String> {
+) -> Result<ProducerHandle, String> {
     let linger = args.linger_ms.to_string();
     let batch = args.batch_size.to_string();
     let mut props = vec![
-        ("bootstrap.servers", bootstrap.as_str()),
+        ("bootstrap.servers", bootstrap),
         ("client.id", "bench-kprod"),
         ("linger.ms", linger.as_str()),
         ("batch.size", batch.as_str()),
@@ -874,16 +917,25 @@ async fn run_kprod(
     props.extend_from_slice(extra);
     let config = config_from_properties(&props).map_err(|e| format!("kprod config: {e}"))?;
     let producer = ProducerHandle::connect(config).map_err(|e| format!("kprod: {e}"))?;
-    let mut buf = payload(args.size);
-
-    // Warm-up: connection, metadata, producer id.
-    let mut warm = Record::new(topic.as_str(), Bytes::copy_from_slice(&buf));
+    let mut warm = Record::new(topic, Bytes::from(payload(args.size)));
     warm.partition = Some(0);
     producer
         .send(warm)
         .await
         .map_err(|e| format!("kprod warm-up record: {e}"))?;
+    Ok(producer)
+}
 
+async fn run_kprod(
+    args: Arc<Args>,
+    bootstrap: String,
+    topic: String,
+    meter: Meter,
+    chunk: usize,
+    extra: &[(&str, &str)],
+) -> Result<Measured, String> {
+    let producer = kprod_producer(&args, &bootstrap, &topic, extra).await?;
+    let mut buf = payload(args.size);
     let start = meter.start();
     let mut tally = Tally::default();
     let mut pending = InOrder::new();
@@ -938,6 +990,191 @@ async fn run_kprod(
     );
 
     producer.close().await;
+    tally.check(args.messages)?;
+    Ok(meter.measure(start, end))
+}
+
+/// The outcomes [`run_kprod_callback`]'s callbacks count.
+struct Counted {
+    tally: Mutex<Tally>,
+    /// Outcomes so far.
+    seen: AtomicU64,
+    /// Records accepted, once all are (`u64::MAX` until then): the callback that sees the
+    /// last outcome wakes the sender.
+    target: AtomicU64,
+    all: tokio::sync::Notify,
+}
+
+/// [`run_kprod_callback`]'s tally: a static, so that the callback captures nothing (boxing
+/// it allocates nothing), as the rdkafka and Java clients share one counting callback. One
+/// `kprod-callback` run at a time (the bench runs one client at a time).
+static COUNTED: Counted = Counted {
+    tally: Mutex::new(Tally {
+        ok: 0,
+        failed: 0,
+        first_error: None,
+    }),
+    seen: AtomicU64::new(0),
+    target: AtomicU64::new(u64::MAX),
+    all: tokio::sync::Notify::const_new(),
+};
+
+/// `kprod-callback`: [`run_kprod`]'s loop with `ProducerHandle::enqueue_with` and a
+/// callback per record that counts its outcome in one shared tally ([`COUNTED`]: the
+/// rdkafka and Java clients' way, no future per record); the end waits for the last
+/// outcome.
+async fn run_kprod_callback(
+    args: Arc<Args>,
+    bootstrap: String,
+    topic: String,
+    meter: Meter,
+) -> Result<Measured, String> {
+    let producer = kprod_producer(&args, &bootstrap, &topic, &[]).await?;
+    let mut buf = payload(args.size);
+    let counted = &COUNTED;
+    *counted.tally.lock().unwrap_or_else(|e| e.into_inner()) = Tally::default();
+    counted.seen.store(0, Ordering::SeqCst);
+    counted.target.store(u64::MAX, Ordering::SeqCst);
+    let start = meter.start();
+    let mut refused = Tally::default();
+    let mut sent = 0;
+    for i in 0..args.messages {
+        fill(&mut buf, i);
+        let mut record = Record::new(topic.as_str(), Bytes::copy_from_slice(&buf));
+        record.partition = args.partition(i);
+        let accepted = producer
+            .enqueue_with(record, |r| {
+                let c = &COUNTED;
+                let r = r.map(drop).map_err(|e| e.to_string());
+                if r.is_err() {
+                    c.tally.lock().unwrap_or_else(|e| e.into_inner()).record(r);
+                }
+                // SeqCst here and below: a store then a load on each side, so that one of
+                // the two sees the other's store.
+                let seen = c.seen.fetch_add(1, Ordering::SeqCst) + 1;
+                if seen >= c.target.load(Ordering::SeqCst) {
+                    c.all.notify_one();
+                }
+            })
+            .await;
+        if let Err(e) = accepted {
+            refused.record(Err(e));
+            break;
+        }
+        sent += 1;
+    }
+    counted.target.store(sent, Ordering::SeqCst);
+    while counted.seen.load(Ordering::SeqCst) < sent {
+        counted.all.notified().await;
+    }
+    let end = meter.end();
+    producer.close().await;
+    let mut tally = std::mem::take(&mut *counted.tally.lock().unwrap_or_else(|e| e.into_inner()));
+    tally.ok = sent - tally.failed;
+    tally.merge(refused);
+    tally.check(args.messages)?;
+    Ok(meter.measure(start, end))
+}
+
+/// Task `k` of `tasks` sends messages `k`, `k + tasks`, ... one at a time, each awaited
+/// by `send` before the next: the shape of many request handlers sharing one producer.
+async fn send_share<F, Fut, E>(args: Arc<Args>, k: u64, send: F) -> Tally
+where
+    F: Fn(u64, &[u8]) -> Fut,
+    Fut: Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    let mut buf = payload(args.size);
+    let mut tally = Tally::default();
+    let mut i = k;
+    while i < args.messages {
+        fill(&mut buf, i);
+        tally.record(send(i, &buf).await);
+        i += args.tasks;
+    }
+    tally
+}
+
+/// Waits for every task's tally.
+async fn join_tallies(tasks: Vec<tokio::task::JoinHandle<Tally>>) -> Result<Tally, String> {
+    let mut tally = Tally::default();
+    for t in tasks {
+        tally.merge(t.await.map_err(|e| format!("sending task: {e}"))?);
+    }
+    Ok(tally)
+}
+
+/// `kprod-tasks`: `--tasks` tasks on the runtime, each sending its share of the messages
+/// with `ProducerHandle::send(...).await` ([`send_share`]): no window of futures of the
+/// application's own, so every record's hand-off and wake-up is on the path.
+async fn run_kprod_tasks(
+    args: Arc<Args>,
+    bootstrap: String,
+    topic: String,
+    meter: Meter,
+) -> Result<Measured, String> {
+    let producer = kprod_producer(&args, &bootstrap, &topic, &[]).await?;
+    let topic: Arc<str> = topic.into();
+    let start = meter.start();
+    let tasks = (0..args.tasks.min(args.messages))
+        .map(|k| {
+            let (producer, topic, args2) = (producer.clone(), topic.clone(), args.clone());
+            tokio::spawn(send_share(args.clone(), k, move |i, buf: &[u8]| {
+                let mut record = Record::new(&*topic, Bytes::copy_from_slice(buf));
+                record.partition = args2.partition(i);
+                let producer = producer.clone();
+                async move { producer.send(record).await.map(drop) }
+            }))
+        })
+        .collect();
+    let tally = join_tallies(tasks).await?;
+    let end = meter.end();
+    producer.close().await;
+    tally.check(args.messages)?;
+    Ok(meter.measure(start, end))
+}
+
+/// `rdkafka-tasks`: [`run_kprod_tasks`] with librdkafka's `FutureProducer::send`, which
+/// waits (without a timeout) while librdkafka's queue is full.
+async fn run_rdkafka_tasks(
+    args: Arc<Args>,
+    bootstrap: String,
+    topic: String,
+    meter: Meter,
+) -> Result<Measured, String> {
+    let producer: FutureProducer = rdkafka_config(&args, &bootstrap, "bench-rdkafka-tasks")
+        .create()
+        .map_err(|e| format!("rdkafka: {e}"))?;
+    let warm = payload(args.size);
+    let record = FutureRecord::<(), [u8]>::to(&topic)
+        .payload(&warm[..])
+        .partition(0);
+    if let Err((e, _)) = producer.send(record, Timeout::Never).await {
+        return Err(format!("rdkafka warm-up record: {e}"));
+    }
+    let topic: Arc<str> = topic.into();
+    let start = meter.start();
+    let tasks = (0..args.tasks.min(args.messages))
+        .map(|k| {
+            let (producer, topic, args2) = (producer.clone(), topic.clone(), args.clone());
+            tokio::spawn(send_share(args.clone(), k, move |i, buf: &[u8]| {
+                let (producer, topic, buf) = (producer.clone(), topic.clone(), buf.to_vec());
+                let partition = args2.partition(i);
+                async move {
+                    let mut record = FutureRecord::<(), [u8]>::to(&topic).payload(&buf[..]);
+                    record.partition = partition;
+                    producer
+                        .send(record, Timeout::Never)
+                        .await
+                        .map(drop)
+                        .map_err(|(e, _)| e)
+                }
+            }))
+        })
+        .collect();
+    let tally = join_tallies(tasks).await?;
+    let end = meter.end();
+    drop(producer);
     tally.check(args.messages)?;
     Ok(meter.measure(start, end))
 }
@@ -1513,6 +1750,9 @@ fn run_one(
             rt.spawn(async move { run_kprod(args2, b, t, m, 1, &[KPROD_NOCAP]).await })
         }
         Client::RdkafkaFuture => rt.spawn(run_rdkafka_future(args2, b, t, m)),
+        Client::KprodCallback => rt.spawn(run_kprod_callback(args2, b, t, m)),
+        Client::KprodTasks => rt.spawn(run_kprod_tasks(args2, b, t, m)),
+        Client::RdkafkaTasks => rt.spawn(run_rdkafka_tasks(args2, b, t, m)),
         Client::Rdkafka => return run_rdkafka(args, bootstrap, topic, meter),
         Client::Java => {
             let java = peers.java.as_mut().ok_or("java: the JVM is not running")?;
@@ -1673,6 +1913,12 @@ fn report(args: &Args, runs: &[Run]) -> String {
         (Client::Franz, Client::Rdkafka),
         (Client::Franz, Client::Java),
         (Client::Kprod, Client::RdkafkaFuture),
+        (Client::KprodCallback, Client::Rdkafka),
+        (Client::KprodCallback, Client::Java),
+        (Client::KprodCallback, Client::Franz),
+        (Client::KprodCallback, Client::Kprod),
+        (Client::KprodTasks, Client::RdkafkaTasks),
+        (Client::KprodTasks, Client::Kprod),
         (Client::KprodNocap, Client::Kprod),
         (Client::KprodNocap, Client::Rdkafka),
         (Client::KprodNocap, Client::Java),
