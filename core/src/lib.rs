@@ -183,5 +183,5 @@ pub use protocol::record_batch::Header;
 pub use sasl::{SaslConfig, SaslInput, SaslMechanism, SaslNeed, Secret};
 pub use types::{
     BrokerDetail, ConnId, Delivered, DeliveryError, Diagnostic, Event, FatalError, Output,
-    Persistence, ProducerIdentity, Record, RecordId, SendError, Sent,
+    Persistence, ProducerIdentity, Record, RecordId, SendError, Sent, TopicName,
 };

@@ -9,6 +9,7 @@
 //! never re-sequenced (P3, P13).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -148,7 +149,7 @@ impl Batch {
     /// decode, which a batch this producer built always does.
     pub(crate) fn into_failed_records(
         self,
-        topic: &str,
+        topic: &Arc<str>,
         partition: i32,
     ) -> impl Iterator<Item = (RecordId, Option<Box<Record>>)> + '_ {
         let decoded = match (self.builder, self.wire) {
@@ -166,7 +167,7 @@ impl Batch {
         self.records.into_iter().map(move |id| {
             let r = records.next().map(|r| {
                 Box::new(Record {
-                    topic: topic.to_owned(),
+                    topic: topic.into(),
                     partition: Some(partition),
                     key: r.key,
                     value: r.value,

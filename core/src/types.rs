@@ -51,11 +51,184 @@ impl ProducerIdentity {
     }
 }
 
+/// A topic name, cheap to clone: a `&'static str` ([`TopicName::from_static`], no
+/// allocation) or a shared `Arc<str>` (from a `String` or `&str`, one allocation, then
+/// clones share it). A record carries one; an application that sends many records to a
+/// topic keeps its name and clones it into each, instead of a fresh `String` per record.
+/// Compares, orders and hashes as its text.
+#[derive(Clone)]
+pub struct TopicName(TopicRepr);
+
+#[derive(Clone)]
+enum TopicRepr {
+    Static(&'static str),
+    Shared(Arc<str>),
+}
+
+impl TopicName {
+    /// A name that allocates nothing, here or in any clone.
+    pub const fn from_static(name: &'static str) -> Self {
+        Self(TopicRepr::Static(name))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            TopicRepr::Static(s) => s,
+            TopicRepr::Shared(s) => s,
+        }
+    }
+}
+
+impl std::ops::Deref for TopicName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for TopicName {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::borrow::Borrow<str> for TopicName {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Debug for TopicName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl std::fmt::Display for TopicName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq for TopicName {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for TopicName {}
+
+impl std::hash::Hash for TopicName {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl PartialOrd for TopicName {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for TopicName {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl PartialEq<str> for TopicName {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for TopicName {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for TopicName {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<TopicName> for str {
+    fn eq(&self, other: &TopicName) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl PartialEq<TopicName> for &str {
+    fn eq(&self, other: &TopicName) -> bool {
+        *self == other.as_str()
+    }
+}
+
+impl PartialEq<TopicName> for String {
+    fn eq(&self, other: &TopicName) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl From<&str> for TopicName {
+    fn from(s: &str) -> Self {
+        Self(TopicRepr::Shared(s.into()))
+    }
+}
+
+impl From<&String> for TopicName {
+    fn from(s: &String) -> Self {
+        Self::from(s.as_str())
+    }
+}
+
+impl From<String> for TopicName {
+    fn from(s: String) -> Self {
+        Self(TopicRepr::Shared(s.into()))
+    }
+}
+
+impl From<Arc<str>> for TopicName {
+    fn from(s: Arc<str>) -> Self {
+        Self(TopicRepr::Shared(s))
+    }
+}
+
+impl From<&Arc<str>> for TopicName {
+    fn from(s: &Arc<str>) -> Self {
+        Self(TopicRepr::Shared(Arc::clone(s)))
+    }
+}
+
+impl From<&TopicName> for TopicName {
+    fn from(t: &TopicName) -> Self {
+        t.clone()
+    }
+}
+
+impl From<TopicName> for String {
+    fn from(t: TopicName) -> Self {
+        t.as_str().to_owned()
+    }
+}
+
+impl From<TopicName> for Arc<str> {
+    fn from(t: TopicName) -> Self {
+        match t.0 {
+            TopicRepr::Static(s) => s.into(),
+            TopicRepr::Shared(s) => s,
+        }
+    }
+}
+
 /// A record to produce.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Record {
-    /// Topic name.
-    pub topic: String,
+    /// Topic name: see [`TopicName`] for sending many records without a `String` each.
+    pub topic: TopicName,
     /// An explicit partition, or `None` to let the partitioner choose.
     pub partition: Option<i32>,
     /// Key, nullable.
@@ -71,7 +244,7 @@ pub struct Record {
 
 impl Record {
     /// A record with a value and nothing else.
-    pub fn new(topic: impl Into<String>, value: impl Into<Bytes>) -> Self {
+    pub fn new(topic: impl Into<TopicName>, value: impl Into<Bytes>) -> Self {
         Self {
             topic: topic.into(),
             partition: None,

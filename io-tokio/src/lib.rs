@@ -224,7 +224,7 @@ pub use kprod_core::DeliveryError as FailureReason;
 pub use kprod_core::{
     Compression, CompressionType, ConfigError, DataLossPolicy, FatalError, GapPolicy, Header,
     Metrics, PartitionMetrics, Partitioner, Persistence, ProducerConfig, Record, SaslConfig,
-    SaslMechanism, Secret, SendError,
+    SaslMechanism, Secret, SendError, TopicName,
 };
 
 /// How many application commands may wait for the driver before callers wait too.

@@ -22,7 +22,7 @@ use kprod_core::protocol::{
 };
 use kprod_core::{
     ConnId, DeliveryError, Diagnostic, Event, Output, Persistence, Producer, ProducerConfig,
-    Record, RecordId,
+    Record, RecordId, TopicName,
 };
 use stateright::{Model, Property};
 
@@ -1251,7 +1251,7 @@ impl Model for KafkaModel {
                 let k = s.sent[p as usize];
                 s.sent[p as usize] += 1;
                 let record = Record {
-                    topic: TOPIC.to_owned(),
+                    topic: TopicName::from_static(TOPIC),
                     partition: Some(p),
                     key: None,
                     value: Some(value_of(p, k)),

@@ -68,7 +68,7 @@ fn refusal(r: Result<impl std::fmt::Debug, DeliveryError>) -> SendError {
 /// A record with every field set, so that "handed back" can be checked field by field.
 fn full_record(topic: &str, partition: Option<i32>, value: Bytes) -> Record {
     Record {
-        topic: topic.to_owned(),
+        topic: topic.into(),
         partition,
         key: Some(Bytes::from_static(b"the-key")),
         value: Some(value),

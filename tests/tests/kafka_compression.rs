@@ -53,7 +53,7 @@ fn record(topic: &str, i: usize) -> Record {
         ))
     });
     Record {
-        topic: topic.to_owned(),
+        topic: topic.into(),
         partition: Some((i % PARTITIONS as usize) as i32),
         key,
         value,

@@ -322,9 +322,12 @@ impl Rig {
 /// `n` records with `value_size`-byte values for partition 0.
 pub fn records(n: usize, value_size: usize) -> Vec<Record> {
     let value = Bytes::from(vec![0x5a; value_size]);
+    // One shared name cloned into every record, as an application sending many records to a
+    // topic would.
+    let topic = kprod_core::TopicName::from(TOPIC);
     (0..n)
         .map(|i| Record {
-            topic: TOPIC.to_owned(),
+            topic: topic.clone(),
             partition: Some(0),
             key: None,
             value: Some(value.clone()),

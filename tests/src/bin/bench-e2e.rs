@@ -125,7 +125,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kprod_core::protocol::{DecodeError, Reader};
-use kprod_core::Record;
+use kprod_core::{Record, TopicName};
 use kprod_tests::franz;
 use kprod_tests::javaref::{self, BenchPlan, JavaBench};
 use kprod_tests::kafka::KAFKA_VERSION;
@@ -936,6 +936,8 @@ async fn run_kprod(
 ) -> Result<Measured, String> {
     let producer = kprod_producer(&args, &bootstrap, &topic, extra).await?;
     let mut buf = payload(args.size);
+    // The topic's name once, cloned into each record (a shared `Arc<str>`, no allocation).
+    let topic = TopicName::from(topic);
     let start = meter.start();
     let mut tally = Tally::default();
     let mut pending = InOrder::new();
@@ -943,7 +945,7 @@ async fn run_kprod(
     'send: while i < args.messages {
         if chunk <= 1 {
             fill(&mut buf, i);
-            let mut record = Record::new(topic.as_str(), Bytes::copy_from_slice(&buf));
+            let mut record = Record::new(topic.clone(), Bytes::copy_from_slice(&buf));
             record.partition = args.partition(i);
             i += 1;
             match producer.enqueue(record).await {
@@ -958,7 +960,7 @@ async fn run_kprod(
             let records: Vec<Record> = (i..end)
                 .map(|k| {
                     fill(&mut buf, k);
-                    let mut record = Record::new(topic.as_str(), Bytes::copy_from_slice(&buf));
+                    let mut record = Record::new(topic.clone(), Bytes::copy_from_slice(&buf));
                     record.partition = args.partition(k);
                     record
                 })
@@ -1031,6 +1033,7 @@ async fn run_kprod_callback(
 ) -> Result<Measured, String> {
     let producer = kprod_producer(&args, &bootstrap, &topic, &[]).await?;
     let mut buf = payload(args.size);
+    let topic = TopicName::from(topic);
     let counted = &COUNTED;
     *counted.tally.lock().unwrap_or_else(|e| e.into_inner()) = Tally::default();
     counted.seen.store(0, Ordering::SeqCst);
@@ -1040,7 +1043,7 @@ async fn run_kprod_callback(
     let mut sent = 0;
     for i in 0..args.messages {
         fill(&mut buf, i);
-        let mut record = Record::new(topic.as_str(), Bytes::copy_from_slice(&buf));
+        let mut record = Record::new(topic.clone(), Bytes::copy_from_slice(&buf));
         record.partition = args.partition(i);
         let accepted = producer
             .enqueue_with(record, |r| {
@@ -1114,13 +1117,13 @@ async fn run_kprod_tasks(
     meter: Meter,
 ) -> Result<Measured, String> {
     let producer = kprod_producer(&args, &bootstrap, &topic, &[]).await?;
-    let topic: Arc<str> = topic.into();
+    let topic = TopicName::from(topic);
     let start = meter.start();
     let tasks = (0..args.tasks.min(args.messages))
         .map(|k| {
             let (producer, topic, args2) = (producer.clone(), topic.clone(), args.clone());
             tokio::spawn(send_share(args.clone(), k, move |i, buf: &[u8]| {
-                let mut record = Record::new(&*topic, Bytes::copy_from_slice(buf));
+                let mut record = Record::new(topic.clone(), Bytes::copy_from_slice(buf));
                 record.partition = args2.partition(i);
                 let producer = producer.clone();
                 async move { producer.send(record).await.map(drop) }

@@ -338,7 +338,7 @@ fn record(partition: i32, size: usize, i: usize) -> Record {
     let k = tag.len().min(size);
     v[..k].copy_from_slice(&tag[..k]);
     Record {
-        topic: TOPIC.to_owned(),
+        topic: kprod_core::TopicName::from_static(TOPIC),
         partition: Some(partition),
         key: None,
         value: Some(Bytes::from(v)),
