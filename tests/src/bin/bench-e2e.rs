@@ -982,6 +982,14 @@ async fn run_kprod(
         tally.record(r.map(drop));
     }
     let end = meter.end();
+    print_request_shape(&producer).await;
+    producer.close().await;
+    tally.check(args.messages)?;
+    Ok(meter.measure(start, end))
+}
+
+/// The run's Produce requests and batches, from the producer's metrics.
+async fn print_request_shape(producer: &ProducerHandle) {
     let m = producer.metrics().await;
     println!(
         "      {} Produce requests, {} batches ({:.2} a request, {:.1} records a batch)",
@@ -990,10 +998,6 @@ async fn run_kprod(
         m.batches_sent as f64 / m.produce_requests.max(1) as f64,
         m.records_delivered as f64 / m.batches_sent.max(1) as f64,
     );
-
-    producer.close().await;
-    tally.check(args.messages)?;
-    Ok(meter.measure(start, end))
 }
 
 /// The outcomes [`run_kprod_callback`]'s callbacks count.
@@ -1071,6 +1075,7 @@ async fn run_kprod_callback(
         counted.all.notified().await;
     }
     let end = meter.end();
+    print_request_shape(&producer).await;
     producer.close().await;
     let mut tally = std::mem::take(&mut *counted.tally.lock().unwrap_or_else(|e| e.into_inner()));
     tally.ok = sent - tally.failed;
