@@ -41,6 +41,8 @@ fn the_handle_and_its_futures_are_send() {
     fn futures(h: &ProducerHandle) {
         is_send(&h.send(Record::new("t", "v")));
         is_send(&h.enqueue(Record::new("t", "v")));
+        is_send(&h.enqueue_with(Record::new("t", "v"), |_| {}));
+        is_send(&h.enqueue_many(vec![Record::new("t", "v")]));
         is_send(&h.flush());
         is_send(&h.close());
         is_send(&h.flush_timeout(std::time::Duration::from_secs(1)));
