@@ -384,3 +384,81 @@ fn connections_the_producer_closes_when_idle_are_opened_again() {
             .expect("close() finishes")
     });
 }
+
+/// `enqueue_with`: 20,000 records over 4 partitions, each with a callback instead of a
+/// future. Every callback is called exactly once, with an offset; each partition's callbacks
+/// come in send order; and the independent reader finds every record once, at the offset its
+/// callback reported, in send order.
+#[test]
+fn records_sent_with_callbacks_are_each_reported_once_at_their_offset() {
+    use std::sync::{Arc, Mutex};
+
+    use kprod_tokio::{Delivery, DeliveryError, Record, TopicName};
+
+    const TOPIC: &str = "kprod-callbacks";
+    const PARTITIONS: i32 = 4;
+    const N: usize = 20_000;
+    let tansu = Tansu::start();
+    tansu.create_topic(TOPIC, PARTITIONS as u32);
+    let rt = kprod_tests::e2e::runtime();
+    type Calls = Arc<Mutex<Vec<(usize, Result<Delivery, DeliveryError>)>>>;
+    let calls = Calls::default();
+    rt.block_on(async {
+        let producer = kprod_tests::e2e::connect(&tansu.addr().to_string(), 5);
+        let topic = TopicName::from_static(TOPIC);
+        for i in 0..N {
+            let record =
+                Record::new(topic.clone(), format!("cb-{i}")).with_partition(i as i32 % PARTITIONS);
+            let c = calls.clone();
+            producer
+                .enqueue_with(record, move |r| c.lock().unwrap().push((i, r)))
+                .await
+                .unwrap_or_else(|e| panic!("record {i} refused: {e}"));
+        }
+        tokio::time::timeout(RESOLVE_TIMEOUT, producer.close())
+            .await
+            .expect("close() finishes");
+    });
+    let calls = std::mem::take(&mut *calls.lock().unwrap());
+    assert_eq!(calls.len(), N, "one callback per record");
+    let mut offsets: Vec<Option<(i32, i64)>> = vec![None; N];
+    let mut last_in_partition = BTreeMap::new();
+    for (i, r) in calls {
+        let d = r.unwrap_or_else(|e| panic!("record {i}: {e}"));
+        let offset = d.offset.expect("acks=all gives an offset");
+        assert!(
+            offsets[i].replace((d.partition, offset)).is_none(),
+            "record {i} twice"
+        );
+        if let Some(prev) = last_in_partition.insert(d.partition, i) {
+            assert!(
+                prev < i,
+                "partition {}: callback of {i} after {prev}",
+                d.partition
+            );
+        }
+    }
+    let log = read(&tansu, TOPIC, PARTITIONS);
+    let total: usize = log.values().map(Vec::len).sum();
+    assert_eq!(total, N, "every record once in the log");
+    let at: BTreeMap<(i32, i64), Option<Vec<u8>>> = log
+        .iter()
+        .flat_map(|(&p, records)| {
+            records
+                .iter()
+                .map(move |r| ((p, r.offset), r.value.clone()))
+        })
+        .collect();
+    for (i, o) in offsets.into_iter().enumerate() {
+        let (p, offset) = o.expect("reported");
+        assert_eq!(p, i as i32 % PARTITIONS, "record {i}'s partition");
+        let value = at
+            .get(&(p, offset))
+            .unwrap_or_else(|| panic!("record {i}: no record at {p}/{offset}"));
+        assert_eq!(
+            value.as_deref(),
+            Some(format!("cb-{i}").as_bytes()),
+            "record {i}"
+        );
+    }
+}
