@@ -3,14 +3,14 @@
 //!
 //! This crate is the tokio driver of [`kprod_core::Producer`], a sans-IO state machine that
 //! makes every protocol decision; it is the only dependency an application needs (the types
-//! it works with are re-exported here: [`Record`], [`Header`], [`ProducerConfig`],
+//! it works with are re-exported here: [`Record`], [`TopicName`], [`Header`], [`ProducerConfig`],
 //! [`Persistence`], [`FailureReason`], [`FatalError`], [`ErrorCode`], [`Bytes`], and the
 //! core itself as [`kprod_core`]).
 //!
 //! # Quick start
 //!
 //! ```no_run
-//! use kprod_tokio::{ProducerHandle, Record};
+//! use kprod_tokio::{ProducerHandle, Record, TopicName};
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! // The Java client's (or librdkafka's) property names.
@@ -23,6 +23,16 @@
 //!     .enqueue(Record::new("events", "world").with_key("user-1"))
 //!     .await?;
 //! pending.await?;
+//! // ... or have a callback told, as the Java client's `Callback`: no future per record.
+//! // A topic name made once is shared by every record (no `String` each).
+//! const EVENTS: TopicName = TopicName::from_static("events");
+//! producer
+//!     .enqueue_with(Record::new(EVENTS, "!"), |outcome| {
+//!         if let Err(e) = outcome {
+//!             eprintln!("failed: {e}");
+//!         }
+//!     })
+//!     .await?;
 //! producer.close().await; // delivers what is buffered, then stops
 //! # Ok(()) }
 //! ```
@@ -43,7 +53,8 @@
 //!
 //! # Outcomes
 //!
-//! Every accepted record resolves exactly once: [`Delivery`] (partition and offset), or a
+//! Every accepted record resolves exactly once (its [`DeliveryFuture`], or its callback with
+//! [`ProducerHandle::enqueue_with`]): [`Delivery`] (partition and offset), or a
 //! [`DeliveryError`] whose [`DeliveryError::persisted`] is
 //!
 //! - [`Persistence::NotPersisted`]: the record is not in the log and never will be; sending
