@@ -60,7 +60,10 @@ fn names_compare_as_text_and_clone_without_allocating() {
         assert_eq!(String::from(f.clone()), "orders");
         assert_eq!(&*Arc::<str>::from(f.clone()), "orders");
     }
-    let (a, b) = (TopicName::from(String::from("a")), TopicName::from_static("b"));
+    let (a, b) = (
+        TopicName::from(String::from("a")),
+        TopicName::from_static("b"),
+    );
     assert!(a < b);
     assert_ne!(TopicName::from("a"), TopicName::from_static("b"));
 }
