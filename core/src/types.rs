@@ -191,6 +191,18 @@ impl From<String> for TopicName {
     }
 }
 
+impl From<Box<str>> for TopicName {
+    fn from(s: Box<str>) -> Self {
+        Self(TopicRepr::Shared(s.into()))
+    }
+}
+
+impl From<std::borrow::Cow<'_, str>> for TopicName {
+    fn from(s: std::borrow::Cow<'_, str>) -> Self {
+        Self(TopicRepr::Shared(s.into()))
+    }
+}
+
 impl From<Arc<str>> for TopicName {
     fn from(s: Arc<str>) -> Self {
         Self(TopicRepr::Shared(s))

@@ -42,6 +42,8 @@ fn names_compare_as_text_and_clone_without_allocating() {
         TopicName::from("orders"),
         TopicName::from(Arc::<str>::from("orders")),
         TopicName::from(&String::from("orders")),
+        TopicName::from(Box::<str>::from("orders")),
+        TopicName::from(std::borrow::Cow::Borrowed("orders")),
     ];
     let hashes: HashSet<TopicName> = forms.iter().cloned().collect();
     assert_eq!(hashes.len(), 1, "one name: {hashes:?}");

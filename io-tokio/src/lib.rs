@@ -1077,21 +1077,44 @@ impl Pending {
     /// Slots kept however sparse: compaction only pays off beyond this.
     const COMPACT_FROM: usize = 1024;
 
-    fn insert(&mut self, id: RecordId, tx: Done) {
+    /// Holds `done` until `id` resolves. Never drops it (it is called under the core's lock,
+    /// and a callback dropped armed would be called there): ids are new and only grow, so
+    /// the other branches are unreachable, but they keep `done` too.
+    fn insert(&mut self, id: RecordId, done: Done) {
         if self.slots.is_empty() {
             self.base = id.0;
         }
         let Some(at) = id.0.checked_sub(self.base) else {
-            return; // unreachable: ids only grow (dropping `tx` resolves it as stopped)
+            debug_assert!(false, "record ids only grow");
+            self.stragglers.insert(id.0, done);
+            return;
         };
         // Ids are consecutive; a gap would only hold `None`s.
         while (self.slots.len() as u64) < at {
             self.slots.push_back(None);
         }
-        if self.slots.len() as u64 == at {
-            self.slots.push_back(Some(tx));
-            self.dense += 1;
+        match self.slots.get_mut(at as usize) {
+            None => {
+                self.slots.push_back(Some(done));
+                self.dense += 1;
+            }
+            Some(slot) => {
+                debug_assert!(slot.is_none(), "record ids are new");
+                if slot.replace(done).is_none() {
+                    self.dense += 1;
+                }
+            }
         }
+    }
+
+    /// Every unresolved outcome handler, lowest id first (the stragglers are all below
+    /// `base`): the order in which a stopped producer reports them, so that a partition's
+    /// records still come in send order.
+    fn into_ordered(self) -> impl Iterator<Item = Done> {
+        let Self {
+            slots, stragglers, ..
+        } = self;
+        stragglers.into_values().chain(slots.into_iter().flatten())
     }
 
     fn remove(&mut self, id: RecordId) -> Option<Done> {
@@ -1521,7 +1544,11 @@ impl ProducerHandle {
     /// another in the order the producer learns them (a partition's records in the order
     /// they were accepted): keep it short and non-blocking (count, store, or hand the
     /// outcome to a channel), since the producer does nothing else meanwhile. A panic in it
-    /// is caught and ignored (the panic hook reports it as usual).
+    /// is caught and ignored (the panic hook reports it as usual). If the producer's task
+    /// ends before a record's outcome (its runtime shut down), the callback is called with
+    /// `ErrorKind::DriverStopped` wherever that task is dropped, lowest record first. A
+    /// callback that holds a [`ProducerHandle`] (to send a follow-up, say) keeps the
+    /// producer open until it has run, as any handle does.
     ///
     /// It saves the future's channel, its allocation and its wake-up per record. A closure
     /// that captures nothing (counting into a `static`, say, as one shared Java `Callback`
@@ -2174,7 +2201,11 @@ impl<C: Connector> Drop for Driver<C> {
         let _ = self.final_metrics.set(core.producer.metrics());
         let pending = std::mem::take(&mut core.pending);
         drop(core);
-        drop(pending);
+        // Each says "stopped" (a callback is called, a future's channel closes), lowest id
+        // first, outside the lock.
+        for done in pending.into_ordered() {
+            drop(done);
+        }
         self.refuse_commands();
     }
 }
@@ -2397,11 +2428,7 @@ impl<C: Connector> Driver<C> {
         core.producer.abort(now(), err.to_string());
         // The `Failed` events, and `Close` for every connection; nothing is sent any more.
         self.drain(core);
-        for done in std::mem::take(&mut core.pending)
-            .slots
-            .into_iter()
-            .flatten()
-        {
+        for done in std::mem::take(&mut core.pending).into_ordered() {
             // Unreachable: the core failed every record it held. (Handed over once the lock
             // is released, as every outcome is.)
             let error = Fatal::Connection(err.clone());
@@ -3219,6 +3246,37 @@ mod tests {
         p.insert(RecordId(20), Done::Future(tx));
         assert_eq!(p.first(), Some(RecordId(20)));
         assert!(!p.is_empty());
+    }
+
+    /// What a stopped producer still holds is reported lowest id first, stragglers (moved
+    /// aside by compaction) before the slots: records 0 and 1 unresolved while 2..1,050
+    /// resolved, then the rest dropped: each callback says "stopped", in id order.
+    #[test]
+    fn pending_reports_what_is_left_lowest_id_first() {
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut p = Pending::default();
+        for id in 0..1_100u64 {
+            let o = order.clone();
+            let mut done = Done::Callback(Callback::new(Box::new(move |r| {
+                assert!(matches!(r, Err(ref e) if matches!(e.kind, ErrorKind::DriverStopped)));
+                o.lock().unwrap().push(id);
+            })));
+            done.arm(1);
+            p.insert(RecordId(id), done);
+        }
+        for id in 2..1_050u64 {
+            let Some(Done::Callback(mut c)) = p.remove(RecordId(id)) else {
+                panic!("record {id} is pending");
+            };
+            c.timestamp = Callback::UNARMED; // resolved elsewhere: not called here
+        }
+        assert!(!p.stragglers.is_empty(), "compaction moved 0 and 1 aside");
+        for done in p.into_ordered() {
+            drop(done);
+        }
+        let order = order.lock().unwrap();
+        let expected: Vec<u64> = [0, 1].into_iter().chain(1_050..1_100).collect();
+        assert_eq!(*order, expected);
     }
 
     /// Two records unresolved at the front while 100,000 later ones resolve: the slots stay
