@@ -1150,16 +1150,7 @@ async fn run_rdkafka_tasks(
     topic: String,
     meter: Meter,
 ) -> Result<Measured, String> {
-    let producer: FutureProducer = rdkafka_config(&args, &bootstrap, "bench-rdkafka-tasks")
-        .create()
-        .map_err(|e| format!("rdkafka: {e}"))?;
-    let warm = payload(args.size);
-    let record = FutureRecord::<(), [u8]>::to(&topic)
-        .payload(&warm[..])
-        .partition(0);
-    if let Err((e, _)) = producer.send(record, Timeout::Never).await {
-        return Err(format!("rdkafka warm-up record: {e}"));
-    }
+    let producer = future_producer(&args, &bootstrap, &topic, "bench-rdkafka-tasks").await?;
     let topic: Arc<str> = topic.into();
     let start = meter.start();
     let tasks = (0..args.tasks.min(args.messages))
@@ -1364,28 +1355,35 @@ fn run_rdkafka(
     Ok(meter.measure(start, end))
 }
 
+/// A librdkafka `FutureProducer` with the bench's settings, its warm-up record (connection,
+/// metadata, producer id) acknowledged.
+async fn future_producer(
+    args: &Args,
+    bootstrap: &str,
+    topic: &str,
+    client_id: &str,
+) -> Result<FutureProducer, String> {
+    let producer: FutureProducer = rdkafka_config(args, bootstrap, client_id)
+        .create()
+        .map_err(|e| format!("rdkafka: {e}"))?;
+    let warm = payload(args.size);
+    let record = FutureRecord::<(), [u8]>::to(topic)
+        .payload(&warm[..])
+        .partition(0);
+    if let Err((e, _)) = producer.send(record, Timeout::Never).await {
+        return Err(format!("rdkafka warm-up record: {e}"));
+    }
+    Ok(producer)
+}
+
 async fn run_rdkafka_future(
     args: Arc<Args>,
     bootstrap: String,
     topic: String,
     meter: Meter,
 ) -> Result<Measured, String> {
-    let producer: FutureProducer = rdkafka_config(&args, &bootstrap, "bench-rdkafka-future")
-        .create()
-        .map_err(|e| format!("rdkafka: {e}"))?;
+    let producer = future_producer(&args, &bootstrap, &topic, "bench-rdkafka-future").await?;
     let mut buf = payload(args.size);
-
-    let warm = FutureRecord::<(), [u8]>::to(&topic)
-        .payload(&buf[..])
-        .partition(0);
-    match producer.send_result(warm) {
-        Ok(f) => match f.await {
-            Ok(Ok(_)) => {}
-            Ok(Err((e, _))) => return Err(format!("rdkafka warm-up record: {e}")),
-            Err(_) => return Err("rdkafka warm-up record: canceled".into()),
-        },
-        Err((e, _)) => return Err(format!("rdkafka warm-up record: {e}")),
-    }
 
     let start = meter.start();
     let mut tally = Tally::default();
