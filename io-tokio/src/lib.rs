@@ -1537,7 +1537,7 @@ impl ProducerHandle {
     /// [`Self::enqueue`] with a callback instead of a [`DeliveryFuture`]: once the record is
     /// accepted, `on_delivery` is called exactly once with its outcome, the same
     /// `Result` the future would give (also when the producer's task stops before an
-    /// outcome: then `ErrorKind::Stopped`), as the Java producer's `Callback`. A record
+    /// outcome: then `ErrorKind::DriverStopped`), as the Java producer's `Callback`. A record
     /// refused here (the `Err`, with the record inside) never calls it.
     ///
     /// It runs on the producer's task, outside the producer's lock, one outcome after
