@@ -1103,8 +1103,18 @@ where
     tally
 }
 
-/// Waits for every task's tally.
-async fn join_tallies(tasks: Vec<tokio::task::JoinHandle<Tally>>) -> Result<Tally, String> {
+/// Spawns `--tasks` tasks, each sending its share ([`send_share`]) with its own `send`
+/// from `make`, and adds up their tallies once all are done.
+async fn send_from_tasks<M, F, Fut, E>(args: &Arc<Args>, make: M) -> Result<Tally, String>
+where
+    M: Fn() -> F,
+    F: Fn(u64, &[u8]) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<(), E>> + Send + 'static,
+    E: std::fmt::Display + 'static,
+{
+    let tasks: Vec<_> = (0..args.tasks.min(args.messages))
+        .map(|k| tokio::spawn(send_share(args.clone(), k, make())))
+        .collect();
     let mut tally = Tally::default();
     for t in tasks {
         tally.merge(t.await.map_err(|e| format!("sending task: {e}"))?);
@@ -1124,18 +1134,16 @@ async fn run_kprod_tasks(
     let producer = kprod_producer(&args, &bootstrap, &topic, &[]).await?;
     let topic = TopicName::from(topic);
     let start = meter.start();
-    let tasks = (0..args.tasks.min(args.messages))
-        .map(|k| {
-            let (producer, topic, args2) = (producer.clone(), topic.clone(), args.clone());
-            tokio::spawn(send_share(args.clone(), k, move |i, buf: &[u8]| {
-                let mut record = Record::new(topic.clone(), Bytes::copy_from_slice(buf));
-                record.partition = args2.partition(i);
-                let producer = producer.clone();
-                async move { producer.send(record).await.map(drop) }
-            }))
-        })
-        .collect();
-    let tally = join_tallies(tasks).await?;
+    let tally = send_from_tasks(&args, || {
+        let (producer, topic, args) = (producer.clone(), topic.clone(), args.clone());
+        move |i, buf: &[u8]| {
+            let mut record = Record::new(topic.clone(), Bytes::copy_from_slice(buf));
+            record.partition = args.partition(i);
+            let producer = producer.clone();
+            async move { producer.send(record).await.map(drop) }
+        }
+    })
+    .await?;
     let end = meter.end();
     producer.close().await;
     tally.check(args.messages)?;
@@ -1153,25 +1161,23 @@ async fn run_rdkafka_tasks(
     let producer = future_producer(&args, &bootstrap, &topic, "bench-rdkafka-tasks").await?;
     let topic: Arc<str> = topic.into();
     let start = meter.start();
-    let tasks = (0..args.tasks.min(args.messages))
-        .map(|k| {
-            let (producer, topic, args2) = (producer.clone(), topic.clone(), args.clone());
-            tokio::spawn(send_share(args.clone(), k, move |i, buf: &[u8]| {
-                let (producer, topic, buf) = (producer.clone(), topic.clone(), buf.to_vec());
-                let partition = args2.partition(i);
-                async move {
-                    let mut record = FutureRecord::<(), [u8]>::to(&topic).payload(&buf[..]);
-                    record.partition = partition;
-                    producer
-                        .send(record, Timeout::Never)
-                        .await
-                        .map(drop)
-                        .map_err(|(e, _)| e)
-                }
-            }))
-        })
-        .collect();
-    let tally = join_tallies(tasks).await?;
+    let tally = send_from_tasks(&args, || {
+        let (producer, topic, args) = (producer.clone(), topic.clone(), args.clone());
+        move |i, buf: &[u8]| {
+            let (producer, topic, buf) = (producer.clone(), topic.clone(), buf.to_vec());
+            let partition = args.partition(i);
+            async move {
+                let mut record = FutureRecord::<(), [u8]>::to(&topic).payload(&buf[..]);
+                record.partition = partition;
+                producer
+                    .send(record, Timeout::Never)
+                    .await
+                    .map(drop)
+                    .map_err(|(e, _)| e)
+            }
+        }
+    })
+    .await?;
     let end = meter.end();
     drop(producer);
     tally.check(args.messages)?;
