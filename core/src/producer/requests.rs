@@ -169,6 +169,28 @@ impl Producer {
         }
     }
 
+    /// Partition `(ti, pi)`'s next batch for a request on `ctx`'s connection, its id and
+    /// bytes, or `None` if it has none to send now (a probe that started instead is noted in
+    /// `probed`, to be re-indexed once the request is built).
+    fn pick_batch(
+        &mut self,
+        ti: usize,
+        pi: usize,
+        ctx: &SendContext,
+        probed: &mut SmallVec<[(usize, usize); 4]>,
+    ) -> Option<(u64, Bytes)> {
+        let p = &mut self.topics[ti].partitions[pi];
+        let unsealed = first_unsealed(p);
+        let probe = p.probe;
+        let Some(pick) = p.next_to_send(ctx) else {
+            if p.probe != probe {
+                probed.push((ti, pi));
+            }
+            return None;
+        };
+        Some(self.take_pick(ti, pi, pick, unsealed))
+    }
+
     /// The batch `pick` chose in partition `(ti, pi)`, for a request: its id and bytes. One
     /// sealed just now (`unsealed`: the first unsealed batch's id and raw size before the
     /// pick) gives back what its buffer held beyond its bytes and tells the topic's
@@ -240,16 +262,10 @@ impl Producer {
                     continue;
                 }
             }
-            let unsealed = first_unsealed(p);
-            let probe = p.probe;
-            let Some(pick) = p.next_to_send(&ctx) else {
-                if p.probe != probe {
-                    probed.push((ti, pi));
-                }
+            let Some((id, wire)) = self.pick_batch(ti, pi, &ctx, &mut probed) else {
                 self.index.0.unmark_sendable(node, ti, pi);
                 continue;
             };
-            let (id, wire) = self.take_pick(ti, pi, pick, unsealed);
             total += wire.len() + PARTITION_OVERHEAD + self.topics[ti].name.len();
             picked.push((ti, pi, id, wire));
         }
@@ -286,15 +302,9 @@ impl Producer {
                 {
                     continue;
                 }
-                let unsealed = first_unsealed(p);
-                let probe = p.probe;
-                let Some(pick) = p.next_to_send(&ctx) else {
-                    if p.probe != probe {
-                        probed.push((ti, pi));
-                    }
+                let Some((id, wire)) = self.pick_batch(ti, pi, &ctx, &mut probed) else {
                     continue;
                 };
-                let (id, wire) = self.take_pick(ti, pi, pick, unsealed);
                 total += wire.len() + PARTITION_OVERHEAD + self.topics[ti].name.len();
                 picked.push((ti, pi, id, wire));
             }
