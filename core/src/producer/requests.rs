@@ -12,7 +12,7 @@ use smallvec::SmallVec;
 use super::accumulator::{first_unsealed, fit_sealed, observe_compression};
 use super::connections::ConnState;
 use super::Producer;
-use crate::partition::{BatchState, Pick, SendContext};
+use crate::partition::{BatchState, SendContext};
 use crate::protocol::produce::{PartitionProduceData, ProduceRequest, TopicProduceData};
 use crate::protocol::{self, encode_request};
 use crate::types::{ConnId, Output, RecordId};
@@ -171,7 +171,9 @@ impl Producer {
 
     /// Partition `(ti, pi)`'s next batch for a request on `ctx`'s connection, its id and
     /// bytes, or `None` if it has none to send now (a probe that started instead is noted in
-    /// `probed`, to be re-indexed once the request is built).
+    /// `probed`, to be re-indexed once the request is built). A batch sealed just now gives
+    /// back what its buffer held beyond its bytes and tells the topic's compression estimate
+    /// how well it compressed.
     fn pick_batch(
         &mut self,
         ti: usize,
@@ -179,29 +181,6 @@ impl Producer {
         ctx: &SendContext,
         probed: &mut SmallVec<[(usize, usize); 4]>,
     ) -> Option<(u64, Bytes)> {
-        let p = &mut self.topics[ti].partitions[pi];
-        let unsealed = first_unsealed(p);
-        let probe = p.probe;
-        let Some(pick) = p.next_to_send(ctx) else {
-            if p.probe != probe {
-                probed.push((ti, pi));
-            }
-            return None;
-        };
-        Some(self.take_pick(ti, pi, pick, unsealed))
-    }
-
-    /// The batch `pick` chose in partition `(ti, pi)`, for a request: its id and bytes. One
-    /// sealed just now (`unsealed`: the first unsealed batch's id and raw size before the
-    /// pick) gives back what its buffer held beyond its bytes and tells the topic's
-    /// compression estimate how well it compressed.
-    fn take_pick(
-        &mut self,
-        ti: usize,
-        pi: usize,
-        pick: Pick,
-        unsealed: Option<(u64, usize)>,
-    ) -> (u64, Bytes) {
         let Self {
             topics,
             buffered_bytes,
@@ -210,13 +189,23 @@ impl Producer {
             ..
         } = self;
         let t = &mut topics[ti];
-        let b = &mut t.partitions[pi].batches[pick.index];
+        let p = &mut t.partitions[pi];
+        // The first unsealed batch's id and raw size, before the pick may seal it.
+        let unsealed = first_unsealed(p);
+        let probe = p.probe;
+        let Some(pick) = p.next_to_send(ctx) else {
+            if p.probe != probe {
+                probed.push((ti, pi));
+            }
+            return None;
+        };
+        let b = &mut p.batches[pick.index];
         if let Some((_, raw)) = unsealed.filter(|(id, _)| *id == b.id) {
             *buffered_bytes -= fit_sealed(b, raw, cfg, &mut batch_pool.0);
         }
         let wire = b.wire.clone().expect("a picked batch is sequenced");
         observe_compression(t.compression, &mut t.ratio, unsealed, b.id, &wire);
-        (b.id, wire)
+        Some((b.id, wire))
     }
 
     /// Builds one Produce request for `conn` with at most one batch per partition led by
