@@ -46,6 +46,9 @@ pub struct Broker {
     pub partial: HashMap<ConnId, BytesMut>,
     pub violations: Vec<String>,
     pub max_request_seen: usize,
+    /// The largest Produce request that carried more than one batch (only a batch alone may
+    /// pass max.request.size, when batch.size is larger).
+    pub max_shared_request_seen: usize,
     /// The most partitions one Produce request carried.
     pub max_partitions_seen: usize,
     pub max_inflight_seen: usize,
@@ -85,6 +88,7 @@ impl Broker {
             partial: HashMap::new(),
             violations: Vec::new(),
             max_request_seen: 0,
+            max_shared_request_seen: 0,
             max_partitions_seen: 0,
             max_inflight_seen: 0,
             max_all_inflight_seen: 0,
@@ -169,6 +173,9 @@ impl Broker {
                 let req = ProduceRequest::decode_exact(version, rest).unwrap();
                 let parts: usize = req.topic_data.iter().map(|t| t.partition_data.len()).sum();
                 self.max_partitions_seen = self.max_partitions_seen.max(parts);
+                if parts > 1 {
+                    self.max_shared_request_seen = self.max_shared_request_seen.max(frame.len());
+                }
                 let mut responses = Vec::new();
                 for t in &req.topic_data {
                     let ti = self.topics.iter().position(|x| x.0 == t.name).unwrap();
@@ -1018,6 +1025,47 @@ fn extremes() {
         500,
         0,
         5000,
+    );
+}
+
+/// Review finding: the walk that fills a Produce request checked a batch's room without its
+/// topic name, so with long names a request of several topics could pass max.request.size by
+/// up to one name (249 bytes). Records of uneven sizes over two topics with the longest names,
+/// every request written whole: none of several batches is larger than max.request.size.
+#[test]
+fn requests_of_several_batches_stay_within_max_request_size_with_long_topic_names() {
+    const LIMIT: usize = 4096;
+    let (a, b) = ("a".repeat(249), "b".repeat(249));
+    let mut s = Sim::new(Broker::new(1, &[(a.as_str(), 1), (b.as_str(), 1)]), |c| {
+        c.max_request_size = LIMIT;
+    });
+    warm(&mut s);
+    let mut seed = 7u64;
+    let mut size = || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        20 + (seed >> 33) as usize % 1900
+    };
+    for _ in 0..2000 {
+        let (x, y) = (size(), size());
+        s.send(0, 0, x).unwrap();
+        s.send(1, 0, y).unwrap();
+        s.drain();
+        s.answer_all();
+    }
+    s.settle(100_000);
+    s.check_logs();
+    assert!(
+        s.failed.is_empty(),
+        "{:?}",
+        &s.failed[..s.failed.len().min(3)]
+    );
+    assert!(s.broker.max_partitions_seen > 1, "no request shared");
+    assert!(
+        s.broker.max_shared_request_seen <= LIMIT,
+        "a request of several batches took {} bytes (max.request.size {LIMIT})",
+        s.broker.max_shared_request_seen
     );
 }
 

@@ -242,10 +242,11 @@ impl Producer {
                 continue;
             }
             // Leave room: a batch that does not fit waits for the next request, which starts
-            // with it.
+            // with it. Counted as `total` counts it, with its topic's name.
             if let Some(b) = p.batches.iter().find(|b| b.state != BatchState::InFlight) {
                 if !picked.is_empty()
-                    && total + b.wire_len() + PARTITION_OVERHEAD > self.cfg.max_request_size
+                    && total + b.wire_len() + PARTITION_OVERHEAD + t.name.len()
+                        > self.cfg.max_request_size
                 {
                     left_out.get_or_insert((ti, pi));
                     continue;
