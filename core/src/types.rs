@@ -78,6 +78,14 @@ impl TopicName {
             TopicRepr::Shared(s) => s,
         }
     }
+
+    /// The name as a shared string: this one's, if it is shared.
+    pub(crate) fn to_shared(&self) -> Arc<str> {
+        match &self.0 {
+            TopicRepr::Static(s) => Arc::from(*s),
+            TopicRepr::Shared(s) => s.clone(),
+        }
+    }
 }
 
 impl std::ops::Deref for TopicName {

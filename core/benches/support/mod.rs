@@ -197,7 +197,7 @@ impl Rig {
         };
         // One record drives the bootstrap: connect, handshake, metadata, producer id.
         rig.producer
-            .send(now, Record::new(TOPIC, "warm").with_partition(0))
+            .send(now, Record::new(topic(), "warm").with_partition(0))
             .unwrap();
         for _ in 0..20 {
             rig.drain_collect();
@@ -319,12 +319,19 @@ impl Rig {
     }
 }
 
+/// The one shared name every record is given, cloned, as an application sending many records
+/// to a topic would.
+pub fn topic() -> kprod_core::TopicName {
+    static TOPIC_NAME: std::sync::OnceLock<kprod_core::TopicName> = std::sync::OnceLock::new();
+    TOPIC_NAME
+        .get_or_init(|| kprod_core::TopicName::from(TOPIC))
+        .clone()
+}
+
 /// `n` records with `value_size`-byte values for partition 0.
 pub fn records(n: usize, value_size: usize) -> Vec<Record> {
     let value = Bytes::from(vec![0x5a; value_size]);
-    // One shared name cloned into every record, as an application sending many records to a
-    // topic would.
-    let topic = kprod_core::TopicName::from(TOPIC);
+    let topic = topic();
     (0..n)
         .map(|i| Record {
             topic: topic.clone(),

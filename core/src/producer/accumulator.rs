@@ -460,7 +460,7 @@ impl Producer {
         }
         let ti = match known {
             Some(ti) => ti,
-            None => self.topic_index_for(&record.topic),
+            None => self.topic_index_for(&record.topic, || record.topic.to_shared()),
         };
         // Back from idleness, its records wait for the fresh answer (`placed` is None above).
         self.mark_used(ti);
@@ -535,7 +535,7 @@ impl Producer {
     pub(super) fn want_topic_inner(&mut self, topic: &str) -> bool {
         let ti = match self.topic_index.get(topic).copied() {
             Some(ti) => ti,
-            None if is_valid_topic_name(topic) => self.topic_index_for(topic),
+            None if is_valid_topic_name(topic) => self.topic_index_for(topic, || topic.into()),
             None => return false,
         };
         let idle = self.topics[ti].idle;
@@ -577,7 +577,10 @@ impl Producer {
     /// down `topic_index`).
     fn known_topic(&mut self, name: &str) -> Option<usize> {
         let last = self.last_topic.0;
-        if self.topics.get(last).is_some_and(|t| *t.name == *name) {
+        // Clones of the name the producer registered the topic with point where its copy
+        // does: equal without comparing the text.
+        if (self.topics.get(last)).is_some_and(|t| std::ptr::eq(&*t.name, name) || *t.name == *name)
+        {
             return Some(last);
         }
         let ti = self.topic_index.get(name).copied()?;
@@ -585,12 +588,14 @@ impl Producer {
         Some(ti)
     }
 
-    /// The index of topic `name`, registering it (and asking for metadata) on first use.
-    fn topic_index_for(&mut self, name: &str) -> usize {
+    /// The index of topic `name`, registering it (and asking for metadata) on first use
+    /// with the copy `shared` gives (the first record's own, if shared).
+    fn topic_index_for(&mut self, name: &str, shared: impl FnOnce() -> Arc<str>) -> usize {
         match self.topic_index.get(name) {
             Some(&ti) => ti,
             None => {
-                let shared: Arc<str> = Arc::from(name);
+                let shared = shared();
+                debug_assert_eq!(*shared, *name);
                 self.topics.push(Topic {
                     name: shared.clone(),
                     partitions: Vec::new(),
