@@ -51,6 +51,9 @@ pub(crate) struct Batch {
     /// Bytes charged against `buffer.memory`.
     pub(crate) size: usize,
     pub(crate) created: Instant,
+    /// Records accepted before this join the batch while it is open: half the delivery
+    /// timeout after its creation (`None`: beyond what an `Instant` holds, no end).
+    pub(crate) joinable_until: Option<Instant>,
     pub(crate) state: BatchState,
     /// Some attempt's outcome is unknown: the batch may be in the log (P10).
     pub(crate) maybe_persisted: bool,
@@ -91,16 +94,19 @@ impl Batch {
         Self::with_buffers(
             id,
             now,
+            std::time::Duration::MAX,
             crate::protocol::record_batch::shared_buffer(capacity),
             Vec::with_capacity(records),
         )
     }
 
     /// A batch written into `buf`, listing its records in `records` (both emptied first):
-    /// the buffers of an acknowledged batch, reused.
+    /// the buffers of an acknowledged batch, reused. Records join it for `joinable` after
+    /// `now`.
     pub(crate) fn with_buffers(
         id: u64,
         now: Instant,
+        joinable: std::time::Duration,
         buf: bytes::BytesMut,
         mut records: Vec<RecordId>,
     ) -> Self {
@@ -113,6 +119,7 @@ impl Batch {
             seq: None,
             size: 0,
             created: now,
+            joinable_until: now.checked_add(joinable),
             state: BatchState::Open,
             maybe_persisted: false,
             overtaken: false,

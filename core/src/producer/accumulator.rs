@@ -206,16 +206,17 @@ pub(super) struct Placement {
 
 /// Partition `p`'s open batch, its builder, and the body length of a record of `payload`
 /// ([`record_payload_len`]) in it, if it has room for the record (Kafka's `hasRoomFor`) and
-/// was created after `opened_after`.
+/// a record accepted at `since` may still join it (`Batch::joinable_until`).
 fn open_room(
     p: &Partition,
     timestamp: i64,
     payload: usize,
     batch_size: usize,
-    opened_after: Option<Instant>,
+    since: Instant,
 ) -> Option<(&Batch, &RecordBatchBuilder, usize)> {
-    let b = (p.batches.back())
-        .filter(|b| b.state == BatchState::Open && opened_after.is_none_or(|t| b.created > t))?;
+    let b = (p.batches.back()).filter(|b| {
+        b.state == BatchState::Open && b.joinable_until.is_none_or(|until| since < until)
+    })?;
     let bb = b.builder.as_ref()?;
     let len = bb.body_len_with(timestamp, payload);
     bb.has_room_for(varint_len(len as i32) + len, batch_size)
@@ -632,23 +633,15 @@ impl Producer {
     /// batch: `append` fails the record, charging nothing).
     ///
     /// A record accepted at `since` does not join an open batch created half its
-    /// `delivery.timeout.ms` or more before: the batch times out as a whole, from its
+    /// `delivery.timeout.ms` or more before (`Batch::joinable_until`): the batch times out as a whole, from its
     /// creation (Java's rule), so a batch left open while its partition cannot send (an
     /// outage, a full in-flight window) would otherwise fail records accepted moments
     /// before. Each record keeps at least half its delivery timeout.
     fn place(&self, ti: usize, record: &Record, payload: usize, since: Instant) -> Placement {
         let part = self.choose_partition(ti, record);
         let partition = self.topics[ti].partitions.get(part as usize);
-        let opened_after = since.checked_sub(self.cfg.delivery_timeout / 2);
-        let open = partition.and_then(|p| {
-            open_room(
-                p,
-                record.timestamp,
-                payload,
-                self.cfg.batch_fill(),
-                opened_after,
-            )
-        });
+        let open = partition
+            .and_then(|p| open_room(p, record.timestamp, payload, self.cfg.batch_fill(), since));
         match open {
             // Into the open batch: only what it grows the batch's charge by, nothing while
             // the batch stays within its room.
@@ -786,7 +779,8 @@ impl Producer {
             let list = Vec::with_capacity(reserve.ids);
             // A record that waited for metadata opens a batch as old as itself: its delivery
             // timeout counts from its acceptance.
-            let mut batch = Batch::with_buffers(*next_batch, since, buf, list);
+            let joinable = self.cfg.delivery_timeout / 2;
+            let mut batch = Batch::with_buffers(*next_batch, since, joinable, buf, list);
             batch.reserve = reserve;
             if let Some(bb) = batch.builder.as_mut() {
                 bb.set_compression(t.compression, t.ratio);

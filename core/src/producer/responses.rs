@@ -555,6 +555,7 @@ impl Producer {
                 seq: Some((identity, seq)),
                 size: 0,
                 created: old.created,
+                joinable_until: old.joinable_until,
                 state: BatchState::Retry { at: self.now },
                 maybe_persisted: false,
                 overtaken: old.overtaken,
