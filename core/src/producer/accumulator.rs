@@ -422,7 +422,8 @@ impl Producer {
         // Java's rule: the record's batch, holding it alone, within `max.request.size`. Such
         // a batch goes alone in a request, larger by the request's own framing, which must
         // still fit a frame's length field.
-        let framing = REQUEST_OVERHEAD + PARTITION_OVERHEAD + record.topic.len();
+        let client_id = self.cfg.client_id.as_deref().map_or(0, str::len);
+        let framing = REQUEST_OVERHEAD + client_id + PARTITION_OVERHEAD + record.topic.len();
         if size + HEADER_LEN > self.cfg.max_request_size
             || size + HEADER_LEN + framing > i32::MAX as usize
         {

@@ -128,15 +128,36 @@ fn unpack(k: u64) -> Tp {
     ((k >> 32) as usize, (k & 0xffff_ffff) as usize)
 }
 
-/// The partitions of `set` (keyed by leader) led by `leader`, in (topic, partition) order
-/// from `start`, wrapping around.
-fn led_by(set: &BTreeSet<(i32, u64)>, leader: i32, start: Option<Tp>, out: &mut Vec<Tp>) {
+/// Up to `limit` partitions of `set` (keyed by leader) led by `leader`, appended to `out`, in
+/// (topic, partition) order from `start`, wrapping around; after `after` (the last one an
+/// earlier call gave) if given. Costs what it gives, not what the set holds, so that a walk
+/// that stops early never copies every partition of a node.
+fn led_by(
+    set: &BTreeSet<(i32, u64)>,
+    leader: i32,
+    (start, after): (Option<Tp>, Option<Tp>),
+    limit: usize,
+    out: &mut Vec<Tp>,
+) {
     let from = start.map_or(0, |(ti, pi)| pack(ti, pi));
-    let keys = |lo: (i32, u64), hi: Bound<(i32, u64)>| {
-        (set.range((Included(lo), hi))).map(|&(_, k)| unpack(k))
+    let mut left = limit;
+    let mut run = |lo: Bound<u64>, hi: Bound<u64>| {
+        let range = (lo.map(|k| (leader, k)), hi.map(|k| (leader, k)));
+        let before = out.len();
+        out.extend(set.range(range).take(left).map(|&(_, k)| unpack(k)));
+        left -= out.len() - before;
     };
-    out.extend(keys((leader, from), Included((leader, u64::MAX))));
-    out.extend(keys((leader, 0), Excluded((leader, from))));
+    match after.map(|(ti, pi)| pack(ti, pi)) {
+        None => {
+            run(Included(from), Included(u64::MAX));
+            run(Included(0), Excluded(from));
+        }
+        Some(a) if a >= from => {
+            run(Excluded(a), Included(u64::MAX));
+            run(Included(0), Excluded(from));
+        }
+        Some(a) => run(Excluded(a), Excluded(from)),
+    }
 }
 
 /// The indexes (see the module documentation). Times are kept as nanoseconds since `base`
@@ -358,16 +379,29 @@ impl Index {
         self.unbound.iter().map(|&k| unpack(k))
     }
 
-    /// The partitions marked sendable to `leader`, in (topic, partition) order from `start`
-    /// (the first at or after it), wrapping around to those before it.
-    pub(super) fn sendable_to(&self, leader: i32, start: Option<Tp>, out: &mut Vec<Tp>) {
-        led_by(&self.sendable, leader, start, out);
+    /// Up to `limit` of the partitions marked sendable to `leader`, in (topic, partition)
+    /// order from `from.0` (the first at or after it), wrapping around to those before it;
+    /// after `from.1`, the last of them an earlier call gave, if given.
+    pub(super) fn sendable_to(
+        &self,
+        leader: i32,
+        from: (Option<Tp>, Option<Tp>),
+        limit: usize,
+        out: &mut Vec<Tp>,
+    ) {
+        led_by(&self.sendable, leader, from, limit, out);
     }
 
-    /// The partitions led by `leader` whose last batch is open and holds records, in
-    /// (topic, partition) order from `start`, wrapping around.
-    pub(super) fn lingering_on(&self, leader: i32, start: Option<Tp>, out: &mut Vec<Tp>) {
-        led_by(&self.lingering, leader, start, out);
+    /// Up to `limit` of the partitions led by `leader` whose last batch is open and holds
+    /// records, in (topic, partition) order from `start`, wrapping around.
+    pub(super) fn lingering_on(
+        &self,
+        leader: i32,
+        start: Option<Tp>,
+        limit: usize,
+        out: &mut Vec<Tp>,
+    ) {
+        led_by(&self.lingering, leader, (start, None), limit, out);
     }
 
     /// Whether `(ti, pi)` is marked sendable to `leader`.

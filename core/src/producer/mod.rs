@@ -151,6 +151,10 @@ pub struct Producer {
     /// (Java's `drainIndex`): the first one a request left out for lack of room, so that no
     /// partition waits behind others for ever. Behaviour, so part of the state.
     drain_start: BTreeMap<i32, (usize, usize)>,
+    /// Per broker node: the partition the next walk of open batches (a request taking the
+    /// node's lingering batches, at most a request's worth) starts at: the first one the
+    /// last such walk did not reach.
+    linger_start: BTreeMap<i32, (usize, usize)>,
     /// Scratch space for the partitions one Produce request or one flush visits (no
     /// allocation each).
     scratch: Derived<Vec<(usize, usize)>>,
@@ -228,6 +232,7 @@ impl Producer {
             stats: Observed::default(),
             index: Derived(Index::new(now)),
             drain_start: BTreeMap::new(),
+            linger_start: BTreeMap::new(),
             scratch: Derived(Vec::new()),
             idle_check: Derived(None),
             request_pool: Derived(requests::RequestPool::default()),

@@ -18,7 +18,8 @@ use crate::protocol::{self, encode_request};
 use crate::types::{ConnId, Output, RecordId};
 
 /// Bytes a Produce request spends outside its record batches, per request and per partition
-/// (a generous bound: header, client id, topic name, tagged fields).
+/// (a generous bound: header, tagged fields; the client id and topic names are counted
+/// besides).
 pub(super) const REQUEST_OVERHEAD: usize = 128;
 
 pub(super) const PARTITION_OVERHEAD: usize = 16;
@@ -219,7 +220,9 @@ impl Producer {
         let ctx = self.send_context(conn);
         let mut picked: SmallVec<[(usize, usize, u64, Bytes); 4]> = SmallVec::new();
         let mut probed: SmallVec<[(usize, usize); 4]> = SmallVec::new();
-        let mut total = REQUEST_OVERHEAD;
+        // The header's client id is the request's own too (up to 32,767 bytes).
+        let client_id = self.cfg.client_id.as_deref().map_or(0, str::len);
+        let mut total = REQUEST_OVERHEAD + client_id;
         let mut left_out = None;
         let mut visit = std::mem::take(&mut self.scratch.0);
         visit.clear();
@@ -227,37 +230,51 @@ impl Producer {
         // `drainIndex`): a partition late in the order, or with a large batch, is not left
         // behind for ever while earlier ones keep batches ready.
         let start = self.drain_start.get(&node).copied();
-        self.index.0.sendable_to(node, start, &mut visit);
         let most = self.cfg.max_batches_per_request();
-        for &(ti, pi) in &visit {
-            // The rest wait for the next request, which starts with the first of them.
-            if picked.len() >= most {
-                left_out.get_or_insert((ti, pi));
-                break;
-            }
-            let t = &mut self.topics[ti];
-            let p = &mut t.partitions[pi];
-            if p.leader != Some(node) {
-                self.index.0.unmark_sendable(node, ti, pi);
-                continue;
-            }
-            // Leave room: a batch that does not fit waits for the next request, which starts
-            // with it. Counted as `total` counts it, with its topic's name.
-            if let Some(b) = p.batches.iter().find(|b| b.state != BatchState::InFlight) {
-                if !picked.is_empty()
-                    && total + b.wire_len() + PARTITION_OVERHEAD + t.name.len()
-                        > self.cfg.max_request_size
-                {
+        // The partitions come a chunk at a time, so that a request costs what it visits,
+        // not every partition marked for the node.
+        let chunk = (most + 1).max(16);
+        let mut after = None;
+        'walk: loop {
+            visit.clear();
+            self.index
+                .0
+                .sendable_to(node, (start, after), chunk, &mut visit);
+            let Some(&last) = visit.last() else { break };
+            after = Some(last);
+            for &(ti, pi) in &visit {
+                // The rest wait for the next request, which starts with the first of them.
+                if picked.len() >= most {
                     left_out.get_or_insert((ti, pi));
+                    break 'walk;
+                }
+                let t = &mut self.topics[ti];
+                let p = &mut t.partitions[pi];
+                if p.leader != Some(node) {
+                    self.index.0.unmark_sendable(node, ti, pi);
                     continue;
                 }
+                // Leave room: a batch that does not fit waits for the next request, which starts
+                // with it. Counted as `total` counts it, with its topic's name.
+                if let Some(b) = p.batches.iter().find(|b| b.state != BatchState::InFlight) {
+                    if !picked.is_empty()
+                        && total + b.wire_len() + PARTITION_OVERHEAD + t.name.len()
+                            > self.cfg.max_request_size
+                    {
+                        left_out.get_or_insert((ti, pi));
+                        continue;
+                    }
+                }
+                let Some((id, wire)) = self.pick_batch(ti, pi, &ctx, &mut probed) else {
+                    self.index.0.unmark_sendable(node, ti, pi);
+                    continue;
+                };
+                total += wire.len() + PARTITION_OVERHEAD + self.topics[ti].name.len();
+                picked.push((ti, pi, id, wire));
             }
-            let Some((id, wire)) = self.pick_batch(ti, pi, &ctx, &mut probed) else {
-                self.index.0.unmark_sendable(node, ti, pi);
-                continue;
-            };
-            total += wire.len() + PARTITION_OVERHEAD + self.topics[ti].name.len();
-            picked.push((ti, pi, id, wire));
+            if visit.len() < chunk {
+                break;
+            }
         }
         // A request goes anyway: it also takes the open batches of the node's other
         // partitions (their first batch, as if flushed), up to the same limits, as Java's
@@ -266,12 +283,18 @@ impl Producer {
         // batch waited its own linger and went in a request of its own.
         if !picked.is_empty() && left_out.is_none() && !self.cfg.linger.is_zero() {
             visit.clear();
-            self.index.0.lingering_on(node, start, &mut visit);
+            // From where the last such walk to this node stopped, wrapping around, so that
+            // the partitions beyond the first `most` take their turn too. One more than it
+            // visits: where the next walk starts if this one stops short.
+            let from = self.linger_start.get(&node).copied();
+            self.index.0.lingering_on(node, from, most + 1, &mut visit);
             let mut ctx = self.send_context(conn);
             ctx.flush_upto = Some(RecordId(u64::MAX));
+            let mut next = None;
             // At most `most` visits: a request never walks every partition of the node.
-            for &(ti, pi) in visit.iter().take(most) {
-                if picked.len() >= most {
+            for (k, &(ti, pi)) in visit.iter().enumerate() {
+                if k >= most || picked.len() >= most {
+                    next = Some((ti, pi));
                     break;
                 }
                 // Marked sendable: the walk above visited it and picked its batch (a partition
@@ -298,6 +321,10 @@ impl Producer {
                 total += wire.len() + PARTITION_OVERHEAD + self.topics[ti].name.len();
                 picked.push((ti, pi, id, wire));
             }
+            match next {
+                Some(tp) => self.linger_start.insert(node, tp),
+                None => self.linger_start.remove(&node),
+            };
         }
         visit.clear();
         self.scratch.0 = visit;
