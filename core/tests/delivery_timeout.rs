@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use harness::{api_of, respond, Harness, TOPIC};
 use kprod_core::protocol::api_key;
-use kprod_core::{DeliveryError, Event, Persistence, Record, RecordId};
+use kprod_core::protocol::ErrorCode;
+use kprod_core::{DeliveryError, Event, Output, Persistence, Record, RecordId};
 
 const DELIVERY: Duration = Duration::from_secs(10);
 const REQUEST: Duration = Duration::from_secs(3);
@@ -174,4 +175,50 @@ fn a_record_joining_a_young_open_batch_shares_its_timeout() {
     let second = failures.iter().find(|f| f.0 == ids[1]).expect("failed");
     assert_eq!(third.1, second.1, "one batch, one outcome time");
     assert!(third.1 - t0 - later >= DELIVERY / 2);
+}
+
+/// User-probe finding: with the broker down (every connect refused) records failed
+/// "delivery.timeout.ms expired" with no cause, their batches never having been sent. A batch
+/// that expires without an error of its own now says what held it back: no connection to its
+/// leader (NETWORK_EXCEPTION). Not sent, so not persisted.
+#[test]
+fn a_batch_never_sent_for_want_of_a_connection_says_so() {
+    let mut h = harness(5);
+    h.p.send(h.now, record(0)).expect("accepted");
+    h.answer_all();
+    assert!(failed(&[]).is_empty());
+    // The broker goes away: its connection drops and every connect is refused from now on.
+    let conn = h.conn.take().expect("connected");
+    h.p.handle_disconnected(h.now, conn);
+    let t0 = h.now;
+    let id = h.p.send(h.now, record(1)).expect("accepted");
+    let mut log = Vec::new();
+    let mut refused = 0;
+    while h.now < t0 + DELIVERY + Duration::from_secs(1) {
+        h.now += Duration::from_millis(50);
+        h.p.handle_timeout(h.now);
+        loop {
+            match h.p.poll_output() {
+                Output::Wait { .. } => break,
+                Output::Connect { conn, .. } => {
+                    refused += 1;
+                    h.p.handle_connect_failed(h.now, conn);
+                }
+                Output::Event(e) => log.push((h.now, e)),
+                _ => {}
+            }
+        }
+    }
+    assert!(refused > 1, "the producer kept trying to connect");
+    let failures = failed(&log);
+    assert_eq!(failures.len(), 1, "{log:?}");
+    let (fid, _, error, persisted) = &failures[0];
+    assert_eq!(*fid, id);
+    assert_eq!(
+        *error,
+        DeliveryError::DeliveryTimeout {
+            last_error: Some(ErrorCode::NetworkException)
+        }
+    );
+    assert_eq!(*persisted, Persistence::NotPersisted);
 }

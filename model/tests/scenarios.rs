@@ -755,10 +755,13 @@ fn delivery_timeout_statuses() {
             Persistence::PossiblyPersisted
         )
     );
+    // It says what held it back: no connection to its leader.
     assert_eq!(
         failure(&sim, never),
         (
-            DeliveryError::DeliveryTimeout { last_error: None },
+            DeliveryError::DeliveryTimeout {
+                last_error: Some(ErrorCode::NetworkException)
+            },
             Persistence::NotPersisted
         )
     );

@@ -10,6 +10,7 @@ use smallvec::SmallVec;
 use super::accumulator::PendingRecord;
 use super::connections::ConnState;
 use super::requests::BatchRef;
+use super::Target;
 use super::{backoff_delay, Producer};
 use crate::partition::{Batch, BatchState};
 use crate::protocol::ErrorCode;
@@ -84,15 +85,31 @@ impl Producer {
                         self.topics[ti].partitions[pi].batches[i].maybe_persisted = false;
                     }
                     // A batch never answered: what metadata last said of its topic, if it
-                    // said it is missing (deleted while the batch waited).
+                    // said it is missing (deleted while the batch waited); else what held it
+                    // back, if nothing was ever sent of it.
                     let last_error = (self.topics[ti].partitions[pi].batches[i].last_error.0)
-                        .or(self.topics[ti].missing);
+                        .or(self.topics[ti].missing)
+                        .or_else(|| self.held_back(ti, pi));
                     let error = DeliveryError::DeliveryTimeout { last_error };
                     self.fail_batch(ti, pi, i, error, persisted);
                 }
                 self.expired_through(ti, pi);
             }
         }
+    }
+
+    /// Why partition `(ti, pi)` sends nothing, for a batch that expires without an error of
+    /// its own: no leader known (LEADER_NOT_AVAILABLE), or no connection to its leader past
+    /// the handshake (NETWORK_EXCEPTION: refused, unreachable or silent). `None` if a
+    /// connection is ready (then the partition waited for its turn: a full in-flight window,
+    /// a retry's order). Only what a user reads: no decision depends on it.
+    fn held_back(&self, ti: usize, pi: usize) -> Option<ErrorCode> {
+        let Some(node) = self.topics[ti].partitions[pi].leader else {
+            return Some(ErrorCode::LeaderNotAvailable);
+        };
+        let ready = (self.conns.values())
+            .any(|c| c.target == Target::Node(node) && c.state == ConnState::Ready);
+        (!ready).then_some(ErrorCode::NetworkException)
     }
 
     /// Batch `i`, in flight, reached its delivery timeout: its records fail now, possibly
