@@ -367,6 +367,19 @@ fn err(setting: &'static str, reason: impl Into<String>) -> ConfigError {
     }
 }
 
+/// `d` in milliseconds, as the properties give durations: whole milliseconds as an integer,
+/// a fraction only when there is one (`1.5`).
+fn millis(d: Duration) -> String {
+    let ms = d.as_millis();
+    let sub_ms = d.subsec_nanos() % 1_000_000;
+    if sub_ms == 0 {
+        ms.to_string()
+    } else {
+        let fraction = format!("{sub_ms:06}");
+        format!("{ms}.{}", fraction.trim_end_matches('0'))
+    }
+}
+
 /// Whether `s` is a valid ApiVersions v3 software name or version (KIP-511).
 fn is_software_token(s: &str) -> bool {
     let b = s.as_bytes();
@@ -455,13 +468,19 @@ impl ProducerConfig {
             ));
         }
         if !(1..=5).contains(&self.max_in_flight) {
-            return Err(err(
-                "max.in.flight.requests.per.connection",
+            let n = self.max_in_flight;
+            let reason = if n == 0 {
+                "0 would never send a request: at least 1 must be allowed in flight".to_owned()
+            } else if self.enable_idempotence {
+                format!("{n} is outside 1..=5, the range idempotence allows")
+            } else {
                 format!(
-                    "{} is outside 1..=5, the range idempotence allows",
-                    self.max_in_flight
-                ),
-            ));
+                    "{n} is above 5, kprod's most with or without idempotence (it also bounds a \
+                     partition's unresolved batches; the Java client takes more when \
+                     enable.idempotence=false)"
+                )
+            };
+            return Err(err("max.in.flight.requests.per.connection", reason));
         }
         // Kafka's sizes are 32-bit on the wire (and in the Java client's config): a larger
         // value could not be encoded, and would overflow the batch accounting.
@@ -507,7 +526,13 @@ impl ProducerConfig {
         {
             return Err(err(
                 "delivery.timeout.ms",
-                "must be at least linger.ms + request.timeout.ms",
+                format!(
+                    "delivery.timeout.ms={} is below linger.ms + request.timeout.ms = {} + {}: \
+                     it must be at least their sum",
+                    millis(self.delivery_timeout),
+                    millis(self.linger),
+                    millis(self.request_timeout),
+                ),
             ));
         }
         if self.retry_backoff_max < self.retry_backoff {
@@ -712,6 +737,79 @@ mod tests {
                 e.reason
             );
         }
+    }
+
+    /// Review finding: the message gave the rule but not the values that broke it.
+    #[test]
+    fn the_delivery_timeout_rule_names_the_values() {
+        let e = ProducerConfig {
+            delivery_timeout: Duration::from_secs(1),
+            ..base()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e.setting, "delivery.timeout.ms");
+        assert_eq!(
+            e.to_string(),
+            "invalid delivery.timeout.ms: delivery.timeout.ms=1000 is below linger.ms + \
+             request.timeout.ms = 5 + 30000: it must be at least their sum"
+        );
+        // A fraction of a millisecond (a struct user's value) is shown, not rounded away.
+        let e = ProducerConfig {
+            delivery_timeout: Duration::from_micros(30_004_500),
+            ..base()
+        }
+        .validate()
+        .unwrap_err();
+        assert!(
+            e.reason.starts_with(
+                "delivery.timeout.ms=30004.5 is below linger.ms + request.timeout.ms = 5 + 30000"
+            ),
+            "{e}"
+        );
+        // The sum itself is enough.
+        ProducerConfig {
+            delivery_timeout: Duration::from_millis(30_005),
+            ..base()
+        }
+        .validate()
+        .unwrap();
+        assert_eq!(millis(Duration::from_nanos(1_000_001)), "1.000001");
+        assert_eq!(millis(Duration::from_micros(2_250)), "2.25");
+    }
+
+    /// Review finding: without idempotence, a `max.in.flight` above 5 was refused for a
+    /// reason that did not apply ("the range idempotence allows").
+    #[test]
+    fn max_in_flight_gives_the_reason_that_applies() {
+        let reason = |max_in_flight, enable_idempotence| {
+            let e = ProducerConfig {
+                max_in_flight,
+                enable_idempotence,
+                ..base()
+            }
+            .validate()
+            .unwrap_err();
+            assert_eq!(e.setting, "max.in.flight.requests.per.connection");
+            e.reason
+        };
+        for idempotence in [true, false] {
+            let r = reason(0, idempotence);
+            assert!(r.contains("at least 1"), "{r}");
+            assert!(!r.contains("idempotence"), "{r}");
+        }
+        let r = reason(6, true);
+        assert_eq!(r, "6 is outside 1..=5, the range idempotence allows");
+        let r = reason(6, false);
+        assert!(r.starts_with("6 is above 5, kprod's most"), "{r}");
+        assert!(!r.contains("idempotence allows"), "{r}");
+        ProducerConfig {
+            max_in_flight: 5,
+            enable_idempotence: false,
+            ..base()
+        }
+        .validate()
+        .unwrap();
     }
 
     #[test]
