@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::protocol::record_batch::Header;
+use crate::protocol::record_batch::{record_encoded_len, Header, HEADER_LEN};
 use crate::protocol::ErrorCode;
 
 /// A connection the producer asked the driver to open. Never reused.
@@ -360,15 +360,46 @@ impl std::fmt::Display for SendError {
                 f,
                 "buffer.memory is full (or queue.buffering.max.messages records are held)"
             ),
-            Self::TooLarge(_) => write!(f, "record is larger than max.request.size"),
-            Self::InvalidTopic(r) => write!(f, "invalid topic name {:?}", r.topic),
-            Self::InvalidPartition(r) => {
+            Self::TooLarge(r) => {
+                // As the producer counts it (`Producer::send`): the record as the first of a
+                // batch of its own, with the batch header and a margin of 10 bytes.
+                let encoded = record_encoded_len(
+                    0,
+                    0,
+                    r.key.as_deref(),
+                    r.value.as_deref(),
+                    &r.headers,
+                );
                 write!(
                     f,
-                    "invalid partition {:?} for topic {:?}",
-                    r.partition, r.topic
+                    "record of {encoded} bytes is larger than max.request.size allows: a batch \
+                     of its own counts {} bytes",
+                    encoded + 10 + HEADER_LEN
                 )
             }
+            Self::InvalidTopic(r) => {
+                write!(f, "invalid topic name {:?}", r.topic)?;
+                match crate::producer::topic_name_problem(&r.topic) {
+                    Some(why) => write!(f, ": {why}"),
+                    None => Ok(()),
+                }
+            }
+            Self::InvalidPartition(r) => match r.partition {
+                Some(p) if p < 0 => write!(
+                    f,
+                    "invalid partition {p} for topic {:?}: a partition must be ≥ 0",
+                    r.topic
+                ),
+                // Refused once metadata gave the topic's partition count, which the error
+                // does not carry.
+                Some(p) => write!(
+                    f,
+                    "invalid partition {p} for topic {:?}: the topic has fewer partitions \
+                     (numbered from 0)",
+                    r.topic
+                ),
+                None => write!(f, "invalid partition (none) for topic {:?}", r.topic),
+            },
             Self::InvalidTimestamp(r) => write!(
                 f,
                 "invalid timestamp {}: a create time is milliseconds since the Unix epoch, never negative",

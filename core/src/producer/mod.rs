@@ -184,6 +184,29 @@ pub fn is_valid_topic_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || c == b'-')
 }
 
+/// Why `name` is not a legal Kafka topic name (`None` if it is one), for error messages: the
+/// rules of [`is_valid_topic_name`], the first one broken; a character outside
+/// `[a-zA-Z0-9._-]` is named (the first one).
+pub(crate) fn topic_name_problem(name: &str) -> Option<String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() {
+        Some("a topic name cannot be empty".to_owned())
+    } else if name == "." || name == ".." {
+        Some("\".\" and \"..\" are not allowed as topic names".to_owned())
+    } else if let Some(c) = name.chars().find(|&c| !allowed(c)) {
+        Some(format!(
+            "{c:?} is not allowed (only ASCII letters, digits, '.', '_' and '-')"
+        ))
+    } else if name.len() > 249 {
+        Some(format!(
+            "{} characters, longer than the 249 allowed",
+            name.len()
+        ))
+    } else {
+        None
+    }
+}
+
 pub(super) fn backoff_delay(base: Duration, max: Duration, failures: u32) -> Duration {
     let factor = 1u32 << failures.min(16);
     base.saturating_mul(factor).min(max)
@@ -584,6 +607,39 @@ impl Producer {
             }
             self.conns.clear();
             self.node_conns.clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod topic_name_tests {
+    use super::{is_valid_topic_name, topic_name_problem};
+
+    /// The reason given and the rule applied agree: a reason exactly for the names refused.
+    #[test]
+    fn a_problem_is_found_exactly_for_invalid_names() {
+        let names = [
+            String::new(),
+            ".".into(),
+            "..".into(),
+            "...".into(),
+            ".a".into(),
+            "a b".into(),
+            "ä".into(),
+            "a\0".into(),
+            "ok-name_1.x".into(),
+            "t".repeat(249),
+            "t".repeat(250),
+            format!("{}é", "t".repeat(247)),
+            format!("{}é", "t".repeat(248)),
+        ];
+        for name in &names {
+            assert_eq!(
+                is_valid_topic_name(name),
+                topic_name_problem(name).is_none(),
+                "{name:?}: {:?}",
+                topic_name_problem(name)
+            );
         }
     }
 }
