@@ -242,9 +242,13 @@ impl ClientConfig {
         // Whether enable.idempotence was given: the Java client (3.2+) turns idempotence off
         // by itself when acks is 0 or 1 and enable.idempotence is not set.
         let mut idempotence_set = false;
+        // Whether the delivery timeout was given: the Java client raises its default when it
+        // is below linger.ms + request.timeout.ms.
+        let mut delivery_timeout_set = false;
         for &(name, value) in props {
             let (name, v) = (name.trim(), value.trim());
             idempotence_set |= name == "enable.idempotence";
+            delivery_timeout_set |= matches!(name, "delivery.timeout.ms" | "message.timeout.ms");
             if !producer_property(&mut c, name, v)?
                 && !levels.property(name, v)?
                 && !compat_property(&mut later, name, v)?
@@ -257,6 +261,9 @@ impl ClientConfig {
         if !idempotence_set && c.acks != -1 {
             c.enable_idempotence = false;
         }
+        if !delivery_timeout_set {
+            raise_default_delivery_timeout(&mut c);
+        }
         later.check(&c)?;
         if let Some(p) = later.partitioner()? {
             c.partitioner = p;
@@ -265,7 +272,15 @@ impl ClientConfig {
         if protocol.starts_with("SASL_") {
             extras.check_sasl(c.sasl.as_ref().map(|s| s.mechanism))?;
         }
-        c.validate().map_err(PropertyError::Config)?;
+        c.validate().map_err(|mut e| {
+            if !delivery_timeout_set && e.setting == "delivery.timeout.ms" {
+                e.reason.push_str(
+                    " (delivery.timeout.ms was not set: its default was raised to at most \
+                     2147483647 ms, as the Java client does; set it to at least the sum)",
+                );
+            }
+            PropertyError::Config(e)
+        })?;
         let security =
             match protocol.as_str() {
                 "PLAINTEXT" | "SASL_PLAINTEXT" => Security::Plaintext,
@@ -297,6 +312,29 @@ impl ClientConfig {
             socket: later.socket,
         })
     }
+}
+
+/// The Java client's rule for a `delivery.timeout.ms` the properties do not give: when its
+/// default (120000 ms) is below `linger.ms + request.timeout.ms`, it is raised to that sum,
+/// at most `i32::MAX` ms, with a warning. A value given is held to the rule by
+/// [`ProducerConfig::validate`], as Java refuses one.
+fn raise_default_delivery_timeout(c: &mut ProducerConfig) {
+    let sum = c.linger.saturating_add(c.request_timeout);
+    if c.delivery_timeout >= sum {
+        return;
+    }
+    let raised = sum.min(Duration::from_millis(i32::MAX as u64));
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    tracing::warn!(
+        delivery_timeout_ms = ms(c.delivery_timeout),
+        linger_ms = ms(c.linger),
+        request_timeout_ms = ms(c.request_timeout),
+        raised_to_ms = ms(raised),
+        "delivery.timeout.ms is not set and its default is below linger.ms + \
+         request.timeout.ms: raised to their sum, as the Java client does (set \
+         delivery.timeout.ms to choose it)"
+    );
+    c.delivery_timeout = raised;
 }
 
 pub(crate) fn path(v: &str) -> Option<PathBuf> {
@@ -392,7 +430,26 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
         "request.timeout.ms" => c.request_timeout = millis(name, v)?,
         // librdkafka: `message.timeout.ms` (`delivery.timeout.ms` is its alias) bounds a
         // record's whole life in the producer, retries included, as delivery.timeout.ms does.
-        "delivery.timeout.ms" | "message.timeout.ms" => c.delivery_timeout = millis(name, v)?,
+        // librdkafka's `message.timeout.ms=0` is "no timeout": the longest the core takes
+        // (`ProducerConfig::MAX_DURATION`, what a larger value is capped to). Java's
+        // `delivery.timeout.ms` has no such value (it must cover linger.ms +
+        // request.timeout.ms).
+        "delivery.timeout.ms" | "message.timeout.ms" => {
+            let d = millis(name, v)?;
+            c.delivery_timeout = if !d.is_zero() {
+                d
+            } else if name == "message.timeout.ms" {
+                ProducerConfig::MAX_DURATION
+            } else {
+                return Err(invalid(
+                    name,
+                    v,
+                    "a positive number of milliseconds, at least linger.ms + \
+                     request.timeout.ms (0, no timeout, is librdkafka's message.timeout.ms=0 \
+                     only)",
+                ));
+            };
+        }
         "retry.backoff.ms" => c.retry_backoff = millis(name, v)?,
         "retry.backoff.max.ms" => c.retry_backoff_max = millis(name, v)?,
         "reconnect.backoff.ms" => c.reconnect_backoff = millis(name, v)?,
@@ -1143,7 +1200,7 @@ impl CodecLevels {
 /// | `partitioner` (librdkafka) | the key hash that places keyed records ([`kprod_core::Partitioner`]): `murmur2_random` (Java's, the default) or `murmur2`, `consistent_random` (librdkafka's default, CRC-32; an empty key is placed as none) or `consistent`, `fnv1a_random` or `fnv1a`, `random` (keys ignored); a record without a key goes to the sticky partition under every one |
 /// | `max.in.flight.requests.per.connection` (`max.in.flight`) | 1..=5, also the per-partition bound across connections |
 /// | `request.timeout.ms` | a request unanswered this long closes its connection |
-/// | `delivery.timeout.ms` (`message.timeout.ms`) | a record's whole life in the producer, retries included |
+/// | `delivery.timeout.ms` (`message.timeout.ms`) | a record's whole life in the producer, retries included; at least `linger.ms + request.timeout.ms` (when neither name is given and the default, 120000, is below that sum, it is raised to the sum, at most 2147483647, with a warning, as in Java); `message.timeout.ms=0` is librdkafka's "no timeout" ([`ProducerConfig::MAX_DURATION`]), `delivery.timeout.ms=0` is refused |
 /// | `retries` (`message.send.max.retries`) | kprod retries until `delivery.timeout.ms`: accepted when the count cannot end retrying first (`2147483647`, the default of both clients, or `retries x 0.8 x retry.backoff.ms >= delivery.timeout.ms`); `0` and smaller counts are refused, except with `acks=0`, whose requests are never retried |
 /// | `retry.backoff.ms`, `retry.backoff.max.ms` | backoff before a batch is retried, doubling up to the maximum |
 /// | `reconnect.backoff.ms` | backoff before reconnecting to a broker, doubling |

@@ -291,6 +291,189 @@ fn librdkafka_names_are_aliases_of_the_same_settings() {
     }
 }
 
+/// The reason of the `Config` error `extra` draws.
+fn config_error(extra: &[(&str, &str)]) -> kprod_core::ConfigError {
+    match props(extra) {
+        Err(PropertyError::Config(e)) => e,
+        other => panic!("{extra:?}: a Config error expected, got {other:?}"),
+    }
+}
+
+/// The Java client's rule (review finding: kprod refused `request.timeout.ms=150000` alone):
+/// a delivery timeout the properties do not give is raised to `linger.ms +
+/// request.timeout.ms` when its default is below that, at most `i32::MAX` ms; one given
+/// under either name must cover them, and the refusal names the values.
+#[test]
+fn an_unset_delivery_timeout_is_raised_as_the_java_client_raises_it() {
+    let c = props(&[("request.timeout.ms", "150000")]).unwrap();
+    assert_eq!(c.delivery_timeout, Duration::from_millis(150_005));
+    let c = props(&[("linger.ms", "100000")]).unwrap();
+    assert_eq!(c.delivery_timeout, Duration::from_millis(130_000));
+    let c = props(&[
+        ("queue.buffering.max.ms", "100000"),
+        ("request.timeout.ms", "50000"),
+    ]);
+    assert_eq!(c.unwrap().delivery_timeout, Duration::from_millis(150_000));
+    // Not below the sum: the default stays.
+    let c = props(&[("linger.ms", "90000")]).unwrap();
+    assert_eq!(c.delivery_timeout, Duration::from_secs(120));
+    // The connection's settings come from the same rule.
+    let c = ClientConfig::from_properties(&[BOOTSTRAP, ("request.timeout.ms", "150000")]);
+    assert_eq!(
+        c.unwrap().producer.delivery_timeout,
+        Duration::from_millis(150_005)
+    );
+    // Given, under either name: held to the rule, the values named.
+    for name in ["delivery.timeout.ms", "message.timeout.ms"] {
+        let e = config_error(&[(name, "1000")]);
+        assert_eq!(e.setting, "delivery.timeout.ms");
+        assert_eq!(
+            e.to_string(),
+            "invalid delivery.timeout.ms: delivery.timeout.ms=1000 is below linger.ms + \
+             request.timeout.ms = 5 + 30000: it must be at least their sum"
+        );
+        let e = config_error(&[(name, "120000"), ("request.timeout.ms", "150000")]);
+        assert!(
+            e.reason.starts_with(
+                "delivery.timeout.ms=120000 is below linger.ms + request.timeout.ms = 5 + 150000"
+            ),
+            "{e}"
+        );
+        assert!(!e.reason.contains("not set"), "{e}");
+        let c = props(&[(name, "150005"), ("request.timeout.ms", "150000")]).unwrap();
+        assert_eq!(c.delivery_timeout, Duration::from_millis(150_005));
+    }
+    // The raise stops at i32::MAX ms, as in Java; kprod then refuses, saying why.
+    let e = config_error(&[("linger.ms", "2147483647")]);
+    assert!(
+        e.reason.starts_with(
+            "delivery.timeout.ms=2147483647 is below linger.ms + request.timeout.ms = \
+             2147483647 + 30000"
+        ),
+        "{e}"
+    );
+    assert!(e.reason.contains("delivery.timeout.ms was not set"), "{e}");
+    let c = props(&[
+        ("linger.ms", "2147483647"),
+        ("delivery.timeout.ms", "2147513647"),
+    ]);
+    assert_eq!(
+        c.unwrap().delivery_timeout,
+        Duration::from_millis(2_147_513_647)
+    );
+}
+
+/// The raise is logged as a warning, as the Java client logs it.
+#[test]
+fn raising_the_delivery_timeout_is_logged() {
+    use std::fmt::Write as _;
+    use std::sync::{Arc, Mutex};
+
+    /// Every event's fields, as text.
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<(tracing::Level, String)>>>);
+
+    impl tracing::Subscriber for Capture {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, e: &tracing::Event<'_>) {
+            struct Fields(String);
+            impl tracing::field::Visit for Fields {
+                fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+                    let _ = write!(self.0, "{}={:?} ", f.name(), v);
+                }
+            }
+            let mut fields = Fields(String::new());
+            e.record(&mut fields);
+            self.0
+                .lock()
+                .unwrap()
+                .push((*e.metadata().level(), fields.0));
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    // The global subscriber: a thread-scoped one races with the other tests' threads over
+    // tracing's per-callsite interest cache. Events are told apart by this test's values.
+    let capture = Capture::default();
+    tracing::subscriber::set_global_default(capture.clone()).expect("the only global one");
+    props(&[("request.timeout.ms", "150001")]).unwrap();
+    props(&[
+        ("request.timeout.ms", "150002"),
+        ("delivery.timeout.ms", "150007"),
+    ])
+    .unwrap();
+    let events = capture.0.lock().unwrap().clone();
+    let ours = |timeout: &str| {
+        events
+            .iter()
+            .filter(|(_, f)| f.contains(&format!("request_timeout_ms={timeout} ")))
+            .collect::<Vec<_>>()
+    };
+    let raised = ours("150001");
+    assert_eq!(raised.len(), 1, "{events:?}");
+    let (level, fields) = raised[0];
+    assert_eq!(*level, tracing::Level::WARN);
+    for part in [
+        "delivery_timeout_ms=120000 ",
+        "linger_ms=5 ",
+        "raised_to_ms=150006 ",
+        "as the Java client does",
+    ] {
+        assert!(fields.contains(part), "{part}: {fields}");
+    }
+    assert!(ours("150002").is_empty(), "a timeout given is not raised");
+}
+
+/// librdkafka's `message.timeout.ms=0` is "no timeout": the longest delivery timeout the core
+/// takes, with which a producer delivers; Java's `delivery.timeout.ms=0` stays refused.
+#[test]
+fn message_timeout_zero_is_no_timeout() {
+    use kprod_core::{Producer, Record};
+    use kprod_model::broker::{BrokerMode, Cluster};
+    use kprod_model::sim::{Outcome, Sim};
+
+    let c = props(&[("message.timeout.ms", "0")]).unwrap();
+    assert_eq!(c.delivery_timeout, ProducerConfig::MAX_DURATION);
+    c.validate().unwrap();
+    let p = Producer::new(c.clone(), std::time::Instant::now()).unwrap();
+    assert_eq!(p.config().delivery_timeout, ProducerConfig::MAX_DURATION);
+    // The same as the longest value given in full.
+    let longest = ProducerConfig::MAX_DURATION.as_millis().to_string();
+    assert_eq!(c, props(&[("delivery.timeout.ms", &longest)]).unwrap());
+    // A producer so configured takes and delivers records.
+    let mut cluster = Cluster::new(BrokerMode::Lenient, &["b1:9092"]);
+    cluster.create_topic("t", 1, 1);
+    let mut sim = Sim::new(cluster, c);
+    let id = sim.send(Record::new("t", "v"));
+    sim.run(1_000);
+    assert!(
+        matches!(sim.outcomes[&id], Outcome::Delivered { partition: 0, .. }),
+        "{:?}",
+        sim.outcomes
+    );
+    sim.check_partition("t", 0);
+    // Java's name has no "no timeout": refused, saying what is expected.
+    match props(&[("delivery.timeout.ms", "0")]) {
+        Err(PropertyError::Invalid {
+            property,
+            value,
+            expected,
+        }) => {
+            assert_eq!((&*property, &*value), ("delivery.timeout.ms", "0"));
+            assert!(expected.contains("message.timeout.ms=0"), "{expected}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn what_kprod_cannot_honour_is_refused_naming_the_key_and_why() {
     for (key, value, why) in [
