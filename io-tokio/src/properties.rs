@@ -1,5 +1,7 @@
 //! `ProducerConfig` and the connection's security settings from Java-client property names.
 
+use std::collections::btree_map::Entry;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -27,6 +29,17 @@ pub enum PropertyError {
     },
     /// The values parsed but the configuration does not validate.
     Config(ConfigError),
+    /// One setting given twice with different values, under one name (`linger.ms=5` and
+    /// `linger.ms=10`) or under an alias (`linger.ms` and librdkafka's
+    /// `queue.buffering.max.ms`): kprod does not pick one. Values that say the same
+    /// (`acks=all` and `request.required.acks=-1`) may be repeated.
+    Conflict {
+        /// The first property given for the setting: its name and value (`(hidden)` for a
+        /// secret, such as a password).
+        first: (String, String),
+        /// The later property that disagrees with it: its name and value.
+        second: (String, String),
+    },
     /// The property is understood but the value asks for something kprod does not do yet.
     Unsupported {
         /// Property name.
@@ -69,6 +82,15 @@ impl std::fmt::Display for PropertyError {
                 "invalid value {value:?} for {property}: expected {expected}"
             ),
             Self::Config(e) => e.fmt(f),
+            Self::Conflict {
+                first: (name, value),
+                second: (later, later_value),
+            } => write!(
+                f,
+                "{name}={value} and {later}={later_value} set {} twice, to different values: \
+                 give it once",
+                setting_of(name)
+            ),
             Self::Unsupported {
                 property,
                 value,
@@ -207,7 +229,9 @@ impl ClientConfig {
         }
     }
 
-    /// Builds the configuration from Kafka producer properties (later entries win): every
+    /// Builds the configuration from Kafka producer properties (a setting given twice, under
+    /// one name or through an alias, with different values is refused:
+    /// [`PropertyError::Conflict`]): every
     /// property [`config_from_properties`] takes, plus `security.protocol` (`PLAINTEXT`, the
     /// default, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`), `sasl.mechanism` (`PLAIN`,
     /// `SCRAM-SHA-256`, `SCRAM-SHA-512`, `OAUTHBEARER`; librdkafka's `sasl.mechanisms` too),
@@ -245,6 +269,8 @@ impl ClientConfig {
         // Whether the delivery timeout was given: the Java client raises its default when it
         // is below linger.ms + request.timeout.ms.
         let mut delivery_timeout_set = false;
+        // The first property given for each setting (by `setting_of`).
+        let mut given = BTreeMap::new();
         for &(name, value) in props {
             let (name, v) = (name.trim(), value.trim());
             idempotence_set |= name == "enable.idempotence";
@@ -255,6 +281,23 @@ impl ClientConfig {
                 && !extras.property(name, v)?
             {
                 security_property(&mut protocol, &mut tls, &mut sasl, name, v)?;
+            }
+            // librdkafka's topic-level "the global codec" sets nothing.
+            if name == "compression.codec" && v.eq_ignore_ascii_case("inherit") {
+                continue;
+            }
+            match given.entry(setting_of(name)) {
+                Entry::Vacant(e) => {
+                    e.insert((name, v));
+                }
+                Entry::Occupied(e) if !agree(*e.get(), (name, v)) => {
+                    let (first, first_value) = *e.get();
+                    return Err(PropertyError::Conflict {
+                        first: (first.to_owned(), shown(first, first_value)),
+                        second: (name.to_owned(), shown(name, v)),
+                    });
+                }
+                Entry::Occupied(_) => {}
             }
         }
         levels.apply(&mut c);
@@ -312,6 +355,78 @@ impl ClientConfig {
             socket: later.socket,
         })
     }
+}
+
+/// The setting property `name` sets: a librdkafka alias (or an older name) stands for the
+/// Java name, so that a setting given twice is found under whichever names it was given.
+fn setting_of(name: &str) -> &str {
+    match name {
+        "metadata.broker.list" => "bootstrap.servers",
+        "request.required.acks" => "acks",
+        "queue.buffering.max.ms" => "linger.ms",
+        "message.timeout.ms" => "delivery.timeout.ms",
+        "topic.metadata.refresh.interval.ms" => "metadata.max.age.ms",
+        "queue.buffering.max.kbytes" => "buffer.memory",
+        "message.max.bytes" => "max.request.size",
+        "max.in.flight" => "max.in.flight.requests.per.connection",
+        "compression.codec" => "compression.type",
+        "message.send.max.retries" => "retries",
+        "socket.send.buffer.bytes" => "send.buffer.bytes",
+        "socket.receive.buffer.bytes" => "receive.buffer.bytes",
+        "sasl.mechanisms" => "sasl.mechanism",
+        _ => name,
+    }
+}
+
+/// Whether two properties setting one setting (`setting_of`), each already taken once,
+/// give it the same value: the same entry again, the same effect (`acks=all` and
+/// `request.required.acks=-1`, `buffer.memory=1048576` and `queue.buffering.max.kbytes=1024`,
+/// `send.buffer.bytes=-1` and `socket.send.buffer.bytes=0`; but `buffer.memory=1024` and
+/// `queue.buffering.max.kbytes=1024` differ), else the same text or the same boolean
+/// (`true` and `TRUE`).
+fn agree(a: (&str, &str), b: (&str, &str)) -> bool {
+    if a == b {
+        return true;
+    }
+    let (mut x, mut y) = (ProducerConfig::default(), ProducerConfig::default());
+    if let (Ok(true), Ok(true)) = (
+        producer_property(&mut x, a.0, a.1),
+        producer_property(&mut y, b.0, b.1),
+    ) {
+        return x == y;
+    }
+    let (mut x, mut y) = (Deferred::default(), Deferred::default());
+    if let (Ok(true), Ok(true)) = (
+        compat_property(&mut x, a.0, a.1),
+        compat_property(&mut y, b.0, b.1),
+    ) {
+        if x.effect() != y.effect() {
+            return false;
+        }
+        // Under one name, values without an effect of their own (`client.rack`) are
+        // compared as text (below).
+        if a.0 != b.0 {
+            return true;
+        }
+    }
+    a.1 == b.1
+        || matches!(
+            (boolean(a.0, a.1), boolean(b.0, b.1)),
+            (Ok(p), Ok(q)) if p == q
+        )
+}
+
+/// `v` as an error message may show it: `(hidden)` for a secret (a password, a client
+/// secret, a JAAS configuration, an inline key).
+fn shown(name: &str, v: &str) -> String {
+    let secret = name.contains("password")
+        || name.contains("secret")
+        || name.ends_with(".pem")
+        || matches!(
+            name,
+            "sasl.jaas.config" | "sasl.oauthbearer.config" | "ssl.keystore.key"
+        );
+    if secret { "(hidden)" } else { v }.to_owned()
 }
 
 /// The Java client's rule for a `delivery.timeout.ms` the properties do not give: when its
@@ -571,8 +686,34 @@ struct Deferred {
 }
 
 impl Deferred {
-    /// The partitioner the partitioner properties describe, once all are read (later
-    /// entries win, whatever the order of the Java and librdkafka names): Java's class or
+    /// What these settings say, without the names and texts kept for error messages.
+    #[allow(clippy::type_complexity)]
+    fn effect(
+        &self,
+    ) -> (
+        Option<u64>,
+        Option<Duration>,
+        Option<Duration>,
+        Option<Duration>,
+        Option<Partitioner>,
+        Option<bool>,
+        Option<bool>,
+        SocketOptions,
+    ) {
+        (
+            self.retries.as_ref().map(|r| r.2),
+            self.reconnect_backoff_max.as_ref().map(|r| r.1),
+            self.connect_timeout,
+            self.connect_timeout_max.as_ref().map(|r| r.1),
+            self.partitioner.as_ref().map(|r| r.1),
+            self.ignore_keys,
+            self.partitioner_class,
+            self.socket,
+        )
+    }
+
+    /// The partitioner the partitioner properties describe, once all are read (whatever
+    /// the order of the Java and librdkafka names): Java's class or
     /// `partitioner.ignore.keys=true` ignore keys (the `random` partitioner), an explicit
     /// `DefaultPartitioner` hashes them with murmur2 (Java then ignores
     /// `partitioner.ignore.keys`), else librdkafka's `partitioner`, else the default. A
@@ -1173,8 +1314,8 @@ impl CodecLevels {
     }
 }
 
-/// Builds a [`ProducerConfig`] from Kafka producer properties (later entries win), starting
-/// from the defaults, then runs [`ProducerConfig::validate`].
+/// Builds a [`ProducerConfig`] from Kafka producer properties, starting from the defaults,
+/// then runs [`ProducerConfig::validate`].
 ///
 /// It takes the producer properties a Java-client or librdkafka configuration carries. Every
 /// property is either honoured or refused with an error that names it and says why
@@ -1183,7 +1324,12 @@ impl CodecLevels {
 /// few settings taken without effect are ones the Java client or librdkafka also ignore in
 /// that situation (Kerberos settings without GSSAPI, the tuning of a token retrieval kprod
 /// refuses, settings librdkafka no longer uses) or logging details, each listed below.
-/// librdkafka's names are aliases of the Java setting with the same meaning.
+/// librdkafka's names are aliases of the Java setting with the same meaning. Nor does one
+/// entry silently override another: a setting given twice, under one name or under a name
+/// and its alias, with values that differ (`linger.ms=5` and `linger.ms=10`, or `linger.ms=5`
+/// and `queue.buffering.max.ms=50`) is refused ([`PropertyError::Conflict`], naming both);
+/// repeating the same value (or one that means the same, `acks=all` and
+/// `request.required.acks=-1`) is taken.
 ///
 /// Honoured:
 ///

@@ -203,28 +203,27 @@ fn librdkafka_names_are_aliases_of_the_same_settings() {
     }
     let c = props(&[("partitioner.ignore.keys", "false")]).unwrap();
     assert_eq!(c.partitioner, Murmur2Random);
-    // Later entries win, whatever the order of the Java and librdkafka names.
+    // One partitioner setting given twice, differently: refused.
     const DEFAULT: &str = "org.apache.kafka.clients.producer.internals.DefaultPartitioner";
     const UNIFORM: &str = "org.apache.kafka.clients.producer.UniformStickyPartitioner";
+    for twice in [
+        &[
+            ("partitioner.ignore.keys", "true"),
+            ("partitioner.ignore.keys", "false"),
+        ][..],
+        &[
+            ("partitioner.class", UNIFORM),
+            ("partitioner.class", DEFAULT),
+        ][..],
+        &[("partitioner.class", UNIFORM), ("partitioner.class", "")][..],
+    ] {
+        assert!(
+            matches!(props(twice), Err(PropertyError::Conflict { .. })),
+            "{twice:?}"
+        );
+    }
+    // Whatever the order of the Java and librdkafka names.
     for (given, want) in [
-        (
-            &[
-                ("partitioner.ignore.keys", "true"),
-                ("partitioner.ignore.keys", "false"),
-            ][..],
-            Murmur2Random,
-        ),
-        (
-            &[
-                ("partitioner.class", UNIFORM),
-                ("partitioner.class", DEFAULT),
-            ][..],
-            Murmur2Random,
-        ),
-        (
-            &[("partitioner.class", UNIFORM), ("partitioner.class", "")][..],
-            Murmur2Random,
-        ),
         (
             &[
                 ("partitioner", "consistent_random"),
@@ -472,6 +471,157 @@ fn message_timeout_zero_is_no_timeout() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// Review finding: `linger.ms=5` and `linger.ms=10`, or `linger.ms=5` and librdkafka's
+/// `queue.buffering.max.ms=50`, were taken, the later entry silently overriding the earlier
+/// one. A setting given twice with different values is refused, naming both; the same value
+/// again (or one meaning the same under the other client's name) is taken.
+#[test]
+fn a_setting_given_twice_with_different_values_is_refused() {
+    let conflict = |extra: &[(&str, &str)]| match props(extra) {
+        Err(e @ PropertyError::Conflict { .. }) => e,
+        other => panic!("{extra:?}: a conflict expected, got {other:?}"),
+    };
+    let e = conflict(&[("linger.ms", "5"), ("linger.ms", "10")]);
+    assert_eq!(
+        e,
+        PropertyError::Conflict {
+            first: ("linger.ms".into(), "5".into()),
+            second: ("linger.ms".into(), "10".into()),
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "linger.ms=5 and linger.ms=10 set linger.ms twice, to different values: give it once"
+    );
+    let e = conflict(&[
+        ("linger.ms", "5"),
+        ("acks", "all"),
+        ("queue.buffering.max.ms", "50"),
+    ]);
+    assert_eq!(
+        e.to_string(),
+        "linger.ms=5 and queue.buffering.max.ms=50 set linger.ms twice, to different values: \
+         give it once"
+    );
+    // Whichever name comes first; a third entry is held to the first.
+    let e = conflict(&[
+        ("message.timeout.ms", "60000"),
+        ("delivery.timeout.ms", "60000"),
+        ("delivery.timeout.ms", "90000"),
+    ]);
+    assert!(
+        e.to_string().starts_with(
+            "message.timeout.ms=60000 and delivery.timeout.ms=90000 set delivery.timeout.ms twice"
+        ),
+        "{e}"
+    );
+    for pair in [
+        [BOOTSTRAP, ("metadata.broker.list", "c:1")],
+        [("acks", "all"), ("request.required.acks", "1")],
+        // The same text, different meanings (bytes and KiB).
+        [
+            ("buffer.memory", "1048576"),
+            ("queue.buffering.max.kbytes", "1048576"),
+        ],
+        [
+            ("buffer.memory", "1048576"),
+            ("queue.buffering.max.kbytes", "2048"),
+        ],
+        [
+            ("max.request.size", "1048576"),
+            ("message.max.bytes", "2000000"),
+        ],
+        [
+            ("max.in.flight", "1"),
+            ("max.in.flight.requests.per.connection", "5"),
+        ],
+        [("compression.type", "gzip"), ("compression.codec", "lz4")],
+        [
+            ("retries", "2147483647"),
+            ("message.send.max.retries", "1000000000000"),
+        ],
+        [
+            ("send.buffer.bytes", "65536"),
+            ("socket.send.buffer.bytes", "0"),
+        ],
+        [
+            ("receive.buffer.bytes", "-1"),
+            ("socket.receive.buffer.bytes", "65536"),
+        ],
+        [
+            ("topic.metadata.refresh.interval.ms", "1000"),
+            ("metadata.max.age.ms", "2000"),
+        ],
+        [
+            ("enable.idempotence", "true"),
+            ("enable.idempotence", "false"),
+        ],
+        [("client.rack", "a"), ("client.rack", "b")],
+        [("compression.level", "3"), ("compression.level", "4")],
+    ] {
+        let e = conflict(&pair);
+        let text = e.to_string();
+        for (name, value) in pair {
+            assert!(text.contains(&format!("{name}={value}")), "{text}");
+        }
+    }
+    // The bootstrap servers themselves (given by `props` first).
+    assert!(matches!(
+        props(&[("bootstrap.servers", "127.0.0.2:9092")]),
+        Err(PropertyError::Conflict { .. })
+    ));
+    // The same value again, or one meaning the same, is taken.
+    let same = props(&[
+        ("linger.ms", "20"),
+        ("queue.buffering.max.ms", "20"),
+        ("linger.ms", "20"),
+        ("acks", "all"),
+        ("request.required.acks", "-1"),
+        ("buffer.memory", "1048576"),
+        ("queue.buffering.max.kbytes", "1024"),
+        ("compression.type", "zstd"),
+        ("compression.codec", "inherit"),
+        ("compression.codec", "ZSTD"),
+        ("enable.idempotence", "true"),
+        ("enable.idempotence", "TRUE"),
+        ("retries", "2147483647"),
+        ("message.send.max.retries", "2147483647"),
+        ("metadata.broker.list", " 127.0.0.1:9092 "),
+        ("connections.max.idle.ms", "-1"),
+        ("connections.max.idle.ms", "0"),
+    ])
+    .unwrap();
+    assert_eq!(same.linger, Duration::from_millis(20));
+    assert_eq!(same.buffer_memory, 1 << 20);
+    assert_eq!(same.connections_max_idle, None);
+    // Secrets are not shown.
+    let e = ClientConfig::from_properties(&[
+        BOOTSTRAP,
+        ("security.protocol", "SASL_PLAINTEXT"),
+        ("sasl.mechanism", "PLAIN"),
+        ("sasl.username", "u"),
+        ("sasl.password", "first-secret"),
+        ("sasl.password", "second-secret"),
+    ])
+    .unwrap_err();
+    assert_eq!(
+        e,
+        PropertyError::Conflict {
+            first: ("sasl.password".into(), "(hidden)".into()),
+            second: ("sasl.password".into(), "(hidden)".into()),
+        }
+    );
+    assert!(!e.to_string().contains("secret"), "{e}");
+    // librdkafka's mechanism alias.
+    let e = ClientConfig::from_properties(&[
+        BOOTSTRAP,
+        ("sasl.mechanisms", "PLAIN"),
+        ("sasl.mechanism", "SCRAM-SHA-256"),
+    ])
+    .unwrap_err();
+    assert!(matches!(e, PropertyError::Conflict { .. }), "{e:?}");
 }
 
 #[test]
@@ -780,15 +930,23 @@ fn socket_options_are_taken_into_the_client_configuration() {
     .unwrap();
     assert_eq!((rd.send_buffer, rd.receive_buffer), (Some(65_536), None));
     assert!(!rd.nodelay);
-    // Later entries win, back to the defaults too; then config_from_properties takes them.
-    let back = [
-        ("send.buffer.bytes", "131072"),
+    // Both clients' spellings of the defaults may be given together (they agree), and
+    // config_from_properties takes them.
+    let both = [
         ("send.buffer.bytes", "-1"),
-        ("socket.keepalive.enable", "true"),
+        ("socket.send.buffer.bytes", "0"),
         ("socket.keepalive.enable", "false"),
+        ("socket.keepalive.enable", "FALSE"),
     ];
-    assert_eq!(socket(&back).unwrap(), default);
-    assert!(props(&back).is_ok());
+    assert_eq!(socket(&both).unwrap(), default);
+    assert!(props(&both).is_ok());
+    // A later entry does not take an earlier one back: the list is refused.
+    let back = [("send.buffer.bytes", "131072"), ("send.buffer.bytes", "-1")];
+    assert!(
+        matches!(socket(&back), Err(PropertyError::Conflict { .. })),
+        "{:?}",
+        socket(&back)
+    );
     for (name, bad) in [
         ("send.buffer.bytes", "0"),
         ("receive.buffer.bytes", "-2"),
@@ -1108,15 +1266,28 @@ const LIBRDKAFKA: &[(&str, &str)] = &[
 ];
 
 /// What `from_properties` says of `name=value` under `protocol`, alone but for the
-/// bootstrap servers.
+/// bootstrap servers (and the SASL credentials under `SASL_*`). A setting may be given only
+/// once, so `name=value` stands in for the fixed `security.protocol`, and under `SASL_*` the
+/// fixed credentials stand in for a `sasl.mechanism(s)`, `sasl.username` or `sasl.password`
+/// under test (checked under the other protocols), as when later entries won.
 fn verdict(protocol: &str, name: &str, value: &str) -> Result<(), PropertyError> {
-    let mut props = vec![BOOTSTRAP, ("security.protocol", protocol), (name, value)];
-    if protocol.starts_with("SASL_") {
-        props.extend([
-            ("sasl.mechanism", "PLAIN"),
-            ("sasl.username", "u"),
-            ("sasl.password", "p"),
-        ]);
+    let mut props = vec![BOOTSTRAP];
+    if name != "security.protocol" {
+        props.push(("security.protocol", protocol));
+    }
+    let sasl = [
+        ("sasl.mechanism", "PLAIN"),
+        ("sasl.username", "u"),
+        ("sasl.password", "p"),
+    ];
+    let fixed = |n: &str| n == "sasl.mechanisms" || sasl.iter().any(|(s, _)| *s == n);
+    if !protocol.starts_with("SASL_") {
+        props.push((name, value));
+    } else {
+        if !fixed(name) {
+            props.push((name, value));
+        }
+        props.extend(sasl);
     }
     ClientConfig::from_properties(&props).map(|_| ())
 }

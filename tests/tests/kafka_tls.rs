@@ -544,6 +544,8 @@ fn tls_configuration_errors_and_debug() {
             ("ssl.certificate.location", path(&pki.client_cert)),
             ("ssl.key.location", path(&pki.client_key)),
         ];
+        // An entry of `extra` replaces the one of the same name (a setting is given once).
+        p.retain(|(name, _)| !extra.iter().any(|(e, _)| e == name));
         p.extend_from_slice(extra);
         ClientConfig::from_properties(&p)
     };
