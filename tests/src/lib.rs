@@ -733,3 +733,18 @@ pub(crate) fn built_dir(env: &str, script: &Path) -> PathBuf {
     let text = String::from_utf8_lossy(&out.stdout);
     PathBuf::from(text.lines().last().unwrap_or_default().trim())
 }
+
+/// `base` producer properties with `over` applied on top: an entry of `over` replaces the
+/// entries of `base` with the same key (a property list that names one setting twice with
+/// different values is refused), in the order given. For the bench binaries' `--set`-style
+/// options.
+pub fn override_properties<'a>(
+    mut base: Vec<(&'a str, &'a str)>,
+    over: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Vec<(&'a str, &'a str)> {
+    for (k, v) in over {
+        base.retain(|(bk, _)| *bk != k);
+        base.push((k, v));
+    }
+    base
+}

@@ -129,6 +129,7 @@ use kprod_core::{Record, TopicName};
 use kprod_tests::franz;
 use kprod_tests::javaref::{self, BenchPlan, JavaBench};
 use kprod_tests::kafka::KAFKA_VERSION;
+use kprod_tests::override_properties;
 use kprod_tests::{Kafka, KafkaOptions, Tansu, TANSU_VERSION};
 use kprod_tokio::{config_from_properties, ProducerHandle};
 use rdkafka::client::ClientContext;
@@ -907,14 +908,14 @@ async fn kprod_producer(
 ) -> Result<ProducerHandle, String> {
     let linger = args.linger_ms.to_string();
     let batch = args.batch_size.to_string();
-    let mut props = vec![
+    let props = vec![
         ("bootstrap.servers", bootstrap),
         ("client.id", "bench-kprod"),
         ("linger.ms", linger.as_str()),
         ("batch.size", batch.as_str()),
     ];
-    props.extend(args.kprod_set.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    props.extend_from_slice(extra);
+    let set = args.kprod_set.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    let props = override_properties(props, set.chain(extra.iter().copied()));
     let config = config_from_properties(&props).map_err(|e| format!("kprod config: {e}"))?;
     let producer = ProducerHandle::connect(config).map_err(|e| format!("kprod: {e}"))?;
     let mut warm = Record::new(topic, Bytes::from(payload(args.size)));

@@ -718,7 +718,7 @@ fn main() -> ExitCode {
         args.max_block_ms,
     ];
     let [dt, rt_ms, mb] = ms.map(|v| v.to_string());
-    let mut props = vec![
+    let props = vec![
         ("bootstrap.servers", brokers.as_str()),
         ("client.id", "outage-probe"),
         ("enable.idempotence", "true"),
@@ -728,7 +728,8 @@ fn main() -> ExitCode {
         ("max.block.ms", &mb),
         ("allow.auto.create.topics", "false"),
     ];
-    props.extend(args.set.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let set = args.set.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    let props = kprod_tests::override_properties(props, set);
     let config = config_from_properties(&props);
     let log_counts = kprod_tests::log_counter::install();
     let _runtime = rt.enter();
