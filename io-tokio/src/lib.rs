@@ -2343,12 +2343,15 @@ impl<C: Connector> Driver<C> {
         }
         self.conns.clear();
         // Bounded like any request: a broker that stopped reading cannot hold close forever.
+        // One deadline for all of them (they run side by side): two connections to a broker
+        // that stopped reading cost one bound, not two.
         let bound = shared.lock().producer.config().request_timeout;
+        let deadline = tokio::time::Instant::now() + bound;
         // `ProducerHandle::abort` stops the wait (it wakes the driver).
         let aborted = || shared.lock().producer.fatal_error().is_some();
         for w in std::mem::take(&mut self.finishing) {
             let abort = w.abort_handle();
-            let mut finish = std::pin::pin!(tokio::time::timeout(bound, w));
+            let mut finish = std::pin::pin!(tokio::time::timeout_at(deadline, w));
             loop {
                 if aborted() {
                     abort.abort();
@@ -2496,9 +2499,18 @@ impl<C: Connector> Driver<C> {
                             // Writers that are done are dropped here, so that a producer
                             // closing connections for idleness holds no growing list.
                             self.finishing.retain(|w| !w.is_finished());
-                            if let (Some(w), Some(r)) = (writer.take(), reader.take()) {
-                                closing.store(true, Ordering::Relaxed);
-                                self.finishing.push(tokio::spawn(finish(w, r)));
+                            // Every request of a connection closed in good order was
+                            // answered, so the broker read them all, but acks=0 requests are
+                            // not answered: only then the reader waits for the broker's end.
+                            match (writer.take(), reader.take()) {
+                                (Some(w), Some(r)) if self.write_backlog_limit.is_some() => {
+                                    closing.store(true, Ordering::Relaxed);
+                                    self.finishing.push(tokio::spawn(finish(w, r)));
+                                }
+                                (w, r) => {
+                                    *reader = r;
+                                    self.finishing.extend(w);
+                                }
                             }
                         }
                     }
@@ -3141,9 +3153,9 @@ impl<C: Connector> Driver<C> {
 /// the broker to close its side.
 const CLOSE_LINGER: Duration = Duration::from_secs(5);
 
-/// Ends a connection closed in good order: its writer writes what it holds and shuts the
-/// socket's sending side, then the reader reads (discarding) until the broker closes its
-/// side, for at most [`CLOSE_LINGER`]. Closing the socket with answers unread would make the
+/// Ends a connection closed in good order under acks=0: its writer writes what it holds and
+/// shuts the socket's sending side, then the reader reads (discarding) until the broker
+/// closes its side, for at most [`CLOSE_LINGER`]. Closing the socket with answers unread would make the
 /// kernel reset the connection, and a reset drops the requests the broker has not read yet:
 /// Tansu answers even acks=0 requests, and lost the last ones of a `close()` so (a user
 /// probe: 826 of 3,000 records in the log). Aborted (with this task), the reader stops.
