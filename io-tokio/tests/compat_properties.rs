@@ -1,6 +1,9 @@
 //! The standard producer properties of the Java client and librdkafka (issue 14): each is
 //! honoured or refused with an error naming it and saying why; none is ignored.
 
+#[path = "common/capture.rs"]
+mod capture;
+
 use std::time::Duration;
 
 use kprod_tokio::{
@@ -365,43 +368,9 @@ fn an_unset_delivery_timeout_is_raised_as_the_java_client_raises_it() {
 /// The raise is logged as a warning, as the Java client logs it.
 #[test]
 fn raising_the_delivery_timeout_is_logged() {
-    use std::fmt::Write as _;
-    use std::sync::{Arc, Mutex};
-
-    /// Every event's fields, as text.
-    #[derive(Clone, Default)]
-    struct Capture(Arc<Mutex<Vec<(tracing::Level, String)>>>);
-
-    impl tracing::Subscriber for Capture {
-        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-            true
-        }
-        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-            tracing::span::Id::from_u64(1)
-        }
-        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-        fn event(&self, e: &tracing::Event<'_>) {
-            struct Fields(String);
-            impl tracing::field::Visit for Fields {
-                fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
-                    let _ = write!(self.0, "{}={:?} ", f.name(), v);
-                }
-            }
-            let mut fields = Fields(String::new());
-            e.record(&mut fields);
-            self.0
-                .lock()
-                .unwrap()
-                .push((*e.metadata().level(), fields.0));
-        }
-        fn enter(&self, _: &tracing::span::Id) {}
-        fn exit(&self, _: &tracing::span::Id) {}
-    }
-
     // The global subscriber: a thread-scoped one races with the other tests' threads over
     // tracing's per-callsite interest cache. Events are told apart by this test's values.
-    let capture = Capture::default();
+    let capture = capture::Capture::default();
     tracing::subscriber::set_global_default(capture.clone()).expect("the only global one");
     props(&[("request.timeout.ms", "150001")]).unwrap();
     props(&[
@@ -409,16 +378,16 @@ fn raising_the_delivery_timeout_is_logged() {
         ("delivery.timeout.ms", "150007"),
     ])
     .unwrap();
-    let events = capture.0.lock().unwrap().clone();
+    let events = capture.events();
     let ours = |timeout: &str| {
         events
             .iter()
-            .filter(|(_, f)| f.contains(&format!("request_timeout_ms={timeout} ")))
+            .filter(|(_, _, f)| f.contains(&format!("request_timeout_ms={timeout} ")))
             .collect::<Vec<_>>()
     };
     let raised = ours("150001");
     assert_eq!(raised.len(), 1, "{events:?}");
-    let (level, fields) = raised[0];
+    let (level, _, fields) = raised[0];
     assert_eq!(*level, tracing::Level::WARN);
     for part in [
         "delivery_timeout_ms=120000 ",

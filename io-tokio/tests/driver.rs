@@ -1,6 +1,9 @@
 //! The tokio driver against an in-memory fake broker (`kprod_model::broker::Cluster`) over
 //! `tokio::io::duplex` streams, in paused time.
 
+#[path = "common/capture.rs"]
+mod capture;
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 use std::sync::{Arc, Mutex};
@@ -1352,7 +1355,6 @@ mod handle_api {
 /// Metrics (`ProducerHandle::metrics`) and per-batch tracing (`kprod_tokio::batch`).
 mod observability {
     use super::*;
-    use std::fmt::Write as _;
 
     #[tokio::test(start_paused = true)]
     async fn metrics_count_what_happened_and_survive_the_driver() {
@@ -1389,35 +1391,6 @@ mod observability {
         assert_eq!(after.partitions[0].last_acked_offset, Some(299));
     }
 
-    /// Collects every event as `(target, fields)`.
-    #[derive(Clone, Default)]
-    struct Capture(Arc<Mutex<Vec<(String, String)>>>);
-
-    impl tracing::Subscriber for Capture {
-        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-            true
-        }
-        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-            tracing::span::Id::from_u64(1)
-        }
-        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-        fn event(&self, e: &tracing::Event<'_>) {
-            struct Fields(String);
-            impl tracing::field::Visit for Fields {
-                fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
-                    let _ = write!(self.0, "{}={:?} ", f.name(), v);
-                }
-            }
-            let mut fields = Fields(String::new());
-            e.record(&mut fields);
-            let target = e.metadata().target().to_owned();
-            self.0.lock().unwrap().push((target, fields.0));
-        }
-        fn enter(&self, _: &tracing::span::Id) {}
-        fn exit(&self, _: &tracing::span::Id) {}
-    }
-
     /// With `kprod_tokio::batch` enabled at debug, one batch can be followed by its id: sent
     /// (attempt 1), retried after the connection dropped, sent again (attempt 2),
     /// acknowledged at its offset. The subscriber is the global one (a thread-scoped one races
@@ -1425,18 +1398,18 @@ mod observability {
     /// events are told apart by this test's own topic.
     #[tokio::test(start_paused = true)]
     async fn one_batch_can_be_followed_through_its_lifecycle() {
-        let capture = Capture::default();
+        let capture = capture::Capture::default();
         tracing::subscriber::set_global_default(capture.clone()).expect("the only global one");
         let broker = FakeBroker::new("traced", 1);
         broker.script.lock().unwrap().produce = VecDeque::from([Action::AppendThenDrop]);
         let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
         all_delivered(&produce_all(&h, "traced", 1).await);
         h.close().await;
-        let events = capture.0.lock().unwrap().clone();
+        let events = capture.events();
         let batch: Vec<&String> = events
             .iter()
-            .filter(|(t, f)| t == "kprod_tokio::batch" && f.contains("topic=traced "))
-            .map(|(_, f)| f)
+            .filter(|(_, t, f)| t == "kprod_tokio::batch" && f.contains("topic=traced "))
+            .map(|(_, _, f)| f)
             .collect();
         let id = batch
             .first()
