@@ -837,8 +837,21 @@ impl std::fmt::Display for DeliveryError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.kind {
             ErrorKind::Refused(e) => write!(f, "record refused: {e}")?,
-            ErrorKind::Failed(e) => write!(f, "delivery failed ({:?}): {e}", self.persisted)?,
-            ErrorKind::Connection(e) => write!(f, "delivery failed ({:?}): {e}", self.persisted)?,
+            ErrorKind::Failed(_) | ErrorKind::Connection(_) => {
+                write!(f, "delivery failed ({:?})", self.persisted)?;
+                // Where it was going, as Kafka names a partition (`topic-partition`).
+                if let Some(r) = &self.record {
+                    write!(f, " to {}", r.topic)?;
+                    if let Some(p) = r.partition {
+                        write!(f, "-{p}")?;
+                    }
+                }
+                match &self.kind {
+                    ErrorKind::Failed(e) => write!(f, ": {e}")?,
+                    ErrorKind::Connection(e) => write!(f, ": {e}")?,
+                    _ => {}
+                }
+            }
             ErrorKind::DriverStopped => write!(f, "the producer's driver task stopped")?,
         }
         match &self.detail {

@@ -980,6 +980,12 @@ mod handle_api {
         assert!(is_aborted(&e), "{e}");
         assert_eq!(e.persisted, Persistence::PossiblyPersisted);
         assert_eq!(e.record().unwrap().value.as_deref(), Some(&b"written"[..]));
+        // The message names where the record was going, as Kafka names a partition.
+        assert!(
+            e.to_string()
+                .starts_with("delivery failed (PossiblyPersisted) to t-0: "),
+            "{e}"
+        );
         for (i, f) in queued.into_iter().enumerate() {
             let e = f.await.unwrap_err();
             assert!(is_aborted(&e), "{i}: {e}");
