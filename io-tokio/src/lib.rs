@@ -3168,10 +3168,11 @@ const CLOSE_LINGER: Duration = Duration::from_secs(5);
 
 /// Ends a connection closed in good order under acks=0: its writer writes what it holds and
 /// shuts the socket's sending side, then the reader reads (discarding) until the broker
-/// closes its side, for at most [`CLOSE_LINGER`]. Closing the socket with answers unread would make the
-/// kernel reset the connection, and a reset drops the requests the broker has not read yet:
-/// Tansu answers even acks=0 requests, and lost the last ones of a `close()` so (a user
-/// probe: 826 of 3,000 records in the log). Aborted (with this task), the reader stops.
+/// closes its side, for at most [`CLOSE_LINGER`]. Closing the socket with answers unread
+/// would make the kernel reset the connection, and a reset drops the requests the broker has
+/// not read yet: Tansu answers even acks=0 requests, and lost the last ones of a `close()` so
+/// (a user probe: 826 of 3,000 records in the log). Aborted (with this task), the reader
+/// stops.
 async fn finish(writer: tokio::task::JoinHandle<()>, reader: tokio::task::JoinHandle<()>) {
     struct AbortOnDrop(AbortHandle);
     impl Drop for AbortOnDrop {
