@@ -13,7 +13,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::pool::BatchPool;
-use super::requests::{PARTITION_OVERHEAD, REQUEST_OVERHEAD};
+use super::requests::{request_base, request_share};
 use super::{is_valid_topic_name, Producer};
 use crate::config::ProducerConfig;
 use crate::partition::{Batch, BatchState, Partition, Reserve};
@@ -422,10 +422,9 @@ impl Producer {
         // Java's rule: the record's batch, holding it alone, within `max.request.size`. Such
         // a batch goes alone in a request, larger by the request's own framing, which must
         // still fit a frame's length field.
-        let client_id = self.cfg.client_id.as_deref().map_or(0, str::len);
-        let framing = REQUEST_OVERHEAD + client_id + PARTITION_OVERHEAD + record.topic.len();
         if size + HEADER_LEN > self.cfg.max_request_size
-            || size + HEADER_LEN + framing > i32::MAX as usize
+            || request_base(&self.cfg) + request_share(size + HEADER_LEN, &record.topic)
+                > i32::MAX as usize
         {
             return Err(SendError::TooLarge(record));
         }
@@ -634,10 +633,10 @@ impl Producer {
     /// batch: `append` fails the record, charging nothing).
     ///
     /// A record accepted at `since` does not join an open batch created half its
-    /// `delivery.timeout.ms` or more before (`Batch::joinable_until`): the batch times out as a whole, from its
-    /// creation (Java's rule), so a batch left open while its partition cannot send (an
-    /// outage, a full in-flight window) would otherwise fail records accepted moments
-    /// before. Each record keeps at least half its delivery timeout.
+    /// `delivery.timeout.ms` or more before (`Batch::joinable_until`): the batch times out
+    /// as a whole, from its creation (Java's rule), so a batch left open while its partition
+    /// cannot send (an outage, a full in-flight window) would otherwise fail records accepted
+    /// moments before. Each record keeps at least half its delivery timeout.
     fn place(&self, ti: usize, record: &Record, payload: usize, since: Instant) -> Placement {
         let part = self.choose_partition(ti, record);
         let partition = self.topics[ti].partitions.get(part as usize);

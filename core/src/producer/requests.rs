@@ -20,9 +20,24 @@ use crate::types::{ConnId, Output, RecordId};
 /// Bytes a Produce request spends outside its record batches, per request and per partition
 /// (a generous bound: header, tagged fields; the client id and topic names are counted
 /// besides).
-pub(super) const REQUEST_OVERHEAD: usize = 128;
+const REQUEST_OVERHEAD: usize = 128;
 
-pub(super) const PARTITION_OVERHEAD: usize = 16;
+const PARTITION_OVERHEAD: usize = 16;
+
+/// What a Produce request takes before its batches: the fixed bound and the header's client
+/// id (up to 32,767 bytes).
+#[inline]
+pub(super) fn request_base(cfg: &crate::ProducerConfig) -> usize {
+    REQUEST_OVERHEAD + cfg.client_id.as_deref().map_or(0, str::len)
+}
+
+/// What a batch of `wire` bytes of topic `name` adds to a Produce request, as both walks
+/// count it when they check its room and when they take it, and as `send` counts a record's
+/// batch alone in a request (the name once per batch: a generous bound).
+#[inline]
+pub(super) fn request_share(wire: usize, name: &str) -> usize {
+    wire + PARTITION_OVERHEAD + name.len()
+}
 
 /// A batch inside a Produce request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -220,9 +235,7 @@ impl Producer {
         let ctx = self.send_context(conn);
         let mut picked: SmallVec<[(usize, usize, u64, Bytes); 4]> = SmallVec::new();
         let mut probed: SmallVec<[(usize, usize); 4]> = SmallVec::new();
-        // The header's client id is the request's own too (up to 32,767 bytes).
-        let client_id = self.cfg.client_id.as_deref().map_or(0, str::len);
-        let mut total = REQUEST_OVERHEAD + client_id;
+        let mut total = request_base(&self.cfg);
         let mut left_out = None;
         let mut visit = std::mem::take(&mut self.scratch.0);
         visit.clear();
@@ -255,11 +268,10 @@ impl Producer {
                     continue;
                 }
                 // Leave room: a batch that does not fit waits for the next request, which starts
-                // with it. Counted as `total` counts it, with its topic's name.
+                // with it.
                 if let Some(b) = p.batches.iter().find(|b| b.state != BatchState::InFlight) {
                     if !picked.is_empty()
-                        && total + b.wire_len() + PARTITION_OVERHEAD + t.name.len()
-                            > self.cfg.max_request_size
+                        && total + request_share(b.wire_len(), &t.name) > self.cfg.max_request_size
                     {
                         left_out.get_or_insert((ti, pi));
                         continue;
@@ -269,7 +281,7 @@ impl Producer {
                     self.index.0.unmark_sendable(node, ti, pi);
                     continue;
                 };
-                total += wire.len() + PARTITION_OVERHEAD + self.topics[ti].name.len();
+                total += request_share(wire.len(), &self.topics[ti].name);
                 picked.push((ti, pi, id, wire));
             }
             if visit.len() < chunk {
@@ -310,15 +322,13 @@ impl Producer {
                 let Some(b) = p.batches.iter().find(|b| b.state != BatchState::InFlight) else {
                     continue;
                 };
-                if total + b.wire_len() + PARTITION_OVERHEAD + t.name.len()
-                    > self.cfg.max_request_size
-                {
+                if total + request_share(b.wire_len(), &t.name) > self.cfg.max_request_size {
                     continue;
                 }
                 let Some((id, wire)) = self.pick_batch(ti, pi, &ctx, &mut probed) else {
                     continue;
                 };
-                total += wire.len() + PARTITION_OVERHEAD + self.topics[ti].name.len();
+                total += request_share(wire.len(), &self.topics[ti].name);
                 picked.push((ti, pi, id, wire));
             }
             match next {
