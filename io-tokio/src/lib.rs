@@ -837,27 +837,33 @@ impl std::fmt::Display for DeliveryError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.kind {
             ErrorKind::Refused(e) => write!(f, "record refused: {e}")?,
-            ErrorKind::Failed(_) | ErrorKind::Connection(_) => {
-                write!(f, "delivery failed ({:?})", self.persisted)?;
-                // Where it was going, as Kafka names a partition (`topic-partition`).
-                if let Some(r) = &self.record {
-                    write!(f, " to {}", r.topic)?;
-                    if let Some(p) = r.partition {
-                        write!(f, "-{p}")?;
-                    }
-                }
-                match &self.kind {
-                    ErrorKind::Failed(e) => write!(f, ": {e}")?,
-                    ErrorKind::Connection(e) => write!(f, ": {e}")?,
-                    _ => {}
-                }
-            }
+            ErrorKind::Failed(e) => self.write_failed(f, e)?,
+            ErrorKind::Connection(e) => self.write_failed(f, e)?,
             ErrorKind::DriverStopped => write!(f, "the producer's driver task stopped")?,
         }
         match &self.detail {
             Some(d) => write!(f, " ({d})"),
             None => Ok(()),
         }
+    }
+}
+
+impl DeliveryError {
+    /// "delivery failed", the persistence, where the record was going (as Kafka names a
+    /// partition, `topic-partition`) and `cause`.
+    fn write_failed(
+        &self,
+        f: &mut std::fmt::Formatter<'_>,
+        cause: &dyn std::fmt::Display,
+    ) -> std::fmt::Result {
+        write!(f, "delivery failed ({:?})", self.persisted)?;
+        if let Some(r) = &self.record {
+            write!(f, " to {}", r.topic)?;
+            if let Some(p) = r.partition {
+                write!(f, "-{p}")?;
+            }
+        }
+        write!(f, ": {cause}")
     }
 }
 
