@@ -1601,6 +1601,45 @@ async fn acks_zero_a_broker_that_stops_reading_loses_its_connection() {
     );
 }
 
+/// acks=0: a connection closed in good order reads until the broker closes its side (Tansu
+/// answers acks=0 requests; unread answers make the close a reset that drops what the broker
+/// had not read), bounded by `request.timeout.ms`. Fault probe (a paused leader): the close
+/// waited for each such connection one after another, each with its own bound, so two
+/// connections to brokers that never close cost two bounds. Now one deadline covers all.
+#[tokio::test(start_paused = true)]
+async fn acks_zero_close_waits_one_bound_for_all_brokers_that_keep_their_side_open() {
+    let mut cluster = Cluster::new(BrokerMode::Lenient, &["b1:9092", "b2:9092"]);
+    cluster.create_topic("t", 2, 1);
+    cluster.partition_mut("t", 1).leader = 2;
+    let broker = FakeBroker {
+        cluster: Arc::new(Mutex::new(cluster)),
+        script: Arc::default(),
+    };
+    // Each node takes its first Produce request, then never reads (nor closes) again.
+    broker.script.lock().unwrap().produce = VecDeque::from([Action::Stall, Action::Stall]);
+    let cfg = config(&[
+        ("acks", "0"),
+        ("retries", "0"),
+        ("linger.ms", "0"),
+        ("request.timeout.ms", "2000"),
+    ]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    for p in 0..2 {
+        let r = Record::new("t", format!("r{p}")).with_partition(p);
+        h.send(r).await.expect("handed over");
+    }
+    assert_eq!(broker.log("t", 0), ["r0"]);
+    assert_eq!(broker.log("t", 1), ["r1"]);
+    let start = Instant::now();
+    h.close().await;
+    let took = start.elapsed();
+    // It waited for the brokers' end (they never closed) until the one bound, not twice.
+    assert!(
+        (Duration::from_secs(2)..Duration::from_secs(3)).contains(&took),
+        "close took {took:?} with a 2 s request timeout"
+    );
+}
+
 /// Review finding: `close_timeout` then `abort` (Java's `close(timeout)`) while a closed
 /// driver waited for a writer stuck on a broker that stopped reading (acks=0): `abort`
 /// waited out that writer's bound (`request.timeout.ms`, 60 s here) and `fatal()` stayed
