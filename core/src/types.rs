@@ -436,9 +436,13 @@ pub enum DeliveryError {
         /// answered, the code metadata gave for its missing topic (deleted meanwhile). A
         /// record that waited for metadata while no broker was reached at all (every
         /// connection failed, or none got past its ApiVersions exchange: a wrong or dead
-        /// bootstrap server) gets NETWORK_EXCEPTION. `None` if its batch was never sent (no
-        /// leader, no connection, a full pipeline) and its topic is not known to be missing,
-        /// or if its batch's only attempt was still in flight at the deadline.
+        /// bootstrap server) gets NETWORK_EXCEPTION. A batch never sent gets what held it
+        /// back: LEADER_NOT_AVAILABLE when its partition had no leader, NETWORK_EXCEPTION
+        /// when no connection to its leader was ready. `None` when its topic is not known to
+        /// be missing and: its batch was never sent though a connection to its leader was
+        /// ready (it waited its turn behind a full pipeline), or its batch's only attempt was
+        /// still unanswered at the deadline (those records fail possibly persisted), or it
+        /// waited for metadata while a connection was past its handshake.
         last_error: Option<ErrorCode>,
     },
     /// The topic does not exist (or is not authorized) according to metadata.
