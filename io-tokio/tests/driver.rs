@@ -84,6 +84,17 @@ impl FakeBroker {
         }
     }
 
+    /// Two nodes; `topic`'s partitions are led by node 1 except `on_node_2`.
+    fn two_nodes(topic: &str, partitions: i32, on_node_2: i32) -> Self {
+        let mut cluster = Cluster::new(BrokerMode::Lenient, &["b1:9092", "b2:9092"]);
+        cluster.create_topic(topic, partitions, 1);
+        cluster.partition_mut(topic, on_node_2).leader = 2;
+        Self {
+            cluster: Arc::new(Mutex::new(cluster)),
+            script: Arc::default(),
+        }
+    }
+
     /// The values in a partition's log, in offset order.
     fn log(&self, topic: &str, p: i32) -> Vec<String> {
         let cluster = self.cluster.lock().unwrap();
@@ -482,13 +493,7 @@ async fn a_record_count_limit_makes_senders_wait_and_drops_nothing() {
 /// held. Now fewer records held frees the wait too.
 #[tokio::test(start_paused = true)]
 async fn a_send_waiting_for_the_record_count_goes_once_records_resolve() {
-    let mut cluster = Cluster::new(BrokerMode::Lenient, &["b1:9092", "b2:9092"]);
-    cluster.create_topic("t", 7, 1);
-    cluster.partition_mut("t", 6).leader = 2;
-    let broker = FakeBroker {
-        cluster: Arc::new(Mutex::new(cluster)),
-        script: Arc::default(),
-    };
+    let broker = FakeBroker::two_nodes("t", 7, 6);
     broker.script.lock().unwrap().slow_node = Some((2, Duration::from_secs(10)));
     let cfg = config(&[("queue.buffering.max.messages", "7"), ("linger.ms", "0")]);
     let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
@@ -1608,13 +1613,7 @@ async fn acks_zero_a_broker_that_stops_reading_loses_its_connection() {
 /// connections to brokers that never close cost two bounds. Now one deadline covers all.
 #[tokio::test(start_paused = true)]
 async fn acks_zero_close_waits_one_bound_for_all_brokers_that_keep_their_side_open() {
-    let mut cluster = Cluster::new(BrokerMode::Lenient, &["b1:9092", "b2:9092"]);
-    cluster.create_topic("t", 2, 1);
-    cluster.partition_mut("t", 1).leader = 2;
-    let broker = FakeBroker {
-        cluster: Arc::new(Mutex::new(cluster)),
-        script: Arc::default(),
-    };
+    let broker = FakeBroker::two_nodes("t", 2, 1);
     // Each node takes its first Produce request, then never reads (nor closes) again.
     broker.script.lock().unwrap().produce = VecDeque::from([Action::Stall, Action::Stall]);
     let cfg = config(&[
