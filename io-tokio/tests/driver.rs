@@ -1511,6 +1511,116 @@ async fn enqueue_many_waits_for_memory_keeps_order_and_refuses_in_place() {
     assert_eq!(err.persisted, Persistence::NotPersisted);
 }
 
+/// A producer with 2 KiB of `buffer.memory` and this `max.block.ms`, whose broker answers
+/// every Produce 10 ms later (`actions` first).
+fn small_buffer(
+    partitions: i32,
+    max_block: &str,
+    actions: &[Action],
+) -> (FakeBroker, ProducerHandle) {
+    let broker = FakeBroker::new("t", partitions);
+    let cfg = config(&[
+        ("buffer.memory", "2048"),
+        ("max.request.size", "1024"),
+        ("batch.size", "512"),
+        ("max.block.ms", max_block),
+    ]);
+    let mut script = broker.script.lock().unwrap();
+    script.latency = Duration::from_millis(10);
+    script.produce = actions.iter().copied().collect();
+    drop(script);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    (broker, h)
+}
+
+/// Load probe: `enqueue_many` bounded the whole call by `max.block.ms` (measured from the
+/// call), so a call of more records than `buffer.memory` holds had its tail refused
+/// `QueueFull` while memory freed steadily: 16 callers of 3,125 records each, 4 MiB of
+/// memory, `max.block.ms=500`: 82 % of the records refused, none with per-record
+/// `enqueue`. Now the wait starts again whenever one of its records is taken, as for a
+/// loop of `enqueue`; a call whose records stop being taken is still refused at
+/// `max.block.ms`.
+#[tokio::test(start_paused = true)]
+async fn enqueue_many_waits_max_block_per_record_taken_not_for_the_whole_call() {
+    let value = "x".repeat(100);
+    let records =
+        |n: usize| (0..n).map(|i| Record::new("t", format!("{i}-{value}")).with_partition(0));
+    let (broker, h) = small_buffer(1, "200", &[]);
+    let start = Instant::now();
+    let results = h.enqueue_many(records(500)).await;
+    let took = start.elapsed();
+    assert!(
+        took > Duration::from_millis(400),
+        "the call outlasted max.block.ms (200 ms): {took:?}"
+    );
+    let mut offsets = Vec::new();
+    for r in results {
+        offsets.push(r.expect("accepted").await.unwrap().offset.unwrap());
+    }
+    assert_eq!(offsets, (0..500).collect::<Vec<i64>>());
+    assert_eq!(broker.log("t", 0).len(), 500);
+    h.close().await;
+
+    // Nothing is taken any more (the first request is never answered): the rest are refused
+    // max.block.ms after the call, their records handed back.
+    let (_broker, h) = small_buffer(1, "200", &[Action::Stall]);
+    let start = Instant::now();
+    let results = h.enqueue_many(records(500)).await;
+    let took = start.elapsed();
+    assert!(
+        (Duration::from_millis(200)..Duration::from_millis(300)).contains(&took),
+        "refused at max.block.ms: {took:?}"
+    );
+    let refused: Vec<_> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(
+        !refused.is_empty() && refused.len() < 500,
+        "{} refused",
+        refused.len()
+    );
+    for err in refused {
+        assert!(
+            matches!(err.kind, ErrorKind::Refused(ref e) if matches!(**e, SendError::QueueFull(_))),
+            "{err}"
+        );
+        assert_eq!(err.persisted, Persistence::NotPersisted);
+    }
+    h.abort().await;
+}
+
+/// Load probe: while memory was full, the `enqueue_many` calls waiting were served one at a
+/// time, each until its last record was taken: the memory freed went to one partition's
+/// records, and each request carried about one batch (16 callers, one key each: a third
+/// less throughput than the same records sent one by one). Now a call that had some records
+/// taken goes behind the others waiting: the calls take turns and finish together.
+#[tokio::test(start_paused = true)]
+async fn enqueue_many_calls_waiting_for_memory_take_turns() {
+    let (_broker, h) = small_buffer(2, "60000", &[]);
+    let value = "x".repeat(100);
+    let start = Instant::now();
+    let call = |p: i32| {
+        let h = h.clone();
+        let value = value.clone();
+        tokio::spawn(async move {
+            let records =
+                (0..300).map(move |i| Record::new("t", format!("{i}-{value}")).with_partition(p));
+            let results = h.enqueue_many(records).await;
+            let took = start.elapsed();
+            for r in results {
+                r.expect("accepted").await.unwrap();
+            }
+            took
+        })
+    };
+    let (a, b) = (call(0), call(1));
+    let (a, b) = (a.await.unwrap(), b.await.unwrap());
+    let (first, last) = (a.min(b), a.max(b));
+    assert!(
+        first * 4 >= last * 3,
+        "the calls took turns: one done after {first:?}, the other after {last:?}"
+    );
+    h.close().await;
+}
+
 /// An acks=0 producer (64 KiB `buffer.memory`, 16 KiB batches) whose broker stops reading
 /// after the first Produce of its first connection (later connections are served).
 fn acks_zero_first_connection_stalls(request_timeout_ms: &str) -> (FakeBroker, ProducerHandle) {
