@@ -148,7 +148,10 @@
 //! gave the core something to do before the deadline the driver already waits for (it opened
 //! or filled a batch, or its topic needs metadata: [`Producer::wake_generation`]), and only
 //! once until it drains again. A record that must wait (`buffer.memory` full, or records
-//! already waiting) goes to the driver as a message and is accepted there in arrival order.
+//! already waiting) goes to the driver as a message and is accepted there in arrival order;
+//! an [`ProducerHandle::enqueue_many`] call that had some of its records taken goes behind
+//! the records that arrived meanwhile, so that waiting callers take turns as they would with
+//! one record each.
 //!
 //! # Secured clusters
 //!
@@ -1727,7 +1730,10 @@ impl ProducerHandle {
     /// the producer task in one message) as a loop of `enqueue` would: refused `QueueFull`
     /// once `max.block.ms` passes with none of them accepted (a wait per record taken, not
     /// one bound for the whole call), and taking turns with the other sends waiting (once
-    /// some of its records were taken, the next memory freed goes to those first). A zero
+    /// some of its records were taken, the next memory freed goes to those first). So the
+    /// records of calls made at the same time (from several tasks, or joined on one) may be
+    /// accepted interleaved while they wait for memory; await a call before making the next
+    /// when their records must stay in call order, as a loop of `enqueue` does. A zero
     /// timestamp is set to the current wall-clock time.
     ///
     /// Cancellation: if this future is dropped before it returns, a prefix of the records
