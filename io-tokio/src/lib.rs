@@ -1495,6 +1495,7 @@ impl ProducerHandle {
             outbox: Vec::new(),
             deferred: VecDeque::new(),
             deferred_purge_at: DEFERRED_PURGE_FROM,
+            deferred_barriers: 0,
             refused_at: None,
             flushes: Vec::new(),
             closers: Vec::new(),
@@ -1728,9 +1729,11 @@ impl ProducerHandle {
     /// record was accepted or refused; records are accepted in order, and while
     /// `buffer.memory` is full (or the record-count limit reached) the rest wait (handed to
     /// the producer task in one message) as a loop of `enqueue` would: refused `QueueFull`
-    /// once `max.block.ms` passes with none of them accepted (a wait per record taken, not
-    /// one bound for the whole call), and taking turns with the other sends waiting (once
-    /// some of its records were taken, the next memory freed goes to those first). So the
+    /// once `max.block.ms` passes with none of them taken (accepted, or refused for a reason
+    /// of its own): a wait per record taken, not one bound for the whole call, also while a
+    /// `flush` or `close` waits behind it. It takes turns with the other sends waiting: once
+    /// some of its records were taken, the next memory freed goes to those first (not while
+    /// a `flush` or `close` called meanwhile waits: it keeps its place before them). So the
     /// records of calls made at the same time (from several tasks, or joined on one) may be
     /// accepted interleaved while they wait for memory; await a call before making the next
     /// when their records must stay in call order, as a loop of `enqueue` does. A zero
@@ -1824,9 +1827,11 @@ impl ProducerHandle {
     /// Sends everything buffered now, and resolves once every record enqueued before this
     /// call has resolved (delivered or failed: each record's future says which). Sends
     /// already waiting for `buffer.memory` when it is called count as enqueued before it:
-    /// they are accepted first (within `max.block.ms`), then waited for. The wait is thus
-    /// bounded by `delivery.timeout.ms`, plus `max.block.ms` when sends were waiting;
-    /// [`Self::flush_timeout`] takes a shorter deadline. Dropping it cancels nothing.
+    /// they are accepted first (each within `max.block.ms`), then waited for. The wait is
+    /// thus bounded by `delivery.timeout.ms`, plus `max.block.ms` when sends were waiting
+    /// (or, for an [`Self::enqueue_many`] still having records taken, `max.block.ms` after
+    /// the last one taken); [`Self::flush_timeout`] takes a shorter deadline. Dropping it
+    /// cancels nothing.
     pub async fn flush(&self) {
         let (tx, rx) = oneshot::channel();
         if self.tx.send(Command::Flush(tx)).await.is_ok() {
@@ -2175,6 +2180,9 @@ struct Driver<C: Connector> {
     deferred: VecDeque<Command>,
     /// The length of `deferred` at which the sends their callers gave up are purged.
     deferred_purge_at: usize,
+    /// How many flushes and closes `deferred` holds: an `enqueue_many` taking turns never
+    /// goes behind one.
+    deferred_barriers: usize,
     /// What the core held ([`held`]: bytes and records) when the front of `deferred` was
     /// last refused.
     refused_at: Option<(usize, usize)>,
@@ -2427,6 +2435,7 @@ impl<C: Connector> Driver<C> {
     fn refuse_commands(&mut self) {
         self.commands.close();
         let queued = std::iter::from_fn(|| self.commands.try_recv().ok());
+        self.deferred_barriers = 0;
         let leftover: Vec<Command> = self.deferred.drain(..).chain(queued).collect();
         for cmd in leftover {
             match cmd {
@@ -2494,6 +2503,7 @@ impl<C: Connector> Driver<C> {
         self.conns.clear();
         self.connecting.abort_all();
         self.deadline = None;
+        self.deferred_barriers = 0;
         for cmd in std::mem::take(&mut self.deferred) {
             self.command(core, cmd);
         }
@@ -2806,6 +2816,7 @@ impl<C: Connector> Driver<C> {
             // A new wait: an earlier peak does not put the next purge off.
             self.deferred_purge_at = DEFERRED_PURGE_FROM;
         }
+        self.deferred_barriers += usize::from(!cmd.is_send());
         self.deferred.push_back(cmd);
         if self.deferred.len() >= self.deferred_purge_at {
             self.deferred.retain(|c| !c.abandoned());
@@ -2968,7 +2979,20 @@ impl<C: Connector> Driver<C> {
     /// When the send at the front of the commands waiting for memory has waited
     /// `max.block.ms` (the driver wakes then to refuse it).
     fn block_deadline(&self, max_block: Duration) -> Option<Instant> {
-        self.deferred.front()?.expiry(max_block)
+        let front = self.deferred.front()?.expiry(max_block);
+        let behind = self
+            .first_send_behind_front()
+            .and_then(|i| self.deferred[i].expiry(max_block));
+        front.into_iter().chain(behind).min()
+    }
+
+    /// The first send behind the front of `deferred`. The sends behind the front are in the
+    /// order of their `since` (each joined the back when handed over, or when an
+    /// `enqueue_many` went behind the others to take turns), so it is the next to expire
+    /// among them; only the front's wait can have started again later (an `enqueue_many`
+    /// that had records taken while a flush or close waits behind it keeps its place).
+    fn first_send_behind_front(&self) -> Option<usize> {
+        (1..self.deferred.len()).find(|&i| self.deferred[i].is_send())
     }
 
     /// Refuses the sends at the front of the commands waiting for memory that have waited
@@ -2976,16 +3000,22 @@ impl<C: Connector> Driver<C> {
     /// since one of its records was last accepted), as the Java client's `send` throws once
     /// it has blocked that long: `Refused(QueueFull)`, not persisted, the record handed back
     /// (every record of an `enqueue_many` still waiting). The commands behind them are tried
-    /// again. (The queue stays in the order of those times: a call whose wait starts again
-    /// goes to its back.)
+    /// again. A send behind the front that has waited that long is refused too (the front
+    /// may be an `enqueue_many` whose wait started again, or a flush).
     fn expire_deferred(&mut self, core: &mut Core) {
         let max_block = core.producer.config().max_block;
         let now = now();
-        while let Some(front) = self.deferred.front() {
-            if front.expiry(max_block).is_none_or(|at| at > now) {
-                return;
-            }
-            match self.deferred.pop_front() {
+        loop {
+            let expired = |c: &Command| c.expiry(max_block).is_some_and(|at| at <= now);
+            let at = if self.deferred.front().is_some_and(expired) {
+                0
+            } else {
+                match self.first_send_behind_front() {
+                    Some(i) if expired(&self.deferred[i]) => i,
+                    _ => return,
+                }
+            };
+            match self.deferred.remove(at) {
                 Some(Command::Send {
                     record, accepted, ..
                 }) => {
@@ -3031,6 +3061,7 @@ impl<C: Connector> Driver<C> {
                 self.deferred.push_front(cmd);
                 return;
             }
+            self.deferred_barriers -= usize::from(!cmd.is_send());
             let waiting = cmd.waiting();
             if let Some(mut cmd) = self.apply(core, cmd) {
                 // Refused again: the refusal made what is buffered sendable, and with acks=0
@@ -3038,16 +3069,20 @@ impl<C: Connector> Driver<C> {
                 // will come to retry), so the loop checks for freed memory again; if the
                 // drain freed nothing it stops.
                 //
-                // An `enqueue_many` that had some of its records taken goes behind the other
-                // sends waiting, its wait starting again: the next memory freed goes to them
+                // An `enqueue_many` that had some of its records taken waits again from now,
+                // and goes behind the other sends waiting: the next memory freed goes to them
                 // first, as it would if each record had been handed over on its own. (Taking
                 // turns, several callers' partitions fill batches side by side and share
                 // requests; one call at a time, each request carried about one batch of the
                 // one partition whose records took all the memory freed: a load probe, 16
                 // callers each of one key, a third less throughput than per-record sends.)
-                // Not past a flush or close waiting behind it, which must come after it.
-                if cmd.waiting() < waiting && self.deferred.iter().all(Command::is_send) {
+                // Never past a flush or close waiting behind it, which must come after it:
+                // then it keeps its place (the sends behind it still expire on their own).
+                let progressed = cmd.waiting() < waiting;
+                if progressed {
                     cmd.progressed(now());
+                }
+                if progressed && self.deferred_barriers == 0 {
                     self.deferred.push_back(cmd);
                 } else {
                     self.deferred.push_front(cmd);

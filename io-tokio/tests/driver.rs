@@ -1585,6 +1585,65 @@ async fn enqueue_many_waits_max_block_per_record_taken_not_for_the_whole_call() 
         assert_eq!(err.persisted, Persistence::NotPersisted);
     }
     h.abort().await;
+
+    // Two requests answered, then none: the records those freed were taken after the call,
+    // and the rest are refused max.block.ms after the last of them, not after the call.
+    let (_broker, h) = small_buffer(1, "200", &[Action::Answer, Action::Answer, Action::Stall]);
+    let start = Instant::now();
+    let results = h.enqueue_many(records(500)).await;
+    let took = start.elapsed();
+    assert!(
+        (Duration::from_millis(205)..Duration::from_millis(300)).contains(&took),
+        "refused max.block.ms after the last record taken: {took:?}"
+    );
+    let accepted = results.iter().take_while(|r| r.is_ok()).count();
+    assert!(
+        results[accepted..].iter().all(Result::is_err),
+        "the records accepted are a prefix ({accepted})"
+    );
+    h.abort().await;
+}
+
+/// Review finding: a flush called while an `enqueue_many` waited for memory kept the call
+/// at the front with its first wait, so 404 of 500 records were refused `QueueFull` at
+/// `max.block.ms` though memory freed every 10 ms. The call now waits per record taken
+/// there too, the flush still comes after it (and covers its records), and a send made
+/// after the flush waits behind both, on its own `max.block.ms`.
+#[tokio::test(start_paused = true)]
+async fn enqueue_many_with_a_flush_behind_it_waits_per_record_taken() {
+    let (broker, h) = small_buffer(1, "200", &[]);
+    let value = "x".repeat(100);
+    let records = (0..500).map(move |i| Record::new("t", format!("{i}-{value}")).with_partition(0));
+    let call = {
+        let h = h.clone();
+        tokio::spawn(async move { h.enqueue_many(records).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let flush = {
+        let h = h.clone();
+        tokio::spawn(async move { h.flush().await })
+    };
+    // Behind the flush (the two tasks above handed their commands over first).
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let after = h.enqueue(Record::new("t", "after").with_partition(0)).await;
+    flush.await.unwrap();
+    assert_eq!(
+        broker.log("t", 0).len(),
+        500,
+        "the flush covered the call's records"
+    );
+    let results = call.await.unwrap();
+    assert!(results.iter().all(Result::is_ok), "none refused");
+    // It waited behind the call's records longer than its own max.block.ms.
+    let Err(err) = after else {
+        panic!("a send behind the call and the flush waits at most max.block.ms")
+    };
+    assert!(
+        matches!(err.kind, ErrorKind::Refused(ref e) if matches!(**e, SendError::QueueFull(_))),
+        "{err}"
+    );
+    h.close().await;
+    assert_eq!(broker.log("t", 0).len(), 500);
 }
 
 /// Load probe: while memory was full, the `enqueue_many` calls waiting were served one at a
@@ -1605,9 +1664,11 @@ async fn enqueue_many_calls_waiting_for_memory_take_turns() {
                 (0..300).map(move |i| Record::new("t", format!("{i}-{value}")).with_partition(p));
             let results = h.enqueue_many(records).await;
             let took = start.elapsed();
+            let mut offsets = Vec::new();
             for r in results {
-                r.expect("accepted").await.unwrap();
+                offsets.push(r.expect("accepted").await.unwrap().offset.unwrap());
             }
+            assert_eq!(offsets, (0..300).collect::<Vec<i64>>(), "in call order");
             took
         })
     };
