@@ -1282,13 +1282,6 @@ impl Command {
         }
     }
 
-    /// One of its records was accepted at `at`: the wait of the rest starts again.
-    fn progressed(&mut self, at: Instant) {
-        if let Self::SendMany { since, .. } = self {
-            *since = at;
-        }
-    }
-
     /// A send whose caller no longer waits for its acceptance.
     fn abandoned(&self) -> bool {
         match self {
@@ -2794,16 +2787,8 @@ impl<C: Connector> Driver<C> {
             // Behind a record waiting for memory, or for the writers to catch up (acks=0):
             // accepted in order once there is room, or refused at `max.block.ms`.
             self.defer(cmd);
-        } else {
-            let waiting = cmd.waiting();
-            if let Some(mut cmd) = self.apply(core, cmd) {
-                // Nothing waits before it: some of an `enqueue_many` taken, the rest waits
-                // from now.
-                if cmd.waiting() < waiting {
-                    cmd.progressed(now());
-                }
-                self.defer(cmd);
-            }
+        } else if let Some(cmd) = self.apply(core, cmd) {
+            self.defer(cmd);
         }
     }
 
@@ -2868,6 +2853,7 @@ impl<C: Connector> Driver<C> {
                     return None; // the caller gave up; the records not accepted yet are dropped
                 }
                 let at = now();
+                let taken = results.len();
                 while let Some((record, done)) = records.pop_front() {
                     match core.offer(self.fatal.get(), at, record, done) {
                         Verdict::Accepted => {
@@ -2877,6 +2863,8 @@ impl<C: Connector> Driver<C> {
                         Verdict::Full(record, done) => {
                             self.refused_at = Some(held(&core.producer));
                             records.push_front((record, done));
+                            // Records taken now: the rest wait again from now.
+                            let since = if results.len() > taken { at } else { since };
                             return Some(Command::SendMany {
                                 records,
                                 results,
@@ -3063,26 +3051,23 @@ impl<C: Connector> Driver<C> {
             }
             self.deferred_barriers -= usize::from(!cmd.is_send());
             let waiting = cmd.waiting();
-            if let Some(mut cmd) = self.apply(core, cmd) {
+            if let Some(cmd) = self.apply(core, cmd) {
                 // Refused again: the refusal made what is buffered sendable, and with acks=0
                 // the drain hands it over and frees its memory at once (no answer, no timer
                 // will come to retry), so the loop checks for freed memory again; if the
                 // drain freed nothing it stops.
                 //
-                // An `enqueue_many` that had some of its records taken waits again from now,
-                // and goes behind the other sends waiting: the next memory freed goes to them
-                // first, as it would if each record had been handed over on its own. (Taking
-                // turns, several callers' partitions fill batches side by side and share
-                // requests; one call at a time, each request carried about one batch of the
-                // one partition whose records took all the memory freed: a load probe, 16
-                // callers each of one key, a third less throughput than per-record sends.)
+                // An `enqueue_many` that had some of its records taken (its wait starting
+                // again from now: `apply`) goes behind the other sends waiting: the next
+                // memory freed goes to them first, as it would if each record had been handed
+                // over on its own. (Taking turns, several callers' partitions fill batches
+                // side by side and share requests; one call at a time, each request carried
+                // about one batch of the one partition whose records took all the memory
+                // freed: a load probe, 16 callers each of one key, a third less throughput
+                // than per-record sends.)
                 // Never past a flush or close waiting behind it, which must come after it:
                 // then it keeps its place (the sends behind it still expire on their own).
-                let progressed = cmd.waiting() < waiting;
-                if progressed {
-                    cmd.progressed(now());
-                }
-                if progressed && self.deferred_barriers == 0 {
+                if cmd.waiting() < waiting && self.deferred_barriers == 0 {
                     self.deferred.push_back(cmd);
                 } else {
                     self.deferred.push_front(cmd);
