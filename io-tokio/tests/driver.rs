@@ -400,16 +400,25 @@ async fn slow_broker_times_out_reconnects_and_resolves_truthfully() {
 }
 
 /// A producer with about 2 KiB of `buffer.memory` (batches of 512 B, requests of at most
-/// 1 KiB) against a broker of topic "t" with `partitions` partitions that takes 10 ms per
-/// Produce, so that senders outrun the broker and wait for memory.
-fn slow_broker_small_buffer(partitions: i32) -> (FakeBroker, ProducerHandle) {
+/// 1 KiB) and this `max.block.ms`, against a broker of topic "t" with `partitions`
+/// partitions that takes 10 ms per Produce (`actions` first), so that senders outrun the
+/// broker and wait for memory.
+fn small_buffer(
+    partitions: i32,
+    max_block: &str,
+    actions: &[Action],
+) -> (FakeBroker, ProducerHandle) {
     let broker = FakeBroker::new("t", partitions);
     let cfg = config(&[
         ("buffer.memory", "2048"),
         ("max.request.size", "1024"),
         ("batch.size", "512"),
+        ("max.block.ms", max_block),
     ]);
-    broker.script.lock().unwrap().latency = Duration::from_millis(10);
+    let mut script = broker.script.lock().unwrap();
+    script.latency = Duration::from_millis(10);
+    script.produce = actions.iter().copied().collect();
+    drop(script);
     let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
     (broker, h)
 }
@@ -417,7 +426,7 @@ fn slow_broker_small_buffer(partitions: i32) -> (FakeBroker, ProducerHandle) {
 #[tokio::test(start_paused = true)]
 async fn full_buffer_makes_senders_wait_and_drops_nothing() {
     // About 2 KiB of buffer for ~2 x 120 KiB of records: enqueue must wait many times.
-    let (broker, h) = slow_broker_small_buffer(2);
+    let (broker, h) = small_buffer(2, "60000", &[]);
     let value = "x".repeat(100);
     let start = Instant::now();
     let mut tasks = Vec::new();
@@ -537,7 +546,7 @@ impl Drop for Counted {
 /// dropped whenever the queue doubles, so at most a few dozen are held at a time.
 #[tokio::test(start_paused = true)]
 async fn abandoned_sends_waiting_for_memory_do_not_pile_up() {
-    let (broker, h) = slow_broker_small_buffer(1);
+    let (broker, h) = small_buffer(1, "60000", &[]);
     broker.script.lock().unwrap().latency = Duration::from_secs(60);
     // Fill the buffer.
     let mut accepted = Vec::new();
@@ -1461,7 +1470,7 @@ mod observability {
 /// accepted record is delivered once, in order.
 #[tokio::test(start_paused = true)]
 async fn enqueue_many_waits_for_memory_keeps_order_and_refuses_in_place() {
-    let (broker, h) = slow_broker_small_buffer(1);
+    let (broker, h) = small_buffer(1, "60000", &[]);
     let value = "x".repeat(100);
     let mut records: Vec<Record> = (0..500)
         .map(|i| Record::new("t", format!("{i}-{value}")).with_partition(0))
@@ -1509,28 +1518,6 @@ async fn enqueue_many_waits_for_memory_keeps_order_and_refuses_in_place() {
         "{err}"
     );
     assert_eq!(err.persisted, Persistence::NotPersisted);
-}
-
-/// A producer with 2 KiB of `buffer.memory` and this `max.block.ms`, whose broker answers
-/// every Produce 10 ms later (`actions` first).
-fn small_buffer(
-    partitions: i32,
-    max_block: &str,
-    actions: &[Action],
-) -> (FakeBroker, ProducerHandle) {
-    let broker = FakeBroker::new("t", partitions);
-    let cfg = config(&[
-        ("buffer.memory", "2048"),
-        ("max.request.size", "1024"),
-        ("batch.size", "512"),
-        ("max.block.ms", max_block),
-    ]);
-    let mut script = broker.script.lock().unwrap();
-    script.latency = Duration::from_millis(10);
-    script.produce = actions.iter().copied().collect();
-    drop(script);
-    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
-    (broker, h)
 }
 
 /// Load probe: `enqueue_many` bounded the whole call by `max.block.ms` (measured from the
