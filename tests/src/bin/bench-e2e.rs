@@ -8,12 +8,12 @@
 //!     [--partitions P] [--size BYTES] [--linger-ms MS] [--batch-size BYTES]
 //!     [--clients kprod,kprod-many,rdkafka,java,franz,rdkafka-future] [--only CLIENT] [--keyless]
 //!     [--wire-stats] [--rdkafka-queue-kbytes KIB] [--same-topic]
-//!     [--kprod-set KEY=VALUE]... [--keep-going] [--rolling-topics]
+//!     [--kprod-set KEY=VALUE]... [--keep-going] [--rolling-topics] [--fresh-broker]
 //! ```
 //!
 //! Every round, each client sends the same N messages of `--size` bytes (a distinct 8-byte
-//! counter followed by filler) to a fresh topic of its own, and waits for every
-//! acknowledgement. The order of the clients alternates from round to round. Each run first
+//! counter followed by filler) to a fresh topic of its own (with `--fresh-broker`, on a Tansu
+//! restarted empty just before the run), and waits for every acknowledgement. The order of the clients alternates from round to round. Each run first
 //! creates its producer and sends one warm-up record (connection, metadata and producer id
 //! are therefore not timed), then measures:
 //!
@@ -148,6 +148,7 @@ usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--roun
                  [--batch-size BYTES] [--clients LIST] [--only CLIENT] [--keyless]
                  [--wire-stats] [--rdkafka-queue-kbytes KIB] [--same-topic]
                  [--kprod-set KEY=VALUE]... [--keep-going] [--rolling-topics]
+                 [--fresh-broker]
 
   --broker      tansu (one Tansu, in-memory) or kafka (Apache Kafka 4.4.0, KRaft)
                 (default tansu)
@@ -192,7 +193,12 @@ usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--roun
                 (rounds + warm-up rounds) x clients x P, which at thousands of partitions
                 exhausts its open files. After the deletion the bench waits (up to 150 s)
                 until the broker has removed the deleted logs (file.delete.delay.ms, 60 s
-                by default), which keep their files open until then";
+                by default), which keep their files open until then
+  --fresh-broker
+                (Tansu) restart Tansu before every client's run, warm-up runs included,
+                so that each run starts on empty in-memory storage and creates its topic
+                there: Tansu slows as its memory storage fills (its CPU per record grows
+                round after round), which otherwise charges whichever client runs later";
 
 /// The `kprod-nocap` client's setting: no cap on batches per Produce request.
 const KPROD_NOCAP: (&str, &str) = ("kprod.max.batches.per.request", "1000000");
@@ -283,6 +289,8 @@ struct Args {
     kprod_set: Vec<(String, String)>,
     keep_going: bool,
     rolling_topics: bool,
+    /// `--fresh-broker`: a restarted (empty) Tansu for every run.
+    fresh_broker: bool,
     /// `--tasks`: concurrent sending tasks of `kprod-tasks` and `rdkafka-tasks`.
     tasks: u64,
 }
@@ -309,6 +317,7 @@ impl Args {
             kprod_set: Vec::new(),
             keep_going: false,
             rolling_topics: false,
+            fresh_broker: false,
         };
         let mut warmup_rounds = None;
         let mut it = std::env::args().skip(1);
@@ -334,6 +343,10 @@ impl Args {
             }
             if flag == "--rolling-topics" {
                 a.rolling_topics = true;
+                continue;
+            }
+            if flag == "--fresh-broker" {
+                a.fresh_broker = true;
                 continue;
             }
             let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -415,6 +428,9 @@ impl Args {
         }
         if a.rolling_topics && (a.broker != BrokerKind::Kafka || a.same_topic) {
             return Err("--rolling-topics needs --broker kafka and no --same-topic".into());
+        }
+        if a.fresh_broker && (a.broker != BrokerKind::Tansu || a.same_topic) {
+            return Err("--fresh-broker needs --broker tansu and no --same-topic".into());
         }
         if a.kafka_nodes != 1 && a.broker != BrokerKind::Kafka {
             return Err("--kafka-nodes needs --broker kafka".into());
@@ -1565,6 +1581,15 @@ fn java_version() -> String {
 // Brokers
 // ---------------------------------------------------------------------------------------------
 
+/// The `/proc/<pid>/stat` files of the broker's processes, for [`Meter::broker_stats`].
+fn broker_stat_files(broker: &Broker) -> Vec<String> {
+    broker
+        .pids()
+        .iter()
+        .map(|p| format!("/proc/{p}/stat"))
+        .collect()
+}
+
 enum Broker {
     Tansu(Tansu),
     Kafka(Kafka),
@@ -1637,6 +1662,17 @@ impl Broker {
         match self {
             Self::Tansu(_) => find_broker_pid().into_iter().collect(),
             Self::Kafka(k) => (1..=k.len() as i32).filter_map(|id| k.pid(id)).collect(),
+        }
+    }
+
+    /// `--fresh-broker`: kills Tansu and starts it again, empty, on the same port.
+    fn restart(&mut self) -> Result<(), String> {
+        match self {
+            Self::Tansu(t) => {
+                t.restart();
+                Ok(())
+            }
+            Self::Kafka(_) => Err("--fresh-broker restarts Tansu only".into()),
         }
     }
 
@@ -2027,12 +2063,20 @@ fn run_round(
     label: &str,
     topic: impl Fn(Client) -> String,
     bootstrap: &str,
-    meter: &Meter,
+    broker: &mut Broker,
+    meter: &mut Meter,
     peers: &mut Peers,
     failed: &mut u32,
 ) -> Result<Vec<(Client, Measured)>, String> {
     let mut out = Vec::new();
     for &c in order {
+        if args.fresh_broker {
+            // Outside the timed window: a new, empty Tansu on the same port, the run's
+            // topic created on it, and its new process measured.
+            broker.restart()?;
+            broker.create_topic(&topic(c), args.partitions);
+            meter.broker_stats = broker_stat_files(broker);
+        }
         let m = match run_one(rt, args, c, bootstrap, &topic(c), meter, peers) {
             Ok(m) => m,
             Err(e) if args.keep_going => {
@@ -2123,7 +2167,7 @@ fn main() -> ExitCode {
     };
 
     let wire = args.wire_stats.then(|| Arc::new(WireCounters::default()));
-    let (broker, bootstrap) = match Broker::start(&args, wire.as_ref()) {
+    let (mut broker, bootstrap) = match Broker::start(&args, wire.as_ref()) {
         Ok(b) => b,
         Err(e) => {
             eprintln!("bench-e2e: {e}");
@@ -2137,13 +2181,10 @@ fn main() -> ExitCode {
     if broker_pids.is_empty() {
         eprintln!("warning: broker process not found; its CPU is not reported");
     }
-    let meter = Meter {
+    let mut meter = Meter {
         ticks_per_second,
         client_stat: "/proc/self/stat".into(),
-        broker_stats: broker_pids
-            .iter()
-            .map(|p| format!("/proc/{p}/stat"))
-            .collect(),
+        broker_stats: broker_stat_files(&broker),
         wire,
     };
     println!(
@@ -2172,9 +2213,12 @@ fn main() -> ExitCode {
     } else {
         first..=i64::from(args.rounds)
     };
-    for round in created {
-        for &c in &args.clients {
-            broker.create_topic(&topic(round, c), args.partitions);
+    // With --fresh-broker each run's topic is created on its own fresh broker.
+    if !args.fresh_broker {
+        for round in created {
+            for &c in &args.clients {
+                broker.create_topic(&topic(round, c), args.partitions);
+            }
         }
     }
 
@@ -2218,7 +2262,8 @@ fn main() -> ExitCode {
             &label,
             t,
             &bootstrap,
-            &meter,
+            &mut broker,
+            &mut meter,
             &mut peers,
             &mut failed,
         );
