@@ -63,7 +63,32 @@ pub struct KafkaOptions {
     pub sasl: Vec<SaslListener>,
     /// The Apache Kafka version to run: [`KAFKA_VERSION`] (default) or [`KAFKA_3_VERSION`].
     pub version: &'static str,
+    /// Run each node's JVM as `kafka-server-start.sh` does (1 GiB heap, G1, both JIT
+    /// compilers: [`SHIPPED_JVM_FLAGS`]) instead of the suite's lean settings
+    /// ([`TEST_JVM_FLAGS`]: 512 MiB, serial GC, C1 only, which start and warm up faster on a
+    /// small machine). For benchmarks that should meet the broker as users run it.
+    pub shipped_jvm: bool,
 }
+
+/// The suite's JVM settings for a node: quick to start and to warm up on two cores.
+pub const TEST_JVM_FLAGS: &[&str] = &[
+    "-Xms512m",
+    "-Xmx512m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+];
+
+/// The JVM settings Apache Kafka's `kafka-server-start.sh` and `kafka-run-class.sh` give a
+/// broker by default (`KAFKA_HEAP_OPTS` and `KAFKA_JVM_PERFORMANCE_OPTS`).
+pub const SHIPPED_JVM_FLAGS: &[&str] = &[
+    "-Xms1G",
+    "-Xmx1G",
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+];
 
 /// A SASL listener for clients (`SASL_PLAINTEXT`, or `SASL_SSL` with `tls`), on its own
 /// ephemeral 127.0.0.1 port per node, advertised as is ([`Kafka::listener_bootstrap`]);
@@ -246,7 +271,14 @@ impl KafkaOptions {
             ssl: Vec::new(),
             sasl: Vec::new(),
             version: KAFKA_VERSION,
+            shipped_jvm: false,
         }
+    }
+
+    /// Runs the nodes with [`SHIPPED_JVM_FLAGS`] (see [`Self::shipped_jvm`]).
+    pub fn shipped_jvm(mut self) -> Self {
+        self.shipped_jvm = true;
+        self
     }
 
     /// Runs Apache Kafka `version` (installed by `scripts/install-kafka.sh`, or
@@ -318,6 +350,8 @@ struct Node {
 #[derive(Debug)]
 pub struct Kafka {
     version: &'static str,
+    /// The nodes' JVM settings: [`TEST_JVM_FLAGS`] or [`SHIPPED_JVM_FLAGS`].
+    jvm_flags: &'static [&'static str],
     install: PathBuf,
     dir: PathBuf,
     nodes: Vec<Node>,
@@ -489,6 +523,11 @@ impl Kafka {
         }
         let mut kafka = Self {
             version: opts.version,
+            jvm_flags: if opts.shipped_jvm {
+                SHIPPED_JVM_FLAGS
+            } else {
+                TEST_JVM_FLAGS
+            },
             install,
             dir,
             nodes,
@@ -512,6 +551,11 @@ impl Kafka {
     /// The Apache Kafka version running.
     pub fn version(&self) -> &'static str {
         self.version
+    }
+
+    /// The nodes' JVM settings ([`KafkaOptions::shipped_jvm`]).
+    pub fn jvm_flags(&self) -> &'static [&'static str] {
+        self.jvm_flags
     }
 
     fn classpath(&self) -> String {
@@ -692,14 +736,9 @@ impl Kafka {
             .arg("-c")
             .arg(r#""$@" </dev/null & pid=$!; echo "$pid"; cat >/dev/null; kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; exit 0"#)
             .arg("kafka-watchdog")
-            .args([
-                "java",
-                "-Xms512m",
-                "-Xmx512m",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
-                "-Djava.awt.headless=true",
-            ])
+            .arg("java")
+            .args(self.jvm_flags)
+            .arg("-Djava.awt.headless=true")
             .arg(format!("-Dlog4j2.configurationFile={}", log4j.display()))
             .arg("-cp")
             .arg(&cp)

@@ -9,6 +9,7 @@
 //!     [--clients kprod,kprod-many,rdkafka,java,franz,rdkafka-future] [--only CLIENT] [--keyless]
 //!     [--wire-stats] [--rdkafka-queue-kbytes KIB] [--same-topic]
 //!     [--kprod-set KEY=VALUE]... [--keep-going] [--rolling-topics] [--fresh-broker]
+//!     [--kafka-jvm test|shipped]
 //! ```
 //!
 //! Every round, each client sends the same N messages of `--size` bytes (a distinct 8-byte
@@ -148,7 +149,7 @@ usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--roun
                  [--batch-size BYTES] [--clients LIST] [--only CLIENT] [--keyless]
                  [--wire-stats] [--rdkafka-queue-kbytes KIB] [--same-topic]
                  [--kprod-set KEY=VALUE]... [--keep-going] [--rolling-topics]
-                 [--fresh-broker]
+                 [--fresh-broker] [--kafka-jvm test|shipped]
 
   --broker      tansu (one Tansu, in-memory) or kafka (Apache Kafka 4.4.0, KRaft)
                 (default tansu)
@@ -198,7 +199,10 @@ usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--roun
                 (Tansu) restart Tansu before every client's run, warm-up runs included,
                 so that each run starts on empty in-memory storage and creates its topic
                 there: Tansu slows as its memory storage fills (its CPU per record grows
-                round after round), which otherwise charges whichever client runs later";
+                round after round), which otherwise charges whichever client runs later
+  --kafka-jvm   (Kafka) the nodes' JVM settings: test (default; the suite's: 512 MiB heap,
+                serial GC, C1 only) or shipped (what kafka-server-start.sh gives a broker:
+                1 GiB heap, G1, C1 and C2)";
 
 /// The `kprod-nocap` client's setting: no cap on batches per Produce request.
 const KPROD_NOCAP: (&str, &str) = ("kprod.max.batches.per.request", "1000000");
@@ -291,11 +295,23 @@ struct Args {
     rolling_topics: bool,
     /// `--fresh-broker`: a restarted (empty) Tansu for every run.
     fresh_broker: bool,
+    /// `--kafka-jvm shipped`: Kafka's nodes run with the JVM settings Kafka ships.
+    shipped_jvm: bool,
     /// `--tasks`: concurrent sending tasks of `kprod-tasks` and `rdkafka-tasks`.
     tasks: u64,
 }
 
 impl Args {
+    /// The Kafka cluster to start: `--kafka-nodes` nodes, with `--kafka-jvm`'s settings.
+    fn kafka_options(&self) -> KafkaOptions {
+        let opts = KafkaOptions::new(self.kafka_nodes);
+        if self.shipped_jvm {
+            opts.shipped_jvm()
+        } else {
+            opts
+        }
+    }
+
     fn parse() -> Result<Self, String> {
         let mut a = Self {
             broker: BrokerKind::Tansu,
@@ -318,6 +334,7 @@ impl Args {
             keep_going: false,
             rolling_topics: false,
             fresh_broker: false,
+            shipped_jvm: false,
         };
         let mut warmup_rounds = None;
         let mut it = std::env::args().skip(1);
@@ -377,6 +394,13 @@ impl Args {
                     a.partitions = value.parse().map_err(|_| bad("a positive integer"))?;
                 }
                 "--size" => a.size = value.parse().map_err(|_| bad("an integer >= 8"))?,
+                "--kafka-jvm" => {
+                    a.shipped_jvm = match value.as_str() {
+                        "test" => false,
+                        "shipped" => true,
+                        _ => return Err(bad("test or shipped")),
+                    }
+                }
                 "--linger-ms" => a.linger_ms = value.parse().map_err(|_| bad("milliseconds"))?,
                 "--batch-size" => a.batch_size = value.parse().map_err(|_| bad("bytes"))?,
                 "--kprod-set" => {
@@ -431,6 +455,9 @@ impl Args {
         }
         if a.fresh_broker && (a.broker != BrokerKind::Tansu || a.same_topic) {
             return Err("--fresh-broker needs --broker tansu and no --same-topic".into());
+        }
+        if a.shipped_jvm && a.broker != BrokerKind::Kafka {
+            return Err("--kafka-jvm needs --broker kafka".into());
         }
         if a.kafka_nodes != 1 && a.broker != BrokerKind::Kafka {
             return Err("--kafka-nodes needs --broker kafka".into());
@@ -1617,7 +1644,7 @@ impl Broker {
                 Ok((Self::Tansu(tansu), format!("127.0.0.1:{p}")))
             }
             (BrokerKind::Kafka, None) => {
-                let kafka = Kafka::start(args.kafka_nodes);
+                let kafka = Kafka::start_with(args.kafka_options());
                 let bootstrap = kafka.bootstrap();
                 Ok((Self::Kafka(kafka), bootstrap))
             }
@@ -1626,8 +1653,7 @@ impl Broker {
                     .map(|_| bind())
                     .collect::<Result<Vec<_>, _>>()?;
                 let ports: Vec<u16> = listeners.iter().map(port).collect();
-                let kafka =
-                    Kafka::start_with(KafkaOptions::new(args.kafka_nodes).advertise(ports.clone()));
+                let kafka = Kafka::start_with(args.kafka_options().advertise(ports.clone()));
                 for (i, l) in listeners.into_iter().enumerate() {
                     start_wire_proxy(l, kafka.client_addr(i), counters.clone());
                 }
@@ -1649,9 +1675,10 @@ impl Broker {
             ),
             Self::Kafka(k) => format!(
                 "Apache Kafka {KAFKA_VERSION} (KRaft, {} node{} each broker and controller, \
-                 JVM -Xmx512m -XX:+UseSerialGC, log on disk) at {}",
+                 JVM {}, log on disk) at {}",
                 k.len(),
                 if k.len() == 1 { "," } else { "s," },
+                k.jvm_flags().join(" "),
                 k.bootstrap()
             ),
         }
