@@ -312,8 +312,14 @@ pub enum SendError {
     /// before the refusal is then sent without waiting for `linger.ms` (drain
     /// [`crate::Producer::poll_output`]), so that their acknowledgements free the room.
     QueueFull(Record),
-    /// The record alone is larger than `max.request.size` allows.
-    TooLarge(Record),
+    /// The record alone is larger than `max.request.size` allows: a batch holding it alone
+    /// would be larger than `max_request_size` (the producer's setting, in bytes).
+    TooLarge {
+        /// The record refused.
+        record: Record,
+        /// The producer's `max.request.size`.
+        max_request_size: usize,
+    },
     /// The topic name is not a valid Kafka topic name.
     InvalidTopic(Record),
     /// The explicit partition is negative or beyond the topic's known partition count (a
@@ -332,7 +338,7 @@ impl SendError {
     pub fn record(&self) -> &Record {
         match self {
             Self::QueueFull(r)
-            | Self::TooLarge(r)
+            | Self::TooLarge { record: r, .. }
             | Self::InvalidTopic(r)
             | Self::InvalidPartition(r)
             | Self::InvalidTimestamp(r)
@@ -344,7 +350,7 @@ impl SendError {
     pub fn into_record(self) -> Record {
         match self {
             Self::QueueFull(r)
-            | Self::TooLarge(r)
+            | Self::TooLarge { record: r, .. }
             | Self::InvalidTopic(r)
             | Self::InvalidPartition(r)
             | Self::InvalidTimestamp(r)
@@ -360,7 +366,10 @@ impl std::fmt::Display for SendError {
                 f,
                 "buffer.memory is full (or queue.buffering.max.messages records are held)"
             ),
-            Self::TooLarge(r) => {
+            Self::TooLarge {
+                record: r,
+                max_request_size,
+            } => {
                 // As the producer counts it (`Producer::send`): the record as the first of a
                 // batch of its own, with the batch header and a margin of 10 bytes.
                 let encoded = record_encoded_len(
@@ -372,8 +381,8 @@ impl std::fmt::Display for SendError {
                 );
                 write!(
                     f,
-                    "record of {encoded} bytes is larger than max.request.size allows: a batch \
-                     of its own counts {} bytes",
+                    "record of {encoded} bytes is too large: a batch of its own counts {} \
+                     bytes, above max.request.size={max_request_size}",
                     encoded + 10 + HEADER_LEN
                 )
             }

@@ -1294,7 +1294,7 @@ fn the_largest_record_is_the_one_whose_batch_fits_max_request_size() {
             let r = Record::new(TOPIC, vec![1u8; v]).with_partition(0);
             match h.p.clone().send(h.now, r) {
                 Ok(_) => false,
-                Err(kprod_core::SendError::TooLarge(back)) => {
+                Err(kprod_core::SendError::TooLarge { record: back, .. }) => {
                     assert_eq!(back.value.as_deref().map(<[u8]>::len), Some(v));
                     true
                 }
@@ -1363,7 +1363,7 @@ fn record_count_limits_bound_batches_and_the_buffer() {
     let big = Record::new(TOPIC, vec![0u8; 2 << 20]).with_partition(0);
     let refused = h.p.send(h.now, big).unwrap_err();
     assert!(
-        matches!(refused, kprod_core::SendError::TooLarge(_)),
+        matches!(refused, kprod_core::SendError::TooLarge { .. }),
         "{refused:?}"
     );
     // Full batches go at once (linger is 1 s); the refusal sends the rest early too (as a

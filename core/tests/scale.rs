@@ -906,7 +906,7 @@ fn extreme(
                 s.answer_once();
                 s.advance(Duration::from_millis(1));
             }
-            Err(SendError::TooLarge(_)) => {
+            Err(SendError::TooLarge { .. }) => {
                 too_large += 1;
                 i += 1;
             }

@@ -99,7 +99,7 @@ fn a_record_too_large_gives_its_size() {
     for n in 900..MAX {
         match h.p.send(h.now, record(n)) {
             Ok(_) => {}
-            Err(e @ SendError::TooLarge(_)) => {
+            Err(e @ SendError::TooLarge { .. }) => {
                 refused = Some((n, e));
                 break;
             }
@@ -112,10 +112,14 @@ fn a_record_too_large_gives_its_size() {
     assert_eq!(
         e.to_string(),
         format!(
-            "record of {encoded} bytes is larger than max.request.size allows: a batch of its \
-             own counts {} bytes",
+            "record of {encoded} bytes is too large: a batch of its own counts {} bytes, above \
+             max.request.size={MAX}",
             alone + 10
         )
+    );
+    assert!(
+        matches!(e, SendError::TooLarge { max_request_size: MAX, record: ref back } if *back == record(n)),
+        "{e:?}"
     );
     // The count the message gives is the one the limit applies to: the record just below
     // was taken, and its count was within the limit.

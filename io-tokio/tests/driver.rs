@@ -749,7 +749,7 @@ async fn timestamps_and_refusals() {
     let big = Record::new("t", vec![0u8; 2 << 20]);
     let err = h.send(big).await.unwrap_err();
     assert!(
-        matches!(err.kind, ErrorKind::Refused(ref e) if matches!(**e, SendError::TooLarge(_))),
+        matches!(err.kind, ErrorKind::Refused(ref e) if matches!(**e, SendError::TooLarge { .. })),
         "{err}"
     );
     h.close().await;

@@ -94,7 +94,7 @@ async fn record_larger_than_max_request_size() {
     for (partition, size) in [(Some(0), 5000), (None, 4096), (Some(1), 1 << 20)] {
         let big = full_record(topic, partition, Bytes::from(vec![b'x'; size]));
         let e = refusal(p.enqueue(big.clone()).await);
-        assert!(matches!(e, SendError::TooLarge(_)), "{e:?}");
+        assert!(matches!(e, SendError::TooLarge { .. }), "{e:?}");
         assert!(e.to_string().contains("max.request.size"), "{e}");
         assert_eq!(e.into_record(), big, "handed back unchanged");
     }

@@ -426,7 +426,10 @@ impl Producer {
             || request_base(&self.cfg) + request_share(size + HEADER_LEN, &record.topic)
                 > i32::MAX as usize
         {
-            return Err(SendError::TooLarge(record));
+            return Err(SendError::TooLarge {
+                record,
+                max_request_size: self.cfg.max_request_size,
+            });
         }
         // librdkafka's count limit (`queue.buffering.max.messages`), refused as a full
         // `buffer.memory` is (below).
