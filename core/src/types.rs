@@ -325,7 +325,13 @@ pub enum SendError {
     /// The explicit partition is negative or beyond the topic's known partition count (a
     /// record for a topic whose records wait for metadata is checked against the answer
     /// instead, and fails [`DeliveryError::UnknownPartition`] if still beyond it).
-    InvalidPartition(Record),
+    InvalidPartition {
+        /// The record refused.
+        record: Record,
+        /// The topic's partition count the partition was checked against (metadata's last
+        /// answer); `None` for a negative partition, refused before any count.
+        partitions: Option<usize>,
+    },
     /// The timestamp is negative (the Java client refuses these too): Kafka's create time
     /// counts milliseconds since the Unix epoch, and -1 means "none" on the wire.
     InvalidTimestamp(Record),
@@ -340,7 +346,7 @@ impl SendError {
             Self::QueueFull(r)
             | Self::TooLarge { record: r, .. }
             | Self::InvalidTopic(r)
-            | Self::InvalidPartition(r)
+            | Self::InvalidPartition { record: r, .. }
             | Self::InvalidTimestamp(r)
             | Self::Closed(r) => r,
         }
@@ -352,7 +358,7 @@ impl SendError {
             Self::QueueFull(r)
             | Self::TooLarge { record: r, .. }
             | Self::InvalidTopic(r)
-            | Self::InvalidPartition(r)
+            | Self::InvalidPartition { record: r, .. }
             | Self::InvalidTimestamp(r)
             | Self::Closed(r) => r,
         }
@@ -393,21 +399,29 @@ impl std::fmt::Display for SendError {
                     None => Ok(()),
                 }
             }
-            Self::InvalidPartition(r) => match r.partition {
-                Some(p) if p < 0 => write!(
+            Self::InvalidPartition {
+                record: r,
+                partitions,
+            } => match (r.partition, partitions) {
+                (Some(p), _) if p < 0 => write!(
                     f,
                     "invalid partition {p} for topic {:?}: a partition must be ≥ 0",
                     r.topic
                 ),
-                // Refused once metadata gave the topic's partition count, which the error
-                // does not carry.
-                Some(p) => write!(
+                (Some(p), Some(n)) => write!(
+                    f,
+                    "invalid partition {p} for topic {:?}: the topic has {n} partition{} \
+                     (numbered from 0)",
+                    r.topic,
+                    if *n == 1 { "" } else { "s" }
+                ),
+                (Some(p), None) => write!(
                     f,
                     "invalid partition {p} for topic {:?}: the topic has fewer partitions \
                      (numbered from 0)",
                     r.topic
                 ),
-                None => write!(f, "invalid partition (none) for topic {:?}", r.topic),
+                (None, _) => write!(f, "invalid partition (none) for topic {:?}", r.topic),
             },
             Self::InvalidTimestamp(r) => write!(
                 f,

@@ -316,7 +316,7 @@ fn a_topic_created_again_with_fewer_partitions_takes_the_new_count() {
         .p
         .send(net.h.now, Record::new(TOPIC, "x").with_partition(2));
     assert!(
-        matches!(refused, Err(SendError::InvalidPartition(_))),
+        matches!(refused, Err(SendError::InvalidPartition { .. })),
         "{refused:?}"
     );
     let before = net.h.events.len();
@@ -736,7 +736,7 @@ fn a_partition_added_to_a_topic_is_learned_after_a_refusal() {
     let r = Record::new(TOPIC, "b".to_owned()).with_partition(1);
     let refused = net.h.p.send(net.h.now, r).unwrap_err();
     assert!(
-        matches!(refused, SendError::InvalidPartition(_)),
+        matches!(refused, SendError::InvalidPartition { .. }),
         "{refused:?}"
     );
     net.run(3, &grown, &mut |_| None);
@@ -893,7 +893,7 @@ fn an_answer_listing_a_partition_twice_is_ignored() {
         .send(net.h.now, Record::new(TOPIC, "c").with_partition(1))
         .unwrap_err();
     assert!(
-        matches!(refused, SendError::InvalidPartition(_)),
+        matches!(refused, SendError::InvalidPartition { .. }),
         "{refused:?}"
     );
     net.run(3, &|_| {}, &mut |_| None);

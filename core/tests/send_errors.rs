@@ -50,7 +50,16 @@ fn an_invalid_partition_is_printed_as_a_number() {
     let e =
         h.p.send(h.now, Record::new("big1", "v").with_partition(-1))
             .unwrap_err();
-    assert!(matches!(e, SendError::InvalidPartition(_)), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            SendError::InvalidPartition {
+                partitions: None,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     assert_eq!(
         e.to_string(),
         r#"invalid partition -1 for topic "big1": a partition must be ≥ 0"#
@@ -61,13 +70,22 @@ fn an_invalid_partition_is_printed_as_a_number() {
     let e =
         h.p.send(h.now, Record::new(TOPIC, "v").with_partition(1))
             .unwrap_err();
-    assert!(matches!(e, SendError::InvalidPartition(_)), "{e:?}");
+    assert!(matches!(e, SendError::InvalidPartition { .. }), "{e:?}");
     assert_eq!(
         e.to_string(),
         format!(
-            "invalid partition 1 for topic {TOPIC:?}: the topic has fewer partitions (numbered \
-             from 0)"
+            "invalid partition 1 for topic {TOPIC:?}: the topic has 1 partition (numbered from 0)"
         )
+    );
+    assert!(
+        matches!(
+            e,
+            SendError::InvalidPartition {
+                partitions: Some(1),
+                ..
+            }
+        ),
+        "{e:?}"
     );
 }
 

@@ -2115,7 +2115,7 @@ async fn a_record_refused_for_a_partition_beyond_the_count_refreshes_metadata() 
     let e = (h.enqueue(Record::new("t", "b").with_partition(1)).await)
         .expect_err("partition 1 is not known yet");
     assert!(
-        matches!(&e.kind, ErrorKind::Refused(s) if matches!(**s, SendError::InvalidPartition(_))),
+        matches!(&e.kind, ErrorKind::Refused(s) if matches!(**s, SendError::InvalidPartition { .. })),
         "{e}"
     );
     // Far more than retry.backoff.ms, far less than metadata.max.age.ms (5 minutes).

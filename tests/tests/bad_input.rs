@@ -164,13 +164,13 @@ async fn invalid_topic_names_and_partitions() {
     // A negative partition is refused before anything is known about the topic.
     let r = full_record(topic, Some(-1), Bytes::from_static(b"bad"));
     let e = refusal(p.enqueue(r.clone()).await);
-    assert!(matches!(e, SendError::InvalidPartition(_)), "{e:?}");
+    assert!(matches!(e, SendError::InvalidPartition { .. }), "{e:?}");
     assert_eq!(e.into_record(), r);
     // Once metadata is known, a partition beyond the count is refused too.
     l.resolve(RESOLVE).await;
     let r = full_record(topic, Some(TOPIC_PARTITIONS), Bytes::from_static(b"bad"));
     let e = refusal(p.enqueue(r.clone()).await);
-    assert!(matches!(e, SendError::InvalidPartition(_)), "{e:?}");
+    assert!(matches!(e, SendError::InvalidPartition { .. }), "{e:?}");
     assert!(e.to_string().contains("invalid partition"), "{e}");
     assert_eq!(e.into_record(), r);
     // A negative timestamp is refused (as the Java client does), the record handed back.

@@ -411,7 +411,10 @@ impl Producer {
             return Err(SendError::InvalidTopic(record));
         }
         if record.partition.is_some_and(|p| p < 0) {
-            return Err(SendError::InvalidPartition(record));
+            return Err(SendError::InvalidPartition {
+                record,
+                partitions: None,
+            });
         }
         if record.timestamp < 0 {
             return Err(SendError::InvalidTimestamp(record));
@@ -482,7 +485,10 @@ impl Producer {
                 self.metadata.needed = true;
                 self.wakes.0 += 1;
             }
-            return Err(SendError::InvalidPartition(record));
+            return Err(SendError::InvalidPartition {
+                record,
+                partitions: Some(self.topics[ti].count),
+            });
         }
         let id = RecordId(self.next_record);
         self.next_record += 1;
