@@ -8,13 +8,15 @@
 //!     [--partitions P] [--size BYTES] [--linger-ms MS] [--batch-size BYTES]
 //!     [--clients kprod,kprod-many,rdkafka,java,franz,rdkafka-future] [--only CLIENT] [--keyless]
 //!     [--wire-stats] [--rdkafka-queue-kbytes KIB] [--same-topic]
-//!     [--kprod-set KEY=VALUE]... [--keep-going] [--rolling-topics] [--fresh-broker]
+//!     [--kprod-set KEY=VALUE]... [--keep-going] [--rolling-topics]
+//!     [--fresh-broker | --shared-broker]
 //!     [--kafka-jvm test|shipped]
 //! ```
 //!
 //! Every round, each client sends the same N messages of `--size` bytes (a distinct 8-byte
-//! counter followed by filler) to a fresh topic of its own (with `--fresh-broker`, on a Tansu
-//! restarted empty just before the run), and waits for every acknowledgement. The order of the clients alternates from round to round. Each run first
+//! counter followed by filler) to a fresh topic of its own (on Tansu, by default, on a Tansu
+//! restarted empty just before the run: `--fresh-broker`), and waits for every
+//! acknowledgement. The order of the clients alternates from round to round. Each run first
 //! creates its producer and sends one warm-up record (connection, metadata and producer id
 //! are therefore not timed), then measures:
 //!
@@ -149,7 +151,7 @@ usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--roun
                  [--batch-size BYTES] [--clients LIST] [--only CLIENT] [--keyless]
                  [--wire-stats] [--rdkafka-queue-kbytes KIB] [--same-topic]
                  [--kprod-set KEY=VALUE]... [--keep-going] [--rolling-topics]
-                 [--fresh-broker] [--kafka-jvm test|shipped]
+                 [--fresh-broker | --shared-broker] [--kafka-jvm test|shipped]
 
   --broker      tansu (one Tansu, in-memory) or kafka (Apache Kafka 4.4.0, KRaft)
                 (default tansu)
@@ -196,10 +198,14 @@ usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--roun
                 until the broker has removed the deleted logs (file.delete.delay.ms, 60 s
                 by default), which keep their files open until then
   --fresh-broker
-                (Tansu) restart Tansu before every client's run, warm-up runs included,
-                so that each run starts on empty in-memory storage and creates its topic
-                there: Tansu slows as its memory storage fills (its CPU per record grows
-                round after round), which otherwise charges whichever client runs later
+                (Tansu; the default there without --same-topic) restart Tansu before every
+                client's run, warm-up runs included, so that each run starts on empty
+                in-memory storage and creates its topic there: Tansu slows as its memory
+                storage fills (its CPU per record grows round after round), which would
+                charge whichever client runs later
+  --shared-broker
+                (Tansu) one Tansu for the whole bench, every round's topics created up
+                front (the bench before --fresh-broker)
   --kafka-jvm   (Kafka) the nodes' JVM settings: test (default; the suite's: 512 MiB heap,
                 serial GC, C1 only) or shipped (what kafka-server-start.sh gives a broker:
                 1 GiB heap, G1, C1 and C2)";
@@ -337,6 +343,7 @@ impl Args {
             shipped_jvm: false,
         };
         let mut warmup_rounds = None;
+        let mut fresh_broker = None;
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
             if flag == "-h" || flag == "--help" {
@@ -363,7 +370,11 @@ impl Args {
                 continue;
             }
             if flag == "--fresh-broker" {
-                a.fresh_broker = true;
+                fresh_broker = Some(true);
+                continue;
+            }
+            if flag == "--shared-broker" {
+                fresh_broker = Some(false);
                 continue;
             }
             let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -453,9 +464,16 @@ impl Args {
         if a.rolling_topics && (a.broker != BrokerKind::Kafka || a.same_topic) {
             return Err("--rolling-topics needs --broker kafka and no --same-topic".into());
         }
-        if a.fresh_broker && (a.broker != BrokerKind::Tansu || a.same_topic) {
-            return Err("--fresh-broker needs --broker tansu and no --same-topic".into());
-        }
+        a.fresh_broker = match fresh_broker {
+            Some(true) if a.broker != BrokerKind::Tansu || a.same_topic => {
+                return Err("--fresh-broker needs --broker tansu and no --same-topic".into());
+            }
+            Some(false) if a.broker != BrokerKind::Tansu => {
+                return Err("--shared-broker needs --broker tansu".into());
+            }
+            Some(fresh) => fresh,
+            None => a.broker == BrokerKind::Tansu && !a.same_topic,
+        };
         if a.shipped_jvm && a.broker != BrokerKind::Kafka {
             return Err("--kafka-jvm needs --broker kafka".into());
         }
