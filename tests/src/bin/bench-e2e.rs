@@ -153,7 +153,8 @@ usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--roun
                  [--kprod-set KEY=VALUE]... [--keep-going] [--rolling-topics]
                  [--fresh-broker | --shared-broker] [--kafka-jvm test|shipped]
 
-  --broker      tansu (one Tansu, in-memory) or kafka (Apache Kafka 4.4.0, KRaft)
+  --broker      tansu (Tansu, in-memory; by default restarted empty for every run) or kafka
+                (Apache Kafka 4.4.0, KRaft)
                 (default tansu)
   --kafka-nodes Kafka nodes, 1 or 3; topics get this replication factor (default 1)
   --messages    messages per run (default 200000)
