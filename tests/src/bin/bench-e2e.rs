@@ -160,7 +160,8 @@ usage: bench-e2e [--broker tansu|kafka] [--kafka-nodes N] [--messages N] [--roun
   --messages    messages per run (default 200000)
   --rounds      rounds; every round runs each client once (default 5)
   --warmup-rounds
-                unmeasured rounds first (default 1 with java or kafka, else 0)
+                unmeasured rounds first (default 3 with --kafka-jvm shipped, else 1 with
+                java or kafka, else 0)
   --partitions  partitions of each topic (default 4)
   --size        message value size in bytes, at least 8 (default 100)
   --linger-ms   linger.ms for every client (default 5)
@@ -481,9 +482,11 @@ impl Args {
         if a.kafka_nodes != 1 && a.broker != BrokerKind::Kafka {
             return Err("--kafka-nodes needs --broker kafka".into());
         }
-        // The JVMs (the Java producer, Kafka) need their JIT warmed up.
+        // The JVMs (the Java producer, Kafka) need their JIT warmed up; a shipped Kafka's C2
+        // compiler longer (its brokers still compiled through a second warm-up round).
         let jit = a.broker == BrokerKind::Kafka || a.clients.contains(&Client::Java);
-        a.warmup_rounds = warmup_rounds.unwrap_or(u32::from(jit));
+        let rounds = if a.shipped_jvm { 3 } else { 1 };
+        a.warmup_rounds = warmup_rounds.unwrap_or(if jit { rounds } else { 0 });
         Ok(a)
     }
 
