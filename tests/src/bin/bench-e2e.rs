@@ -1630,13 +1630,10 @@ fn java_version() -> String {
 // Brokers
 // ---------------------------------------------------------------------------------------------
 
-/// The `/proc/<pid>/stat` files of the broker's processes, for [`Meter::broker_stats`].
-fn broker_stat_files(broker: &Broker) -> Vec<String> {
-    broker
-        .pids()
-        .iter()
-        .map(|p| format!("/proc/{p}/stat"))
-        .collect()
+/// The `/proc/<pid>/stat` files of the broker's processes (`pids`), for
+/// [`Meter::broker_stats`].
+fn broker_stat_files(pids: &[u32]) -> Vec<String> {
+    pids.iter().map(|p| format!("/proc/{p}/stat")).collect()
 }
 
 enum Broker {
@@ -2124,7 +2121,7 @@ fn run_round(
             // topic created on it, and its new process measured.
             broker.restart()?;
             broker.create_topic(&topic(c), args.partitions);
-            meter.broker_stats = broker_stat_files(broker);
+            meter.broker_stats = broker_stat_files(&broker.pids());
         }
         let m = match run_one(rt, args, c, bootstrap, &topic(c), meter, peers) {
             Ok(m) => m,
@@ -2233,7 +2230,7 @@ fn main() -> ExitCode {
     let mut meter = Meter {
         ticks_per_second,
         client_stat: "/proc/self/stat".into(),
-        broker_stats: broker_stat_files(&broker),
+        broker_stats: broker_stat_files(&broker_pids),
         wire,
     };
     println!(
