@@ -26,8 +26,15 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use support::{floor, records, Rig};
 
-/// Records handed to the producer between two drains: about four default-size batches.
-const WINDOW: usize = 64;
+/// Records handed to the producer between two drains: four full batches of `batch_size` at
+/// `value_size` (a batch's 61-byte header, and each record its value and about 10 bytes of
+/// framing), as a busy producer hands its batches over full. (Until 2026-12-05 this was 64
+/// records at every size: four batches at 1 KiB, but less than half of one at 100 B, so
+/// every 100 B batch left with 64 records instead of about 148, paying its costs over fewer
+/// records than in steady state.)
+fn window(batch_size: usize, value_size: usize) -> usize {
+    4 * (batch_size.saturating_sub(61) / (value_size + 10)).max(1)
+}
 
 fn main() {
     if let Ok(side) = std::env::var("KPROD_BENCH_CALLGRIND") {
@@ -44,18 +51,18 @@ fn main() {
     );
     for value_size in [100usize, 1024] {
         // Kafka's default batch.size.
-        let mut rig = Rig::new(
-            std::env::var("KPROD_BENCH_BATCH")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(16 * 1024),
-        );
+        let batch_size = std::env::var("KPROD_BENCH_BATCH")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(16 * 1024);
+        let mut rig = Rig::new(batch_size);
+        let window = window(batch_size, value_size);
         let mut buf = BytesMut::with_capacity(n * value_size);
         let (mut best_k, mut best_f) = (Duration::MAX, Duration::MAX);
         for _ in 0..rounds {
             let batch = records(n, value_size);
             let same = records(n, value_size);
-            let (spent, sent) = rig.run(batch, WINDOW);
+            let (spent, sent) = rig.run(batch, window);
             best_k = best_k.min(spent);
             assert!(sent > n * value_size, "requests must carry every value");
             if std::env::var_os("KPROD_BENCH_ONLY_KPROD").is_some() {
@@ -95,13 +102,15 @@ fn callgrind(side: &str) {
     };
     let n = env("KPROD_BENCH_RECORDS", 20_000);
     let value_size = env("KPROD_BENCH_VALUE", 100);
-    let mut rig = Rig::new(env("KPROD_BENCH_BATCH", 16 * 1024));
+    let batch_size = env("KPROD_BENCH_BATCH", 16 * 1024);
+    let mut rig = Rig::new(batch_size);
+    let window = window(batch_size, value_size);
     let mut buf = BytesMut::with_capacity(n * value_size);
     match side {
         "kprod" => {
-            rig.run(records(n, value_size), WINDOW);
+            rig.run(records(n, value_size), window);
             let batch = records(n, value_size);
-            let sent = measured_kprod(&mut rig, batch);
+            let sent = measured_kprod(&mut rig, batch, window);
             assert!(sent > n * value_size, "requests must carry every value");
             assert_eq!(
                 rig.producer.pending_records(),
@@ -127,12 +136,12 @@ fn measured_floor(records: Vec<support::Record>, buf: &mut BytesMut) -> u32 {
 /// [`Rig::run`]'s loop, with the bench's own work (assembling frames, answering them) in
 /// [`untimed`].
 #[inline(never)]
-fn measured_kprod(rig: &mut Rig, records: Vec<support::Record>) -> usize {
+fn measured_kprod(rig: &mut Rig, records: Vec<support::Record>, window: usize) -> usize {
     let conn = rig.conn.expect("connected");
     let mut bytes = 0;
     let mut records = records.into_iter().peekable();
     while records.peek().is_some() || rig.producer.pending_records() > 0 {
-        for r in records.by_ref().take(WINDOW) {
+        for r in records.by_ref().take(window) {
             rig.producer.send(rig.now, r).unwrap();
         }
         rig.producer.flush(rig.now);
