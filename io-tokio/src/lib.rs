@@ -200,6 +200,7 @@ mod fine_timer;
 mod properties;
 mod sasl;
 mod security_extras;
+mod slots;
 #[cfg(feature = "tls")]
 mod tls;
 
@@ -876,29 +877,66 @@ impl std::error::Error for DeliveryError {}
 type Outcome = Result<(Arc<str>, i32, Option<i64>, Option<i64>, Acknowledgement), DeliveryError>;
 
 /// What the driver holds for each accepted record until it resolves, charged against
-/// `buffer.memory` with the record ([`ProducerConfig::record_overhead`]): its slot in
-/// [`Pending`] and its outcome channel's shared allocation (the outcome, two waker slots,
-/// the state and reference counts, the allocator's header). Without it a `buffer.memory` of
-/// 1 MiB held about 36,500 records of 8 bytes and 10 MiB of memory (review finding).
-const RECORD_OVERHEAD: usize = size_of::<Option<Done>>() + size_of::<Option<Outcome>>() + 72;
+/// `buffer.memory` with the record ([`ProducerConfig::record_overhead`]): its place in
+/// [`Pending`] and its outcome's slot, with its share of the slab the slot is in
+/// (`slots.rs`). Without it a `buffer.memory` of 1 MiB held about 36,500 records of 8
+/// bytes and 10 MiB of memory (review finding).
+const RECORD_OVERHEAD: usize =
+    size_of::<Option<Done>>() + size_of::<slots::Slab>().div_ceil(slots::SLAB);
 
 /// The outcome of an accepted record. Dropping it does not cancel the record: the record is
 /// delivered (or fails) as if the future were still held, [`ProducerHandle::flush`] and
 /// [`ProducerHandle::close`] still wait for it; only its outcome goes unobserved.
-#[derive(Debug)]
+///
+/// Polling it again after it returned its outcome panics, as for other one-shot futures.
 pub struct DeliveryFuture {
-    rx: oneshot::Receiver<Outcome>,
+    slot: slots::Bound,
     timestamp: i64,
+    /// It returned its outcome.
+    taken: bool,
+}
+
+impl std::fmt::Debug for DeliveryFuture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeliveryFuture")
+            .field("timestamp", &self.timestamp)
+            .field("taken", &self.taken)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DeliveryFuture {
+    fn new(slot: slots::Bound, timestamp: i64) -> Self {
+        Self {
+            slot,
+            timestamp,
+            taken: false,
+        }
+    }
 }
 
 impl Future for DeliveryFuture {
     type Output = Result<Delivery, DeliveryError>;
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let timestamp = self.timestamp;
-        Pin::new(&mut self.rx).poll(cx).map(|r| match r {
-            Ok(outcome) => delivery(outcome, timestamp),
-            Err(_) => Err(stopped()),
-        })
+        assert!(
+            !self.taken,
+            "DeliveryFuture polled after it returned its outcome"
+        );
+        let slots::Bound { slab, idx } = &self.slot;
+        let outcome = match slab.take(*idx, self.timestamp) {
+            Some(o) => o,
+            None => {
+                // Registered, then looked at again: an outcome written in between is seen
+                // here or wakes the task (see `slots.rs`).
+                slab.register(*idx, cx.waker());
+                match slab.take(*idx, self.timestamp) {
+                    Some(o) => o,
+                    None => return Poll::Pending,
+                }
+            }
+        };
+        self.taken = true;
+        Poll::Ready(outcome)
     }
 }
 
@@ -922,19 +960,20 @@ fn delivery(outcome: Outcome, timestamp: i64) -> Result<Delivery, DeliveryError>
 /// A record's outcome handler for [`ProducerHandle::enqueue_with`].
 type OnDelivery = Box<dyn FnOnce(Result<Delivery, DeliveryError>) + Send>;
 
-/// Where an accepted record's outcome goes: its [`DeliveryFuture`]'s channel, or the
-/// application's callback. Either way exactly once: a `Done` dropped without an outcome
-/// (the producer's task gone) tells the future, or calls the callback, "stopped".
+/// Where an accepted record's outcome goes: its [`DeliveryFuture`]'s slot (found by the
+/// record's id, `slots.rs`), or the application's callback. Either way exactly once: the
+/// producer's task closes the slots when it stops (a future still waiting then says
+/// "stopped"), and a callback dropped without an outcome is called with "stopped".
 #[derive(Debug)]
 enum Done {
-    Future(oneshot::Sender<Outcome>),
+    Future,
     Callback(Callback),
 }
 
 /// [`Done::Callback`]: the callback and its record's timestamp, negative until the record
 /// is accepted (a record's timestamp never is): only then is it armed, so a record refused
-/// (the caller gets the error, the record inside it) never calls it. Kept to three words,
-/// as a future's sender is one: every pending record holds one.
+/// (the caller gets the error, the record inside it) never calls it. Kept to three words:
+/// every pending record holds a `Done`.
 struct Callback {
     f: OnDelivery,
     timestamp: i64,
@@ -977,21 +1016,16 @@ impl Drop for Callback {
     }
 }
 
-impl Done {
+impl Callback {
     /// Hands `outcome` over: never under [`Shared::core`]'s lock, since a callback may use
     /// the producer.
-    fn complete(self, outcome: Outcome) {
-        match self {
-            Self::Future(tx) => {
-                let _ = tx.send(outcome);
-            }
-            Self::Callback(mut c) => {
-                let result = delivery(outcome, c.timestamp);
-                c.call(result);
-            }
-        }
+    fn complete(mut self, outcome: Outcome) {
+        let result = delivery(outcome, self.timestamp);
+        self.call(result);
     }
+}
 
+impl Done {
     /// The record was accepted with this timestamp: from now on the outcome is owed.
     fn arm(&mut self, timestamp: i64) {
         if let Self::Callback(c) = self {
@@ -1042,6 +1076,8 @@ struct Core {
     backlogged: bool,
     /// The driver task is gone: records are refused.
     stopped: bool,
+    /// The slots of the outcomes that [`DeliveryFuture`]s wait for.
+    slabs: slots::Slabs,
 }
 
 impl Core {
@@ -1053,8 +1089,9 @@ impl Core {
             Ok(id) => {
                 let mut done = done;
                 done.arm(timestamp);
+                let slot = matches!(done, Done::Future).then(|| self.slabs.bind(id.0));
                 self.pending.insert(id, done);
-                Verdict::Accepted
+                Verdict::Accepted(slot)
             }
             Err(SendError::QueueFull(record)) => Verdict::Full(record, done),
             // A failed core refuses every record as closed: say why instead.
@@ -1066,8 +1103,8 @@ impl Core {
 
 /// What the core made of an offered record.
 enum Verdict {
-    /// Accepted; its completion waits in `pending`.
-    Accepted,
+    /// Accepted; its completion waits in `pending`, and a future's outcome in this slot.
+    Accepted(Option<slots::Bound>),
     /// The buffer is full: the record and its completion are handed back to wait.
     Full(Record, Done),
     /// Refused for good, the record inside the error.
@@ -1132,11 +1169,16 @@ impl Pending {
     /// Every unresolved outcome handler, lowest id first (the stragglers are all below
     /// `base`): the order in which a stopped producer reports them, so that a partition's
     /// records still come in send order.
-    fn into_ordered(self) -> impl Iterator<Item = Done> {
+    fn into_ordered(self) -> impl Iterator<Item = (u64, Done)> {
         let Self {
-            slots, stragglers, ..
+            base,
+            slots,
+            stragglers,
+            ..
         } = self;
-        stragglers.into_values().chain(slots.into_iter().flatten())
+        let slots = (slots.into_iter().enumerate())
+            .filter_map(move |(k, done)| done.map(|d| (base + k as u64, d)));
+        stragglers.into_iter().chain(slots)
     }
 
     fn remove(&mut self, id: RecordId) -> Option<Done> {
@@ -1214,18 +1256,22 @@ impl Drop for Ticket {
 
 /// What [`ProducerHandle::try_accept`] did with a record.
 enum Accept {
-    /// Accepted, with the record's timestamp.
-    Accepted(i64),
+    /// Accepted, with the record's timestamp (and a future's slot).
+    Accepted(i64, Option<slots::Bound>),
     Refused(DeliveryError),
     /// Not accepted now (a full buffer, records waiting before it, a write backlog): it goes
     /// to the driver, which accepts it in order once there is room.
     Wait(Record, Done, Ticket),
 }
 
+/// A record's verdict on the way back to its sender: accepted (with its future's slot), or
+/// why not.
+type Verdicts = Result<Option<slots::Bound>, DeliveryError>;
+
 enum Command {
     Send {
         record: Record,
-        accepted: oneshot::Sender<Result<(), DeliveryError>>,
+        accepted: oneshot::Sender<Result<Option<slots::Bound>, DeliveryError>>,
         done: Done,
         /// When the application handed the record over: it waits for `buffer.memory` until
         /// `max.block.ms` after this, then is refused.
@@ -1237,8 +1283,8 @@ enum Command {
     SendMany {
         records: VecDeque<(Record, Done)>,
         /// The verdicts so far, one per record taken from the front of `records`.
-        results: Vec<Result<(), DeliveryError>>,
-        accepted: oneshot::Sender<Vec<Result<(), DeliveryError>>>,
+        results: Vec<Verdicts>,
+        accepted: oneshot::Sender<Vec<Verdicts>>,
         /// When the application handed the records over, or when one of them was last
         /// accepted: the rest wait until `max.block.ms` after this (a wait per record taken,
         /// as for records handed over one by one, not one for the whole call).
@@ -1470,6 +1516,7 @@ impl ProducerHandle {
                 notified: false,
                 backlogged: false,
                 stopped: false,
+                slabs: slots::Slabs::default(),
             }),
             wake: Notify::new(),
             waiting: AtomicUsize::new(0),
@@ -1486,6 +1533,7 @@ impl ProducerHandle {
             connecting: JoinSet::new(),
             io_tx,
             outbox: Vec::new(),
+            to_wake: Vec::new(),
             deferred: VecDeque::new(),
             deferred_purge_at: DEFERRED_PURGE_FROM,
             deferred_barriers: 0,
@@ -1563,9 +1611,10 @@ impl ProducerHandle {
     /// [`ErrorKind::Refused`] (invalid topic or partition, too large, producer closed), or
     /// the [`Fatal`] error once the producer has failed.
     pub async fn enqueue(&self, record: Record) -> Result<DeliveryFuture, DeliveryError> {
-        let (done, rx) = oneshot::channel();
-        let timestamp = self.accept(record, Done::Future(done)).await?;
-        Ok(DeliveryFuture { rx, timestamp })
+        match self.accept(record, Done::Future).await? {
+            (timestamp, Some(slot)) => Ok(DeliveryFuture::new(slot, timestamp)),
+            (_, None) => unreachable!("a future's record is bound to a slot"),
+        }
     }
 
     /// [`Self::enqueue`] with a callback instead of a [`DeliveryFuture`]: once the record is
@@ -1584,11 +1633,12 @@ impl ProducerHandle {
     /// callback that holds a [`ProducerHandle`] (to send a follow-up, say) keeps the
     /// producer open until it has run, as any handle does.
     ///
-    /// It saves the future's channel, its allocation and its wake-up per record. A closure
-    /// that captures nothing (counting into a `static`, say, as one shared Java `Callback`
-    /// would) is boxed without an allocation: in `bench-e2e` (client `kprod-callback`) it
-    /// took about a quarter off kprod's CPU per record (0.75×, 0.64–0.78 over 8 rounds at
-    /// 100 B on Tansu); one that captures an `Arc` saved about a tenth (0.91×).
+    /// It saves the future, its slot and its wake-up per record. A closure that captures
+    /// nothing (counting into a `static`, say, as one shared Java `Callback` would) is boxed
+    /// without an allocation: in `bench-e2e` (client `kprod-callback`, 100 B on Tansu) it
+    /// takes about a sixth off kprod's CPU per record (0.84×, 0.82–0.89 over 5 rounds; a
+    /// third when each future had a channel of its own, before outcomes shared slabs). One
+    /// that captures an `Arc` allocates per record and saved less (0.91× of the channels).
     ///
     /// Cancellation and errors: as [`Self::enqueue`].
     pub async fn enqueue_with<F>(&self, record: Record, on_delivery: F) -> Result<(), DeliveryError>
@@ -1600,14 +1650,19 @@ impl ProducerHandle {
     }
 
     /// Accepts `record` with the given outcome handler: on the caller's task when it can,
-    /// else through the driver. Returns the record's timestamp.
-    async fn accept(&self, record: Record, done: Done) -> Result<i64, DeliveryError> {
+    /// else through the driver. Returns the record's timestamp, and its slot for a
+    /// [`Done::Future`].
+    async fn accept(
+        &self,
+        record: Record,
+        done: Done,
+    ) -> Result<(i64, Option<slots::Bound>), DeliveryError> {
         let (record, done, ticket) = match self.try_accept(record, done) {
-            Accept::Accepted(timestamp) => {
+            Accept::Accepted(timestamp, slot) => {
                 // The only await point on this path: without it a loop of enqueues would
                 // never yield to the scheduler.
                 tokio::task::coop::consume_budget().await;
-                return Ok(timestamp);
+                return Ok((timestamp, slot));
             }
             Accept::Refused(e) => return Err(e),
             Accept::Wait(record, done, ticket) => (record, done, ticket),
@@ -1625,7 +1680,7 @@ impl ProducerHandle {
             return Err(refused_after_stop(self.fatal.get(), record));
         }
         match accepted_rx.await {
-            Ok(Ok(())) => Ok(timestamp),
+            Ok(Ok(slot)) => Ok((timestamp, slot)),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(stopped_before_acceptance()),
         }
@@ -1656,9 +1711,9 @@ impl ProducerHandle {
         let before = core.producer.wake_generation();
         let timestamp = record.timestamp;
         match core.offer(self.fatal.get(), at, record, done) {
-            Verdict::Accepted => {
+            Verdict::Accepted(slot) => {
                 wake_if_changed(shared, core, before);
-                Accept::Accepted(timestamp)
+                Accept::Accepted(timestamp, slot)
             }
             Verdict::Full(record, done) => Accept::Wait(record, done, Ticket::new(shared)),
             // A refusal may still have asked the driver for something: a record for a
@@ -1678,7 +1733,7 @@ impl ProducerHandle {
     fn accept_many(
         &self,
         queued: &mut VecDeque<(Record, Done)>,
-        results: &mut Vec<Result<(), DeliveryError>>,
+        results: &mut Vec<Verdicts>,
     ) -> Option<Ticket> {
         let shared = &self.shared;
         let mut core = shared.lock();
@@ -1690,7 +1745,7 @@ impl ProducerHandle {
         let at = now();
         while let Some((record, done)) = queued.pop_front() {
             match core.offer(self.fatal.get(), at, record, done) {
-                Verdict::Accepted => results.push(Ok(())),
+                Verdict::Accepted(slot) => results.push(Ok(slot)),
                 Verdict::Full(record, done) => {
                     queued.push_front((record, done));
                     break;
@@ -1741,23 +1796,19 @@ impl ProducerHandle {
     {
         let records = records.into_iter();
         let mut queued = VecDeque::with_capacity(records.size_hint().0);
-        let mut futures = Vec::with_capacity(records.size_hint().0);
+        let mut timestamps = Vec::with_capacity(records.size_hint().0);
         let stamp = self.shared.wall.ms_at(now());
         for mut record in records {
             if record.timestamp == 0 {
                 record.timestamp = stamp;
             }
-            let (done, rx) = oneshot::channel();
-            futures.push(DeliveryFuture {
-                rx,
-                timestamp: record.timestamp,
-            });
-            queued.push_back((record, Done::Future(done)));
+            timestamps.push(record.timestamp);
+            queued.push_back((record, Done::Future));
         }
-        if futures.is_empty() {
+        if timestamps.is_empty() {
             return Vec::new();
         }
-        let n = futures.len();
+        let n = timestamps.len();
         let mut results = Vec::with_capacity(n);
         let ticket = self.accept_many(&mut queued, &mut results);
         let verdicts = if queued.is_empty() {
@@ -1775,7 +1826,7 @@ impl ProducerHandle {
             match self.tx.send(cmd).await {
                 Ok(()) => accepted_rx
                     .await
-                    .unwrap_or_else(|_| vec![Err(stopped()); n]),
+                    .unwrap_or_else(|_| (0..n).map(|_| Err(stopped())).collect()),
                 Err(mpsc::error::SendError(cmd)) => {
                     let Command::SendMany {
                         records,
@@ -1794,10 +1845,14 @@ impl ProducerHandle {
                 }
             }
         };
-        futures
+        timestamps
             .into_iter()
             .zip(verdicts)
-            .map(|(f, v)| v.map(|()| f))
+            .map(|(timestamp, v)| match v {
+                Ok(Some(slot)) => Ok(DeliveryFuture::new(slot, timestamp)),
+                Ok(None) => unreachable!("a future's record is bound to a slot"),
+                Err(e) => Err(e),
+            })
             .collect()
     }
 
@@ -2167,8 +2222,11 @@ struct Driver<C: Connector> {
     conns: HashMap<ConnId, Conn>,
     connecting: JoinSet<(ConnId, io::Result<C::Stream>)>,
     io_tx: mpsc::Sender<(ConnId, ReadResult)>,
-    /// Outcomes taken from `Core::pending` under the lock, sent once it is released.
-    outbox: Vec<(Done, Outcome)>,
+    /// Callbacks' outcomes taken from `Core::pending` under the lock, called once it is
+    /// released. (A future's outcome goes into its slot under the lock.)
+    outbox: Vec<(Callback, Outcome)>,
+    /// Slabs with futures to wake once the lock is released (`slots.rs`).
+    to_wake: Vec<Arc<slots::Slab>>,
     /// Commands waiting behind a record refused with `QueueFull`, in arrival order.
     deferred: VecDeque<Command>,
     /// The length of `deferred` at which the sends their callers gave up are purged.
@@ -2252,12 +2310,14 @@ impl<C: Connector> Drop for Driver<C> {
         core.stopped = true;
         let _ = self.final_metrics.set(core.producer.metrics());
         let pending = std::mem::take(&mut core.pending);
+        let mut closed = core.slabs.close();
         drop(core);
-        // Each says "stopped" (a callback is called, a future's channel closes), lowest id
-        // first, outside the lock.
-        for done in pending.into_ordered() {
+        // Each says "stopped" (a callback is called, a future finds its slab closed), lowest
+        // id first, outside the lock.
+        for (_, done) in pending.into_ordered() {
             drop(done);
         }
+        slots::wake_all(&mut closed);
         self.refuse_commands();
     }
 }
@@ -2449,10 +2509,21 @@ impl<C: Connector> Driver<C> {
         }
     }
 
-    /// Sends the outcomes taken under the lock.
+    /// Hands over the outcomes taken under the lock: wakes the futures whose slots were
+    /// written, and calls the callbacks.
     fn deliver(&mut self) {
-        for (done, outcome) in self.outbox.drain(..) {
-            done.complete(outcome);
+        slots::wake_all(&mut self.to_wake);
+        for (callback, outcome) in self.outbox.drain(..) {
+            callback.complete(outcome);
+        }
+    }
+
+    /// Record `id`'s outcome, taken from `Core::pending` with `done`: into its slot, or to
+    /// its callback once the lock is released. (`Slabs::publish` after a run of these.)
+    fn resolve(&mut self, core: &mut Core, id: u64, done: Done, outcome: Outcome) {
+        match done {
+            Done::Future => core.slabs.resolve_whole(id, outcome),
+            Done::Callback(c) => self.outbox.push((c, outcome)),
         }
     }
 
@@ -2484,15 +2555,13 @@ impl<C: Connector> Driver<C> {
         core.producer.abort(now(), err.to_string());
         // The `Failed` events, and `Close` for every connection; nothing is sent any more.
         self.drain(core);
-        for done in std::mem::take(&mut core.pending).into_ordered() {
-            // Unreachable: the core failed every record it held. (Handed over once the lock
-            // is released, as every outcome is.)
+        for (id, done) in std::mem::take(&mut core.pending).into_ordered() {
+            // Unreachable: the core failed every record it held.
             let error = Fatal::Connection(err.clone());
-            self.outbox.push((
-                done,
-                Err(error.record_error(Persistence::PossiblyPersisted, None)),
-            ));
+            let outcome = Err(error.record_error(Persistence::PossiblyPersisted, None));
+            self.resolve(core, id, done, outcome);
         }
+        core.slabs.publish(&mut self.to_wake);
         self.conns.clear();
         self.connecting.abort_all();
         self.deadline = None;
@@ -2586,22 +2655,38 @@ impl<C: Connector> Driver<C> {
                     Acknowledgement::InSyncReplicas
                 };
                 for (id, offset) in d.records() {
-                    if let Some(tx) = core.pending.remove(id) {
-                        let topic = d.topic.clone();
-                        self.outbox
-                            .push((tx, Ok((topic, d.partition, offset, d.log_append_time, ack))));
+                    match core.pending.remove(id) {
+                        Some(Done::Future) => {
+                            let (topic, lat) = (&d.topic, d.log_append_time);
+                            core.slabs
+                                .deliver(id.0, topic, d.partition, offset, lat, ack);
+                        }
+                        Some(Done::Callback(c)) => {
+                            let topic = d.topic.clone();
+                            let outcome = Ok((topic, d.partition, offset, d.log_append_time, ack));
+                            self.outbox.push((c, outcome));
+                        }
+                        None => {}
                     }
                 }
+                core.slabs.publish(&mut self.to_wake);
             }
             Event::Sent(s) => {
                 let ack = Acknowledgement::Unacknowledged;
                 for &id in &s.ids {
-                    if let Some(tx) = core.pending.remove(id) {
-                        let topic = s.topic.clone();
-                        self.outbox
-                            .push((tx, Ok((topic, s.partition, None, None, ack))));
+                    match core.pending.remove(id) {
+                        Some(Done::Future) => {
+                            core.slabs
+                                .deliver(id.0, &s.topic, s.partition, None, None, ack);
+                        }
+                        Some(Done::Callback(c)) => {
+                            let outcome = Ok((s.topic.clone(), s.partition, None, None, ack));
+                            self.outbox.push((c, outcome));
+                        }
+                        None => {}
                     }
                 }
+                core.slabs.publish(&mut self.to_wake);
             }
             Event::Failed {
                 id,
@@ -2610,7 +2695,7 @@ impl<C: Connector> Driver<C> {
                 record,
                 detail,
             } => {
-                if let Some(tx) = core.pending.remove(id) {
+                if let Some(done) = core.pending.remove(id) {
                     let kind = match &self.failed {
                         // Failed by `fail`, through `Producer::abort`.
                         Some(e) => ErrorKind::Connection(e.clone()),
@@ -2622,7 +2707,8 @@ impl<C: Connector> Driver<C> {
                         record,
                         detail,
                     };
-                    self.outbox.push((tx, Err(error)));
+                    self.resolve(core, id.0, done, Err(error));
+                    core.slabs.publish(&mut self.to_wake);
                 }
             }
             Event::Fatal(_) if self.failed.is_some() => {} // our own abort, logged by `fail`
@@ -2823,9 +2909,9 @@ impl<C: Connector> Driver<C> {
                     return None; // the caller gave up before the record was accepted
                 }
                 match core.offer(self.fatal.get(), now(), record, done) {
-                    Verdict::Accepted => {
+                    Verdict::Accepted(slot) => {
                         self.refused_at = None;
-                        let _ = accepted.send(Ok(()));
+                        let _ = accepted.send(Ok(slot));
                     }
                     Verdict::Full(record, done) => {
                         self.refused_at = Some(held(&core.producer));
@@ -2856,9 +2942,9 @@ impl<C: Connector> Driver<C> {
                 let taken = results.len();
                 while let Some((record, done)) = records.pop_front() {
                     match core.offer(self.fatal.get(), at, record, done) {
-                        Verdict::Accepted => {
+                        Verdict::Accepted(slot) => {
                             self.refused_at = None;
-                            results.push(Ok(()));
+                            results.push(Ok(slot));
                         }
                         Verdict::Full(record, done) => {
                             self.refused_at = Some(held(&core.producer));
@@ -3361,24 +3447,13 @@ mod tests {
         );
     }
 
-    fn senders(n: usize) -> Vec<(Done, oneshot::Receiver<Outcome>)> {
-        (0..n)
-            .map(|_| {
-                let (tx, rx) = oneshot::channel();
-                (Done::Future(tx), rx)
-            })
-            .collect()
-    }
-
     #[test]
     fn pending_resolves_out_of_order_and_reports_the_lowest_unresolved_id() {
         let mut p = Pending::default();
         assert!(p.is_empty());
         assert_eq!(p.first(), None);
-        let mut rxs = Vec::new();
-        for (i, (tx, rx)) in senders(5).into_iter().enumerate() {
-            p.insert(RecordId(10 + i as u64), tx);
-            rxs.push(rx);
+        for i in 0..5 {
+            p.insert(RecordId(10 + i), Done::Future);
         }
         assert_eq!(p.first(), Some(RecordId(10)));
         assert!(p.remove(RecordId(12)).is_some());
@@ -3395,8 +3470,7 @@ mod tests {
         assert!(p.is_empty());
         assert_eq!(p.first(), None);
         // Empty again: the next id starts a new run.
-        let (tx, _rx) = oneshot::channel();
-        p.insert(RecordId(20), Done::Future(tx));
+        p.insert(RecordId(20), Done::Future);
         assert_eq!(p.first(), Some(RecordId(20)));
         assert!(!p.is_empty());
     }
@@ -3424,7 +3498,7 @@ mod tests {
             c.timestamp = Callback::UNARMED; // resolved elsewhere: not called here
         }
         assert!(!p.stragglers.is_empty(), "compaction moved 0 and 1 aside");
-        for done in p.into_ordered() {
+        for (_, done) in p.into_ordered() {
             drop(done);
         }
         let order = order.lock().unwrap();
@@ -3437,11 +3511,8 @@ mod tests {
     #[test]
     fn pending_stays_small_behind_a_few_unresolved_records() {
         let mut p = Pending::default();
-        let mut rxs = Vec::new();
         for id in 0..100_002u64 {
-            let (tx, rx) = oneshot::channel();
-            p.insert(RecordId(id), Done::Future(tx));
-            rxs.push(rx);
+            p.insert(RecordId(id), Done::Future);
             // Records 0 and 1 stay unresolved; each later one resolves soon after it is sent.
             if id >= 10 {
                 assert!(p.remove(RecordId(id - 8)).is_some());
