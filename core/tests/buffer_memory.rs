@@ -403,3 +403,29 @@ fn a_large_batch_size_is_charged_as_the_batch_grows() {
     assert_eq!(deliveries(&h.events).len(), 301);
     assert_eq!(h.p.buffered_bytes(), 0);
 }
+
+/// Memory the driver holds beyond each record's `record_overhead` (set with
+/// `set_external_memory`) counts against `buffer.memory` with the producer's own: a record
+/// that opens a batch with room for it without that memory is refused `QueueFull` with it,
+/// handed back, and what is buffered goes out at once (as for any refusal for memory)
+/// instead of lingering.
+#[test]
+fn the_drivers_own_memory_counts_against_buffer_memory() {
+    let mut h = lingering(BATCH);
+    h.p.send(h.now, small(0)).unwrap();
+    assert!(h.answer_until_produce(&[]).is_none(), "lingering");
+    let held = h.p.buffered_bytes();
+    assert!(held > BATCH && held < MEMORY / 2, "{held} B held");
+    h.p.set_external_memory(MEMORY - held);
+    // Too large for the open batch: it opens one of its own.
+    let other = || Record::new(TOPIC, vec![b'x'; BATCH]).with_partition(0);
+    match h.p.send(h.now, other()) {
+        Err(SendError::QueueFull(r)) => assert_eq!(r, other(), "the record handed back"),
+        r => panic!("{r:?}"),
+    }
+    h.drain();
+    let produce = std::iter::from_fn(|| h.next_frame()).any(|f| api_of(&f).0 == api_key::PRODUCE);
+    assert!(produce, "the lingering batch goes out for room");
+    h.p.set_external_memory(0);
+    h.p.send(h.now, other()).expect("room without it");
+}

@@ -881,8 +881,7 @@ type Outcome = Result<(Arc<str>, i32, Option<i64>, Option<i64>, Acknowledgement)
 /// [`Pending`] and its outcome's slot, with its share of the slab the slot is in
 /// (`slots.rs`). Without it a `buffer.memory` of 1 MiB held about 36,500 records of 8
 /// bytes and 10 MiB of memory (review finding).
-const RECORD_OVERHEAD: usize =
-    size_of::<Option<Done>>() + size_of::<slots::Slab>().div_ceil(slots::SLAB);
+const RECORD_OVERHEAD: usize = size_of::<Option<Done>>() + slots::SHARE;
 
 /// The outcome of an accepted record. Dropping it does not cancel the record: the record is
 /// delivered (or fails) as if the future were still held, [`ProducerHandle::flush`] and
@@ -911,6 +910,14 @@ impl DeliveryFuture {
             slot,
             timestamp,
             taken: false,
+        }
+    }
+}
+
+impl Drop for DeliveryFuture {
+    fn drop(&mut self) {
+        if !self.taken {
+            self.slot.slab.abandon(self.slot.idx);
         }
     }
 }
@@ -1084,6 +1091,9 @@ impl Core {
     /// Offers `record` to the core: the one place a `Producer::send` result becomes a verdict,
     /// for the handles' direct path and the driver alike.
     fn offer(&mut self, fatal: Option<&Fatal>, at: Instant, record: Record, done: Done) -> Verdict {
+        // The slabs kept for a few unresolved records count against `buffer.memory` beyond
+        // their records' charges (`Slabs::uncharged`).
+        self.producer.set_external_memory(self.slabs.uncharged());
         let timestamp = record.timestamp;
         match self.producer.send(at, record) {
             Ok(id) => {
@@ -2022,8 +2032,12 @@ impl ProducerHandle {
 
 /// What the core holds, in bytes against `buffer.memory` and in records against
 /// `queue.buffering.max.messages`: a send refused for room waits until either drops.
-fn held(p: &Producer) -> (usize, usize) {
-    (p.buffered_bytes(), p.pending_records())
+fn held(core: &Core) -> (usize, usize) {
+    let p = &core.producer;
+    (
+        p.buffered_bytes() + core.slabs.uncharged(),
+        p.pending_records(),
+    )
 }
 
 /// Releases the lock, then wakes the driver if records accepted under it changed the core's
@@ -2914,7 +2928,7 @@ impl<C: Connector> Driver<C> {
                         let _ = accepted.send(Ok(slot));
                     }
                     Verdict::Full(record, done) => {
-                        self.refused_at = Some(held(&core.producer));
+                        self.refused_at = Some(held(core));
                         return Some(Command::Send {
                             record,
                             accepted,
@@ -2947,7 +2961,7 @@ impl<C: Connector> Driver<C> {
                             results.push(Ok(slot));
                         }
                         Verdict::Full(record, done) => {
-                            self.refused_at = Some(held(&core.producer));
+                            self.refused_at = Some(held(core));
                             records.push_front((record, done));
                             // Records taken now: the rest wait again from now.
                             let since = if results.len() > taken { at } else { since };
@@ -3126,7 +3140,7 @@ impl<C: Connector> Driver<C> {
             // that waited for metadata take their batch's room), so either drop counts.
             let freed = match self.refused_at {
                 Some((bytes, records)) => {
-                    let (b, r) = held(&core.producer);
+                    let (b, r) = held(core);
                     b < bytes || r < records || core.producer.fatal_error().is_some()
                 }
                 None => true,

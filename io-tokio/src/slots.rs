@@ -29,8 +29,16 @@ use std::task::Waker;
 
 use crate::{Acknowledgement, Delivery, DeliveryError, Outcome, TimestampType};
 
-/// Record ids per slab.
-pub(crate) const SLAB: usize = 64;
+/// Record ids per slab: enough to share the allocation and the wake-up checks, few enough
+/// that a slab kept for one unresolved record (the others resolved) holds little (see
+/// [`Slabs::uncharged`]).
+pub(crate) const SLAB: usize = 16;
+
+/// What a slab occupies: the struct and the `Arc`'s counts.
+pub(crate) const SLAB_BYTES: usize = size_of::<Slab>() + 2 * size_of::<usize>();
+
+/// Each record's share of its slab, charged against `buffer.memory` with the record.
+pub(crate) const SHARE: usize = SLAB_BYTES.div_ceil(SLAB);
 
 // A slot's state: its kind in the low bits, and the acknowledgement (`ack_bits`) above.
 /// No outcome yet.
@@ -68,6 +76,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Default)]
 struct Slot {
     state: AtomicU8,
+    /// The future was dropped without its outcome: a whole outcome is not kept for it.
+    abandoned: AtomicBool,
     partition: AtomicI32,
     offset: AtomicI64,
 }
@@ -134,6 +144,25 @@ impl Slab {
                 drop(outcomes);
                 Some(crate::delivery(outcome, timestamp))
             }
+        }
+    }
+
+    /// The future of slot `idx` is dropped without its outcome: an outcome kept whole (a
+    /// failure holds its record) is let go now or when it comes, not when the slab goes.
+    pub(crate) fn abandon(&self, idx: u8) {
+        let slot = &self.slots[usize::from(idx)];
+        slot.abandoned.store(true, Ordering::SeqCst);
+        if slot.state.load(Ordering::SeqCst) & KIND == WHOLE {
+            self.drop_whole(idx);
+        }
+    }
+
+    fn drop_whole(&self, idx: u8) {
+        let mut outcomes = lock(&self.outcomes);
+        if let Some(at) = outcomes.iter().position(|(i, _)| *i == idx) {
+            let gone = outcomes.swap_remove(at);
+            drop(outcomes);
+            drop(gone);
         }
     }
 
@@ -210,6 +239,8 @@ pub(crate) struct Slabs {
     live: VecDeque<Entry>,
     /// Indexes into `live` of the entries written since the last `publish`.
     touched: Vec<usize>,
+    /// The sum of the entries' `unresolved`.
+    unresolved: u64,
 }
 
 impl Slabs {
@@ -234,6 +265,7 @@ impl Slabs {
         }
         let e = self.live.back_mut().expect("just ensured");
         e.unresolved += 1;
+        self.unresolved += 1;
         Bound {
             slab: Arc::clone(&e.slab),
             idx: (id % SLAB as u64) as u8,
@@ -251,6 +283,7 @@ impl Slabs {
         let at = self.find(id)?;
         let e = &mut self.live[at];
         e.unresolved -= 1;
+        self.unresolved -= 1;
         if !e.touched {
             e.touched = true;
             self.touched.push(at);
@@ -300,8 +333,30 @@ impl Slabs {
     }
 
     fn keep_whole(slab: &Slab, slot: &Slot, id: u64, outcome: Outcome) {
-        lock(&slab.outcomes).push(((id % SLAB as u64) as u8, outcome));
-        slot.state.store(WHOLE, Ordering::Release);
+        let idx = (id % SLAB as u64) as u8;
+        if slot.abandoned.load(Ordering::SeqCst) {
+            return; // nobody will read it: dropped here (its record with it)
+        }
+        lock(&slab.outcomes).push((idx, outcome));
+        slot.state.store(WHOLE, Ordering::SeqCst);
+        // The future may have been dropped in between: one of the two lets the outcome go.
+        if slot.abandoned.load(Ordering::SeqCst) {
+            slab.drop_whole(idx);
+        }
+    }
+
+    /// The memory of the slabs kept for unresolved records beyond what those records are
+    /// charged against `buffer.memory` ([`SHARE`] each), not counting the slab that takes
+    /// new ids: about nothing while records resolve in the order they were sent, up to a
+    /// slab per record when a few records keep slabs whose others resolved (one partition
+    /// without a leader among many, say). The driver counts it against `buffer.memory` too.
+    pub(crate) fn uncharged(&self) -> usize {
+        let Some(last) = self.live.back() else {
+            return 0;
+        };
+        let kept = (self.live.len() - 1) * SLAB_BYTES;
+        let charged = (self.unresolved - u64::from(last.unresolved)) as usize * SHARE;
+        kept.saturating_sub(charged)
     }
 
     /// After slots were written: the slabs whose futures wait for a wake-up go to `wake`
@@ -336,6 +391,7 @@ impl Slabs {
     /// `DriverStopped`) and handed back to be woken, [`wake_all`].
     pub(crate) fn close(&mut self) -> Vec<Arc<Slab>> {
         self.touched.clear();
+        self.unresolved = 0;
         (self.live.drain(..))
             .map(|e| {
                 e.slab.closed.store(true, Ordering::SeqCst);
@@ -454,25 +510,26 @@ mod tests {
     /// ids stays. Closing resolves every empty slot as "stopped", and keeps written ones.
     #[test]
     fn slabs_are_let_go_when_resolved_and_closed_when_the_driver_stops() {
+        const S: u64 = SLAB as u64;
         let mut slabs = Slabs::default();
         let topic: Arc<str> = Arc::from("t");
         let isr = Acknowledgement::InSyncReplicas;
-        let mut f: Vec<_> = (0..130).map(|id| future(&mut slabs, id, 1)).collect();
+        let mut f: Vec<_> = (0..2 * S + 2).map(|id| future(&mut slabs, id, 1)).collect();
         assert_eq!(slabs.len(), 3);
         let mut wake = Vec::new();
-        for id in 0..64 {
+        for id in 0..S {
             slabs.deliver(id, &topic, 0, Some(id as i64), None, isr);
         }
         slabs.publish(&mut wake);
         assert!(wake.is_empty(), "nobody waits");
         assert_eq!(slabs.len(), 2, "the first slab is resolved");
-        slabs.deliver(128, &topic, 0, Some(128), None, isr);
-        slabs.deliver(129, &topic, 0, Some(129), None, isr);
+        slabs.deliver(2 * S, &topic, 0, Some(2 * S as i64), None, isr);
+        slabs.deliver(2 * S + 1, &topic, 0, Some(2 * S as i64 + 1), None, isr);
         slabs.publish(&mut wake);
         assert_eq!(slabs.len(), 2, "the last slab takes new ids");
         let count = Arc::new(Count::default());
         let w = Waker::from(count.clone());
-        assert!(poll(&mut f[100], &w).is_pending());
+        assert!(poll(&mut f[SLAB + 3], &w).is_pending());
         let mut closed = slabs.close();
         assert_eq!(slabs.len(), 0);
         wake_all(&mut closed);
@@ -483,15 +540,68 @@ mod tests {
         );
         for (id, f) in f.iter_mut().enumerate() {
             match poll(f, &w) {
-                Poll::Ready(Ok(d)) if !(64..128).contains(&id) => {
+                Poll::Ready(Ok(d)) if !(SLAB..2 * SLAB).contains(&id) => {
                     assert_eq!(d.offset, Some(id as i64));
                 }
-                Poll::Ready(Err(e)) if (64..128).contains(&id) => {
+                Poll::Ready(Err(e)) if (SLAB..2 * SLAB).contains(&id) => {
                     assert!(matches!(e.kind, ErrorKind::DriverStopped));
                 }
                 other => panic!("record {id}: {other:?}"),
             }
         }
+    }
+
+    /// A slab kept for one unresolved record holds memory its record is not charged for:
+    /// counted, beside the slab taking new ids (which is not).
+    #[test]
+    fn slabs_kept_for_few_records_count_what_their_charges_miss() {
+        const S: u64 = SLAB as u64;
+        let mut slabs = Slabs::default();
+        let topic: Arc<str> = Arc::from("t");
+        let isr = Acknowledgement::InSyncReplicas;
+        let _f: Vec<_> = (0..4 * S).map(|id| future(&mut slabs, id, 1)).collect();
+        let dense = (3 * SLAB_BYTES).saturating_sub(3 * SLAB * SHARE);
+        assert_eq!(
+            slabs.uncharged(),
+            dense,
+            "dense: each record's share covers its slab"
+        );
+        assert_eq!(dense, 0);
+        // All but the first record of each slab resolve.
+        for id in (0..4 * S).filter(|id| id % S != 0) {
+            slabs.deliver(id, &topic, 0, Some(id as i64), None, isr);
+        }
+        slabs.publish(&mut Vec::new());
+        assert_eq!(slabs.len(), 4);
+        assert_eq!(slabs.uncharged(), 3 * (SLAB_BYTES - SHARE));
+        for id in [0, S, 2 * S, 3 * S] {
+            slabs.deliver(id, &topic, 0, Some(id as i64), None, isr);
+        }
+        slabs.publish(&mut Vec::new());
+        assert_eq!((slabs.len(), slabs.uncharged()), (1, 0));
+    }
+
+    /// A failure's outcome (which holds its record) is not kept for a future already
+    /// dropped, and is let go when its future is dropped unread.
+    #[test]
+    fn outcomes_kept_whole_go_with_their_futures() {
+        let mut slabs = Slabs::default();
+        let f0 = future(&mut slabs, 0, 1);
+        let f1 = future(&mut slabs, 1, 1);
+        let slab = Arc::clone(&f0.slot.slab);
+        let failed = || {
+            Err(DeliveryError::new(
+                ErrorKind::DriverStopped,
+                Persistence::NotPersisted,
+            ))
+        };
+        drop(f0);
+        slabs.resolve_whole(0, failed());
+        assert_eq!(lock(&slab.outcomes).len(), 0, "dropped before: not kept");
+        slabs.resolve_whole(1, failed());
+        assert_eq!(lock(&slab.outcomes).len(), 1);
+        drop(f1);
+        assert_eq!(lock(&slab.outcomes).len(), 0, "dropped after: let go");
     }
 
     /// Futures awaited on other threads while the writer fills their slots, in batches as

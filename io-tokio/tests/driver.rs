@@ -2027,6 +2027,51 @@ async fn tiny_records_are_bounded_by_buffer_memory_with_the_drivers_own_memory()
     assert!(m.buffered_records > 1000, "{} records", m.buffered_records);
 }
 
+/// Outcomes share slabs of 16 slots, kept while any of their records is unresolved: one
+/// partition that cannot deliver among 32 keeps a slab for each of its records (the other
+/// 15 records of each resolved), far more memory than its records are charged. That memory
+/// counts against `buffer.memory` too: the records waiting on the slow node stop at a few
+/// thousand (without it, 6,250: every 32nd of the 200,000 sent), and the rest of the call
+/// is refused `QueueFull` at `max.block.ms`, as for a full buffer.
+#[tokio::test(start_paused = true)]
+async fn slabs_kept_for_a_stuck_partition_count_against_buffer_memory() {
+    const MEMORY: usize = 1 << 20;
+    let broker = FakeBroker::two_nodes("t", 32, 7);
+    let cfg = config(&[
+        ("buffer.memory", "1048576"),
+        ("max.block.ms", "1000"),
+        ("delivery.timeout.ms", "7200000"),
+        ("request.timeout.ms", "3600000"),
+    ]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    drop(
+        h.send(Record::new("t", "warm").with_partition(7))
+            .await
+            .unwrap(),
+    );
+    // Node 2 leads partition 7 and now answers an hour late.
+    broker.script.lock().unwrap().slow_node = Some((2, Duration::from_secs(3600)));
+    let tiny = (0..200_000).map(|i| Record::new("t", format!("{i:08}")).with_partition(i % 32));
+    let results = h.enqueue_many(tiny.collect::<Vec<_>>()).await;
+    let refused = (results.iter())
+        .filter(|r| matches!(r, Err(e) if e.to_string().contains("buffer")))
+        .count();
+    let accepted = results.iter().filter(|r| r.is_ok()).count();
+    let m = h.metrics().await;
+    assert!(refused > 0, "{accepted} accepted, none refused");
+    assert_eq!(
+        accepted + refused,
+        200_000,
+        "every record accepted or refused as full"
+    );
+    assert!(m.buffered_bytes <= MEMORY, "{} B", m.buffered_bytes);
+    assert!(
+        (1_000..=4_000).contains(&m.buffered_records),
+        "{} records wait on the slow node ({accepted} accepted)",
+        m.buffered_records
+    );
+}
+
 /// Review findings: under `acks=0` the core counts handing a request to the driver as the
 /// connection's last traffic, while the driver may still hold its bytes. An idle close then
 /// dropped the queued writes (records already reported `Sent`: 80 of 300 reached the log in

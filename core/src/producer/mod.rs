@@ -138,6 +138,9 @@ pub struct Producer {
     broker_refusal: Option<responses::Refusal>,
     metadata: MetadataState,
     buffered_bytes: usize,
+    /// Memory the driver holds for accepted records beyond their `record_overhead`
+    /// ([`Self::set_external_memory`]), counted against `buffer.memory` too.
+    external_bytes: usize,
     pending_records: usize,
     flush_upto: Option<RecordId>,
     closing: bool,
@@ -247,6 +250,7 @@ impl Producer {
             bump_refused: false,
             metadata: MetadataState::default(),
             buffered_bytes: 0,
+            external_bytes: 0,
             pending_records: 0,
             flush_upto: None,
             closing: false,
@@ -296,6 +300,16 @@ impl Producer {
     /// Whether `close` was called and every record has resolved.
     pub fn is_closed(&self) -> bool {
         self.closed
+    }
+
+    /// Memory the driver holds for the records it accepted beyond what each record's
+    /// [`ProducerConfig::record_overhead`] charges (memory it shares between records and
+    /// cannot free while any of them is unresolved, say): counted against `buffer.memory`
+    /// with what the producer holds, so that a record that would pass the limit is refused
+    /// `QueueFull` as any is (and what is buffered goes out at once). Set it before each
+    /// [`Self::send`] whenever it changed; 0 by default.
+    pub fn set_external_memory(&mut self, bytes: usize) {
+        self.external_bytes = bytes;
     }
 
     /// The id the next accepted record will get.
