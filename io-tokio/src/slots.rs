@@ -40,6 +40,9 @@ pub(crate) const SLAB_BYTES: usize = size_of::<Slab>() + 2 * size_of::<usize>();
 /// Each record's share of its slab, charged against `buffer.memory` with the record.
 pub(crate) const SHARE: usize = SLAB_BYTES.div_ceil(SLAB);
 
+// A slot is 16 bytes; the slab's locks, topic and flags add under half as much again.
+const _: () = assert!(size_of::<Slot>() == 16 && SHARE <= 24);
+
 // A slot's state: its kind in the low bits, and the acknowledgement (`ack_bits`) above.
 /// No outcome yet.
 const EMPTY: u8 = 0;
@@ -335,7 +338,10 @@ impl Slabs {
     fn keep_whole(slab: &Slab, slot: &Slot, id: u64, outcome: Outcome) {
         let idx = (id % SLAB as u64) as u8;
         if slot.abandoned.load(Ordering::SeqCst) {
-            return; // nobody will read it: dropped here (its record with it)
+            // Nobody will read it: dropped here (its record with it). The slot still says
+            // it resolved, so that a waker its future left is let go at the next wake-up.
+            slot.state.store(WHOLE, Ordering::SeqCst);
+            return;
         }
         lock(&slab.outcomes).push((idx, outcome));
         slot.state.store(WHOLE, Ordering::SeqCst);
