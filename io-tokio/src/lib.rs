@@ -893,6 +893,8 @@ pub struct DeliveryFuture {
     timestamp: i64,
     /// It returned its outcome.
     taken: bool,
+    /// The waker it stored in its slot last.
+    stored: Option<slots::WakerId>,
 }
 
 impl std::fmt::Debug for DeliveryFuture {
@@ -910,6 +912,7 @@ impl DeliveryFuture {
             slot,
             timestamp,
             taken: false,
+            stored: None,
         }
     }
 }
@@ -929,21 +932,15 @@ impl Future for DeliveryFuture {
             !self.taken,
             "DeliveryFuture polled after it returned its outcome"
         );
-        let slots::Bound { slab, idx } = &self.slot;
-        let outcome = match slab.take(*idx, self.timestamp) {
-            Some(o) => o,
-            None => {
-                // Registered, then looked at again: an outcome written in between is seen
-                // here or wakes the task (see `slots.rs`).
-                slab.register(*idx, cx.waker());
-                match slab.take(*idx, self.timestamp) {
-                    Some(o) => o,
-                    None => return Poll::Pending,
-                }
+        let this = &mut *self;
+        let slots::Bound { slab, idx } = &this.slot;
+        match slab.poll(*idx, this.timestamp, cx.waker(), &mut this.stored) {
+            Some(outcome) => {
+                this.taken = true;
+                Poll::Ready(outcome)
             }
-        };
-        self.taken = true;
-        Poll::Ready(outcome)
+            None => Poll::Pending,
+        }
     }
 }
 
@@ -2239,8 +2236,9 @@ struct Driver<C: Connector> {
     /// Callbacks' outcomes taken from `Core::pending` under the lock, called once it is
     /// released. (A future's outcome goes into its slot under the lock.)
     outbox: Vec<(Callback, Outcome)>,
-    /// Slabs with futures to wake once the lock is released (`slots.rs`).
-    to_wake: Vec<Arc<slots::Slab>>,
+    /// Wakers of futures whose outcomes came, to wake once the lock is released
+    /// (`slots.rs`).
+    to_wake: Vec<std::task::Waker>,
     /// Commands waiting behind a record refused with `QueueFull`, in arrival order.
     deferred: VecDeque<Command>,
     /// The length of `deferred` at which the sends their callers gave up are purged.
@@ -2324,14 +2322,15 @@ impl<C: Connector> Drop for Driver<C> {
         core.stopped = true;
         let _ = self.final_metrics.set(core.producer.metrics());
         let pending = std::mem::take(&mut core.pending);
-        let mut closed = core.slabs.close();
+        let mut waiting = Vec::new();
+        core.slabs.close(&mut waiting);
         drop(core);
         // Each says "stopped" (a callback is called, a future finds its slab closed), lowest
         // id first, outside the lock.
         for (_, done) in pending.into_ordered() {
             drop(done);
         }
-        slots::wake_all(&mut closed);
+        slots::wake_all(&mut waiting);
         self.refuse_commands();
     }
 }

@@ -4,23 +4,24 @@
 //! A oneshot channel per record cost an allocation, a handful of atomic read-modify-writes
 //! and a cache line that crossed between the producer's task and the application's several
 //! times per record: about a third of kprod's CPU per record at 100 B (`bench-e2e`, client
-//! `kprod` at 0.44 µs per record against `kprod-callback` at 0.30). Here the outcomes of 64
+//! `kprod` at 0.44 µs per record against `kprod-callback` at 0.30). Here the outcomes of 16
 //! consecutive record ids share one allocation, a [`Slab`]: the producer's task writes an
-//! acknowledgement with three plain stores under the core's lock (no allocation, no atomic
-//! read-modify-write, no reference count touched), and looks for wakers once per event, not
-//! once per record. Each future holds the slab (one reference count, touched only by the
-//! thread that makes and drops futures) and reads its slot; an outcome that does not fit a
-//! slot (a failure, a log append time, a record of another topic than the slab's first) is
-//! kept whole beside the slots.
+//! acknowledgement with plain stores under the core's lock (no allocation, no atomic
+//! read-modify-write, no reference count touched) and wakes only the futures that wait. Each
+//! future holds the slab (one reference count, touched only by the threads that make and drop
+//! futures) and reads its slot; an outcome that does not fit a slot (a failure, a log append
+//! time, a record of another topic than the slab's first) is kept whole beside the slots.
 //!
 //! The registry ([`Slabs`], in the core's state) holds each slab while a record bound to it
 //! is unresolved, and the producer's task closes them all when it stops, so that every
 //! future still waiting resolves as `DriverStopped` rather than never.
 //!
-//! Wake-ups: a future that finds its slot empty registers its waker, raises
-//! [`Slab::has_wakers`], and looks again; the producer's task writes its slots, then (after a
-//! `SeqCst` fence) reads `has_wakers`. One of the two sees the other's write (a store, a
-//! fence, a load on each side), so no wake-up is lost.
+//! Wake-ups: a future that finds its slot empty stores its waker in the slot, raises the
+//! slot's `waiting` flag and looks again; the producer's task writes a run of slots, then
+//! (after one `SeqCst` fence) reads their flags and takes the wakers of those raised. One of
+//! the two sees the other's write (a store, then a load of the other's location, with the
+//! fence or `SeqCst` between), so no wake-up is lost; and each waiting future has a lock of
+//! its own, so that futures waiting side by side never contend.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicI64, AtomicU8, Ordering};
@@ -29,9 +30,8 @@ use std::task::Waker;
 
 use crate::{Acknowledgement, Delivery, DeliveryError, Outcome, TimestampType};
 
-/// Record ids per slab: enough to share the allocation and the wake-up checks, few enough
-/// that a slab kept for one unresolved record (the others resolved) holds little (see
-/// [`Slabs::uncharged`]).
+/// Record ids per slab: enough to share the allocation, few enough that a slab kept for one
+/// unresolved record (the others resolved) holds little (see [`Slabs::uncharged`]).
 pub(crate) const SLAB: usize = 16;
 
 /// What a slab occupies: the struct and the `Arc`'s counts.
@@ -40,8 +40,8 @@ pub(crate) const SLAB_BYTES: usize = size_of::<Slab>() + 2 * size_of::<usize>();
 /// Each record's share of its slab, charged against `buffer.memory` with the record.
 pub(crate) const SHARE: usize = SLAB_BYTES.div_ceil(SLAB);
 
-// A slot is 16 bytes; the slab's locks, topic and flags add under half as much again.
-const _: () = assert!(size_of::<Slot>() == 16 && SHARE <= 24);
+// A slot is 40 bytes; the slab's lock, topic and flag add a fraction of that.
+const _: () = assert!(size_of::<Slot>() == 40 && SHARE <= 48);
 
 // A slot's state: its kind in the low bits, and the acknowledgement (`ack_bits`) above.
 /// No outcome yet.
@@ -81,8 +81,22 @@ struct Slot {
     state: AtomicU8,
     /// The future was dropped without its outcome: a whole outcome is not kept for it.
     abandoned: AtomicBool,
+    /// The future stored a waker in `waker` and waits.
+    waiting: AtomicBool,
     partition: AtomicI32,
     offset: AtomicI64,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl Slot {
+    /// The waker of a future that waits on this slot, taken (after the writer's fence).
+    fn waiting_waker(&self) -> Option<Waker> {
+        if self.waiting.load(Ordering::SeqCst) {
+            lock(&self.waker).take()
+        } else {
+            None
+        }
+    }
 }
 
 /// The outcomes of [`SLAB`] consecutive record ids.
@@ -93,10 +107,6 @@ pub(crate) struct Slab {
     topic: OnceLock<Arc<str>>,
     /// Outcomes that do not fit a slot, by slot index.
     outcomes: Mutex<Vec<(u8, Outcome)>>,
-    /// Wakers of futures that found their slot empty, by slot index.
-    wakers: Mutex<Vec<(u8, Waker)>>,
-    /// `wakers` may hold some.
-    has_wakers: AtomicBool,
     /// The producer's task stopped: an empty slot stays empty.
     closed: AtomicBool,
 }
@@ -107,22 +117,22 @@ impl Slab {
             slots: std::array::from_fn(|_| Slot::default()),
             topic: OnceLock::new(),
             outcomes: Mutex::new(Vec::new()),
-            wakers: Mutex::new(Vec::new()),
-            has_wakers: AtomicBool::new(false),
             closed: AtomicBool::new(false),
         }
     }
 
-    /// Slot `idx`'s outcome for a record created at `timestamp`, if it has one (or
-    /// `DriverStopped` if it never will).
-    pub(crate) fn take(&self, idx: u8, timestamp: i64) -> Option<Result<Delivery, DeliveryError>> {
+    /// Slot `idx`'s outcome for a record created at `timestamp`, if it has one; with
+    /// `closing`, `DriverStopped` if it never will.
+    fn take(
+        &self,
+        idx: u8,
+        timestamp: i64,
+        closing: bool,
+    ) -> Option<Result<Delivery, DeliveryError>> {
         let slot = &self.slots[usize::from(idx)];
         let state = slot.state.load(Ordering::SeqCst);
         match state & KIND {
-            EMPTY => self
-                .closed
-                .load(Ordering::SeqCst)
-                .then(|| Err(crate::stopped())),
+            EMPTY => (closing && self.closed.load(Ordering::SeqCst)).then(|| Err(crate::stopped())),
             AT_OFFSET | NO_OFFSET => {
                 let topic = self
                     .topic
@@ -150,6 +160,43 @@ impl Slab {
         }
     }
 
+    /// Slot `idx`'s outcome, or `None` after storing `waker` to be woken when it comes.
+    /// `stored` is the identity of the waker the future stored last: a poll with the same
+    /// waker (a task polling its future again before the outcome) only looks at the slot.
+    pub(crate) fn poll(
+        &self,
+        idx: u8,
+        timestamp: i64,
+        waker: &Waker,
+        stored: &mut Option<WakerId>,
+    ) -> Option<Result<Delivery, DeliveryError>> {
+        if let Some(outcome) = self.take(idx, timestamp, true) {
+            return Some(outcome);
+        }
+        let id = WakerId::of(waker);
+        if *stored == Some(id) {
+            return None; // stored already, and taken only when the slot is written
+        }
+        let slot = &self.slots[usize::from(idx)];
+        {
+            let mut w = lock(&slot.waker);
+            match w.as_mut() {
+                Some(old) if old.will_wake(waker) => {}
+                Some(old) => old.clone_from(waker),
+                None => *w = Some(waker.clone()),
+            }
+        }
+        *stored = Some(id);
+        if !slot.waiting.load(Ordering::Relaxed) {
+            slot.waiting.store(true, Ordering::SeqCst);
+        } else {
+            // Raised already (and perhaps seen, its waker taken before this one was stored):
+            // the look below must still follow this store in the `SeqCst` order.
+            fence(Ordering::SeqCst);
+        }
+        self.take(idx, timestamp, true)
+    }
+
     /// The future of slot `idx` is dropped without its outcome: an outcome kept whole (a
     /// failure holds its record) is let go now or when it comes, not when the slab goes.
     pub(crate) fn abandon(&self, idx: u8) {
@@ -158,6 +205,8 @@ impl Slab {
         if slot.state.load(Ordering::SeqCst) & KIND == WHOLE {
             self.drop_whole(idx);
         }
+        // Its task need not be kept until the outcome comes.
+        drop(lock(&slot.waker).take());
     }
 
     fn drop_whole(&self, idx: u8) {
@@ -168,46 +217,16 @@ impl Slab {
             drop(gone);
         }
     }
+}
 
-    /// Registers `waker` for slot `idx` (replacing the one registered before, if any).
-    pub(crate) fn register(&self, idx: u8, waker: &Waker) {
-        let mut wakers = lock(&self.wakers);
-        match wakers.iter_mut().find(|(i, _)| *i == idx) {
-            Some((_, w)) => {
-                if !w.will_wake(waker) {
-                    w.clone_from(waker);
-                }
-            }
-            None => wakers.push((idx, waker.clone())),
-        }
-        self.has_wakers.store(true, Ordering::SeqCst);
-        drop(wakers);
-        // The other half of the writer's fence: the caller looks at the slot again after this.
-        fence(Ordering::SeqCst);
-    }
+/// Which waker a future stored ([`Slab::poll`]): the address of its data and of its
+/// vtable, as [`Waker::will_wake`] compares them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WakerId(usize, usize);
 
-    /// Wakes the futures whose slots were written (or all of them, once closed), outside the
-    /// wakers' lock.
-    fn wake(&self) {
-        let closed = self.closed.load(Ordering::SeqCst);
-        let mut ready = Vec::new();
-        {
-            let mut wakers = lock(&self.wakers);
-            wakers.retain(|(i, w)| {
-                let done =
-                    closed || self.slots[usize::from(*i)].state.load(Ordering::SeqCst) != EMPTY;
-                if done {
-                    ready.push(w.clone());
-                }
-                !done
-            });
-            if wakers.is_empty() {
-                self.has_wakers.store(false, Ordering::SeqCst);
-            }
-        }
-        for w in ready {
-            w.wake();
-        }
+impl WakerId {
+    fn of(w: &Waker) -> Self {
+        Self(w.data() as usize, std::ptr::from_ref(w.vtable()) as usize)
     }
 }
 
@@ -231,8 +250,6 @@ struct Entry {
     slab: Arc<Slab>,
     /// Records bound to it and not yet resolved.
     unresolved: u32,
-    /// Written since the last [`Slabs::publish`].
-    touched: bool,
 }
 
 /// The slabs holding unresolved records, by first id (kept under the core's lock).
@@ -240,8 +257,8 @@ struct Entry {
 pub(crate) struct Slabs {
     /// Ascending by `base`; the last one takes the new ids.
     live: VecDeque<Entry>,
-    /// Indexes into `live` of the entries written since the last `publish`.
-    touched: Vec<usize>,
+    /// The slots written since the last [`Self::publish`]: entry index and slot index.
+    written: Vec<(usize, u8)>,
     /// The sum of the entries' `unresolved`.
     unresolved: u64,
 }
@@ -255,15 +272,18 @@ impl Slabs {
                 self.live.back().is_none_or(|e| e.base < base),
                 "ids only grow"
             );
+            debug_assert!(
+                self.written.is_empty(),
+                "published before anything is bound"
+            );
             // The previous last slab takes no more ids: kept only while it holds records.
-            if (self.live.back()).is_some_and(|e| e.unresolved == 0 && !e.touched) {
+            if (self.live.back()).is_some_and(|e| e.unresolved == 0) {
                 self.live.pop_back();
             }
             self.live.push_back(Entry {
                 base,
                 slab: Arc::new(Slab::new()),
                 unresolved: 0,
-                touched: false,
             });
         }
         let e = self.live.back_mut().expect("just ensured");
@@ -281,17 +301,15 @@ impl Slabs {
         (self.live.get(at)?.base == base).then_some(at)
     }
 
-    /// The slot of bound record `id`, marked written (its entry counts one record fewer).
+    /// The slot of bound record `id`, noted as written (its entry counts one record fewer).
     fn resolve(&mut self, id: u64) -> Option<(&Slab, &Slot)> {
         let at = self.find(id)?;
+        let idx = (id % SLAB as u64) as u8;
         let e = &mut self.live[at];
         e.unresolved -= 1;
         self.unresolved -= 1;
-        if !e.touched {
-            e.touched = true;
-            self.touched.push(at);
-        }
-        let slot = &e.slab.slots[(id % SLAB as u64) as usize];
+        self.written.push((at, idx));
+        let slot = &e.slab.slots[usize::from(idx)];
         Some((&e.slab, slot))
     }
 
@@ -338,8 +356,7 @@ impl Slabs {
     fn keep_whole(slab: &Slab, slot: &Slot, id: u64, outcome: Outcome) {
         let idx = (id % SLAB as u64) as u8;
         if slot.abandoned.load(Ordering::SeqCst) {
-            // Nobody will read it: dropped here (its record with it). The slot still says
-            // it resolved, so that a waker its future left is let go at the next wake-up.
+            // Nobody will read it: dropped here (its record with it).
             slot.state.store(WHOLE, Ordering::SeqCst);
             return;
         }
@@ -365,45 +382,44 @@ impl Slabs {
         kept.saturating_sub(charged)
     }
 
-    /// After slots were written: the slabs whose futures wait for a wake-up go to `wake`
-    /// (wake them outside the core's lock, [`wake_all`]), and slabs with no unresolved record
-    /// that take no new ids are let go.
-    pub(crate) fn publish(&mut self, wake: &mut Vec<Arc<Slab>>) {
-        if self.touched.is_empty() {
+    /// After slots were written: the wakers of the futures waiting on them go to `wake` (wake
+    /// them outside the core's lock, [`wake_all`]), and slabs with no unresolved record that
+    /// take no new ids are let go.
+    pub(crate) fn publish(&mut self, wake: &mut Vec<Waker>) {
+        if self.written.is_empty() {
             return;
         }
-        // The other half of `Slab::register`'s fence.
+        // The other half of `Slab::poll`'s store and look.
         fence(Ordering::SeqCst);
         let last = self.live.len() - 1;
         let mut gone = Vec::new();
-        for &at in &self.touched {
-            let e = &mut self.live[at];
-            e.touched = false;
-            if e.slab.has_wakers.load(Ordering::SeqCst) {
-                wake.push(Arc::clone(&e.slab));
-            }
-            if e.unresolved == 0 && at != last {
+        for &(at, idx) in &self.written {
+            let e = &self.live[at];
+            wake.extend(e.slab.slots[usize::from(idx)].waiting_waker());
+            if e.unresolved == 0 && at != last && gone.last() != Some(&at) {
                 gone.push(at);
             }
         }
-        self.touched.clear();
+        self.written.clear();
         gone.sort_unstable();
+        gone.dedup();
         for at in gone.into_iter().rev() {
             self.live.remove(at);
         }
     }
 
     /// The producer's task stops: every slab is closed (an empty slot resolves as
-    /// `DriverStopped`) and handed back to be woken, [`wake_all`].
-    pub(crate) fn close(&mut self) -> Vec<Arc<Slab>> {
-        self.touched.clear();
+    /// `DriverStopped`), and the wakers of the futures still waiting go to `wake`.
+    pub(crate) fn close(&mut self, wake: &mut Vec<Waker>) {
+        self.publish(wake);
         self.unresolved = 0;
-        (self.live.drain(..))
-            .map(|e| {
-                e.slab.closed.store(true, Ordering::SeqCst);
-                e.slab
-            })
-            .collect()
+        let slabs: Vec<Arc<Slab>> = self.live.drain(..).map(|e| e.slab).collect();
+        for slab in &slabs {
+            slab.closed.store(true, Ordering::SeqCst);
+        }
+        for slab in &slabs {
+            wake.extend(slab.slots.iter().filter_map(Slot::waiting_waker));
+        }
     }
 
     #[cfg(test)]
@@ -412,10 +428,10 @@ impl Slabs {
     }
 }
 
-/// Wakes the futures of `slabs` whose slots were written (every one, for a closed slab).
-pub(crate) fn wake_all(slabs: &mut Vec<Arc<Slab>>) {
-    for slab in slabs.drain(..) {
-        slab.wake();
+/// Wakes the futures whose wakers `publish` or `close` took.
+pub(crate) fn wake_all(wakers: &mut Vec<Waker>) {
+    for w in wakers.drain(..) {
+        w.wake();
     }
 }
 
@@ -476,7 +492,7 @@ mod tests {
         slabs.resolve_whole(4, Err(err));
         let mut wake = Vec::new();
         slabs.publish(&mut wake);
-        assert_eq!(wake.len(), 1, "one slab with a waker");
+        assert_eq!(wake.len(), 1, "one future waits");
         wake_all(&mut wake);
         assert_eq!(count.woken.load(Ordering::SeqCst), 1);
         let Poll::Ready(Ok(d)) = poll(&mut f[0], &w) else {
@@ -536,7 +552,8 @@ mod tests {
         let count = Arc::new(Count::default());
         let w = Waker::from(count.clone());
         assert!(poll(&mut f[SLAB + 3], &w).is_pending());
-        let mut closed = slabs.close();
+        let mut closed = Vec::new();
+        slabs.close(&mut closed);
         assert_eq!(slabs.len(), 0);
         wake_all(&mut closed);
         assert_eq!(
@@ -608,6 +625,27 @@ mod tests {
         assert_eq!(lock(&slab.outcomes).len(), 1);
         drop(f1);
         assert_eq!(lock(&slab.outcomes).len(), 0, "dropped after: let go");
+    }
+
+    /// A future polled again with another waker (moved to another task, say) wakes that one
+    /// only; polled again with the same one, it is woken once.
+    #[test]
+    fn the_waker_of_the_last_poll_is_woken() {
+        let mut slabs = Slabs::default();
+        let topic: Arc<str> = Arc::from("t");
+        let mut f = future(&mut slabs, 0, 1);
+        let (a, b) = (Arc::new(Count::default()), Arc::new(Count::default()));
+        let (wa, wb) = (Waker::from(a.clone()), Waker::from(b.clone()));
+        assert!(poll(&mut f, &wa).is_pending());
+        assert!(poll(&mut f, &wb).is_pending());
+        assert!(poll(&mut f, &wb).is_pending());
+        slabs.deliver(0, &topic, 0, Some(5), None, Acknowledgement::InSyncReplicas);
+        let mut wake = Vec::new();
+        slabs.publish(&mut wake);
+        wake_all(&mut wake);
+        let woken = |c: &Arc<Count>| c.woken.load(Ordering::SeqCst);
+        assert_eq!((woken(&a), woken(&b)), (0, 1));
+        assert!(matches!(poll(&mut f, &wb), Poll::Ready(Ok(ref d)) if d.offset == Some(5)));
     }
 
     /// Futures awaited on other threads while the writer fills their slots, in batches as

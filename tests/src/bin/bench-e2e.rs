@@ -1211,6 +1211,7 @@ async fn run_kprod_tasks(
     })
     .await?;
     let end = meter.end();
+    print_request_shape(&producer).await;
     producer.close().await;
     tally.check(args.messages)?;
     Ok(meter.measure(start, end))
