@@ -40,7 +40,9 @@ pub(crate) const SLAB_BYTES: usize = size_of::<Slab>() + 2 * size_of::<usize>();
 /// Each record's share of its slab, charged against `buffer.memory` with the record.
 pub(crate) const SHARE: usize = SLAB_BYTES.div_ceil(SLAB);
 
-// A slot is 40 bytes; the slab's lock, topic and flag add a fraction of that.
+// A slot is 40 bytes where std's `Mutex` is one futex word (Linux; elsewhere a pointer to a
+// pthread mutex, say, makes it larger); the slab's lock, topic and flag add a fraction.
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 const _: () = assert!(size_of::<Slot>() == 40 && SHARE <= 48);
 
 // A slot's state: its kind in the low bits, and the acknowledgement (`ack_bits`) above.
@@ -178,14 +180,15 @@ impl Slab {
             return None; // stored already, and taken only when the slot is written
         }
         let slot = &self.slots[usize::from(idx)];
-        {
+        let replaced = {
             let mut w = lock(&slot.waker);
-            match w.as_mut() {
-                Some(old) if old.will_wake(waker) => {}
-                Some(old) => old.clone_from(waker),
-                None => *w = Some(waker.clone()),
+            match w.as_ref() {
+                Some(old) if old.will_wake(waker) => None,
+                _ => w.replace(waker.clone()),
             }
-        }
+        };
+        // A waker is dropped outside the slot's lock: its task's destructor may run.
+        drop(replaced);
         *stored = Some(id);
         if !slot.waiting.load(Ordering::Relaxed) {
             slot.waiting.store(true, Ordering::SeqCst);
@@ -205,8 +208,9 @@ impl Slab {
         if slot.state.load(Ordering::SeqCst) & KIND == WHOLE {
             self.drop_whole(idx);
         }
-        // Its task need not be kept until the outcome comes.
-        drop(lock(&slot.waker).take());
+        // Its task need not be kept until the outcome comes (dropped outside the lock).
+        let waker = lock(&slot.waker).take();
+        drop(waker);
     }
 
     fn drop_whole(&self, idx: u8) {
@@ -230,10 +234,21 @@ impl WakerId {
     }
 }
 
-/// A record's slot, for its future.
+/// A record's slot, for its future. Dropped before its outcome was taken (the future never
+/// made, or dropped), it abandons the slot.
 pub(crate) struct Bound {
     pub(crate) slab: Arc<Slab>,
     pub(crate) idx: u8,
+    /// The outcome was taken.
+    pub(crate) taken: bool,
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        if !self.taken {
+            self.slab.abandon(self.idx);
+        }
+    }
 }
 
 impl std::fmt::Debug for Bound {
@@ -247,7 +262,10 @@ impl std::fmt::Debug for Bound {
 struct Entry {
     /// The first record id of the slab (a multiple of [`SLAB`]).
     base: u64,
-    slab: Arc<Slab>,
+    /// `None` once let go: every record bound to it resolved and it takes no new ids. Such
+    /// an entry stays until it reaches the front or [`Slabs::publish`] compacts, so that
+    /// letting a slab go in the middle costs no shift of the entries after it.
+    slab: Option<Arc<Slab>>,
     /// Records bound to it and not yet resolved.
     unresolved: u32,
 }
@@ -255,8 +273,10 @@ struct Entry {
 /// The slabs holding unresolved records, by first id (kept under the core's lock).
 #[derive(Default)]
 pub(crate) struct Slabs {
-    /// Ascending by `base`; the last one takes the new ids.
+    /// Ascending by `base`; the last one takes the new ids (and is never let go).
     live: VecDeque<Entry>,
+    /// Entries of `live` whose slab was let go.
+    gone: usize,
     /// The slots written since the last [`Self::publish`]: entry index and slot index.
     written: Vec<(usize, u8)>,
     /// The sum of the entries' `unresolved`.
@@ -282,7 +302,7 @@ impl Slabs {
             }
             self.live.push_back(Entry {
                 base,
-                slab: Arc::new(Slab::new()),
+                slab: Some(Arc::new(Slab::new())),
                 unresolved: 0,
             });
         }
@@ -290,8 +310,9 @@ impl Slabs {
         e.unresolved += 1;
         self.unresolved += 1;
         Bound {
-            slab: Arc::clone(&e.slab),
+            slab: Arc::clone(e.slab.as_ref().expect("the last slab is kept")),
             idx: (id % SLAB as u64) as u8,
+            taken: false,
         }
     }
 
@@ -306,11 +327,12 @@ impl Slabs {
         let at = self.find(id)?;
         let idx = (id % SLAB as u64) as u8;
         let e = &mut self.live[at];
+        let slab = e.slab.as_ref()?;
         e.unresolved -= 1;
         self.unresolved -= 1;
         self.written.push((at, idx));
-        let slot = &e.slab.slots[usize::from(idx)];
-        Some((&e.slab, slot))
+        let slot = &slab.slots[usize::from(idx)];
+        Some((slab, slot))
     }
 
     /// Record `id` was delivered: its outcome goes into its slot if it fits one.
@@ -377,7 +399,7 @@ impl Slabs {
         let Some(last) = self.live.back() else {
             return 0;
         };
-        let kept = (self.live.len() - 1) * SLAB_BYTES;
+        let kept = (self.live.len() - 1 - self.gone) * SLAB_BYTES;
         let charged = (self.unresolved - u64::from(last.unresolved)) as usize * SHARE;
         kept.saturating_sub(charged)
     }
@@ -391,20 +413,29 @@ impl Slabs {
         }
         // The other half of `Slab::poll`'s store and look.
         fence(Ordering::SeqCst);
-        let last = self.live.len() - 1;
-        let mut gone = Vec::new();
         for &(at, idx) in &self.written {
-            let e = &self.live[at];
-            wake.extend(e.slab.slots[usize::from(idx)].waiting_waker());
-            if e.unresolved == 0 && at != last && gone.last() != Some(&at) {
-                gone.push(at);
+            if let Some(slab) = &self.live[at].slab {
+                wake.extend(slab.slots[usize::from(idx)].waiting_waker());
+            }
+        }
+        // Then (every waiting slot seen) the slabs whose records all resolved are let go.
+        let last = self.live.len() - 1;
+        for &(at, _) in &self.written {
+            let e = &mut self.live[at];
+            if e.unresolved == 0 && at != last && e.slab.take().is_some() {
+                self.gone += 1;
             }
         }
         self.written.clear();
-        gone.sort_unstable();
-        gone.dedup();
-        for at in gone.into_iter().rev() {
-            self.live.remove(at);
+        while self.live.front().is_some_and(|e| e.slab.is_none()) {
+            self.live.pop_front();
+            self.gone -= 1;
+        }
+        // Entries let go in the middle (records resolved out of order, around a stuck
+        // partition's) are dropped once they are half of all: a pass per as many let go.
+        if self.gone > 64 && 2 * self.gone > self.live.len() {
+            self.live.retain(|e| e.slab.is_some());
+            self.gone = 0;
         }
     }
 
@@ -413,7 +444,8 @@ impl Slabs {
     pub(crate) fn close(&mut self, wake: &mut Vec<Waker>) {
         self.publish(wake);
         self.unresolved = 0;
-        let slabs: Vec<Arc<Slab>> = self.live.drain(..).map(|e| e.slab).collect();
+        self.gone = 0;
+        let slabs: Vec<Arc<Slab>> = self.live.drain(..).filter_map(|e| e.slab).collect();
         for slab in &slabs {
             slab.closed.store(true, Ordering::SeqCst);
         }
@@ -424,7 +456,7 @@ impl Slabs {
 
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.live.len()
+        self.live.len() - self.gone
     }
 }
 
@@ -572,6 +604,97 @@ mod tests {
                 other => panic!("record {id}: {other:?}"),
             }
         }
+    }
+
+    /// Every waiting future of a slab resolved whole in one event is woken, the slab let go
+    /// only after its wakers are taken.
+    #[test]
+    fn every_waiting_future_of_a_slab_resolved_at_once_is_woken() {
+        const S: u64 = SLAB as u64;
+        let mut slabs = Slabs::default();
+        let topic: Arc<str> = Arc::from("t");
+        let mut f: Vec<_> = (0..S).map(|id| future(&mut slabs, id, 1)).collect();
+        let count = Arc::new(Count::default());
+        let w = Waker::from(count.clone());
+        for f in &mut f {
+            assert!(poll(f, &w).is_pending());
+        }
+        let _next = future(&mut slabs, S, 1); // the first slab takes no more ids
+        for id in 0..S {
+            slabs.deliver(
+                id,
+                &topic,
+                0,
+                Some(id as i64),
+                None,
+                Acknowledgement::Leader,
+            );
+        }
+        let mut wake = Vec::new();
+        slabs.publish(&mut wake);
+        assert_eq!(wake.len(), SLAB, "each waiting future's waker");
+        assert_eq!(slabs.len(), 1, "the resolved slab is let go");
+        wake_all(&mut wake);
+        for (id, f) in f.iter_mut().enumerate() {
+            assert!(matches!(poll(f, &w), Poll::Ready(Ok(d)) if d.offset == Some(id as i64)));
+        }
+    }
+
+    /// Slabs resolved out of order (every other one kept by a record still unresolved) are
+    /// let go without shifting the others, and the registry is compacted once they are half
+    /// of it; its count of kept memory stays exact throughout.
+    #[test]
+    fn slabs_let_go_out_of_order_are_dropped_and_compacted() {
+        const S: u64 = SLAB as u64;
+        const N: u64 = 400;
+        let mut slabs = Slabs::default();
+        let topic: Arc<str> = Arc::from("t");
+        let f: Vec<_> = (0..N * S + 1).map(|id| future(&mut slabs, id, 1)).collect();
+        let isr = Acknowledgement::InSyncReplicas;
+        let mut wake = Vec::new();
+        // Every record resolves but the first of each odd slab.
+        for id in 0..N * S {
+            if !((id / S) % 2 == 1 && id % S == 0) {
+                slabs.deliver(id, &topic, 0, Some(0), None, isr);
+                slabs.publish(&mut wake);
+            }
+        }
+        assert_eq!(slabs.len(), N as usize / 2 + 1);
+        assert!(slabs.gone <= 64 || 2 * slabs.gone <= slabs.live.len());
+        let kept = N as usize / 2;
+        assert_eq!(slabs.uncharged(), kept * (SLAB_BYTES - SHARE));
+        // The stuck records resolve, the last first: the entries let go pile up behind the
+        // first kept one until a compaction drops them.
+        let mut compacted = false;
+        for k in (0..N / 2).rev() {
+            let entries = slabs.live.len();
+            slabs.resolve_whole(
+                (2 * k + 1) * S,
+                Ok((Arc::clone(&topic), 0, None, None, isr)),
+            );
+            slabs.publish(&mut wake);
+            compacted |= slabs.live.len() + 1 < entries;
+            assert!(slabs.gone <= 64 || 2 * slabs.gone <= slabs.live.len());
+            assert_eq!(slabs.uncharged(), k as usize * (SLAB_BYTES - SHARE));
+        }
+        assert!(compacted, "entries let go in the middle are dropped");
+        assert_eq!(slabs.len(), 1);
+        assert_eq!(slabs.live.len(), 1);
+        assert_eq!(slabs.uncharged(), 0);
+        drop(f);
+    }
+
+    /// A slot whose future is never made (its caller went away after the record was taken)
+    /// is abandoned all the same: a failure kept whole for it is let go.
+    #[test]
+    fn a_bound_slot_dropped_without_its_future_is_abandoned() {
+        let mut slabs = Slabs::default();
+        let bound = slabs.bind(0);
+        let slab = Arc::clone(&bound.slab);
+        drop(bound);
+        let err = DeliveryError::new(ErrorKind::DriverStopped, Persistence::NotPersisted);
+        slabs.resolve_whole(0, Err(err));
+        assert!(lock(&slab.outcomes).is_empty(), "nobody will read it");
     }
 
     /// A slab kept for one unresolved record holds memory its record is not charged for:

@@ -2058,6 +2058,10 @@ async fn slabs_kept_for_a_stuck_partition_count_against_buffer_memory() {
         .count();
     let accepted = results.iter().filter(|r| r.is_ok()).count();
     let m = h.metrics().await;
+    eprintln!(
+        "{accepted} accepted, {refused} refused; {} records ({} B) wait on the slow node",
+        m.buffered_records, m.buffered_bytes
+    );
     assert!(refused > 0, "{accepted} accepted, none refused");
     assert_eq!(
         accepted + refused,
