@@ -51,10 +51,7 @@ fn main() {
     );
     for value_size in [100usize, 1024] {
         // Kafka's default batch.size.
-        let batch_size = std::env::var("KPROD_BENCH_BATCH")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(16 * 1024);
+        let batch_size = env("KPROD_BENCH_BATCH", 16 * 1024);
         let mut rig = Rig::new(batch_size);
         let window = window(batch_size, value_size);
         let mut buf = BytesMut::with_capacity(n * value_size);
@@ -93,13 +90,15 @@ fn main() {
 }
 
 /// One measured round of one side, for callgrind (see the module documentation).
+/// The number in environment variable `k`, else `d`.
+fn env(k: &str, d: usize) -> usize {
+    std::env::var(k)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(d)
+}
+
 fn callgrind(side: &str) {
-    let env = |k: &str, d: usize| {
-        std::env::var(k)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(d)
-    };
     let n = env("KPROD_BENCH_RECORDS", 20_000);
     let value_size = env("KPROD_BENCH_VALUE", 100);
     let batch_size = env("KPROD_BENCH_BATCH", 16 * 1024);

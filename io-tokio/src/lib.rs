@@ -2526,6 +2526,30 @@ impl<C: Connector> Driver<C> {
         }
     }
 
+    /// Record `id`, if still pending, was delivered to `(topic, partition)` (at `offset`, or
+    /// without one under `acks=0`): into its slot, or to its callback once the lock is
+    /// released. (`Slabs::publish` after a run of these.)
+    fn delivered(
+        &mut self,
+        core: &mut Core,
+        id: RecordId,
+        (topic, partition): (&Arc<str>, i32),
+        offset: Option<i64>,
+        log_append_time: Option<i64>,
+        ack: Acknowledgement,
+    ) {
+        match core.pending.remove(id) {
+            Some(Done::Future) => {
+                (core.slabs).deliver(id.0, topic, partition, offset, log_append_time, ack);
+            }
+            Some(Done::Callback(c)) => {
+                let outcome = Ok((Arc::clone(topic), partition, offset, log_append_time, ack));
+                self.outbox.push((c, outcome));
+            }
+            None => {}
+        }
+    }
+
     /// Record `id`'s outcome, taken from `Core::pending` with `done`: into its slot, or to
     /// its callback once the lock is released. (`Slabs::publish` after a run of these.)
     fn resolve(&mut self, core: &mut Core, id: u64, done: Done, outcome: Outcome) {
@@ -2663,36 +2687,15 @@ impl<C: Connector> Driver<C> {
                     Acknowledgement::InSyncReplicas
                 };
                 for (id, offset) in d.records() {
-                    match core.pending.remove(id) {
-                        Some(Done::Future) => {
-                            let (topic, lat) = (&d.topic, d.log_append_time);
-                            core.slabs
-                                .deliver(id.0, topic, d.partition, offset, lat, ack);
-                        }
-                        Some(Done::Callback(c)) => {
-                            let topic = d.topic.clone();
-                            let outcome = Ok((topic, d.partition, offset, d.log_append_time, ack));
-                            self.outbox.push((c, outcome));
-                        }
-                        None => {}
-                    }
+                    let to = (&d.topic, d.partition);
+                    self.delivered(core, id, to, offset, d.log_append_time, ack);
                 }
                 core.slabs.publish(&mut self.to_wake);
             }
             Event::Sent(s) => {
                 let ack = Acknowledgement::Unacknowledged;
                 for &id in &s.ids {
-                    match core.pending.remove(id) {
-                        Some(Done::Future) => {
-                            core.slabs
-                                .deliver(id.0, &s.topic, s.partition, None, None, ack);
-                        }
-                        Some(Done::Callback(c)) => {
-                            let outcome = Ok((s.topic.clone(), s.partition, None, None, ack));
-                            self.outbox.push((c, outcome));
-                        }
-                        None => {}
-                    }
+                    self.delivered(core, id, (&s.topic, s.partition), None, None, ack);
                 }
                 core.slabs.publish(&mut self.to_wake);
             }
