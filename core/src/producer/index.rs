@@ -142,6 +142,16 @@ fn led_by(
     let from = start.map_or(0, |(ti, pi)| pack(ti, pi));
     let mut left = limit;
     let mut run = |lo: Bound<u64>, hi: Bound<u64>| {
+        // A run that cannot give anything is not searched for (two descents of the tree
+        // each): the wrap-around part of a walk from the first partition, or any part after
+        // the limit was reached.
+        let empty = match (lo, hi) {
+            (Included(l) | Excluded(l), Excluded(h)) => l >= h,
+            _ => false,
+        };
+        if left == 0 || empty {
+            return;
+        }
         let range = (lo.map(|k| (leader, k)), hi.map(|k| (leader, k)));
         let before = out.len();
         out.extend(set.range(range).take(left).map(|&(_, k)| unpack(k)));
