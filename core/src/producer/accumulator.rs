@@ -207,6 +207,7 @@ pub(super) struct Placement {
 /// Partition `p`'s open batch, its builder, and the body length of a record of `payload`
 /// ([`record_payload_len`]) in it, if it has room for the record (Kafka's `hasRoomFor`) and
 /// a record accepted at `since` may still join it (`Batch::joinable_until`).
+#[inline(always)]
 fn open_room(
     p: &Partition,
     timestamp: i64,
@@ -253,6 +254,7 @@ fn fills_batches(
 }
 
 /// A record's [`record_payload_len`].
+#[inline(always)]
 fn payload_of(r: &Record) -> usize {
     record_payload_len(r.key.as_deref(), r.value.as_deref(), &r.headers)
 }
@@ -524,6 +526,7 @@ impl Producer {
     /// forgotten too: a topic deleted and created again meanwhile starts them over, and the
     /// old ones would make every answer look stale. (With ids, a new id resets them, and the
     /// old ones still guard against a lagging broker.)
+    #[inline(always)]
     fn mark_used(&mut self, ti: usize) {
         let topic = &mut self.topics[ti];
         if topic.used {
@@ -646,6 +649,7 @@ impl Producer {
     /// as a whole, from its creation (Java's rule), so a batch left open while its partition
     /// cannot send (an outage, a full in-flight window) would otherwise fail records accepted
     /// moments before. Each record keeps at least half its delivery timeout.
+    #[inline(always)]
     fn place(&self, ti: usize, record: &Record, payload: usize, since: Instant) -> Placement {
         let part = self.choose_partition(ti, record);
         let partition = self.topics[ti].partitions.get(part as usize);

@@ -118,6 +118,7 @@ pub fn record_body_len(
 /// The part of a record body that does not depend on its place in a batch: key, value and
 /// headers with their lengths. [`record_body_len`] is this plus the attributes byte and the
 /// two deltas, so a record measured once can be placed in any batch cheaply.
+#[inline(always)]
 pub fn record_payload_len(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Header]) -> usize {
     fn blob(b: Option<&[u8]>) -> usize {
         match b {
@@ -133,6 +134,7 @@ pub fn record_payload_len(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[H
 }
 
 /// A record body's length from its [`record_payload_len`] and its deltas.
+#[inline(always)]
 pub fn body_len(timestamp_delta: i64, offset_delta: i32, payload: usize) -> usize {
     1 + varlong_len(timestamp_delta) + varint_len(offset_delta) + payload
 }
@@ -248,6 +250,7 @@ impl RecordBatchBuilder {
     /// The size the batch is expected to have on the wire, as Kafka measures it against
     /// `batch.size`: exact without compression, else the header plus the uncompressed
     /// records times the topic's ratio estimate and a 5 % margin.
+    #[inline(always)]
     pub fn estimated_size(&self) -> usize {
         if self.compression.is_none() {
             self.buf.len()
@@ -260,6 +263,7 @@ impl RecordBatchBuilder {
     /// (Kafka's `hasRoomFor`: the new record counts uncompressed). An empty batch always has
     /// room. A compressed batch also stops before its records reach
     /// [`MAX_DECOMPRESSED_LEN`].
+    #[inline(always)]
     pub fn has_room_for(&self, record_len: usize, limit: usize) -> bool {
         if self.count == 0 {
             return true;
@@ -326,6 +330,7 @@ impl RecordBatchBuilder {
     }
 
     /// [`Self::body_len_of`] for a record whose [`record_payload_len`] is known.
+    #[inline(always)]
     pub fn body_len_with(&self, timestamp: i64, payload: usize) -> usize {
         body_len(self.delta_of(timestamp), self.count, payload)
     }
@@ -344,6 +349,7 @@ impl RecordBatchBuilder {
 
     /// [`Self::push`] for a record whose body length was just measured with
     /// [`Self::body_len_of`] on this builder as it is now (so it is not measured twice).
+    #[inline(always)]
     pub fn push_measured(
         &mut self,
         timestamp: i64,
