@@ -257,7 +257,7 @@ impl Producer {
             closed: false,
             fatal: None,
             stats: Observed::default(),
-            index: Derived(Index::new(now)),
+            index: Derived(Index::new()),
             drain_start: BTreeMap::new(),
             linger_start: BTreeMap::new(),
             scratch: Derived(Vec::new()),
