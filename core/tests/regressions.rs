@@ -1540,3 +1540,28 @@ fn an_idle_close_does_not_forget_a_throttle() {
     );
     assert_eq!(b_conn, produced[0].1, "on the throttled connection, kept");
 }
+
+/// Review finding (2026-12-05): a Produce answer with a code Produce never gives (a Fetch
+/// code such as OFFSET_OUT_OF_RANGE or INVALID_FETCH_SIZE, from a broker or proxy that
+/// misbehaves) failed its records as not persisted, while an unnamed code failed them as
+/// possibly persisted. Either says nothing about the attempt: possibly persisted (§C S4(b)).
+#[test]
+fn a_code_produce_never_gives_fails_as_possibly_persisted() {
+    for code in [
+        ErrorCode::OffsetOutOfRange,
+        ErrorCode::InvalidFetchSize,
+        ErrorCode::Unknown(777),
+    ] {
+        let mut h = Harness::new(|_| {});
+        h.p.send(h.now, record("x")).unwrap();
+        h.answer_all();
+        h.p.send(h.now, record("a")).unwrap();
+        let f = h.answer_until_produce(&[]).expect("a Produce request");
+        h.feed(produce_error(&f, code));
+        assert_eq!(
+            h.failures(),
+            vec![(DeliveryError::Broker(code), Persistence::PossiblyPersisted)],
+            "{code}"
+        );
+    }
+}
