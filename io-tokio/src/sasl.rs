@@ -57,9 +57,13 @@ pub(crate) fn answer(need: SaslNeed, provider: Option<&Arc<dyn TokenProvider>>) 
                  (ProducerHandle::from_properties_with_token_provider)"
                     .to_owned(),
             ),
-            Some(p) => match p.token() {
-                Ok(t) => SaslInput::Token(Secret::new(t)),
-                Err(e) => SaslInput::Unavailable(format!("the token provider failed: {e}")),
+            // A panic in the application's provider is caught (the panic hook has reported
+            // it) and is a failed token like any other: it ran on the producer's task, under
+            // the core's lock, and took the task and every record's outcome down with it.
+            Some(p) => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.token())) {
+                Ok(Ok(t)) => SaslInput::Token(Secret::new(t)),
+                Ok(Err(e)) => SaslInput::Unavailable(format!("the token provider failed: {e}")),
+                Err(_) => SaslInput::Unavailable("the token provider panicked".to_owned()),
             },
         },
     }
@@ -411,6 +415,25 @@ mod tests {
             assert!(p.property(k, v), "{k} is a sasl property");
         }
         p.build("SASL_SSL")
+    }
+
+    /// Review finding (2026-12-05): a token provider that panics is a token unavailable (the
+    /// core fails the connection, or stops before the first handshake, with that reason); the
+    /// panic went through the driver's task and stopped the producer without a cause.
+    #[test]
+    fn a_panicking_token_provider_is_an_unavailable_token() {
+        let panicking: Arc<dyn TokenProvider> =
+            Arc::new(|| -> Result<String, String> { panic!("provider bug") });
+        match answer(SaslNeed::Token, Some(&panicking)) {
+            SaslInput::Unavailable(why) => assert!(why.contains("panicked"), "{why}"),
+            _ => panic!("a panic gives no token"),
+        }
+        let failing: Arc<dyn TokenProvider> =
+            Arc::new(|| -> Result<String, String> { Err("expired".into()) });
+        match answer(SaslNeed::Token, Some(&failing)) {
+            SaslInput::Unavailable(why) => assert!(why.contains("expired"), "{why}"),
+            _ => panic!("an error gives no token"),
+        }
     }
 
     const PLAIN: &str = r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="s3cr\"et";"#;
