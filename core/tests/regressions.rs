@@ -1565,3 +1565,79 @@ fn a_code_produce_never_gives_fails_as_possibly_persisted() {
         );
     }
 }
+
+/// Review finding (2026-12-05): a batch acknowledged by DUPLICATE_SEQUENCE_NUMBER (no offset)
+/// set the partition's last acknowledged offset to -1, so a later head-of-line
+/// OUT_OF_ORDER_SEQUENCE_NUMBER compared the log start with -1, always found it past, and
+/// took a real loss for the broker's benign loss of state (no `DataLoss`, and
+/// `DataLossPolicy::Fatal` ignored). The offset known before the duplicate is kept.
+#[test]
+fn a_duplicate_acknowledgement_keeps_the_last_known_offset_for_the_data_loss_test() {
+    let mut h = Harness::new(|_| {});
+    h.p.send(h.now, record("x")).unwrap();
+    h.answer_all();
+    h.p.send(h.now, record("a")).unwrap();
+    let f = h.answer_until_produce(&[]).expect("a Produce request");
+    h.feed(produce_error(&f, ErrorCode::DuplicateSequenceNumber));
+    assert_eq!(
+        deliveries(&h.events).len(),
+        2,
+        "x at its offset, a as a duplicate"
+    );
+    // The broker lost our state, but its log still starts at 0, where `x` was acknowledged.
+    h.p.send(h.now, record("b")).unwrap();
+    let g = h.answer_until_produce(&[]).expect("a Produce request");
+    h.feed(produce_error(&g, ErrorCode::OutOfOrderSequenceNumber));
+    assert!(
+        h.events
+            .iter()
+            .any(|e| matches!(e, Event::Diagnostic(Diagnostic::DataLoss { .. }))),
+        "acknowledged data below the log start is gone: {:?}",
+        h.events
+    );
+}
+
+/// Review finding (2026-12-05): PRODUCER_FENCED dropped the producer id and a new one was
+/// asked for at once, every time: a broker that fences every batch had InitProducerId,
+/// Produce and PRODUCER_FENCED go round at the speed of the network until the delivery
+/// timeout (the backoff a refusal by UNKNOWN_SERVER_ERROR gets, above, did not apply). Now
+/// the first new id goes at once and the next ones after a growing backoff, up to
+/// `retry.backoff.max.ms`, while nothing is acknowledged.
+#[test]
+fn a_broker_fencing_every_batch_is_not_asked_for_a_new_producer_id_at_network_speed() {
+    let mut h = Harness::new(|c| {
+        c.retry_backoff = Duration::from_millis(100);
+        c.retry_backoff_max = Duration::from_secs(1);
+        c.delivery_timeout = Duration::from_secs(20);
+        c.request_timeout = Duration::from_secs(5);
+    });
+    let start = h.now;
+    let mut inits = Vec::new();
+    let mut wires = Wires::new();
+    h.p.send(h.now, record("x")).unwrap();
+    settle(&mut h, &mut wires, 100_000, &mut |h, _, f| {
+        Some(match api_of(&f).0 {
+            api_key::PRODUCE => produce_error(&f, ErrorCode::ProducerFenced),
+            key => {
+                if key == api_key::INIT_PRODUCER_ID {
+                    inits.push(h.now - start);
+                }
+                respond(&f, &mut h.next_offset)
+            }
+        })
+    });
+    let failures = h.failures();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    // 20 s of fencing: the first id, one at once after the first fence, then a growing
+    // backoff up to 1 s: about 20 ids, not thousands.
+    assert!(
+        (3..=30).contains(&inits.len()),
+        "{} new ids: {inits:?}",
+        inits.len()
+    );
+    let spacing: Vec<Duration> = inits.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        spacing.iter().skip(5).all(|d| *d >= Duration::from_secs(1)),
+        "new ids at {inits:?}"
+    );
+}

@@ -664,15 +664,22 @@ const PINNED: [usize; 6] = [5_377_045, 3_955_287, 146, 1_034, 485_725, 6_596];
 /// does (it waits for the original's offsets to be replicated); before, the injection was
 /// dropped and the duplicate answered success. Reverting only that broker change gives the old
 /// counts. The Tansu-like broker answers a duplicate 46 at once: unchanged. Before
-/// `ACCEPTANCE_TIME`: 867,058, 692,038, 692,038, 779,462.
-const PINNED_MODES: [usize; 4] = [975_934, 780_446, 780_446, 872_770];
+/// `ACCEPTANCE_TIME`: 867,058, 692,038, 692,038, 779,462. The Tansu-like count was 872,770
+/// until PRODUCER_FENCED gave its identity up as a refused bump does (2026-12-05: the refusal
+/// count and the id given up are state now, and a new id after a second refusal with nothing
+/// acknowledged waits for the backoff); reverting only that gives the old count.
+const PINNED_MODES: [usize; 4] = [975_934, 780_446, 780_446, 874_129];
 /// `a_second_bootstrap_server_tried_while_the_first_waits`: with the patience, without
 /// (95,846 and 12,370 before `ACCEPTANCE_TIME`).
 const PINNED_PATIENCE: [usize; 2] = [197_427, 12_441];
 /// `a_leader_change_learned_from_a_kip_951_hint` (96,015 before `ACCEPTANCE_TIME`).
 const PINNED_HINTS: usize = 99_498;
 /// `leader_change_and_errors_after_the_append_on_kafka_and_tansu`: Kafka's rules, Tansu's.
-const PINNED_COMBINED: [usize; 2] = [2_053_939, 1_061_549];
+/// 2,053,939 and 1,061,549 until a partition's last acknowledged offset became the highest
+/// acknowledged (2026-12-05): an overtaken batch acknowledged after a later one no longer
+/// moves it back, and a duplicate (no offset) no longer sets it to -1, so states that
+/// differed only in it are one now. No property changed.
+const PINNED_COMBINED: [usize; 2] = [2_047_796, 1_060_036];
 /// `lingering_batches_go_with_a_request_that_goes_anyway` (951,159 with the open batches
 /// left out of requests that go anyway: the configuration reaches the rule).
 const PINNED_LINGER: usize = 901_357;
@@ -685,7 +692,9 @@ const PINNED_NEW: [usize; 10] = [
     // persisted (nothing new is sequenced behind it until a retry is answered).
     // Before `ACCEPTANCE_TIME`: 3,886, 170,965, 136,205, 398, 16,233, 2,609, 1,523, 120,194,
     // 84,174, 1,757.
-    4_403, 219_884, 136_205, 398, 17_929, 3_055, 1_523, 120_194, 101_766, 1_757,
+    // [6] 1,523, [7] 120,194, [8] 101,766 and [9] 1,757 until the last acknowledged offset
+    // became the highest acknowledged (see `PINNED_COMBINED`).
+    4_403, 219_884, 136_205, 398, 17_929, 3_055, 1_517, 115_251, 98_041, 1_747,
 ];
 
 // -----------------------------------------------------------------------------------------

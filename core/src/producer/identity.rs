@@ -200,15 +200,7 @@ impl Producer {
             // spent so: a broker that refuses every batch (Tansu with its storage failing,
             // where each refusal is a bump and a bump a new id) is not asked for a new
             // producer id per batch.
-            let spent = self.refused_ids;
-            self.set_identity(None);
-            self.refused_ids = spent.saturating_add(1);
-            self.given_up = Some(id.producer_id);
-            if spent > 0 {
-                let delay =
-                    backoff_delay(self.cfg.retry_backoff, self.cfg.retry_backoff_max, spent);
-                self.pid_retry_at = Some(self.now + delay);
-            }
+            self.give_up_identity(id);
         } else {
             let next = ProducerIdentity {
                 producer_id: id.producer_id,
@@ -217,6 +209,20 @@ impl Producer {
             };
             self.set_identity(Some(next));
             self.diag(Diagnostic::EpochBumped(next));
+        }
+    }
+
+    /// Gives up the current identity `id` for a new producer id: at once if the identities
+    /// given up before it had an acknowledgement since, else after the backoff, which grows
+    /// while ids keep being spent without one.
+    fn give_up_identity(&mut self, id: ProducerIdentity) {
+        let spent = self.refused_ids;
+        self.set_identity(None);
+        self.refused_ids = spent.saturating_add(1);
+        self.given_up = Some(id.producer_id);
+        if spent > 0 {
+            let delay = backoff_delay(self.cfg.retry_backoff, self.cfg.retry_backoff_max, spent);
+            self.pid_retry_at = Some(self.now + delay);
         }
     }
 
@@ -243,9 +249,14 @@ impl Producer {
     pub(super) fn on_bump_refused(&mut self, ti: usize, pi: usize, i: usize) {
         // Tansu refuses a client-side epoch bump: from now on take a new id.
         self.bump_refused = true;
+        // The new id is asked for as a bump that takes one would ask (`give_up_identity`):
+        // at once the first time, after a growing backoff while ids keep being fenced with
+        // nothing acknowledged. (It was asked for at once every time: a broker fencing every
+        // batch had InitProducerId, Produce and PRODUCER_FENCED go round at the speed of the
+        // network until the delivery timeout.)
         let b = &self.topics[ti].partitions[pi].batches[i];
-        if b.seq.map(|s| s.0) == self.identity {
-            self.set_identity(None);
+        if let Some(id) = b.seq.map(|s| s.0).filter(|&id| Some(id) == self.identity) {
+            self.give_up_identity(id);
         }
     }
 }

@@ -240,8 +240,17 @@ impl Producer {
             if Some(identity) == p.bound {
                 let last_seq =
                     crate::partition::seq_add(base, b.count() - 1, self.cfg.max_sequence);
-                let last_offset = base_offset.map_or(-1, |o| o + i64::from(b.count()) - 1);
-                p.last_acked = Some((last_seq, last_offset));
+                // The highest offset known to be acknowledged (Java keeps the maximum): an
+                // overtaken batch acknowledged after a later one does not move it back, and
+                // a duplicate (no offset) keeps the one known before. (It was -1 after a
+                // duplicate, which made every later head-of-line refusal look benign to the
+                // data-loss test in `on_out_of_order`.)
+                let this = base_offset.map(|o| (last_seq, o + i64::from(b.count()) - 1));
+                p.last_acked = match (p.last_acked, this) {
+                    (Some(known), Some(new)) if known.1 > new.1 => Some(known),
+                    (Some(known), None) if known.1 >= 0 => Some(known),
+                    (_, new) => Some(new.unwrap_or((last_seq, -1))),
+                };
                 p.probe = false;
                 p.last_write = Some(b.created);
             }
