@@ -2479,6 +2479,11 @@ impl<C: Connector> Driver<C> {
                         break;
                     }
                     () = shared.wake.notified() => {}
+                    // What the finishing readers and writers still report is dropped (every
+                    // connection is gone from the core): left unread, the queue filled and a
+                    // writer failing its last write, or a reader at its end, waited on it
+                    // until the deadline (a review finding: `close` took `request.timeout.ms`).
+                    Some(_) = io_rx.recv() => {}
                 }
             }
         }
