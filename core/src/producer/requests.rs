@@ -246,7 +246,7 @@ impl Producer {
         let most = self.cfg.max_batches_per_request();
         // The partitions come a chunk at a time, so that a request costs what it visits,
         // not every partition marked for the node.
-        let chunk = (most + 1).max(16);
+        let chunk = most.saturating_add(1).max(16);
         let mut after = None;
         'walk: loop {
             visit.clear();
@@ -299,7 +299,9 @@ impl Producer {
             // the partitions beyond the first `most` take their turn too. One more than it
             // visits: where the next walk starts if this one stops short.
             let from = self.linger_start.get(&node).copied();
-            self.index.0.lingering_on(node, from, most + 1, &mut visit);
+            self.index
+                .0
+                .lingering_on(node, from, most.saturating_add(1), &mut visit);
             let mut ctx = self.send_context(conn);
             ctx.flush_upto = Some(RecordId(u64::MAX));
             let mut next = None;
