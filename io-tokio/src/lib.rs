@@ -2906,8 +2906,16 @@ impl<C: Connector> Driver<C> {
         self.deferred_barriers += usize::from(!cmd.is_send());
         self.deferred.push_back(cmd);
         if self.deferred.len() >= self.deferred_purge_at {
+            let before = self.deferred.len();
             self.deferred.retain(|c| !c.abandoned());
             self.deferred_purge_at = (2 * self.deferred.len()).max(DEFERRED_PURGE_FROM);
+            // What is left is tried again at the next pump as if memory had been freed: the
+            // sends purged may have been all that held a flush or close back (it waited for
+            // memory to fall below the level of their refusal while new records, no longer
+            // queued behind anything, kept it up; a review finding).
+            if self.deferred.len() < before {
+                self.refused_at = None;
+            }
         }
     }
 

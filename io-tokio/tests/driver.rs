@@ -573,6 +573,47 @@ async fn abandoned_sends_waiting_for_memory_do_not_pile_up() {
     h.close().await;
 }
 
+/// Review finding (2026-12-05): a close queued behind sends whose callers gave up was left
+/// alone at the front once the purge dropped them, waiting for memory to fall below the level
+/// of their refusal; with nothing queued any more, records sent after `close` began went
+/// straight into the core (which was not closing) and kept memory up. Now the purge lets what
+/// is left go at once: the close is applied, and later records are refused.
+#[tokio::test(start_paused = true)]
+async fn a_close_behind_abandoned_sends_goes_ahead_when_they_are_purged() {
+    let (broker, h) = small_buffer(1, "60000", &[]);
+    broker.script.lock().unwrap().latency = Duration::from_secs(60);
+    let mut accepted = Vec::new();
+    loop {
+        let r = Record::new("t", "y".repeat(100)).with_partition(0);
+        match tokio::time::timeout(Duration::from_millis(1), h.enqueue(r)).await {
+            Ok(f) => accepted.push(f.expect("accepted")),
+            Err(_) => break,
+        }
+    }
+    // With the one that found the buffer full, 63 sends wait and are given up; the close
+    // is the 64th command queued, which purges them.
+    for _ in 0..62 {
+        let r = Record::new("t", "z".repeat(100)).with_partition(0);
+        let attempt = tokio::time::timeout(Duration::from_millis(1), h.enqueue(r)).await;
+        assert!(attempt.is_err(), "the buffer stays full");
+    }
+    let closing = tokio::spawn({
+        let h = h.clone();
+        async move { h.close().await }
+    });
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    let late = Record::new("t", "late").with_partition(0);
+    let late = tokio::time::timeout(Duration::from_millis(1), h.enqueue(late)).await;
+    assert!(
+        matches!(late, Ok(Err(_))),
+        "a record sent after close began is refused: {late:?}"
+    );
+    drop(accepted);
+    closing.await.unwrap();
+}
+
 #[tokio::test(start_paused = true)]
 async fn flush_sends_without_waiting_for_linger() {
     let broker = FakeBroker::new("t", 1);
