@@ -796,3 +796,56 @@ fn a_leader_move_to_a_broker_listed_in_the_same_answer_is_taken() {
     );
     assert!(net.delivered(b));
 }
+
+/// Review finding (2026-12-05): a metadata answer that cannot be decoded closed its
+/// connection and the next metadata request went out at once, on the next ready connection,
+/// which the next such answer closed too: a broker answering every metadata request so had
+/// connections torn down (and their Produce requests in flight retried as possibly
+/// persisted) as fast as they came up. Now the next request waits for the backoff, which
+/// grows while answers keep being unusable, up to `retry.backoff.max.ms`.
+#[test]
+fn undecodable_metadata_answers_are_asked_again_only_after_the_backoff() {
+    let mut net = Net::with(|c| {
+        c.metadata_max_age = Duration::from_millis(50);
+        c.retry_backoff = Duration::from_millis(100);
+        c.retry_backoff_max = Duration::from_secs(1);
+    });
+    let id = net.h.p.send(net.h.now, record("a")).unwrap();
+    let mut asked = 0;
+    let mut closes = 0;
+    for _ in 0..1000 {
+        net.drain();
+        while let Some((conn, f)) = net.next_frame() {
+            let (key, _, corr) = api_of(&f);
+            let a = if key == api_key::METADATA && net.meta_answers > 0 {
+                asked += 1;
+                // The right correlation id, then bytes that are no metadata answer.
+                let mut a = BytesMut::new();
+                a.extend_from_slice(&12i32.to_be_bytes());
+                a.extend_from_slice(&corr.to_be_bytes());
+                a.extend_from_slice(&[0xff; 8]);
+                a.freeze()
+            } else {
+                net.meta_answers += usize::from(key == api_key::METADATA);
+                respond(&f, &mut net.h.next_offset)
+            };
+            let before = net.conns.len();
+            let mut buf = BytesMut::from(&a[..]);
+            net.h.p.handle_read(net.h.now, conn, &mut buf);
+            net.drain();
+            closes += usize::from(net.conns.len() < before);
+        }
+        net.h.now += Duration::from_millis(10);
+        net.h.p.handle_timeout(net.h.now);
+    }
+    assert!(
+        net.delivered(id),
+        "the record went before the answers went bad"
+    );
+    // 10 s: after the first answers, one unusable answer per backoff (0.1, 0.2, 0.4, 0.8,
+    // then every 1 s), not one per 10 ms step.
+    assert!(
+        (5..=20).contains(&asked),
+        "{asked} metadata requests answered unusably in 10 s, {closes} connections closed"
+    );
+}

@@ -47,6 +47,29 @@ pub(super) struct MetadataState {
 }
 
 impl Producer {
+    /// Another metadata request after the backoff, which doubles with each answer in a row
+    /// that changed nothing (`MetadataState::unchanged`), from `retry.backoff.ms` up to
+    /// `retry.backoff.max.ms`; a change starts it over.
+    fn metadata_again_after_backoff(&mut self, changed: bool) {
+        let n = if changed { 0 } else { self.metadata.unchanged };
+        let max = self.cfg.retry_backoff_max;
+        let delay = super::backoff_delay(self.cfg.retry_backoff, max, n);
+        self.metadata.unchanged = if delay < max { n + 1 } else { n };
+        self.metadata.needed = true;
+        self.metadata.retry_at = Some(self.now + delay);
+    }
+
+    /// A metadata answer on `conn` that could not be decoded (its connection is closed): as
+    /// an answer that changed nothing, the next request waits for the backoff and goes to
+    /// another connection if one is ready (Java's `Metadata.failedUpdate` backs off too).
+    /// Before, it was asked again at once, on the next ready connection: a broker (or every
+    /// broker) answering so had a connection closed, with its Produce requests in flight,
+    /// on every answer (a review finding).
+    pub(super) fn on_unusable_metadata(&mut self, conn: ConnId) {
+        self.metadata_again_after_backoff(false);
+        self.metadata.avoid = Some(conn);
+    }
+
     pub(super) fn metadata_wanted(&self) -> bool {
         if self.topics.is_empty() {
             return false;
@@ -423,12 +446,7 @@ impl Producer {
                 .any(|(t, answered)| !answered && !t.idle && t.holds_records());
         incomplete |= omitted;
         if incomplete {
-            let n = if changed { 0 } else { self.metadata.unchanged };
-            let max = self.cfg.retry_backoff_max;
-            let delay = super::backoff_delay(self.cfg.retry_backoff, max, n);
-            self.metadata.unchanged = if delay < max { n + 1 } else { n };
-            self.metadata.needed = true;
-            self.metadata.retry_at = Some(self.now + delay);
+            self.metadata_again_after_backoff(changed);
         } else {
             self.metadata.unchanged = 0;
         }

@@ -59,7 +59,7 @@ impl Producer {
                         Ok(())
                     }
                     Err(_) => {
-                        self.metadata.needed = true;
+                        self.on_unusable_metadata(conn);
                         Err("bad metadata response")
                     }
                 }
