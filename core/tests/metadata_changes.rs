@@ -1297,6 +1297,23 @@ fn a_topic_recreated_in_use_without_topic_ids_is_used_again() {
     assert_eq!(net.pending(), 0, "d delivered");
 }
 
+/// Review finding (2026-12-05): the same, but the producer learns that the topic is gone only
+/// from a Produce answer (UNKNOWN_TOPIC_OR_PARTITION from the old leader), never from a
+/// metadata answer (the topic was created again between two refreshes). Every answer about the
+/// new topic (epoch 0) looked stale beside the old epoch (5) for the producer's life, and `b`
+/// waited until its delivery timeout.
+#[test]
+fn a_topic_recreated_between_refreshes_without_topic_ids_is_used_again() {
+    let mut net = Net::new();
+    let epoch = |e: i32| move |m: &mut MetadataResponse| m.topics[0].partitions[0].leader_epoch = e;
+    net.send("a");
+    net.run(3, &epoch(5), &mut |_| None);
+    assert_eq!(net.pending(), 0, "a delivered");
+    net.send("b");
+    net.run_refusing_first(ErrorCode::UnknownTopicOrPartition, 30, &epoch(0));
+    assert_eq!(net.pending(), 0, "b delivered to the new topic");
+}
+
 impl Net {
     /// Like `run`, but metadata answers depend on the answer's number (1-based, counted in
     /// `k`) and Produce requests to "other:9092" (node 2) are refused NOT_LEADER_OR_FOLLOWER.

@@ -176,6 +176,19 @@ impl Producer {
         if code != ErrorCode::None {
             self.topics[ti].partitions[pi].batches[i].last_error.0 = Some(code);
         }
+        // Without topic ids, a leader saying the topic is gone arms the same belief in
+        // restarted leader epochs as a metadata answer saying so (`gone_without_id`): the
+        // topic may have been deleted and created again between two refreshes, and no
+        // metadata answer may ever say it was gone. Before, the new topic's epochs looked
+        // stale beside the old ones for the producer's life (a review finding).
+        let topic = &mut self.topics[ti];
+        if code == ErrorCode::UnknownTopicOrPartition
+            && topic.id == [0; 16]
+            && !topic.gone_without_id
+        {
+            topic.gone_without_id = true;
+            topic.lower_epochs_since = None;
+        }
         // The indexes follow every change to the partition. A plain success leaves it to
         // `ack_batch` (one sync per acknowledged batch instead of two); every other answer
         // syncs here, as before.
