@@ -1641,3 +1641,27 @@ fn a_broker_fencing_every_batch_is_not_asked_for_a_new_producer_id_at_network_sp
         "new ids at {inits:?}"
     );
 }
+
+/// Model review finding (2026-12-05): Kafka 0.11 (Produce v3 at most) deduplicates against a
+/// producer's last batch on a partition only (spec §A.3), so with two batches of a partition
+/// in flight a lost answer's retry drew OUT_OF_ORDER_SEQUENCE_NUMBER instead of its
+/// duplicate's success, and a written batch failed possibly persisted. On such a connection a
+/// partition now has one batch in flight at a time (KIP-98's rule for 0.11).
+#[test]
+fn a_kafka_0_11_broker_gets_one_batch_of_a_partition_at_a_time() {
+    for (cap, expect) in [(Some(3), 1), (Some(5), 2), (None, 2)] {
+        let mut h = Harness::new(|c| c.max_versions.produce = cap);
+        h.p.send(h.now, record("a")).unwrap();
+        h.answer_all();
+        assert_eq!(deliveries(&h.events).len(), 1, "{cap:?}");
+        h.p.send(h.now, record("b")).unwrap();
+        h.drain();
+        h.p.send(h.now, record("c")).unwrap();
+        h.drain();
+        let mut produce = 0;
+        while let Some(f) = h.next_frame() {
+            produce += usize::from(api_of(&f).0 == api_key::PRODUCE);
+        }
+        assert_eq!(produce, expect, "Produce requests in flight, cap {cap:?}");
+    }
+}

@@ -166,11 +166,22 @@ impl Producer {
 
     /// What a partition needs to know to pick (and sequence) its next batch for `conn`.
     pub(super) fn send_context(&self, conn: ConnId) -> SendContext {
+        // A broker that speaks Produce v3 at most is Kafka 0.11, which deduplicates against a
+        // producer's last batch on a partition only (spec §A.3; the five-batch window came
+        // with 1.0): a retry of a written batch with a later one behind it would draw
+        // OUT_OF_ORDER_SEQUENCE_NUMBER instead of its duplicate's success, and fail
+        // possibly persisted. So one batch at a time per partition there, as KIP-98 asked
+        // of 0.11's producers and franz-go does.
+        let last_batch_only = (self.conns.get(&conn)).is_some_and(|c| c.versions.produce <= 3);
         SendContext {
             now: self.now,
             identity: self.identity,
             conn,
-            max_in_flight: self.cfg.max_in_flight,
+            max_in_flight: if last_batch_only {
+                1
+            } else {
+                self.cfg.max_in_flight
+            },
             linger: self.cfg.linger,
             batch_size: self.cfg.batch_fill(),
             flush_upto: if self.closing {
