@@ -125,7 +125,9 @@ pub struct ProducerConfig {
     pub retry_backoff: Duration,
     /// `retry.backoff.max.ms`.
     pub retry_backoff_max: Duration,
-    /// `reconnect.backoff.ms`.
+    /// `reconnect.backoff.ms`: the wait before connecting again to a broker whose connection
+    /// failed, doubling with each failure in a row up to `retry.backoff.max.ms` (kprod's
+    /// `reconnect.backoff.max.ms`); a value above that maximum is the wait every time.
     pub reconnect_backoff: Duration,
     /// `metadata.max.age.ms`: periodic metadata refresh.
     pub metadata_max_age: Duration,

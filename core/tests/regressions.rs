@@ -1665,3 +1665,42 @@ fn a_kafka_0_11_broker_gets_one_batch_of_a_partition_at_a_time() {
         assert_eq!(produce, expect, "Produce requests in flight, cap {cap:?}");
     }
 }
+
+/// Review finding (2026-12-05): `reconnect.backoff.ms` above `retry.backoff.max.ms` (which caps
+/// kprod's reconnect backoff) was cut down to that maximum without a word: 5 s asked for, 1 s
+/// waited. It is the wait every time now, as with the Java client.
+#[test]
+fn a_reconnect_backoff_above_the_maximum_is_waited_in_full() {
+    for (backoff, at_least, below) in [(5_000, 5_000, 5_200), (50, 50, 200)] {
+        let start = std::time::Instant::now();
+        let cfg = kprod_core::ProducerConfig {
+            bootstrap_servers: vec!["b:9092".into()],
+            reconnect_backoff: Duration::from_millis(backoff),
+            ..kprod_core::ProducerConfig::default()
+        };
+        let mut p = kprod_core::Producer::new(cfg, start).unwrap();
+        p.send(start, record("a")).unwrap();
+        let mut connect = |p: &mut kprod_core::Producer| loop {
+            match p.poll_output() {
+                Output::Connect { conn, .. } => return Some(conn),
+                Output::Wait { .. } => return None,
+                _ => {}
+            }
+        };
+        let first = connect(&mut p).expect("a first connect");
+        p.handle_connect_failed(start, first);
+        let mut t = start;
+        let again = loop {
+            if connect(&mut p).is_some() {
+                break t - start;
+            }
+            assert!(t - start < Duration::from_secs(20), "never connected again");
+            t += Duration::from_millis(10);
+            p.handle_timeout(t);
+        };
+        assert!(
+            again >= Duration::from_millis(at_least) && again < Duration::from_millis(below),
+            "reconnect.backoff.ms={backoff}: connected again after {again:?}"
+        );
+    }
+}

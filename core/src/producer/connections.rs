@@ -253,10 +253,14 @@ impl Producer {
             if failed {
                 b.failures = b.failures.saturating_add(1);
             }
+            // Doubling up to `retry.backoff.max.ms`; a `reconnect.backoff.ms` above that is
+            // kept as it is, every time (the Java client's exponential backoff does the same
+            // with an initial interval above its maximum). It was cut down to the maximum,
+            // silently (a review finding).
             b.until = self.now
                 + backoff_delay(
                     self.cfg.reconnect_backoff,
-                    self.cfg.retry_backoff_max,
+                    self.cfg.retry_backoff_max.max(self.cfg.reconnect_backoff),
                     b.failures.saturating_sub(1),
                 );
         }
