@@ -626,6 +626,17 @@ fn address_problem(s: &str) -> Option<&'static str> {
     if bare.is_empty() {
         return Some("no host");
     }
+    // A host with a colon is an IPv6 address (a zone after `%` allowed): else the port was
+    // left out of one (`::1`, `2001:db8::10`), and the last group was taken for the port
+    // (a review finding: accepted, and never connected).
+    if bare.contains(':')
+        && (bare.split('%').next()).is_none_or(|a| a.parse::<std::net::Ipv6Addr>().is_err())
+    {
+        return Some(
+            "a host with ':' must be an IPv6 address (port missing? write [address]:port, as \
+             [::1]:9092)",
+        );
+    }
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '%');
     if !bare.chars().all(allowed) {
         return Some("the host has a character no host name or address has");
@@ -729,6 +740,9 @@ mod tests {
             (":9092", "no host"),
             ("[]:9092", "bracketed"),
             ("[localhost]:9092", "bracketed"),
+            ("::1", "port missing"),
+            ("2001:db8::10", "port missing"),
+            ("[2001:db8:]:9092", "port missing"),
         ] {
             let e = check(bad).expect_err(bad);
             assert_eq!(e.setting, "bootstrap.servers");
