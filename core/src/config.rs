@@ -497,7 +497,14 @@ impl ProducerConfig {
             ));
         }
         if self.buffer_memory < self.max_request_size {
-            return Err(err("buffer.memory", "must be at least max.request.size"));
+            return Err(err(
+                "buffer.memory",
+                format!(
+                    "buffer.memory={} is below max.request.size={}: it must be at least that \
+                     (librdkafka's names: queue.buffering.max.kbytes, message.max.bytes)",
+                    self.buffer_memory, self.max_request_size
+                ),
+            ));
         }
         if self.max_buffered_records == Some(0) {
             return Err(err("queue.buffering.max.messages", "must be at least 1"));
@@ -540,7 +547,12 @@ impl ProducerConfig {
         if self.retry_backoff_max < self.retry_backoff {
             return Err(err(
                 "retry.backoff.max.ms",
-                "must be at least retry.backoff.ms",
+                format!(
+                    "retry.backoff.max.ms={} is below retry.backoff.ms={} (the maximum is 1000 \
+                     unless set): it must be at least that",
+                    millis(self.retry_backoff_max),
+                    millis(self.retry_backoff)
+                ),
             ));
         }
         if self.max_frame_size < self.max_request_size.min(1 << 20) {
@@ -753,6 +765,36 @@ mod tests {
                 e.reason
             );
         }
+    }
+
+    /// Review finding (2026-12-05): the buffer and backoff rules named a property the
+    /// application may not have set, without the values.
+    #[test]
+    fn the_buffer_and_backoff_rules_name_the_values() {
+        let e = ProducerConfig {
+            max_request_size: 100_000_000,
+            ..base()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e.setting, "buffer.memory");
+        assert!(
+            e.reason
+                .contains("buffer.memory=33554432 is below max.request.size=100000000"),
+            "{e}"
+        );
+        let e = ProducerConfig {
+            retry_backoff: Duration::from_secs(2),
+            ..base()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e.setting, "retry.backoff.max.ms");
+        assert!(
+            e.reason
+                .contains("retry.backoff.max.ms=1000 is below retry.backoff.ms=2000"),
+            "{e}"
+        );
     }
 
     /// Review finding: the message gave the rule but not the values that broke it.

@@ -1480,12 +1480,17 @@ pub fn config_from_properties(props: &[(&str, &str)]) -> Result<ProducerConfig, 
     }
     match c.security {
         Security::Plaintext => Ok(c.producer),
+        // The value the application gave (SSL or SASL_SSL), not a fixed one (a review
+        // finding: SASL_SSL was reported as SSL).
         Security::Ssl(_) => Err(PropertyError::Unsupported {
             property: "security.protocol".to_owned(),
-            value: "SSL".to_owned(),
+            value: (props.iter().rev())
+                .find(|(name, _)| name.trim() == "security.protocol")
+                .map_or("SSL", |(_, v)| v.trim())
+                .to_owned(),
             reason: "config_from_properties builds the producer configuration only and its \
                      producer connects over plain TCP; use ProducerHandle::from_properties \
-                     (or ClientConfig::from_properties) for SSL",
+                     (or ClientConfig::from_properties) for TLS",
         }),
     }
 }

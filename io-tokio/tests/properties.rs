@@ -241,6 +241,16 @@ fn security_errors_name_the_property() {
     let e = config_from_properties(&[("bootstrap.servers", "a:1"), ("security.protocol", "SSL")])
         .unwrap_err();
     assert!(e.to_string().contains("from_properties"), "{e}");
+    // The value given is the one named (a review finding: SASL_SSL was reported as SSL).
+    let e = config_from_properties(&[
+        ("bootstrap.servers", "a:1"),
+        ("security.protocol", "SASL_SSL"),
+        ("sasl.mechanism", "PLAIN"),
+        ("sasl.username", "u"),
+        ("sasl.password", "p"),
+    ])
+    .unwrap_err();
+    assert!(e.to_string().contains("security.protocol=SASL_SSL"), "{e}");
 }
 
 #[cfg(feature = "tls")]
