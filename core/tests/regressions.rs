@@ -1680,7 +1680,7 @@ fn a_reconnect_backoff_above_the_maximum_is_waited_in_full() {
         };
         let mut p = kprod_core::Producer::new(cfg, start).unwrap();
         p.send(start, record("a")).unwrap();
-        let mut connect = |p: &mut kprod_core::Producer| loop {
+        let connect = |p: &mut kprod_core::Producer| loop {
             match p.poll_output() {
                 Output::Connect { conn, .. } => return Some(conn),
                 Output::Wait { .. } => return None,
