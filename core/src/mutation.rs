@@ -49,4 +49,7 @@ pub enum Mutation {
     /// A broker without KIP-360 (InitProducerId below v3, Apache Kafka before 2.5) gets a
     /// local epoch bump, as a new broker would, instead of a new producer id.
     LocalBumpWithoutKip360,
+    /// A broker speaking Produce v3 at most (Kafka 0.11, which caches a producer's last batch
+    /// only) gets the configured in-flight window instead of one batch at a time.
+    FullWindowOnKafka011,
 }

@@ -41,6 +41,10 @@ pub enum BrokerMode {
     /// Tansu 0.6: DUPLICATE_SEQUENCE_NUMBER for any sequence at or below the last one, and a
     /// client-side epoch bump is refused with PRODUCER_FENCED.
     TansuLike,
+    /// Kafka 0.11: only the producer's last batch is cached, and a duplicate of it is answered
+    /// DUPLICATE_SEQUENCE_NUMBER (no offset); a producer with no state and a non-zero
+    /// sequence gets OUT_OF_ORDER_SEQUENCE_NUMBER (spec §A.3). With [`Advertised::KAFKA_0_11`].
+    Kafka011,
 }
 
 impl BrokerMode {
@@ -79,6 +83,13 @@ impl Advertised {
         produce: 7,
         metadata: 8,
         init_producer_id: 1,
+    };
+    /// Apache Kafka 0.11: Produce 0-3 (no `log_start_offset`), Metadata 0-4 (no leader
+    /// epochs), InitProducerId 0. With [`BrokerMode::Kafka011`].
+    pub const KAFKA_0_11: Self = Self {
+        produce: 3,
+        metadata: 4,
+        init_producer_id: 0,
     };
 }
 
@@ -581,7 +592,7 @@ impl Cluster {
                     // offsets to be replicated (`DelayedProduce`): an error after the append (a
                     // timeout, a leader move) can come back for a duplicate too. Tansu's 46
                     // carries neither.
-                    return if mode == BrokerMode::TansuLike {
+                    return if matches!(mode, BrokerMode::TansuLike | BrokerMode::Kafka011) {
                         Answer::refused(ErrorCode::DuplicateSequenceNumber, log_start)
                     } else {
                         answer(injected, off, 0, log_start)
@@ -638,6 +649,10 @@ impl Cluster {
                         BrokerMode::UnknownPidError => {
                             return Answer::refused(ErrorCode::UnknownProducerId, log_start)
                         }
+                        BrokerMode::Kafka011 => {
+                            self.stats.out_of_order += 1;
+                            return Answer::refused(ErrorCode::OutOfOrderSequenceNumber, log_start);
+                        }
                         BrokerMode::StrictNeverWritten | BrokerMode::TansuLike if never_written => {
                             self.stats.out_of_order += 1;
                             return Answer::refused(ErrorCode::OutOfOrderSequenceNumber, log_start);
@@ -660,7 +675,8 @@ impl Cluster {
             e.batches.clear();
         }
         e.batches.push_back((first, last, base_offset));
-        while e.batches.len() > 5 {
+        let cached = if mode == BrokerMode::Kafka011 { 1 } else { 5 };
+        while e.batches.len() > cached {
             e.batches.pop_front();
         }
         answer(injected, base_offset, NO_TIMESTAMP, log_start)

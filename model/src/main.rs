@@ -37,6 +37,7 @@ fn main() {
                     "unknown-pid" => BrokerMode::UnknownPidError,
                     "strict" => BrokerMode::StrictNeverWritten,
                     "tansu" => BrokerMode::TansuLike,
+                    "kafka-0.11" => BrokerMode::Kafka011,
                     _ => usage(),
                 }
             }

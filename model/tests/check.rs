@@ -697,6 +697,37 @@ const PINNED_NEW: [usize; 10] = [
     4_403, 219_884, 136_205, 398, 17_929, 3_055, 1_517, 115_251, 98_041, 1_747,
 ];
 
+/// Kafka 0.11 (Produce v3, Metadata v4, InitProducerId v0), which caches a producer's last
+/// batch only and answers its duplicate DUPLICATE_SEQUENCE_NUMBER: one partition, three
+/// records, a window of two in the configuration, two disconnects. kprod sends such a broker
+/// one batch of a partition at a time (since 2026-12-05), so a retry whose answer was lost is
+/// always the cached batch.
+fn kafka_0_11_cfg() -> ModelCfg {
+    ModelCfg {
+        records_per_partition: 3,
+        max_in_flight: 2,
+        budget: Budget {
+            disconnects: 2,
+            ..Budget::default()
+        },
+        broker_versions: Advertised::KAFKA_0_11,
+        ..base(BrokerMode::Kafka011)
+    }
+}
+
+#[test]
+fn a_kafka_0_11_broker_with_disconnects() {
+    let n = check(
+        "kafka 0.11 disc2",
+        kafka_0_11_cfg(),
+        &[ALL_DELIVERED, DEDUP],
+    );
+    assert_eq!(n, PINNED_KAFKA_0_11, "unique states changed");
+}
+
+/// `a_kafka_0_11_broker_with_disconnects` (added 2026-12-05 with the broker mode).
+const PINNED_KAFKA_0_11: usize = 17_821;
+
 // -----------------------------------------------------------------------------------------
 // Non-vacuity: deliberately buggy client policies must be caught.
 
@@ -946,6 +977,18 @@ fn catches_an_early_wrap() {
         ..base(BrokerMode::StrictNeverWritten)
     };
     expect_caught("early wrap (wrap)", planted(wrap, Core::EarlyWrap), S5);
+}
+
+/// The configured window of two on Kafka 0.11: two batches' answers lost, the retry of the
+/// first is no longer the cached batch and draws OUT_OF_ORDER_SEQUENCE_NUMBER, and a written
+/// batch fails possibly persisted although no fault but disconnects happened.
+#[test]
+fn catches_a_full_window_on_kafka_0_11() {
+    expect_caught(
+        "full window on 0.11",
+        planted(kafka_0_11_cfg(), Core::FullWindowOnKafka011),
+        L4,
+    );
 }
 
 #[test]

@@ -172,7 +172,8 @@ impl Producer {
         // OUT_OF_ORDER_SEQUENCE_NUMBER instead of its duplicate's success, and fail
         // possibly persisted. So one batch at a time per partition there, as KIP-98 asked
         // of 0.11's producers and franz-go does.
-        let last_batch_only = (self.conns.get(&conn)).is_some_and(|c| c.versions.produce <= 3);
+        let last_batch_only = (self.conns.get(&conn)).is_some_and(|c| c.versions.produce <= 3)
+            && !mutated!(self.cfg, FullWindowOnKafka011);
         SendContext {
             now: self.now,
             identity: self.identity,
