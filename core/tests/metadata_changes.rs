@@ -27,6 +27,11 @@ fn topic_id(v: u8) -> impl Fn(&mut MetadataResponse) {
     move |m: &mut MetadataResponse| m.topics[0].topic_id = [v; 16]
 }
 
+/// A metadata answer's edit: partition 0 at leader epoch `e`.
+fn epoch(e: i32) -> impl Fn(&mut MetadataResponse) {
+    move |m: &mut MetadataResponse| m.topics[0].partitions[0].leader_epoch = e
+}
+
 /// A metadata answer saying the topic does not exist.
 fn topic_gone(m: &mut MetadataResponse) {
     m.topics[0].error_code = ErrorCode::UnknownTopicOrPartition.as_i16();
@@ -753,7 +758,6 @@ fn a_partition_added_to_a_topic_is_learned_after_a_refusal() {
 #[test]
 fn after_a_stale_answer_metadata_is_asked_of_another_connection() {
     let mut net = Net::new();
-    let epoch = |e: i32| move |m: &mut MetadataResponse| m.topics[0].partitions[0].leader_epoch = e;
     net.send("a");
     net.run(3, &epoch(5), &mut |_| None);
     assert_eq!(net.pending(), 0);
@@ -1277,7 +1281,6 @@ fn answers_between_two_stale_ones_keep_a_retired_id_retired() {
 #[test]
 fn a_topic_recreated_in_use_without_topic_ids_is_used_again() {
     let mut net = Net::new();
-    let epoch = |e: i32| move |m: &mut MetadataResponse| m.topics[0].partitions[0].leader_epoch = e;
     net.send("a");
     net.run(3, &epoch(5), &mut |_| None);
     assert_eq!(net.pending(), 0, "a delivered");
@@ -1305,7 +1308,6 @@ fn a_topic_recreated_in_use_without_topic_ids_is_used_again() {
 #[test]
 fn a_topic_recreated_between_refreshes_without_topic_ids_is_used_again() {
     let mut net = Net::new();
-    let epoch = |e: i32| move |m: &mut MetadataResponse| m.topics[0].partitions[0].leader_epoch = e;
     net.send("a");
     net.run(3, &epoch(5), &mut |_| None);
     assert_eq!(net.pending(), 0, "a delivered");

@@ -14,7 +14,8 @@ use kprod_core::protocol::api_key;
 use kprod_core::{Persistence, ProducerConfig, Record, SendError};
 use kprod_model::broker::{split_frames, BrokerMode, Cluster};
 use kprod_tokio::{
-    config_from_properties, Connector, Delivery, DeliveryError, ErrorKind, ProducerHandle,
+    config_from_properties, Connector, Delivery, DeliveryError, DeliveryFuture, ErrorKind,
+    ProducerHandle,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::time::Instant;
@@ -423,6 +424,22 @@ fn small_buffer(
     (broker, h)
 }
 
+/// [`small_buffer`] of one partition against a broker that takes 60 s per Produce, filled:
+/// the futures of the records it took before a send found it full (given up after 1 ms).
+async fn full_buffer_of_a_slow_broker() -> (FakeBroker, ProducerHandle, Vec<DeliveryFuture>) {
+    let (broker, h) = small_buffer(1, "60000", &[]);
+    broker.script.lock().unwrap().latency = Duration::from_secs(60);
+    let mut accepted = Vec::new();
+    loop {
+        let r = Record::new("t", "y".repeat(100)).with_partition(0);
+        match tokio::time::timeout(Duration::from_millis(1), h.enqueue(r)).await {
+            Ok(f) => accepted.push(f.expect("accepted")),
+            Err(_) => break,
+        }
+    }
+    (broker, h, accepted)
+}
+
 #[tokio::test(start_paused = true)]
 async fn full_buffer_makes_senders_wait_and_drops_nothing() {
     // About 2 KiB of buffer for ~2 x 120 KiB of records: enqueue must wait many times.
@@ -546,17 +563,7 @@ impl Drop for Counted {
 /// dropped whenever the queue doubles, so at most a few dozen are held at a time.
 #[tokio::test(start_paused = true)]
 async fn abandoned_sends_waiting_for_memory_do_not_pile_up() {
-    let (broker, h) = small_buffer(1, "60000", &[]);
-    broker.script.lock().unwrap().latency = Duration::from_secs(60);
-    // Fill the buffer.
-    let mut accepted = Vec::new();
-    loop {
-        let r = Record::new("t", "y".repeat(100)).with_partition(0);
-        match tokio::time::timeout(Duration::from_millis(1), h.enqueue(r)).await {
-            Ok(f) => accepted.push(f.expect("accepted")),
-            Err(_) => break,
-        }
-    }
+    let (_broker, h, accepted) = full_buffer_of_a_slow_broker().await;
     let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     const ATTEMPTS: usize = 2_000;
     for _ in 0..ATTEMPTS {
@@ -580,16 +587,7 @@ async fn abandoned_sends_waiting_for_memory_do_not_pile_up() {
 /// is left go at once: the close is applied, and later records are refused.
 #[tokio::test(start_paused = true)]
 async fn a_close_behind_abandoned_sends_goes_ahead_when_they_are_purged() {
-    let (broker, h) = small_buffer(1, "60000", &[]);
-    broker.script.lock().unwrap().latency = Duration::from_secs(60);
-    let mut accepted = Vec::new();
-    loop {
-        let r = Record::new("t", "y".repeat(100)).with_partition(0);
-        match tokio::time::timeout(Duration::from_millis(1), h.enqueue(r)).await {
-            Ok(f) => accepted.push(f.expect("accepted")),
-            Err(_) => break,
-        }
-    }
+    let (_broker, h, accepted) = full_buffer_of_a_slow_broker().await;
     // With the one that found the buffer full, 63 sends wait and are given up; the close
     // is the 64th command queued, which purges them.
     for _ in 0..62 {

@@ -417,9 +417,8 @@ impl Index {
     /// Marks sendable every partition whose timer (or idle probe time) passed since the last
     /// call; an idle key that was below the true time moves up to it.
     fn fire_timers(&mut self, now: Instant, entry: impl Fn(Tp) -> (Option<i32>, Entry)) {
-        let n = now;
         let from = match self.timers_through {
-            Some(t) if t >= n => return,
+            Some(t) if t >= now => return,
             Some(t) => Excluded(t),
             None => Unbounded,
         };
@@ -427,11 +426,11 @@ impl Index {
             .timers
             .range((
                 from.map(|t| (t, u64::MAX, u8::MAX)),
-                Included((n, u64::MAX, u8::MAX)),
+                Included((now, u64::MAX, u8::MAX)),
             ))
             .map(|&(t, k, _)| (t, k))
             .collect();
-        self.timers_through = Some(n);
+        self.timers_through = Some(now);
         for (_, k) in due {
             let (ti, pi) = unpack(k);
             if let Some(l) = entry((ti, pi)).0 {
@@ -440,7 +439,7 @@ impl Index {
         }
         let idle: SmallVec<[(Instant, u64); 8]> = self
             .idle
-            .range((from.map(|t| (t, u64::MAX)), Included((n, u64::MAX))))
+            .range((from.map(|t| (t, u64::MAX)), Included((now, u64::MAX))))
             .copied()
             .collect();
         for (r, k) in idle {
@@ -449,7 +448,7 @@ impl Index {
             self.slot_mut(ti, pi).idle = None;
             let (leader, e) = entry((ti, pi));
             match e.idle {
-                Some(t) if t <= n => {
+                Some(t) if t <= now => {
                     if let Some(l) = leader {
                         self.mark_sendable(l, ti, pi);
                     }
