@@ -180,14 +180,11 @@ impl Producer {
         // restarted leader epochs as a metadata answer saying so (`gone_without_id`): the
         // topic may have been deleted and created again between two refreshes, and no
         // metadata answer may ever say it was gone. Before, the new topic's epochs looked
-        // stale beside the old ones for the producer's life (a review finding).
+        // stale beside the old ones for the producer's life (a review finding). Already armed,
+        // its `lower_epochs_since` runs on (it is `None` whenever the flag is not set).
         let topic = &mut self.topics[ti];
-        if code == ErrorCode::UnknownTopicOrPartition
-            && topic.id == [0; 16]
-            && !topic.gone_without_id
-        {
+        if code == ErrorCode::UnknownTopicOrPartition && topic.id == [0; 16] {
             topic.gone_without_id = true;
-            topic.lower_epochs_since = None;
         }
         // The indexes follow every change to the partition. A plain success leaves it to
         // `ack_batch` (one sync per acknowledged batch instead of two); every other answer
