@@ -1704,3 +1704,52 @@ fn a_reconnect_backoff_above_the_maximum_is_waited_in_full() {
         );
     }
 }
+
+/// Review finding (2026-12-05): a broker answering INVALID_PRODUCER_EPOCH or
+/// INVALID_PRODUCER_ID_MAPPING to every batch had the producer bump its epoch locally and
+/// send again at once, every time: Produce and the refusal went round at the speed of the
+/// network (32,767 bumps, then a new producer id, and again) until the delivery timeout.
+/// Now the first bump goes at once and the next ones, while nothing is acknowledged under
+/// the bumped identity, after a growing backoff up to `retry.backoff.max.ms`.
+#[test]
+fn a_broker_refusing_every_epoch_is_not_sent_to_at_network_speed() {
+    for code in [
+        ErrorCode::InvalidProducerEpoch,
+        ErrorCode::InvalidProducerIdMapping,
+    ] {
+        let mut h = Harness::new(|c| {
+            c.retry_backoff = Duration::from_millis(100);
+            c.retry_backoff_max = Duration::from_secs(1);
+            c.delivery_timeout = Duration::from_secs(20);
+            c.request_timeout = Duration::from_secs(5);
+        });
+        let start = h.now;
+        let mut produces = Vec::new();
+        let mut wires = Wires::new();
+        h.p.send(h.now, record("x")).unwrap();
+        settle(&mut h, &mut wires, 100_000, &mut |h, _, f| {
+            Some(match api_of(&f).0 {
+                api_key::PRODUCE => {
+                    produces.push(h.now - start);
+                    produce_error(&f, code)
+                }
+                _ => respond(&f, &mut h.next_offset),
+            })
+        });
+        let failures = h.failures();
+        assert_eq!(failures.len(), 1, "{code}: {failures:?}");
+        // 20 s of refusals: the first attempt, one at once after the first bump, then a
+        // growing backoff up to 1 s: about 20 attempts, not tens of thousands.
+        assert!(
+            (3..=30).contains(&produces.len()),
+            "{code}: {} attempts: {:?}",
+            produces.len(),
+            &produces[..produces.len().min(40)]
+        );
+        let spacing: Vec<Duration> = produces.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(
+            spacing.iter().skip(5).all(|d| *d >= Duration::from_secs(1)),
+            "{code}: attempts at {produces:?}"
+        );
+    }
+}

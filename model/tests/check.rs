@@ -668,7 +668,12 @@ const PINNED: [usize; 6] = [5_377_045, 3_955_287, 146, 1_034, 485_725, 6_596];
 /// until PRODUCER_FENCED gave its identity up as a refused bump does (2026-12-05: the refusal
 /// count and the id given up are state now, and a new id after a second refusal with nothing
 /// acknowledged waits for the backoff); reverting only that gives the old count.
-const PINNED_MODES: [usize; 4] = [975_934, 780_446, 780_446, 874_129];
+/// The Lenient count was 975,934 until a local epoch bump to send a refused batch again
+/// that follows another with nothing acknowledged since waited for the backoff
+/// (2026-12-05: a broker refusing every epoch was sent to at the speed of the network); the
+/// count of such bumps, the waiting bump and its time are state now. No property changed;
+/// reverting only that gives the old count.
+const PINNED_MODES: [usize; 4] = [976_141, 780_446, 780_446, 874_129];
 /// `a_second_bootstrap_server_tried_while_the_first_waits`: with the patience, without
 /// (95,846 and 12,370 before `ACCEPTANCE_TIME`).
 const PINNED_PATIENCE: [usize; 2] = [197_427, 12_441];

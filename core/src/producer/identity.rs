@@ -61,6 +61,9 @@ impl Producer {
                     issue,
                 };
                 self.set_identity(Some(id));
+                // A new producer id's first bump goes at once: ids given up without an
+                // acknowledgement are paced by their own backoff (`give_up_identity`).
+                self.fruitless_bumps = 0;
                 self.pid_failures = 0;
                 self.pid_retry_at = None;
                 self.diag(Diagnostic::ProducerId(id));
@@ -183,14 +186,28 @@ impl Producer {
     /// producer's current identity, the producer bumps its epoch (locally, KIP-360), or asks
     /// for a new producer id when the epoch is exhausted or the broker refused a bump.
     pub(super) fn request_bump_for(&mut self, ti: usize, pi: usize) {
+        self.request_bump(ti, pi, false);
+    }
+
+    /// As `request_bump_for`, for a refused batch that waits to be sent again under the next
+    /// identity: such bumps are paced (`bump`).
+    pub(super) fn request_bump_to_resend(&mut self, ti: usize, pi: usize) {
+        self.request_bump(ti, pi, true);
+    }
+
+    fn request_bump(&mut self, ti: usize, pi: usize, paced: bool) {
         let p = &self.topics[ti].partitions[pi];
         if !p.needs_rebase || p.bound.is_none() || p.bound != self.identity {
             return;
         }
-        self.bump();
+        self.bump(paced);
     }
 
-    pub(super) fn bump(&mut self) {
+    /// Moves to the next identity: the next epoch (a local bump), or a new producer id. A
+    /// `paced` bump is one that sends a refused batch again: one that follows another with
+    /// nothing acknowledged since waits for the backoff. (A bump after a gap sends nothing
+    /// again, so it cannot loop.)
+    pub(super) fn bump(&mut self, paced: bool) {
         let Some(id) = self.identity.filter(|_| self.cfg.enable_idempotence) else {
             return;
         };
@@ -202,6 +219,25 @@ impl Producer {
             // producer id per batch.
             self.give_up_identity(id);
         } else {
+            // A bump to send a refused batch again that follows another with nothing
+            // acknowledged since waits a backoff that grows while bumps keep being spent so
+            // (a broker refusing every epoch had Produce and its refusal go round at the
+            // speed of the network until the delivery timeout). Partitions bound to the
+            // current identity that are not spent keep sending meanwhile.
+            if paced {
+                if self.fruitless_bumps > 0 {
+                    let delay = backoff_delay(
+                        self.cfg.retry_backoff,
+                        self.cfg.retry_backoff_max,
+                        self.fruitless_bumps,
+                    );
+                    let at = *self.bump_at.get_or_insert(self.now + delay);
+                    if at > self.now {
+                        return;
+                    }
+                }
+                self.fruitless_bumps = self.fruitless_bumps.saturating_add(1);
+            }
             let next = ProducerIdentity {
                 producer_id: id.producer_id,
                 epoch: id.epoch + 1,

@@ -538,6 +538,8 @@ impl Producer {
     pub(super) fn set_identity(&mut self, identity: Option<ProducerIdentity>) {
         if self.identity != identity {
             self.identity = identity;
+            // A bump waiting for its backoff was of the identity left.
+            self.bump_at = None;
             self.sync_all();
         }
     }
