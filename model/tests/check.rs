@@ -668,7 +668,7 @@ const PINNED: [usize; 6] = [5_377_045, 3_955_287, 146, 1_034, 485_725, 6_596];
 /// until PRODUCER_FENCED gave its identity up as a refused bump does (2026-12-05: the refusal
 /// count and the id given up are state now, and a new id after a second refusal with nothing
 /// acknowledged waits for the backoff); reverting only that gives the old count.
-/// The Lenient count was 975,934 until a local epoch bump to send a refused batch again
+/// The UnknownPidError count was 975,934 until a local epoch bump to send a refused batch again
 /// that follows another with nothing acknowledged since waited for the backoff
 /// (2026-12-05: a broker refusing every epoch was sent to at the speed of the network); the
 /// count of such bumps, the waiting bump and its time are state now. No property changed;
