@@ -128,6 +128,11 @@ pub struct Budget {
     pub silent_expiries: u8,
     /// DeleteRecords up to the end of a partition's log (only while nothing is outstanding).
     pub delete_records: u8,
+    /// Connections whose broker side stalls: the broker reads their requests and acts on
+    /// them late, even after the producer closed the connection (a zombie request: Kafka
+    /// reads a request off the socket before it sees the close), and its answers never
+    /// arrive.
+    pub stalls: u8,
 }
 
 /// A bounded model configuration.
@@ -277,6 +282,9 @@ pub struct Link {
     pub to_broker: VecDeque<(Bytes, Ghost)>,
     /// Responses not yet read by the producer.
     pub to_client: VecDeque<(Bytes, Ghost)>,
+    /// The broker side stalled (`Budget::stalls`): its answers from now on are lost, and
+    /// its unread requests outlive the connection (`State::zombies`).
+    pub stalled: bool,
 }
 
 /// What the application was told about a record.
@@ -321,6 +329,9 @@ pub struct State {
     pub clock_ms: u64,
     /// The producer's last `Wait` deadline, in milliseconds since the start.
     pub wait_until_ms: Option<u64>,
+    /// Requests of closed stalled connections that the broker still reads and acts on, each
+    /// with its connection and node, in order per connection. Their answers go nowhere.
+    pub zombies: Vec<(ConnId, i32, Bytes, Ghost)>,
     /// Records sent per partition.
     pub sent: Vec<u8>,
     /// Record ids: (partition, index) for each id.
@@ -387,6 +398,9 @@ pub struct State {
     /// §C.4 ghost: a response from one node arrived while a Produce request to another node
     /// was outstanding.
     pub old_leader_response_after_new_request: bool,
+    /// §C.4 ghost: a zombie request (`Budget::stalls`) was written after the producer closed
+    /// its connection.
+    pub zombie_written: bool,
     /// Buggy client policy state.
     pub mutation: MutationState,
 }
@@ -423,6 +437,11 @@ pub enum Action {
     SilentExpire,
     /// DeleteRecords up to the end of a partition's log.
     DeleteRecords(i32),
+    /// The broker side of a connection stalls: its answers are lost from now on, and its
+    /// requests are acted on late, even after the connection closed.
+    Stall(ConnId),
+    /// The broker reads the next request of a closed stalled connection.
+    ProcessZombie(ConnId),
 }
 
 impl Action {
@@ -456,6 +475,8 @@ impl Action {
             "Flap" => Self::Flap,
             "SilentExpire" => Self::SilentExpire,
             "DeleteRecords" => Self::DeleteRecords(num(arg)? as i32),
+            "Stall" => Self::Stall(conn(arg)?),
+            "ProcessZombie" => Self::ProcessZombie(conn(arg)?),
             "Inject" => {
                 let (p, k) = arg.split_once(',')?;
                 let k = match k.trim() {
@@ -574,6 +595,7 @@ impl KafkaModel {
                                 node,
                                 to_broker: VecDeque::new(),
                                 to_client: VecDeque::new(),
+                                stalled: false,
                             }),
                         );
                         let now = self.now(s);
@@ -600,7 +622,7 @@ impl KafkaModel {
                     }
                 }
                 Output::Close { conn, .. } => {
-                    s.links.remove(&conn);
+                    Self::close_link(s, conn);
                     s.connecting.remove(&conn);
                 }
                 Output::Event(e) => self.on_event(s, e),
@@ -872,6 +894,43 @@ impl KafkaModel {
         }
     }
 
+    /// Removes a connection. A stalled one leaves its unread requests to the broker.
+    fn close_link(s: &mut State, conn: ConnId) {
+        if let Some(l) = s.links.remove(&conn) {
+            if l.stalled {
+                let node = l.node;
+                (s.zombies).extend(l.to_broker.into_iter().map(|(f, g)| (conn, node, f, g)));
+            }
+        }
+    }
+
+    /// The broker reads the next request of the closed stalled connection `conn` and acts
+    /// on it; the answer goes nowhere. The producer gave this request up when it closed the
+    /// connection, so what the broker counts as a client bug (an old epoch, an overlap) is
+    /// not one here: those counts are left as they were.
+    fn process_zombie(&self, s: &mut State, conn: ConnId) -> Option<()> {
+        let at = s.zombies.iter().position(|z| z.0 == conn)?;
+        let (_, node, frame, ghost) = s.zombies.remove(at);
+        if ghost.api_key == api_key::PRODUCE {
+            self.check_seq_reuse(s, &frame, &ghost);
+        }
+        let st = &s.cluster.stats;
+        let kept = (st.invalid_epoch, st.new_epoch_nonzero_seq, st.overlap);
+        let logged =
+            |s: &State| -> usize { s.cluster.partitions.values().map(|p| p.log.len()).sum() };
+        let before = logged(s);
+        let _ = s.cluster.handle(node, frame);
+        if logged(s) > before {
+            s.zombie_written = true;
+        }
+        let st = &mut s.cluster.stats;
+        (st.invalid_epoch, st.new_epoch_nonzero_seq, st.overlap) = kept;
+        if ghost.api_key == api_key::METADATA {
+            s.cluster.hidden_topics.clear();
+        }
+        Some(())
+    }
+
     fn process(&self, s: &mut State, conn: ConnId) {
         let Some(l) = s.links.get_mut(&conn) else {
             return;
@@ -879,7 +938,7 @@ impl KafkaModel {
         let Some((frame, ghost)) = l.to_broker.pop_front() else {
             return;
         };
-        let node = l.node;
+        let (node, stalled) = (l.node, l.stalled);
         // S5 ghost: does any record of this request reuse an appended (pid, epoch, seq)?
         if ghost.api_key == api_key::PRODUCE {
             self.check_seq_reuse(s, &frame, &ghost);
@@ -889,7 +948,7 @@ impl KafkaModel {
         if ghost.api_key == api_key::METADATA {
             s.cluster.hidden_topics.clear(); // a flap lasts one response
         }
-        if let (Some(resp), Some(l)) = (resp, s.links.get_mut(&conn)) {
+        if let (Some(resp), Some(l), false) = (resp, s.links.get_mut(&conn), stalled) {
             l.to_client.push_back((resp.slice(4..), ghost));
         }
     }
@@ -1075,7 +1134,11 @@ impl KafkaModel {
     /// configuration makes those short) is not a fault.
     fn free_tick(&self, s: &State) -> bool {
         let free = BACKOFF_MS.max(self.cfg.metadata_max_age_ms.min(BACKOFF_MS * 10));
-        s.wait_until_ms.is_some_and(|t| t <= s.clock_ms + free)
+        // A stalled connection's answers never come: its request timeout is the way out,
+        // part of the fault the stall's budget paid for.
+        let stalled = s.links.values().any(|l| l.stalled);
+        s.wait_until_ms
+            .is_some_and(|t| stalled || t <= s.clock_ms + free)
     }
 
     /// Nothing can happen without a fault: no frames on any link, no pending connects, no
@@ -1136,6 +1199,7 @@ impl Model for KafkaModel {
             connecting: BTreeMap::new(),
             clock_ms: 0,
             wait_until_ms: None,
+            zombies: Vec::new(),
             sent: vec![0; self.cfg.partitions as usize],
             ids: BTreeMap::new(),
             outcomes: BTreeMap::new(),
@@ -1166,6 +1230,7 @@ impl Model for KafkaModel {
             over_inflight: false,
             bump_while_other_inflight: false,
             old_leader_response_after_new_request: false,
+            zombie_written: false,
             mutation: MutationState::default(),
         };
         self.drain(&mut s);
@@ -1198,7 +1263,15 @@ impl Model for KafkaModel {
             if s.budget.disconnects > 0 {
                 actions.push(Action::Disconnect(*c));
             }
+            // A stall matters only to requests the broker has not read yet.
+            if s.budget.stalls > 0 && !l.stalled && !l.to_broker.is_empty() {
+                actions.push(Action::Stall(*c));
+            }
         }
+        let mut zombie_conns: Vec<ConnId> = s.zombies.iter().map(|z| z.0).collect();
+        zombie_conns.sort();
+        zombie_conns.dedup();
+        actions.extend(zombie_conns.into_iter().map(Action::ProcessZombie));
         if s.wait_until_ms.is_some() && (self.free_tick(s) || s.budget.timeouts > 0) {
             actions.push(Action::Tick);
         }
@@ -1216,6 +1289,7 @@ impl Model for KafkaModel {
         // to the broker; no client can deduplicate that, spec §A.4.)
         if (s.budget.expiries > 0 || s.budget.silent_expiries > 0 || s.budget.delete_records > 0)
             && Self::all_resolved(s)
+            && s.zombies.is_empty()
             && s.links
                 .values()
                 .all(|l| l.to_broker.is_empty() && l.to_client.is_empty())
@@ -1270,6 +1344,7 @@ impl Model for KafkaModel {
                         node,
                         to_broker: VecDeque::new(),
                         to_client: VecDeque::new(),
+                        stalled: false,
                     }),
                 );
                 let now = self.now(&s);
@@ -1284,7 +1359,8 @@ impl Model for KafkaModel {
             Action::Process(c) => self.process(&mut s, c),
             Action::Deliver(c) => self.deliver(&mut s, c),
             Action::Disconnect(c) => {
-                s.links.remove(&c)?;
+                s.links.get(&c)?;
+                Self::close_link(&mut s, c);
                 s.budget.disconnects -= 1;
                 let now = self.now(&s);
                 s.producer.handle_disconnected(now, c);
@@ -1351,6 +1427,11 @@ impl Model for KafkaModel {
                 s.budget.flaps -= 1;
                 s.cluster.hidden_topics.push(TOPIC.to_owned());
             }
+            Action::Stall(c) => {
+                s.links.get_mut(&c)?.stalled = true;
+                s.budget.stalls -= 1;
+            }
+            Action::ProcessZombie(c) => self.process_zombie(&mut s, c)?,
         }
         self.drain(&mut s);
         Some(s)
@@ -1592,6 +1673,10 @@ impl Model for KafkaModel {
             Property::sometimes(
                 "a response from the old leader after a request to the new one",
                 |_, s: &State| s.old_leader_response_after_new_request,
+            ),
+            Property::sometimes(
+                "a zombie request is written after its connection closed",
+                |_, s: &State| s.zombie_written,
             ),
         ]
     }

@@ -8,7 +8,7 @@
 use kprod_core::mutation::Mutation as Core;
 use kprod_core::GapPolicy;
 use kprod_model::broker::{Advertised, BrokerMode};
-use kprod_model::model::{Budget, Inject, KafkaModel, ModelCfg, Mutation};
+use kprod_model::model::{Action, Budget, Inject, KafkaModel, ModelCfg, Mutation};
 use stateright::{Checker, Expectation, HasDiscoveries, Model};
 
 const ALL_DELIVERED: &str = "all delivered";
@@ -24,6 +24,7 @@ const OVERTAKEN: &str = "a batch is overtaken";
 const TIMEOUT_SENT: &str = "a sent record reaches its delivery timeout";
 const MOVE: &str = "a partition with requests in flight moves to its new leader";
 const SPLIT: &str = "a batch is split";
+const ZOMBIE: &str = "a zombie request is written after its connection closed";
 const HINT_MOVE: &str = "a partition moves to its new leader on a KIP-951 hint";
 const NO_KIP360: &str = "a new producer id instead of a bump (no KIP-360)";
 
@@ -688,6 +689,8 @@ const PINNED_COMBINED: [usize; 2] = [2_047_796, 1_060_036];
 /// `lingering_batches_go_with_a_request_that_goes_anyway` (951,159 with the open batches
 /// left out of requests that go anyway: the configuration reaches the rule).
 const PINNED_LINGER: usize = 901_357;
+/// `zombie_requests_written_after_the_close`: Kafka's rules with a refusal, Tansu's without.
+const PINNED_ZOMBIE: [usize; 2] = [1_186_642, 354_475];
 /// The configurations added for issue 15, in file order.
 const PINNED_NEW: [usize; 10] = [
     // [1] was 236,273 until a batch in flight had its records reported at its delivery
@@ -1184,4 +1187,79 @@ fn brokers_without_kip360_or_kip951() {
     // id until then, which tells apart states that differed only in ids spent earlier);
     // 755,715 until `ACCEPTANCE_TIME`.
     assert_eq!(n, 840_220, "unique states changed");
+}
+
+/// Zombie requests (from the model review: none were modelled). A connection's broker side
+/// stalls: its answers are lost, and the requests it has not read yet are read and acted on
+/// late, even after the producer closed the connection (Kafka reads a request off the socket
+/// before it notices the close). The producer gives the connection up at its request
+/// timeout and retries elsewhere; the zombie may land before, between or after the retries,
+/// and after a new epoch. Under Kafka's rules, with a record refused for good once
+/// (a gap, so a bump) while the zombie waits: every property holds. On the Tansu-like broker
+/// without that refusal, too (with it, see the test after this one).
+#[test]
+fn zombie_requests_written_after_the_close() {
+    let stalled = |mode, injections, injectable| ModelCfg {
+        partitions: 1,
+        records_per_partition: 3,
+        max_in_flight: 2,
+        budget: Budget {
+            stalls: 1,
+            timeouts: 1,
+            injections,
+            ..Budget::default()
+        },
+        injectable,
+        ..base(mode)
+    };
+    let kafka = stalled(BrokerMode::Lenient, 1, vec![Inject::InvalidRecord]);
+    let tansu = stalled(BrokerMode::TansuLike, 0, vec![]);
+    let counts = [
+        check("Lenient zombie, a refusal", kafka, &[ALL_DELIVERED, ZOMBIE]),
+        check("TansuLike zombie", tansu, &[ALL_DELIVERED, ZOMBIE]),
+    ];
+    assert_eq!(counts, PINNED_ZOMBIE, "unique states changed");
+}
+
+/// The limit of the test above. A broker that fences a given-up producer id by its epoch
+/// (Kafka since 2.5: the bump keeps the id, and an older epoch is refused) drops a zombie of
+/// the identity given up. One that takes a new producer id instead (Tansu refuses the bump;
+/// Kafka before 2.5; the epoch exhausted) cannot: a zombie of the old id still fits that id's
+/// sequence and lands, after records written under the new id. The checker finds exactly
+/// this: the record was reported possibly persisted (S4 holds), but the log is out of send
+/// order (S2). No client can prevent it without the broker's fencing; the README says so
+/// under "Known limits and choices".
+#[test]
+fn a_zombie_of_a_given_up_producer_id_lands_after_the_new_ids_records_on_tansu() {
+    let cfg = ModelCfg {
+        partitions: 1,
+        records_per_partition: 3,
+        max_in_flight: 2,
+        budget: Budget {
+            stalls: 1,
+            timeouts: 1,
+            injections: 1,
+            ..Budget::default()
+        },
+        injectable: vec![Inject::InvalidRecord],
+        ..base(BrokerMode::TansuLike)
+    };
+    let model: KafkaModel = cfg.into_model();
+    let props = model.properties();
+    let checker = model.checker().threads(2).spawn_dfs().join();
+    let violated: Vec<&str> = (props.iter())
+        .filter(|p| matches!(p.expectation, Expectation::Always))
+        .filter(|p| checker.discovery(p.name).is_some())
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(
+        violated,
+        ["S2 send order"],
+        "only the order, never the truth"
+    );
+    let path = checker.discovery("S2 send order").unwrap().into_actions();
+    assert!(
+        path.iter().any(|a| matches!(a, Action::ProcessZombie(_))),
+        "a zombie landed: {path:?}"
+    );
 }
