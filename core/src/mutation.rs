@@ -52,4 +52,8 @@ pub enum Mutation {
     /// A broker speaking Produce v3 at most (Kafka 0.11, which caches a producer's last batch
     /// only) gets the configured in-flight window instead of one batch at a time.
     FullWindowOnKafka011,
+    /// An error after the append (NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT and
+    /// NOT_LEADER_OR_FOLLOWER with an offset) taken for a delivery at that offset, since
+    /// the leader wrote the batch: a new leader without it truncates it.
+    AfterAppendDelivered,
 }

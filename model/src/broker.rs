@@ -141,6 +141,12 @@ pub struct PartitionLog {
     pub producers: BTreeMap<i64, Box<ProducerEntry>>,
     /// Errors to answer to the next Produce requests, in order.
     pub inject: VecDeque<Injection>,
+    /// With `Cluster::truncation`: the high watermark, what every in-sync replica holds
+    /// (`log[..hw]`), and the producer state at it. A success answer (acks=all) moves it to
+    /// the log's end; an error after the append does not. Otherwise 0 and empty.
+    pub hw: usize,
+    /// The producer state of `log[..hw]`, which a new leader that holds no more rebuilds.
+    pub committed: BTreeMap<i64, Box<ProducerEntry>>,
 }
 
 impl PartitionLog {
@@ -152,6 +158,8 @@ impl PartitionLog {
             log_start: 0,
             producers: BTreeMap::new(),
             inject: VecDeque::new(),
+            hw: 0,
+            committed: BTreeMap::new(),
         }
     }
 }
@@ -202,6 +210,9 @@ pub struct Cluster {
     pub leader_hints: bool,
     /// The versions advertised in ApiVersions; a request above them is not answered.
     pub advertised: Advertised,
+    /// Whether the high watermark is kept, so that a leader change may truncate what lies
+    /// above it (`move_leader_truncating`). Off, nothing about it is state.
+    pub truncation: bool,
 }
 
 /// Parses a `host:port` node address.
@@ -233,6 +244,7 @@ impl Cluster {
             init_producer_id_errors: VecDeque::new(),
             leader_hints: false,
             advertised: Advertised::LATEST,
+            truncation: false,
         }
     }
 
@@ -272,10 +284,30 @@ impl Cluster {
         part.leader_epoch += 1;
     }
 
+    /// Moves leadership of a partition to `node`, an in-sync follower that holds the log up
+    /// to the high watermark and no more: what lies above it (batches answered with an error
+    /// after the append, never acknowledged) is truncated, and the new leader's producer
+    /// state is rebuilt from what it holds (Kafka's leader-epoch truncation).
+    pub fn move_leader_truncating(&mut self, topic: &str, p: i32, node: i32) {
+        let part = self.partition_mut(topic, p);
+        part.leader = node;
+        part.leader_epoch += 1;
+        part.log.truncate(part.hw);
+        part.producers = part.committed.clone();
+    }
+
+    /// The high watermark moves to the log's end: every replica caught up (`truncation`).
+    fn commit(truncation: bool, part: &mut PartitionLog) {
+        if truncation {
+            part.hw = part.log.len();
+            part.committed = part.producers.clone();
+        }
+    }
+
     /// A broker restart: the dedup cache of each producer shrinks to its last batch (§A.1).
     pub fn restart_shrinks_cache(&mut self) {
         for part in self.partitions.values_mut() {
-            for e in part.producers.values_mut() {
+            for e in (part.producers.values_mut()).chain(part.committed.values_mut()) {
                 while e.batches.len() > 1 {
                     e.batches.pop_front();
                 }
@@ -290,17 +322,20 @@ impl Cluster {
     /// `log` for checking.
     pub fn delete_records(&mut self, topic: &str, p: i32) {
         let mode = self.mode;
+        let truncation = self.truncation;
         let part = self.partition_mut(topic, p);
         part.log_start = part.log.len() as i64;
         if mode == BrokerMode::UnknownPidError {
             part.producers.clear();
         }
+        Self::commit(truncation, part);
     }
 
     /// Producer-state expiry: every producer entry is forgotten (§A.4).
     pub fn expire_producers(&mut self) {
         for part in self.partitions.values_mut() {
             part.producers.clear();
+            part.committed.clear();
         }
     }
 
@@ -523,6 +558,7 @@ impl Cluster {
     ) -> Answer {
         let mode = self.mode;
         let max_seq = self.max_sequence;
+        let truncation = self.truncation;
         let Some(part) = self.partitions.get_mut(&(topic.to_owned(), index)) else {
             return Answer::refused(ErrorCode::UnknownTopicOrPartition, -1);
         };
@@ -563,6 +599,9 @@ impl Cluster {
             // No producer id (idempotence off): Kafka checks no sequence and keeps no state
             // for it, so every batch is appended as it comes, a resend included.
             let base_offset = append_records(&mut part.log, &batch, modulus);
+            if injected.is_none() {
+                Self::commit(truncation, part);
+            }
             return answer(injected, base_offset, NO_TIMESTAMP, log_start);
         }
         let last = ((i64::from(first) + i64::from(count) - 1) % modulus) as i32;
@@ -592,6 +631,11 @@ impl Cluster {
                     // offsets to be replicated (`DelayedProduce`): an error after the append (a
                     // timeout, a leader move) can come back for a duplicate too. Tansu's 46
                     // carries neither.
+                    // A success for it says the original is replicated: here, with everything
+                    // after it.
+                    if injected.is_none() {
+                        Self::commit(truncation, part);
+                    }
                     return if matches!(mode, BrokerMode::TansuLike | BrokerMode::Kafka011) {
                         Answer::refused(ErrorCode::DuplicateSequenceNumber, log_start)
                     } else {
@@ -678,6 +722,9 @@ impl Cluster {
         let cached = if mode == BrokerMode::Kafka011 { 1 } else { 5 };
         while e.batches.len() > cached {
             e.batches.pop_front();
+        }
+        if injected.is_none() {
+            Self::commit(truncation, part);
         }
         answer(injected, base_offset, NO_TIMESTAMP, log_start)
     }

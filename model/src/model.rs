@@ -196,6 +196,11 @@ pub struct ModelCfg {
     /// the hint, before any metadata answer. Off by default (the pinned configurations
     /// predate it); the configuration that checks the hint path sets it.
     pub leader_hints: bool,
+    /// Whether a leader change may truncate the log to its high watermark
+    /// (`Action::LeaderChangeTruncating`): the new leader is an in-sync follower that did not
+    /// have the batches answered with an error after the append. Off by default (the pinned
+    /// configurations predate it).
+    pub truncation: bool,
     /// `linger.ms`. 0 (the default): every batch may go as soon as it holds a record. Above
     /// 0, a batch waits for a tick to its linger, or goes with a request that goes anyway
     /// (another partition's ready batch takes the open ones along).
@@ -226,6 +231,7 @@ impl Default for ModelCfg {
             broker_versions: Advertised::LATEST,
             bootstrap_patience_ms: None,
             leader_hints: false,
+            truncation: false,
             linger_ms: 0,
         }
     }
@@ -401,6 +407,9 @@ pub struct State {
     /// §C.4 ghost: a zombie request (`Budget::stalls`) was written after the producer closed
     /// its connection.
     pub zombie_written: bool,
+    /// §C.4 ghost: a leader change truncated records written after the append
+    /// (`ModelCfg::truncation`).
+    pub truncated: bool,
     /// Buggy client policy state.
     pub mutation: MutationState,
 }
@@ -424,6 +433,9 @@ pub enum Action {
     Tick,
     /// The partition's leadership moves to the other node.
     LeaderChange(i32),
+    /// The partition's leadership moves to the other node, which holds the log only up to
+    /// its high watermark: the rest is truncated (`ModelCfg::truncation`).
+    LeaderChangeTruncating(i32),
     /// A broker restart shrinks the dedup caches.
     Restart,
     /// The broker forgets every producer's state.
@@ -470,6 +482,7 @@ impl Action {
             "Disconnect" => Self::Disconnect(conn(arg)?),
             "Tick" => Self::Tick,
             "LeaderChange" => Self::LeaderChange(num(arg)? as i32),
+            "LeaderChangeTruncating" => Self::LeaderChangeTruncating(num(arg)? as i32),
             "Restart" => Self::Restart,
             "Expire" => Self::Expire,
             "Flap" => Self::Flap,
@@ -1189,6 +1202,7 @@ impl Model for KafkaModel {
         cluster.max_sequence = self.cfg.max_sequence;
         cluster.advertised = self.cfg.broker_versions;
         cluster.leader_hints = self.cfg.leader_hints;
+        cluster.truncation = self.cfg.truncation;
         cluster.create_topic(TOPIC, self.cfg.partitions, 1);
         let producer =
             Producer::new(self.producer_config(), self.epoch).expect("valid model config");
@@ -1231,6 +1245,7 @@ impl Model for KafkaModel {
             bump_while_other_inflight: false,
             old_leader_response_after_new_request: false,
             zombie_written: false,
+            truncated: false,
             mutation: MutationState::default(),
         };
         self.drain(&mut s);
@@ -1278,6 +1293,10 @@ impl Model for KafkaModel {
         if s.budget.leader_changes > 0 && self.cfg.nodes > 1 {
             for p in 0..self.cfg.partitions {
                 actions.push(Action::LeaderChange(p));
+                let part = s.cluster.partition(TOPIC, p);
+                if self.cfg.truncation && part.hw < part.log.len() {
+                    actions.push(Action::LeaderChangeTruncating(p));
+                }
             }
         }
         if s.budget.restarts > 0 {
@@ -1374,7 +1393,7 @@ impl Model for KafkaModel {
                 let now = self.now(&s);
                 s.producer.handle_timeout(now);
             }
-            Action::LeaderChange(p) => {
+            Action::LeaderChange(p) | Action::LeaderChangeTruncating(p) => {
                 s.budget.leader_changes -= 1;
                 let outstanding = s.links.values().any(|l| {
                     l.to_broker
@@ -1388,7 +1407,13 @@ impl Model for KafkaModel {
                 }
                 let part = s.cluster.partition(TOPIC, p);
                 let next = if part.leader == 1 { 2 } else { 1 };
-                s.cluster.move_leader(TOPIC, p, next);
+                if matches!(action, Action::LeaderChangeTruncating(_)) {
+                    let before = part.log.len();
+                    s.cluster.move_leader_truncating(TOPIC, p, next);
+                    s.truncated |= s.cluster.partition(TOPIC, p).log.len() < before;
+                } else {
+                    s.cluster.move_leader(TOPIC, p, next);
+                }
                 if self.cfg.leader_hints {
                     s.moved_unannounced.insert(p);
                 }
@@ -1673,6 +1698,10 @@ impl Model for KafkaModel {
             Property::sometimes(
                 "a response from the old leader after a request to the new one",
                 |_, s: &State| s.old_leader_response_after_new_request,
+            ),
+            Property::sometimes(
+                "a leader change truncates records written after the append",
+                |_, s: &State| s.truncated,
             ),
             Property::sometimes(
                 "a zombie request is written after its connection closed",

@@ -24,6 +24,7 @@ const OVERTAKEN: &str = "a batch is overtaken";
 const TIMEOUT_SENT: &str = "a sent record reaches its delivery timeout";
 const MOVE: &str = "a partition with requests in flight moves to its new leader";
 const SPLIT: &str = "a batch is split";
+const TRUNCATED: &str = "a leader change truncates records written after the append";
 const ZOMBIE: &str = "a zombie request is written after its connection closed";
 const HINT_MOVE: &str = "a partition moves to its new leader on a KIP-951 hint";
 const NO_KIP360: &str = "a new producer id instead of a bump (no KIP-360)";
@@ -689,6 +690,8 @@ const PINNED_COMBINED: [usize; 2] = [2_047_796, 1_060_036];
 /// `lingering_batches_go_with_a_request_that_goes_anyway` (951,159 with the open batches
 /// left out of requests that go anyway: the configuration reaches the rule).
 const PINNED_LINGER: usize = 901_357;
+/// `a_leader_change_truncates_what_was_written_after_the_append`.
+const PINNED_TRUNCATION: usize = 216_128;
 /// `zombie_requests_written_after_the_close`: Kafka's rules with a refusal, Tansu's without.
 const PINNED_ZOMBIE: [usize; 2] = [1_186_642, 354_475];
 /// The configurations added for issue 15, in file order.
@@ -1261,5 +1264,61 @@ fn a_zombie_of_a_given_up_producer_id_lands_after_the_new_ids_records_on_tansu()
     assert!(
         path.iter().any(|a| matches!(a, Action::ProcessZombie(_))),
         "a zombie landed: {path:?}"
+    );
+}
+
+/// Truncation on a leader change (from the model review: the new leader always had the whole
+/// log). Kafka's new leader is an in-sync follower that holds the log up to the high
+/// watermark; a batch answered with an error after the append (NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+/// REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER) may be above it, and the old leader truncates it
+/// when it follows the new one. The producer retries such a batch as possibly written: the new
+/// leader, whose producer state is rebuilt from what it holds, takes it as new. Every property
+/// holds, every record is delivered on some path, and the truncation is reached.
+fn truncation_cfg(truncation: bool) -> ModelCfg {
+    ModelCfg {
+        records_per_partition: 3,
+        nodes: 2,
+        max_in_flight: 2,
+        leader_hints: true,
+        truncation,
+        budget: Budget {
+            leader_changes: 1,
+            injections: 2,
+            ..Budget::default()
+        },
+        injectable: vec![
+            Inject::NotEnoughReplicasAfterAppend,
+            Inject::TimedOutAfterAppend,
+            Inject::NotLeaderAfterAppend,
+        ],
+        ..base(BrokerMode::Lenient)
+    }
+}
+
+#[test]
+fn a_leader_change_truncates_what_was_written_after_the_append() {
+    let n = check(
+        "truncation",
+        truncation_cfg(true),
+        &[ALL_DELIVERED, DEDUP, TRUNCATED, MOVE],
+    );
+    assert_eq!(n, PINNED_TRUNCATION, "unique states changed");
+}
+
+/// An error after the append taken for a delivery (the leader wrote the batch): only a
+/// leader change that truncates it shows the report false. Without truncation the same
+/// planted bug goes unseen: the checker needs the faithful broker to catch it.
+#[test]
+fn catches_an_error_after_the_append_taken_for_a_delivery_only_with_truncation() {
+    expect_caught(
+        "after append delivered (truncation)",
+        planted(truncation_cfg(true), Core::AfterAppendDelivered),
+        S4,
+    );
+    let model = planted(truncation_cfg(false), Core::AfterAppendDelivered).into_model();
+    let checker = model.checker().threads(2).spawn_dfs().join();
+    assert!(
+        checker.discovery(S4).is_none(),
+        "without truncation the report is true: the batch stays in the log"
     );
 }

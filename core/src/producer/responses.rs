@@ -235,6 +235,13 @@ impl Producer {
             ErrorCode::MessageTooLarge if self.topics[ti].partitions[pi].batches[i].count() > 1 => {
                 self.split_batch(ti, pi, i)
             }
+            ErrorCode::NotEnoughReplicasAfterAppend
+            | ErrorCode::RequestTimedOut
+            | ErrorCode::NotLeaderOrFollower
+                if pr.base_offset >= 0 && mutated!(self.cfg, AfterAppendDelivered) =>
+            {
+                self.ack_batch(ti, pi, i, Some(pr.base_offset), None)
+            }
             c if c.is_fatal() => self.fail_fatal_on_refusal(ti, pi, i, FatalError::Broker(c)),
             c @ (ErrorCode::NotEnoughReplicasAfterAppend
             | ErrorCode::UnknownServerError
