@@ -222,6 +222,12 @@ pub(crate) struct Partition {
     pub(crate) last_write: Option<Instant>,
     /// The offset of the last record acknowledged, for metrics (history, not behaviour).
     pub(crate) last_offset: crate::metrics::Observed<Option<i64>>,
+    /// Epoch bumps this partition asked for to send a refused batch again since one of its
+    /// batches was last acknowledged under the producer's current identity: the second and
+    /// later wait a backoff that grows with it (a broker refusing every epoch here is not
+    /// sent to at the speed of the network; the other partitions' acknowledgements, which
+    /// each bump lets through, do not reset it).
+    pub(crate) fruitless_bumps: u32,
 }
 
 /// What [`Partition::next_to_send`] chose.

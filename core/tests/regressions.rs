@@ -1753,3 +1753,77 @@ fn a_broker_refusing_every_epoch_is_not_sent_to_at_network_speed() {
         );
     }
 }
+
+/// Review finding on the fix above: the count of fruitless bumps was the producer's, reset by
+/// any acknowledgement under the current identity. With one partition refused every epoch
+/// and another healthy, each bump let the healthy partition through under the new epoch,
+/// its acknowledgement reset the count, and the refused partition bumped again at once: a
+/// bump, and a rebase of every partition, per round trip until the epoch ran out. The count
+/// is the partition's now, reset by its own acknowledgements.
+#[test]
+fn a_partition_refused_every_epoch_is_paced_beside_a_healthy_one() {
+    use kprod_core::protocol::produce::ProduceRequest;
+    let mut h = Harness::new(|c| {
+        c.retry_backoff = Duration::from_millis(100);
+        c.retry_backoff_max = Duration::from_secs(1);
+        c.delivery_timeout = Duration::from_secs(20);
+        c.request_timeout = Duration::from_secs(5);
+    });
+    let start = h.now;
+    let mut refused = Vec::new();
+    let mut healthy = 0;
+    let mut wires = Wires::new();
+    let mut answer = |h: &mut Harness, _: ConnId, f: Bytes| {
+        let (key, version, corr) = api_of(&f);
+        let a = respond(&f, &mut h.next_offset);
+        Some(match key {
+            // Two partitions, both led by the one broker.
+            api_key::METADATA => {
+                let (_, mut m) = decode_response::<MetadataRequest>(version, a.slice(4..)).unwrap();
+                let mut second = m.topics[0].partitions[0].clone();
+                second.partition_index = 1;
+                m.topics[0].partitions.push(second);
+                encode_response::<MetadataRequest>(&m, version, corr)
+            }
+            // Partition 0 refused every epoch, partition 1 written.
+            api_key::PRODUCE => {
+                let (_, mut p) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
+                for r in &mut p.responses[0].partition_responses {
+                    if r.index == 0 {
+                        refused.push(h.now - start);
+                        r.error_code = ErrorCode::InvalidProducerEpoch.as_i16();
+                        r.base_offset = -1;
+                    } else {
+                        healthy += 1;
+                    }
+                }
+                encode_response::<ProduceRequest>(&p, version, corr)
+            }
+            _ => a,
+        })
+    };
+    h.p.send(h.now, Record::new(TOPIC, "x").with_partition(0))
+        .unwrap();
+    // A record for partition 1 every 10 ms for 19 s, each answered before time moves on.
+    for tick in 0..2100 {
+        if tick < 1900 {
+            h.p.send(h.now, Record::new(TOPIC, "y").with_partition(1))
+                .unwrap();
+        }
+        while pump(&mut h, &mut wires, &mut answer) {}
+        h.now += Duration::from_millis(10);
+        h.p.handle_timeout(h.now);
+    }
+    assert_eq!(h.p.pending_records(), 0);
+    let failures = h.failures();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert!(healthy >= 1900, "partition 1 kept being written: {healthy}");
+    // 20 s: the first attempt, one at once after the first bump, then a backoff growing from
+    // 100 ms to 1 s: about 25 attempts, not one per round trip.
+    assert!(
+        (3..=30).contains(&refused.len()),
+        "{} attempts of partition 0: {:?}",
+        refused.len(),
+        &refused[..refused.len().min(40)]
+    );
+}

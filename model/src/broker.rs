@@ -142,11 +142,15 @@ pub struct PartitionLog {
     /// Errors to answer to the next Produce requests, in order.
     pub inject: VecDeque<Injection>,
     /// With `Cluster::truncation`: the high watermark, what every in-sync replica holds
-    /// (`log[..hw]`), and the producer state at it. A success answer (acks=all) moves it to
-    /// the log's end; an error after the append does not. Otherwise 0 and empty.
+    /// (`log[..hw]`). A success answer (acks=all) moves it past its batch, and so past
+    /// everything before; an error after the append does not. Otherwise 0.
     pub hw: usize,
     /// The producer state of `log[..hw]`, which a new leader that holds no more rebuilds.
     pub committed: BTreeMap<i64, Box<ProducerEntry>>,
+    /// Each batch appended above the high watermark (answered with an error after the
+    /// append): the log's end after it and the producer state then, in log order. A new
+    /// leader may hold any prefix of them.
+    pub above: Vec<(usize, BTreeMap<i64, Box<ProducerEntry>>)>,
 }
 
 impl PartitionLog {
@@ -160,6 +164,7 @@ impl PartitionLog {
             inject: VecDeque::new(),
             hw: 0,
             committed: BTreeMap::new(),
+            above: Vec::new(),
         }
     }
 }
@@ -285,15 +290,21 @@ impl Cluster {
     }
 
     /// Moves leadership of a partition to `node`, an in-sync follower that holds the log up
-    /// to the high watermark and no more: what lies above it (batches answered with an error
-    /// after the append, never acknowledged) is truncated, and the new leader's producer
-    /// state is rebuilt from what it holds (Kafka's leader-epoch truncation).
-    pub fn move_leader_truncating(&mut self, topic: &str, p: i32, node: i32) {
+    /// to the high watermark and the first `held` batches above it, no more: the rest
+    /// (batches answered with an error after the append, never acknowledged) is truncated,
+    /// and the new leader's producer state is rebuilt from what it holds (Kafka's
+    /// leader-epoch truncation). `held` is below `above.len()`.
+    pub fn move_leader_truncating(&mut self, topic: &str, p: i32, node: i32, held: usize) {
         let part = self.partition_mut(topic, p);
         part.leader = node;
         part.leader_epoch += 1;
-        part.log.truncate(part.hw);
-        part.producers = part.committed.clone();
+        let (end, state) = match held.checked_sub(1) {
+            None => (part.hw, part.committed.clone()),
+            Some(k) => part.above[k].clone(),
+        };
+        part.log.truncate(end);
+        part.producers = state;
+        part.above.truncate(held);
     }
 
     /// The high watermark moves to the log's end: every replica caught up (`truncation`).
@@ -301,13 +312,32 @@ impl Cluster {
         if truncation {
             part.hw = part.log.len();
             part.committed = part.producers.clone();
+            part.above.clear();
+        }
+    }
+
+    /// The high watermark moves to `end`, the end of a batch appended above it that a
+    /// duplicate's success answer says is replicated (Kafka's `DelayedProduce` waits for the
+    /// original's offsets only): what lies above stays above.
+    fn commit_to(part: &mut PartitionLog, end: usize) {
+        if end <= part.hw {
+            return;
+        }
+        if let Some(k) = part.above.iter().position(|a| a.0 == end) {
+            part.hw = end;
+            part.committed = part.above[k].1.clone();
+            part.above.drain(..=k);
         }
     }
 
     /// A broker restart: the dedup cache of each producer shrinks to its last batch (§A.1).
     pub fn restart_shrinks_cache(&mut self) {
         for part in self.partitions.values_mut() {
-            for e in (part.producers.values_mut()).chain(part.committed.values_mut()) {
+            let above = part.above.iter_mut().flat_map(|a| a.1.values_mut());
+            for e in (part.producers.values_mut())
+                .chain(part.committed.values_mut())
+                .chain(above)
+            {
                 while e.batches.len() > 1 {
                     e.batches.pop_front();
                 }
@@ -336,6 +366,7 @@ impl Cluster {
         for part in self.partitions.values_mut() {
             part.producers.clear();
             part.committed.clear();
+            part.above.iter_mut().for_each(|a| a.1.clear());
         }
     }
 
@@ -631,10 +662,10 @@ impl Cluster {
                     // offsets to be replicated (`DelayedProduce`): an error after the append (a
                     // timeout, a leader move) can come back for a duplicate too. Tansu's 46
                     // carries neither.
-                    // A success for it says the original is replicated: here, with everything
-                    // after it.
-                    if injected.is_none() {
-                        Self::commit(truncation, part);
+                    // A success for it says the original is replicated (and everything
+                    // before it); what lies after may still be above the high watermark.
+                    if truncation && injected.is_none() {
+                        Self::commit_to(part, off as usize + count as usize);
                     }
                     return if matches!(mode, BrokerMode::TansuLike | BrokerMode::Kafka011) {
                         Answer::refused(ErrorCode::DuplicateSequenceNumber, log_start)
@@ -725,6 +756,9 @@ impl Cluster {
         }
         if injected.is_none() {
             Self::commit(truncation, part);
+        } else if truncation {
+            let state = part.producers.clone();
+            part.above.push((part.log.len(), state));
         }
         answer(injected, base_offset, NO_TIMESTAMP, log_start)
     }

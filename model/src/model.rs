@@ -288,9 +288,10 @@ pub struct Link {
     pub to_broker: VecDeque<(Bytes, Ghost)>,
     /// Responses not yet read by the producer.
     pub to_client: VecDeque<(Bytes, Ghost)>,
-    /// The broker side stalled (`Budget::stalls`): its answers from now on are lost, and
-    /// its unread requests outlive the connection (`State::zombies`).
-    pub stalled: bool,
+    /// When the broker side stalled (`Budget::stalls`), in milliseconds since the start:
+    /// its answers from then on are lost, and its unread requests outlive the connection
+    /// (`State::zombies`).
+    pub stalled: Option<u64>,
 }
 
 /// What the application was told about a record.
@@ -433,9 +434,10 @@ pub enum Action {
     Tick,
     /// The partition's leadership moves to the other node.
     LeaderChange(i32),
-    /// The partition's leadership moves to the other node, which holds the log only up to
-    /// its high watermark: the rest is truncated (`ModelCfg::truncation`).
-    LeaderChangeTruncating(i32),
+    /// The partition's leadership moves to the other node, which holds the log up to its high
+    /// watermark and this many batches above it: the rest is truncated
+    /// (`ModelCfg::truncation`).
+    LeaderChangeTruncating(i32, u8),
     /// A broker restart shrinks the dedup caches.
     Restart,
     /// The broker forgets every producer's state.
@@ -482,7 +484,10 @@ impl Action {
             "Disconnect" => Self::Disconnect(conn(arg)?),
             "Tick" => Self::Tick,
             "LeaderChange" => Self::LeaderChange(num(arg)? as i32),
-            "LeaderChangeTruncating" => Self::LeaderChangeTruncating(num(arg)? as i32),
+            "LeaderChangeTruncating" => {
+                let (p, held) = arg.split_once(',')?;
+                Self::LeaderChangeTruncating(num(p)? as i32, num(held)? as u8)
+            }
             "Restart" => Self::Restart,
             "Expire" => Self::Expire,
             "Flap" => Self::Flap,
@@ -519,6 +524,8 @@ pub struct KafkaModel {
 }
 
 const BACKOFF_MS: u64 = 1;
+/// The producer's `request.timeout.ms` in the model.
+const REQUEST_TIMEOUT_MS: u64 = 100;
 
 /// The value of record `k` of partition `p`.
 pub fn value_of(p: i32, k: u8) -> Bytes {
@@ -542,7 +549,7 @@ impl KafkaModel {
             max_in_flight: self.cfg.max_in_flight,
             linger: Duration::from_millis(self.cfg.linger_ms),
             batch_size: self.batch_size(),
-            request_timeout: Duration::from_millis(100),
+            request_timeout: Duration::from_millis(REQUEST_TIMEOUT_MS),
             delivery_timeout: Duration::from_millis(self.cfg.delivery_timeout_ms),
             producer_id_expiration: Some(Duration::from_millis(self.cfg.producer_id_expiration_ms)),
             mutation: self.cfg.core_mutation,
@@ -608,7 +615,7 @@ impl KafkaModel {
                                 node,
                                 to_broker: VecDeque::new(),
                                 to_client: VecDeque::new(),
-                                stalled: false,
+                                stalled: None,
                             }),
                         );
                         let now = self.now(s);
@@ -910,7 +917,7 @@ impl KafkaModel {
     /// Removes a connection. A stalled one leaves its unread requests to the broker.
     fn close_link(s: &mut State, conn: ConnId) {
         if let Some(l) = s.links.remove(&conn) {
-            if l.stalled {
+            if l.stalled.is_some() {
                 let node = l.node;
                 (s.zombies).extend(l.to_broker.into_iter().map(|(f, g)| (conn, node, f, g)));
             }
@@ -919,16 +926,16 @@ impl KafkaModel {
 
     /// The broker reads the next request of the closed stalled connection `conn` and acts
     /// on it; the answer goes nowhere. The producer gave this request up when it closed the
-    /// connection, so what the broker counts as a client bug (an old epoch, an overlap) is
-    /// not one here: those counts are left as they were.
+    /// connection, so what the broker counts about it (a duplicate, an OUT_OF_ORDER, an old
+    /// epoch, an overlap) says nothing about the producer: its counters are left as they
+    /// were, but for the highest epoch and the producer ids handed out.
     fn process_zombie(&self, s: &mut State, conn: ConnId) -> Option<()> {
         let at = s.zombies.iter().position(|z| z.0 == conn)?;
         let (_, node, frame, ghost) = s.zombies.remove(at);
         if ghost.api_key == api_key::PRODUCE {
             self.check_seq_reuse(s, &frame, &ghost);
         }
-        let st = &s.cluster.stats;
-        let kept = (st.invalid_epoch, st.new_epoch_nonzero_seq, st.overlap);
+        let kept = s.cluster.stats.clone();
         let logged =
             |s: &State| -> usize { s.cluster.partitions.values().map(|p| p.log.len()).sum() };
         let before = logged(s);
@@ -936,8 +943,15 @@ impl KafkaModel {
         if logged(s) > before {
             s.zombie_written = true;
         }
-        let st = &mut s.cluster.stats;
-        (st.invalid_epoch, st.new_epoch_nonzero_seq, st.overlap) = kept;
+        // Only what the producer did counts: a zombie's answer (a duplicate, an
+        // OUT_OF_ORDER, an old epoch) tells nothing about it. The highest epoch and the ids
+        // handed out are the producer's own.
+        let (max_epoch, producer_ids) = (s.cluster.stats.max_epoch, s.cluster.stats.producer_ids);
+        s.cluster.stats = crate::broker::BrokerStats {
+            max_epoch,
+            producer_ids,
+            ..kept
+        };
         if ghost.api_key == api_key::METADATA {
             s.cluster.hidden_topics.clear();
         }
@@ -951,7 +965,7 @@ impl KafkaModel {
         let Some((frame, ghost)) = l.to_broker.pop_front() else {
             return;
         };
-        let (node, stalled) = (l.node, l.stalled);
+        let (node, stalled) = (l.node, l.stalled.is_some());
         // S5 ghost: does any record of this request reuse an appended (pid, epoch, seq)?
         if ghost.api_key == api_key::PRODUCE {
             self.check_seq_reuse(s, &frame, &ghost);
@@ -1147,11 +1161,16 @@ impl KafkaModel {
     /// configuration makes those short) is not a fault.
     fn free_tick(&self, s: &State) -> bool {
         let free = BACKOFF_MS.max(self.cfg.metadata_max_age_ms.min(BACKOFF_MS * 10));
-        // A stalled connection's answers never come: its request timeout is the way out,
-        // part of the fault the stall's budget paid for.
-        let stalled = s.links.values().any(|l| l.stalled);
+        // A stalled connection's answers never come: the request timeout of what it held
+        // when it stalled is the way out, part of the fault the stall's budget paid for.
+        // (Later than that, time passes only as for any other fault: a producer that never
+        // gives the connection up is then quiescent, and L1 or L4 sees it.)
+        let stall_ends = (s.links.values())
+            .filter_map(|l| l.stalled)
+            .map(|at| at + REQUEST_TIMEOUT_MS)
+            .max();
         s.wait_until_ms
-            .is_some_and(|t| stalled || t <= s.clock_ms + free)
+            .is_some_and(|t| t <= s.clock_ms + free || stall_ends.is_some_and(|end| t <= end))
     }
 
     /// Nothing can happen without a fault: no frames on any link, no pending connects, no
@@ -1279,7 +1298,7 @@ impl Model for KafkaModel {
                 actions.push(Action::Disconnect(*c));
             }
             // A stall matters only to requests the broker has not read yet.
-            if s.budget.stalls > 0 && !l.stalled && !l.to_broker.is_empty() {
+            if s.budget.stalls > 0 && l.stalled.is_none() && !l.to_broker.is_empty() {
                 actions.push(Action::Stall(*c));
             }
         }
@@ -1294,8 +1313,10 @@ impl Model for KafkaModel {
             for p in 0..self.cfg.partitions {
                 actions.push(Action::LeaderChange(p));
                 let part = s.cluster.partition(TOPIC, p);
-                if self.cfg.truncation && part.hw < part.log.len() {
-                    actions.push(Action::LeaderChangeTruncating(p));
+                if self.cfg.truncation {
+                    for held in 0..part.above.len() {
+                        actions.push(Action::LeaderChangeTruncating(p, held as u8));
+                    }
                 }
             }
         }
@@ -1363,7 +1384,7 @@ impl Model for KafkaModel {
                         node,
                         to_broker: VecDeque::new(),
                         to_client: VecDeque::new(),
-                        stalled: false,
+                        stalled: None,
                     }),
                 );
                 let now = self.now(&s);
@@ -1393,7 +1414,7 @@ impl Model for KafkaModel {
                 let now = self.now(&s);
                 s.producer.handle_timeout(now);
             }
-            Action::LeaderChange(p) | Action::LeaderChangeTruncating(p) => {
+            Action::LeaderChange(p) | Action::LeaderChangeTruncating(p, _) => {
                 s.budget.leader_changes -= 1;
                 let outstanding = s.links.values().any(|l| {
                     l.to_broker
@@ -1407,9 +1428,10 @@ impl Model for KafkaModel {
                 }
                 let part = s.cluster.partition(TOPIC, p);
                 let next = if part.leader == 1 { 2 } else { 1 };
-                if matches!(action, Action::LeaderChangeTruncating(_)) {
+                if let Action::LeaderChangeTruncating(_, held) = action {
                     let before = part.log.len();
-                    s.cluster.move_leader_truncating(TOPIC, p, next);
+                    s.cluster
+                        .move_leader_truncating(TOPIC, p, next, usize::from(held));
                     s.truncated |= s.cluster.partition(TOPIC, p).log.len() < before;
                 } else {
                     s.cluster.move_leader(TOPIC, p, next);
@@ -1453,7 +1475,7 @@ impl Model for KafkaModel {
                 s.cluster.hidden_topics.push(TOPIC.to_owned());
             }
             Action::Stall(c) => {
-                s.links.get_mut(&c)?.stalled = true;
+                s.links.get_mut(&c)?.stalled = Some(s.clock_ms);
                 s.budget.stalls -= 1;
             }
             Action::ProcessZombie(c) => self.process_zombie(&mut s, c)?,

@@ -61,9 +61,6 @@ impl Producer {
                     issue,
                 };
                 self.set_identity(Some(id));
-                // A new producer id's first bump goes at once: ids given up without an
-                // acknowledgement are paced by their own backoff (`give_up_identity`).
-                self.fruitless_bumps = 0;
                 self.pid_failures = 0;
                 self.pid_retry_at = None;
                 self.diag(Diagnostic::ProducerId(id));
@@ -190,7 +187,14 @@ impl Producer {
     }
 
     /// As `request_bump_for`, for a refused batch that waits to be sent again under the next
-    /// identity: such bumps are paced (`bump`).
+    /// identity. Such a local bump is paced: the partition's first since one of its batches
+    /// was acknowledged under the current identity goes at once, the next ones after a
+    /// backoff that grows from `retry.backoff.ms` to its maximum (`bump_at`): a broker
+    /// refusing every epoch on a partition (INVALID_PRODUCER_EPOCH or
+    /// INVALID_PRODUCER_ID_MAPPING to every batch) had Produce and its refusal go round at
+    /// the speed of the network until the delivery timeout. The partitions that are not
+    /// spent keep sending meanwhile. (A bump after a gap sends nothing again, so it cannot
+    /// loop; a new producer id is paced by `give_up_identity`.)
     pub(super) fn request_bump_to_resend(&mut self, ti: usize, pi: usize) {
         self.request_bump(ti, pi, true);
     }
@@ -200,14 +204,28 @@ impl Producer {
         if !p.needs_rebase || p.bound.is_none() || p.bound != self.identity {
             return;
         }
-        self.bump(paced);
+        let local = !self.bump_refused
+            && self.cfg.enable_idempotence
+            && (self.identity).is_some_and(|id| id.epoch < self.cfg.max_epoch);
+        if paced && local {
+            let p = &mut self.topics[ti].partitions[pi];
+            let spent = p.fruitless_bumps;
+            p.fruitless_bumps = spent.saturating_add(1);
+            if spent > 0 {
+                let delay = backoff_delay(
+                    self.cfg.retry_backoff,
+                    self.cfg.retry_backoff_max,
+                    spent - 1,
+                );
+                self.bump_at.get_or_insert(self.now + delay);
+                return;
+            }
+        }
+        self.bump();
     }
 
-    /// Moves to the next identity: the next epoch (a local bump), or a new producer id. A
-    /// `paced` bump is one that sends a refused batch again: one that follows another with
-    /// nothing acknowledged since waits for the backoff. (A bump after a gap sends nothing
-    /// again, so it cannot loop.)
-    pub(super) fn bump(&mut self, paced: bool) {
+    /// Moves to the next identity: the next epoch (a local bump), or a new producer id.
+    pub(super) fn bump(&mut self) {
         let Some(id) = self.identity.filter(|_| self.cfg.enable_idempotence) else {
             return;
         };
@@ -219,25 +237,6 @@ impl Producer {
             // producer id per batch.
             self.give_up_identity(id);
         } else {
-            // A bump to send a refused batch again that follows another with nothing
-            // acknowledged since waits a backoff that grows while bumps keep being spent so
-            // (a broker refusing every epoch had Produce and its refusal go round at the
-            // speed of the network until the delivery timeout). Partitions bound to the
-            // current identity that are not spent keep sending meanwhile.
-            if paced {
-                if self.fruitless_bumps > 0 {
-                    let delay = backoff_delay(
-                        self.cfg.retry_backoff,
-                        self.cfg.retry_backoff_max,
-                        self.fruitless_bumps,
-                    );
-                    let at = *self.bump_at.get_or_insert(self.now + delay);
-                    if at > self.now {
-                        return;
-                    }
-                }
-                self.fruitless_bumps = self.fruitless_bumps.saturating_add(1);
-            }
             let next = ProducerIdentity {
                 producer_id: id.producer_id,
                 epoch: id.epoch + 1,

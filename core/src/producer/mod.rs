@@ -133,14 +133,8 @@ pub struct Producer {
     /// current id would.
     given_up: Option<i64>,
     bump_refused: bool,
-    /// Local epoch bumps to send a refused batch again since a batch was last acknowledged
-    /// under the current identity. The first such bump goes at once; the next ones wait a
-    /// backoff that grows with this, so that a broker refusing every epoch (INVALID_PRODUCER_EPOCH or
-    /// INVALID_PRODUCER_ID_MAPPING to every batch) is not sent to at the speed of the
-    /// network.
-    fruitless_bumps: u32,
-    /// When the bump waiting for that backoff is due: always of the current identity
-    /// (`set_identity` clears it when the identity changes).
+    /// When a bump that waits for its backoff is due (`Partition::fruitless_bumps`): always
+    /// of the current identity (`set_identity` clears it when the identity changes).
     bump_at: Option<Instant>,
     /// While a Produce answer's refusal of one batch is acted on: what the broker said
     /// beyond the code, for that batch's failed records. `None` at every other time.
@@ -257,7 +251,6 @@ impl Producer {
             given_up: None,
             broker_refusal: None,
             bump_refused: false,
-            fruitless_bumps: 0,
             bump_at: None,
             metadata: MetadataState::default(),
             buffered_bytes: 0,
@@ -537,11 +530,14 @@ impl Producer {
         if self.fatal.is_some() {
             return;
         }
+        // Before the producer id request: a bump may give the identity up (the broker
+        // refused a bump meanwhile), and the new id is then asked for in this drain.
+        if self.bump_at.is_some_and(|t| t <= self.now) {
+            self.bump_at = None;
+            self.bump();
+        }
         self.maybe_request_producer_id();
         self.maybe_request_metadata();
-        if self.bump_at.is_some_and(|t| t <= self.now) {
-            self.bump(true);
-        }
         self.rebind_partitions();
         self.send_produce_requests();
         self.connect_to_leaders();

@@ -236,10 +236,10 @@ impl Producer {
                 self.pid_retry_at = None;
             }
         }
-        // Acknowledged under the current identity: the broker takes its epoch, so the next
-        // bump goes at once.
+        // Acknowledged under the current identity: the broker takes its epoch on this
+        // partition, so its next bump goes at once.
         if b.seq.is_some_and(|(id, _)| Some(id) == self.identity) {
-            self.fruitless_bumps = 0;
+            p.fruitless_bumps = 0;
         }
         if let Some((identity, base)) = b.seq {
             if Some(identity) == p.bound {
