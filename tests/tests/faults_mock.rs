@@ -269,6 +269,27 @@ async fn not_enough_replicas_after_append() {
     .await;
 }
 
+/// INVALID_PRODUCER_EPOCH and INVALID_PRODUCER_ID_MAPPING, several in a row: each refused
+/// batch waits for an epoch bump (the second and later of a partition after a backoff, so a
+/// broker refusing every epoch is not sent to at network speed) and is sent again at sequence
+/// 0 of the new epoch; every record is delivered once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn epoch_refusals_in_a_row() {
+    use RDKafkaRespErr::*;
+    injected(
+        "mock-epoch-refusals",
+        &[
+            RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH,
+            RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH,
+            RD_KAFKA_RESP_ERR_INVALID_PRODUCER_ID_MAPPING,
+            RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH,
+            RD_KAFKA_RESP_ERR_INVALID_PRODUCER_ID_MAPPING,
+        ],
+        1,
+    )
+    .await;
+}
+
 /// A mix of every retriable error above with five requests in flight: no duplicate, every
 /// offset right, order only counted (see [`injected`]).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
