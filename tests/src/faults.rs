@@ -329,6 +329,11 @@ fn since(now: &Stats, base: &Stats) -> Stats {
         responses: minus(&now.responses, &base.responses),
         faults: now.faults[base.faults.len()..].to_vec(),
         cut_by_hand: now.cut_by_hand - base.cut_by_hand,
+        zombies_sent: now.zombies_sent - base.zombies_sent,
+        zombies_sent_at: now
+            .zombies_sent_at
+            .filter(|_| now.zombies_sent > base.zombies_sent),
+        zombies_answered: now.zombies_answered - base.zombies_answered,
     }
 }
 
@@ -345,6 +350,9 @@ fn add_stats(a: &mut Stats, b: &Stats) {
     }
     a.faults.extend_from_slice(&b.faults);
     a.cut_by_hand += b.cut_by_hand;
+    a.zombies_sent += b.zombies_sent;
+    a.zombies_sent_at = a.zombies_sent_at.max(b.zombies_sent_at);
+    a.zombies_answered += b.zombies_answered;
 }
 
 /// An Apache Kafka cluster with one fault proxy in front of each node's client listener;
@@ -575,6 +583,7 @@ scenarios! {
     CUT_HANDSHAKE = cut_during_handshake("cut-handshake", 2),
     CLOSE_BLACKHOLED = close_while_blackholed("close-blackhole", 2),
     CLOSE_DURING_CUTS = close_during_cuts("close-cuts", 3),
+    ZOMBIE_PRODUCE = zombie_produce_after_its_retry("zombie-produce", 2),
 }
 
 // Responses of processed requests lost ---------------------------------------------------------
@@ -1033,5 +1042,46 @@ pub async fn close_during_cuts(env: Env) -> Summary {
     let s = env.check(&l).await;
     assert!(s.all_delivered(), "{s:?}");
     assert_eq!(s.in_log, 300);
+    s
+}
+
+// Requests acted on late ----------------------------------------------------------------------
+
+/// A zombie request (the model's `Stall`): the second Produce to the leader of partition 0,
+/// and every later request of its connection, reach the broker only after kprod gave the
+/// connection up at its request timeout and had every record delivered through retries on
+/// a new one. The broker then acts on the old requests (a duplicate, or a sequence behind its
+/// last: never appended): every record is in the log once, in order, at its offset.
+pub async fn zombie_produce_after_its_retry(env: Env) -> Summary {
+    let t = Target::LeaderOf(0);
+    let cfg = env.config();
+    let hold = cfg.request_timeout * 5;
+    env.add_rule(t, Rule::on(api_key::PRODUCE, Fault::Zombie(hold)).skip(1));
+    let p = producer(cfg.clone());
+    let mut l = env.ledger();
+    l.enqueue_n(&p, 60).await;
+    l.resolve(RESOLVE).await;
+    let resolved = Instant::now();
+    let outcomes = l.outcomes();
+    assert_eq!(
+        outcomes.delivered, 60,
+        "delivered through the retries: {outcomes:?}"
+    );
+    env.wait_for("the zombie requests answered", WAIT + hold, t, |s| {
+        s.zombies_sent > 0 && s.zombies_answered == s.zombies_sent
+    })
+    .await;
+    let stats = env.stats(t);
+    assert!(
+        stats.zombies_sent_at.is_some_and(|at| at > resolved),
+        "the zombies reached the broker after every record was delivered: {stats:?}"
+    );
+    p.close().await;
+    assert_eq!(
+        env.faults(t, api_key::PRODUCE, |f| matches!(f, Fault::Zombie(_))),
+        1
+    );
+    let s = env.check(&l).await;
+    assert!(s.all_delivered(), "{s:?}");
     s
 }

@@ -62,11 +62,18 @@ pub enum Fault {
     },
     /// Replace the response's size prefix with this value and forward the body unchanged.
     Size(i32),
+    /// A zombie request: hold the request, and every later one of its connection, without
+    /// forwarding them, until the client gives the connection up; then, this long after the
+    /// request arrived, send them to the broker on a connection of the proxy's own and drop
+    /// the answers. The broker acts on the request after the client retried it elsewhere, as
+    /// Kafka does with a request it read before it noticed the client's close.
+    Zombie(Duration),
 }
 
 /// Which requests a [`Rule`] applies to, and how often.
 ///
-/// A [`Fault::Reset`] rule counts requests as they arrive from the client; every other rule
+/// A [`Fault::Reset`] or [`Fault::Zombie`] rule counts requests as they arrive from the
+/// client; every other rule
 /// counts responses as they arrive from the broker (a response that never comes, because its
 /// connection closed first, does not count).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,6 +162,12 @@ pub struct Stats {
     pub faults: Vec<(i16, Fault)>,
     /// Connections closed by [`Proxy::cut_all`].
     pub cut_by_hand: u64,
+    /// Requests a [`Fault::Zombie`] sent to the broker late.
+    pub zombies_sent: u64,
+    /// When the last zombie requests were sent.
+    pub zombies_sent_at: Option<Instant>,
+    /// Answers the broker gave to zombie requests (dropped).
+    pub zombies_answered: u64,
 }
 
 impl Stats {
@@ -186,13 +199,14 @@ struct State {
 }
 
 impl State {
-    /// The fault for a request with `api_key` (when `on_request`: only [`Fault::Reset`] rules
-    /// apply) or for its response (every other rule), consuming the first rule that matches.
+    /// The fault for a request with `api_key` (when `on_request`: only [`Fault::Reset`] and
+    /// [`Fault::Zombie`] rules apply) or for its response (every other rule), consuming the
+    /// first rule that matches.
     fn fault_for(&mut self, api_key: i16, on_request: bool) -> Option<Fault> {
         for rule in &mut self.rules {
             if rule.times == 0
                 || rule.api_key.is_some_and(|k| k != api_key)
-                || (rule.fault == Fault::Reset) != on_request
+                || matches!(rule.fault, Fault::Reset | Fault::Zombie(_)) != on_request
             {
                 continue;
             }
@@ -488,13 +502,35 @@ async fn requests(
             Some(b) => i16::from_be_bytes([b[0], b[1]]),
             None => -1,
         };
-        {
+        let zombie = {
             let mut s = shared.lock();
-            if s.fault_for(api_key, true) == Some(Fault::Reset) {
-                s.stats.faults.push((api_key, Fault::Reset));
-                break;
+            match s.fault_for(api_key, true) {
+                Some(Fault::Reset) => {
+                    s.stats.faults.push((api_key, Fault::Reset));
+                    break;
+                }
+                Some(Fault::Zombie(hold)) => {
+                    s.stats.faults.push((api_key, Fault::Zombie(hold)));
+                    Some((hold, s.upstream))
+                }
+                _ => {
+                    *s.stats.requests.entry(api_key).or_insert(0) += 1;
+                    None
+                }
             }
-            *s.stats.requests.entry(api_key).or_insert(0) += 1;
+        };
+        if let Some((hold, upstream)) = zombie {
+            let release = tokio::time::Instant::now() + hold;
+            // Nothing more is forwarded on this connection: every later request is held
+            // with this one until the client gives the connection up.
+            let mut held = vec![frame];
+            while let Some(f) = read_frame(&mut from_client).await {
+                held.push(f);
+            }
+            if let Some(upstream) = upstream {
+                tokio::spawn(send_zombies(shared.clone(), upstream, held, release));
+            }
+            break;
         }
         // Announce the request before forwarding it: its response cannot overtake it.
         if pending.send(Pending { api_key }).is_err() {
@@ -505,6 +541,38 @@ async fn requests(
         }
     }
     end_conn(&shared, id);
+}
+
+/// Sends held requests to `upstream` at `release` on a connection of the proxy's own, reads
+/// and drops their answers (for at most 30 s), and counts both.
+async fn send_zombies(
+    shared: Arc<Shared>,
+    upstream: SocketAddr,
+    held: Vec<Vec<u8>>,
+    release: tokio::time::Instant,
+) {
+    tokio::time::sleep_until(release).await;
+    let Ok(server) = TcpStream::connect(upstream).await else {
+        shared.lock().stats.upstream_failed += 1;
+        return;
+    };
+    let (mut r, mut w) = server.into_split();
+    for f in &held {
+        if w.write_all(f).await.is_err() {
+            return;
+        }
+    }
+    {
+        let mut s = shared.lock();
+        s.stats.zombies_sent += held.len() as u64;
+        s.stats.zombies_sent_at = Some(Instant::now());
+    }
+    for _ in &held {
+        match tokio::time::timeout(Duration::from_secs(30), read_frame(&mut r)).await {
+            Ok(Some(_)) => shared.lock().stats.zombies_answered += 1,
+            _ => return,
+        }
+    }
 }
 
 async fn responses(
@@ -546,7 +614,8 @@ async fn responses(
             };
             match fault {
                 None => {}
-                Some(Fault::Cut) | Some(Fault::Reset) => break,
+                // (Request faults never come here.)
+                Some(Fault::Cut | Fault::Reset | Fault::Zombie(_)) => break,
                 Some(Fault::Blackhole) => {
                     blackhole = true;
                     continue;
@@ -707,6 +776,32 @@ mod tests {
         assert_eq!(proxy.open_connections(), 1);
         assert_eq!(proxy.cut_all(), 1);
         assert!(read_to_end(&mut c).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn zombie_reaches_the_broker_after_the_client_left() {
+        let hold = Duration::from_millis(200);
+        let (proxy, mut c, seen) = setup(Some(Rule::on(0, Fault::Zombie(hold)).skip(1))).await;
+        c.write_all(&request(0, 7)).await.expect("write");
+        assert_eq!(response(&mut c).await, EXPECTED, "the first one passes");
+        c.write_all(&request(0, 7)).await.expect("write");
+        c.write_all(&request(3, 7)).await.expect("write");
+        let mut buf = [0u8; 1];
+        let r = tokio::time::timeout(Duration::from_millis(50), c.read(&mut buf)).await;
+        assert!(r.is_err(), "nothing comes back while held");
+        assert_eq!(seen.load(Ordering::SeqCst), 1, "held, not forwarded");
+        drop(c); // the client gives the connection up
+        let st = proxy
+            .wait_for("the zombies answered", Duration::from_secs(2), |s| {
+                s.zombies_answered == 2
+            })
+            .await;
+        assert_eq!(
+            seen.load(Ordering::SeqCst),
+            3,
+            "the broker acted on both, late"
+        );
+        assert_eq!((st.zombies_sent, st.faults.len()), (2, 1));
     }
 
     #[tokio::test]

@@ -46,4 +46,5 @@ tansu_tests! {
     cut_during_handshake => CUT_HANDSHAKE,
     close_while_blackholed => CLOSE_BLACKHOLED,
     close_during_cuts => CLOSE_DURING_CUTS,
+    zombie_produce_after_its_retry => ZOMBIE_PRODUCE,
 }
