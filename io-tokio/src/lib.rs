@@ -3224,7 +3224,7 @@ impl<C: Connector> Driver<C> {
                         self.fail(core, addr, reason);
                         return;
                     }
-                    info!(conn = conn.0, error = %e, "connection failed");
+                    info!(conn = conn.0, addr = %c.addr(), error = %e, "connection failed");
                     self.conns.remove(&conn);
                     core.producer.handle_disconnected(now(), conn);
                 }
@@ -3265,7 +3265,7 @@ impl<C: Connector> Driver<C> {
                     self.fail(core, addr, reason);
                     return;
                 }
-                info!(conn = conn.0, error = %e, "connect failed");
+                info!(conn = conn.0, addr = %addr, error = %e, "connect failed");
                 self.conns.remove(&conn);
                 core.producer.handle_connect_failed(now(), conn);
             }
