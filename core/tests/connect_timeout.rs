@@ -30,6 +30,8 @@ fn an_unanswered_connect_fails_at_the_connect_timeout() {
     let cfg = ProducerConfig {
         bootstrap_servers: vec!["10.0.0.1:9092".into(), "10.0.0.2:9092".into()],
         connect_timeout: Duration::from_secs(3),
+        // Without patience (below), one server at a time.
+        bootstrap_patience: None,
         ..Default::default()
     };
     let mut p = Producer::new(cfg, t0).unwrap();
@@ -135,4 +137,40 @@ fn a_zero_connect_timeout_is_refused() {
         e.to_string().contains("socket.connection.setup.timeout.ms"),
         "{e}"
     );
+}
+
+/// Review finding (2026-12-05): `bootstrap.patience` applied only to a bootstrap server that
+/// took the connection and did not answer its ApiVersions; one that dropped the connect (a
+/// firewall, a blackholed address) held every start of the producer for the whole connect
+/// timeout before the next server was tried. Now the next one is tried alongside after the
+/// patience in both cases.
+#[test]
+fn a_bootstrap_server_that_drops_the_connect_is_waited_for_only_the_patience() {
+    let t0 = Instant::now();
+    let cfg = ProducerConfig {
+        bootstrap_servers: vec!["10.0.0.1:9092".into(), "10.0.0.2:9092".into()],
+        connect_timeout: Duration::from_secs(10),
+        bootstrap_patience: Some(Duration::from_secs(1)),
+        ..Default::default()
+    };
+    let mut p = Producer::new(cfg, t0).unwrap();
+    p.send(t0, Record::new("t", "v")).unwrap();
+    let (outs, until) = drain(&mut p);
+    let first = connects(&outs);
+    assert_eq!(first.len(), 1, "{outs:?}");
+    assert_eq!(first[0].1, "10.0.0.1:9092");
+    assert_eq!(
+        until,
+        Some(t0 + Duration::from_secs(1)),
+        "the patience is the wait"
+    );
+    p.handle_timeout(t0 + Duration::from_millis(999));
+    assert!(connects(&drain(&mut p).0).is_empty());
+    p.handle_timeout(t0 + Duration::from_secs(1));
+    let (outs, _) = drain(&mut p);
+    let second = connects(&outs);
+    assert_eq!(second.len(), 1, "{outs:?}");
+    assert_eq!(second[0].1, "10.0.0.2:9092");
+    // The first connect is still waited for, to its own deadline.
+    assert_eq!(p.connections().count(), 2);
 }

@@ -420,10 +420,10 @@ impl Producer {
     }
 
     /// When the bootstrap connections being set up (none ready, no other connection) have
-    /// all waited for their ApiVersions answer long enough for another bootstrap server to
-    /// be tried alongside: the latest of their requests' sending plus
-    /// `bootstrap_patience`. `None` when there is another connection, one still
-    /// connecting, a ready one, no other bootstrap server, or no patience set.
+    /// all waited long enough for another bootstrap server to be tried alongside, for their
+    /// TCP (and TLS) connect or for their ApiVersions answer: the latest of their connects'
+    /// or requests' start plus `bootstrap_patience`. `None` when there is another
+    /// connection, a ready one, no other bootstrap server, or no patience set.
     pub(super) fn bootstrap_patience_ends(&self) -> Option<Instant> {
         let patience = self.cfg.bootstrap_patience?;
         let len = self.cfg.bootstrap_servers.len();
@@ -432,9 +432,14 @@ impl Producer {
         }
         let mut latest: Option<Instant> = None;
         for c in self.conns.values() {
-            // A connect in progress has its own bound (`connect.timeout`); the wait here is
-            // for a server that took the connection and does not answer its ApiVersions.
+            // A server that drops the connect (a firewall, a blackholed address) is waited
+            // for as one that takes it and never answers: its connect has its own bound
+            // (`socket.connection.setup.timeout.ms`, 10 s), which every start of a producer
+            // whose first bootstrap server is down paid in full (a review finding).
             let started = match (c.target, c.state) {
+                (Target::Bootstrap(_), ConnState::Connecting) => {
+                    c.connect_deadline?.checked_sub(self.cfg.connect_timeout)?
+                }
                 (Target::Bootstrap(_), ConnState::Negotiating) => c
                     .inflight
                     .front()?
