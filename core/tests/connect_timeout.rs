@@ -174,3 +174,49 @@ fn a_bootstrap_server_that_drops_the_connect_is_waited_for_only_the_patience() {
     // The first connect is still waited for, to its own deadline.
     assert_eq!(p.connections().count(), 2);
 }
+
+/// Review finding (2026-12-05): a plaintext producer pointed at a TLS listener, or at an HTTP
+/// server, closed the connection as "bad frame size" and said nothing more, until its
+/// records failed at their delivery timeout. The reason now says what the bytes look like.
+#[test]
+fn a_tls_listener_or_an_http_server_is_named_when_its_answer_is_not_kafka() {
+    use bytes::BytesMut;
+    for (answer, expect) in [
+        (
+            &[0x15u8, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28][..],
+            "speaks TLS",
+        ),
+        (b"HTTP/1.1 400 Bad Request\r\n\r\n", "HTTP server"),
+        (&[0x7f, 0xff, 0xff, 0xff, 0x00][..], "bad frame size"),
+    ] {
+        let t0 = Instant::now();
+        let cfg = ProducerConfig {
+            bootstrap_servers: vec!["10.0.0.1:9093".into()],
+            ..Default::default()
+        };
+        let mut p = Producer::new(cfg, t0).unwrap();
+        p.send(t0, Record::new("t", "v")).unwrap();
+        let (outs, _) = drain(&mut p);
+        let conn = connects(&outs)[0].0;
+        p.handle_connected(t0, conn);
+        drain(&mut p);
+        p.handle_read(t0, conn, &mut BytesMut::from(answer));
+        let (outs, _) = drain(&mut p);
+        let reason = outs.iter().find_map(|o| match o {
+            Output::Event(Event::Diagnostic(Diagnostic::Disconnected { conn: c, reason }))
+                if *c == conn =>
+            {
+                Some(*reason)
+            }
+            _ => None,
+        });
+        assert!(
+            reason.is_some_and(|r| r.contains(expect)),
+            "{expect}: {reason:?}"
+        );
+        assert!(
+            outs.contains(&Output::Close { conn, flush: false }),
+            "{outs:?}"
+        );
+    }
+}

@@ -213,6 +213,20 @@ pub(crate) fn topic_name_problem(name: &str) -> Option<String> {
     }
 }
 
+/// Why a connection whose next frame has an impossible size is closed: what the bytes
+/// look like when they are not Kafka's at all, so that a wrong `security.protocol` or port
+/// says so (a TLS listener answers a plaintext request with an alert record, 0x15 0x03; an
+/// HTTP server with its status line).
+fn bad_frame_size(buf: &[u8]) -> &'static str {
+    match buf {
+        [0x15 | 0x16, 0x03, ..] => {
+            "bad frame size: the broker speaks TLS here (is security.protocol SSL or SASL_SSL?)"
+        }
+        [b'H', b'T', b'T', b'P', ..] => "bad frame size: an HTTP server, not a Kafka listener",
+        _ => "bad frame size",
+    }
+}
+
 pub(super) fn backoff_delay(base: Duration, max: Duration, failures: u32) -> Duration {
     let factor = 1u32 << failures.min(16);
     base.saturating_mul(factor).min(max)
@@ -455,7 +469,7 @@ impl Producer {
                 Ok(Some(f)) => f,
                 Ok(None) => return,
                 Err(_) => {
-                    self.close_conn(conn, "bad frame size");
+                    self.close_conn(conn, bad_frame_size(buf));
                     buf.clear();
                     return;
                 }
