@@ -117,7 +117,10 @@ pub struct ProducerConfig {
     /// hung broker, a dead proxy) does not hold a starting producer for
     /// `request.timeout.ms`. `None`: only after the request timeout, one server at a time.
     /// 1 s by default. Not a Kafka property (the Java client starts at a random bootstrap
-    /// server and waits out the request timeout there).
+    /// server and waits out the request timeout there). It covers the TCP (and TLS) connect
+    /// too: where connects take longer than the patience (a distant cluster), the next
+    /// bootstrap server is dialled alongside each time, and the spare connections close when
+    /// idle (`connections.max.idle.ms`).
     pub bootstrap_patience: Option<Duration>,
     /// `delivery.timeout.ms`: the bound on a record's whole life in the producer.
     pub delivery_timeout: Duration,

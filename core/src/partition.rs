@@ -228,6 +228,9 @@ pub(crate) struct Partition {
     /// sent to at the speed of the network; the other partitions' acknowledgements, which
     /// each bump lets through, do not reset it).
     pub(crate) fruitless_bumps: u32,
+    /// The identity this partition last asked a paced bump of: its other batches refused
+    /// under it while the bump waits ask for nothing more.
+    pub(crate) bump_asked_under: Option<ProducerIdentity>,
 }
 
 /// What [`Partition::next_to_send`] chose.

@@ -55,11 +55,6 @@ struct Net {
     hung: Option<String>,
     /// Produce requests the hung broker read.
     swallowed: usize,
-    /// Connects to this address fail.
-    refuse: Option<String>,
-    /// When each metadata answer was read, and when each connect was asked for.
-    answered_at: Vec<std::time::Instant>,
-    connected_at: Vec<(String, std::time::Instant)>,
 }
 
 impl Net {
@@ -77,9 +72,6 @@ impl Net {
             addr_of: BTreeMap::new(),
             hung: None,
             swallowed: 0,
-            refuse: None,
-            answered_at: Vec::new(),
-            connected_at: Vec::new(),
         }
     }
 
@@ -93,11 +85,6 @@ impl Net {
             match self.h.p.poll_output() {
                 Output::Wait { .. } => return,
                 Output::Connect { conn, addr } => {
-                    self.connected_at.push((addr.to_string(), self.h.now));
-                    if self.refuse.as_deref() == Some(&*addr) {
-                        self.h.p.handle_connect_failed(self.h.now, conn);
-                        continue;
-                    }
                     self.connects.push(addr.to_string());
                     self.addr_of.insert(conn, addr.to_string());
                     self.conns.insert(conn, BytesMut::new());
@@ -169,7 +156,6 @@ impl Net {
                             .map(|n| MetadataTopicName(n).of(&template))
                             .collect();
                         self.asked.push(names);
-                        self.answered_at.push(h.now);
                         meta(&mut m);
                         if self.lagging == Some(conn) {
                             for p in &mut m.topics[0].partitions {
@@ -1680,40 +1666,5 @@ fn a_topic_asked_about_back_from_idleness_waits_for_fresh_metadata() {
         net.h.p.partition_count("other-topic"),
         Some(2),
         "the fresh count"
-    );
-}
-
-/// Review finding (2026-12-05): a node whose old address kept failing kept its reconnect
-/// backoff when metadata moved it to a new address, so the new address was dialled only when
-/// the old address's backoff ended (up to `retry.backoff.max.ms`). The backoff is the old
-/// address's: the new one is dialled as soon as the answer naming it is read.
-#[test]
-fn a_broker_moved_after_failed_connects_is_dialled_at_its_new_address_at_once() {
-    let mut net = Net::with(|c| {
-        c.bootstrap_servers = vec!["boot:9092".into()];
-        c.reconnect_backoff = Duration::from_millis(100);
-        c.retry_backoff_max = Duration::from_secs(10);
-    });
-    net.refuse = Some("bench:9092".into());
-    net.send("a");
-    net.run(20, &|_| {}, &mut |_| None);
-    let failed = (net.connected_at.iter())
-        .filter(|(a, _)| a == "bench:9092")
-        .count();
-    assert!(failed >= 4, "the old address kept failing: {failed}");
-    assert_eq!(net.pending(), 1);
-    let moved_from = net.answered_at.len();
-    let moved = |m: &mut MetadataResponse| m.brokers[0].port = 9093;
-    net.run(30, &moved, &mut |_| None);
-    assert_eq!(net.pending(), 0, "a delivered at the new address");
-    let told = net.answered_at[moved_from];
-    let dialled = (net.connected_at.iter())
-        .find(|(a, _)| a == "bench:9093")
-        .map(|(_, t)| *t)
-        .expect("dialled the new address");
-    assert_eq!(
-        dialled - told,
-        Duration::ZERO,
-        "dialled when the move was read"
     );
 }

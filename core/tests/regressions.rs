@@ -1827,3 +1827,45 @@ fn a_partition_refused_every_epoch_is_paced_beside_a_healthy_one() {
         &refused[..refused.len().min(40)]
     );
 }
+
+/// Review suspicion on the per-partition count: each batch of the partition refused under
+/// the epoch whose bump waits would count again, so that with five in flight the backoff
+/// jumped to its maximum at the second bump. It does not happen (after a bump a partition
+/// sends one batch until one is acknowledged, and the first refusal bumps at once), and a
+/// partition now asks explicitly once per identity; this pins one backoff step per bump with
+/// five batches (epochs at 0, 0, 100, 300, 700 ms, ...).
+#[test]
+fn five_batches_refused_under_one_epoch_count_as_one_bump() {
+    let mut h = Harness::new(|c| {
+        c.retry_backoff = Duration::from_millis(100);
+        c.retry_backoff_max = Duration::from_secs(10);
+        c.delivery_timeout = Duration::from_secs(20);
+        c.request_timeout = Duration::from_secs(5);
+        c.batch_size = 1;
+    });
+    let start = h.now;
+    let mut epochs: Vec<(i16, Duration)> = Vec::new();
+    let mut wires = Wires::new();
+    // Batches of one record each (`batch.size` below a record), five in flight.
+    for v in ["a", "b", "c", "d", "e"] {
+        h.p.send(h.now, record(v)).unwrap();
+    }
+    settle(&mut h, &mut wires, 100_000, &mut |h, _, f| {
+        Some(match api_of(&f).0 {
+            api_key::PRODUCE => {
+                let epoch = epoch_and_sequence(&f).0;
+                if epochs.last().is_none_or(|e| e.0 != epoch) {
+                    epochs.push((epoch, h.now - start));
+                }
+                produce_error(&f, ErrorCode::InvalidProducerEpoch)
+            }
+            _ => respond(&f, &mut h.next_offset),
+        })
+    });
+    // Epoch 0, epoch 1 at once, epoch 2 after 100 ms, epoch 3 after 200 ms more: one step of
+    // the backoff per bump, not five.
+    assert!(epochs.len() >= 4, "{epochs:?}");
+    let gap = |k: usize| epochs[k].1 - epochs[k - 1].1;
+    assert!(gap(2) < Duration::from_millis(500), "{epochs:?}");
+    assert!(gap(3) < Duration::from_millis(1000), "{epochs:?}");
+}

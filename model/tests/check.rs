@@ -675,8 +675,9 @@ const PINNED: [usize; 6] = [5_377_045, 3_955_287, 146, 1_034, 485_725, 6_596];
 /// (2026-12-05: a broker refusing every epoch was sent to at the speed of the network); the
 /// count of such bumps, the waiting bump and its time are state now: 976,141 with one count
 /// for the producer, 977,642 with one per partition (a review finding: the other
-/// partitions' acknowledgements reset the producer's). No property changed.
-const PINNED_MODES: [usize; 4] = [977_642, 780_446, 780_446, 874_129];
+/// partitions' acknowledgements reset the producer's), 978,898 with the identity each
+/// partition last asked a bump of. No property changed.
+const PINNED_MODES: [usize; 4] = [978_898, 780_446, 780_446, 874_129];
 /// `a_second_bootstrap_server_tried_while_the_first_waits`: with the patience, without
 /// (95,846 and 12,370 before `ACCEPTANCE_TIME`).
 const PINNED_PATIENCE: [usize; 2] = [197_427, 12_441];

@@ -63,11 +63,11 @@ pub enum Fault {
     /// Replace the response's size prefix with this value and forward the body unchanged.
     Size(i32),
     /// A zombie request: hold the request, and every later one of its connection, without
-    /// forwarding them, until the client gives the connection up; then, this long after the
-    /// request arrived, send them to the broker on a connection of the proxy's own and drop
-    /// the answers. The broker acts on the request after the client retried it elsewhere, as
-    /// Kafka does with a request it read before it noticed the client's close.
-    Zombie(Duration),
+    /// forwarding them, until the client gives the connection up; then keep them until
+    /// [`Proxy::release_zombies`] sends them to the broker on a connection of the proxy's own
+    /// (the answers are dropped). The broker acts on the request after the client retried it
+    /// elsewhere, as Kafka does with a request it read before it noticed the client's close.
+    Zombie,
 }
 
 /// Which requests a [`Rule`] applies to, and how often.
@@ -162,6 +162,8 @@ pub struct Stats {
     pub faults: Vec<(i16, Fault)>,
     /// Connections closed by [`Proxy::cut_all`].
     pub cut_by_hand: u64,
+    /// Requests a [`Fault::Zombie`] holds, their client gone, until released.
+    pub zombies_held: u64,
     /// Requests a [`Fault::Zombie`] sent to the broker late.
     pub zombies_sent: u64,
     /// When the last zombie requests were sent.
@@ -195,6 +197,8 @@ struct State {
     next_conn: u64,
     /// Live connections: the tasks of both directions.
     conns: BTreeMap<u64, [AbortHandle; 2]>,
+    /// Requests of zombie connections whose client left, waiting for `release_zombies`.
+    zombies: Vec<(SocketAddr, Vec<Vec<u8>>)>,
     stats: Stats,
 }
 
@@ -206,7 +210,7 @@ impl State {
         for rule in &mut self.rules {
             if rule.times == 0
                 || rule.api_key.is_some_and(|k| k != api_key)
-                || matches!(rule.fault, Fault::Reset | Fault::Zombie(_)) != on_request
+                || matches!(rule.fault, Fault::Reset | Fault::Zombie) != on_request
             {
                 continue;
             }
@@ -355,6 +359,17 @@ impl Proxy {
     pub async fn heal(&self) {
         self.clear_rules();
         self.accept().await;
+    }
+
+    /// Sends every request a [`Fault::Zombie`] holds (their clients gone) to the broker now,
+    /// each connection's on a connection of the proxy's own. Returns how many requests.
+    pub fn release_zombies(&self) -> usize {
+        let held = std::mem::take(&mut self.shared.lock().zombies);
+        let n = held.iter().map(|h| h.1.len()).sum();
+        for (upstream, frames) in held {
+            tokio::spawn(send_zombies(self.shared.clone(), upstream, frames));
+        }
+        n
     }
 
     /// Connections currently established.
@@ -509,9 +524,9 @@ async fn requests(
                     s.stats.faults.push((api_key, Fault::Reset));
                     break;
                 }
-                Some(Fault::Zombie(hold)) => {
-                    s.stats.faults.push((api_key, Fault::Zombie(hold)));
-                    Some((hold, s.upstream))
+                Some(Fault::Zombie) => {
+                    s.stats.faults.push((api_key, Fault::Zombie));
+                    Some(s.upstream)
                 }
                 _ => {
                     *s.stats.requests.entry(api_key).or_insert(0) += 1;
@@ -519,8 +534,7 @@ async fn requests(
                 }
             }
         };
-        if let Some((hold, upstream)) = zombie {
-            let release = tokio::time::Instant::now() + hold;
+        if let Some(upstream) = zombie {
             // Nothing more is forwarded on this connection: every later request is held
             // with this one until the client gives the connection up.
             let mut held = vec![frame];
@@ -528,7 +542,9 @@ async fn requests(
                 held.push(f);
             }
             if let Some(upstream) = upstream {
-                tokio::spawn(send_zombies(shared.clone(), upstream, held, release));
+                let mut s = shared.lock();
+                s.stats.zombies_held += held.len() as u64;
+                s.zombies.push((upstream, held));
             }
             break;
         }
@@ -543,15 +559,9 @@ async fn requests(
     end_conn(&shared, id);
 }
 
-/// Sends held requests to `upstream` at `release` on a connection of the proxy's own, reads
-/// and drops their answers (for at most 30 s), and counts both.
-async fn send_zombies(
-    shared: Arc<Shared>,
-    upstream: SocketAddr,
-    held: Vec<Vec<u8>>,
-    release: tokio::time::Instant,
-) {
-    tokio::time::sleep_until(release).await;
+/// Sends held requests to `upstream` on a connection of the proxy's own, reads and drops
+/// their answers (for at most 30 s), and counts both.
+async fn send_zombies(shared: Arc<Shared>, upstream: SocketAddr, held: Vec<Vec<u8>>) {
     let Ok(server) = TcpStream::connect(upstream).await else {
         shared.lock().stats.upstream_failed += 1;
         return;
@@ -615,7 +625,7 @@ async fn responses(
             match fault {
                 None => {}
                 // (Request faults never come here.)
-                Some(Fault::Cut | Fault::Reset | Fault::Zombie(_)) => break,
+                Some(Fault::Cut | Fault::Reset | Fault::Zombie) => break,
                 Some(Fault::Blackhole) => {
                     blackhole = true;
                     continue;
@@ -780,8 +790,7 @@ mod tests {
 
     #[tokio::test]
     async fn zombie_reaches_the_broker_after_the_client_left() {
-        let hold = Duration::from_millis(200);
-        let (proxy, mut c, seen) = setup(Some(Rule::on(0, Fault::Zombie(hold)).skip(1))).await;
+        let (proxy, mut c, seen) = setup(Some(Rule::on(0, Fault::Zombie).skip(1))).await;
         c.write_all(&request(0, 7)).await.expect("write");
         assert_eq!(response(&mut c).await, EXPECTED, "the first one passes");
         c.write_all(&request(0, 7)).await.expect("write");
@@ -791,6 +800,11 @@ mod tests {
         assert!(r.is_err(), "nothing comes back while held");
         assert_eq!(seen.load(Ordering::SeqCst), 1, "held, not forwarded");
         drop(c); // the client gives the connection up
+        proxy
+            .wait_for("both held", Duration::from_secs(2), |s| s.zombies_held == 2)
+            .await;
+        assert_eq!(seen.load(Ordering::SeqCst), 1, "still held");
+        assert_eq!(proxy.release_zombies(), 2);
         let st = proxy
             .wait_for("the zombies answered", Duration::from_secs(2), |s| {
                 s.zombies_answered == 2

@@ -240,9 +240,8 @@ impl Producer {
         if let (Target::Node(n), REQUEST_TIMEOUT) = (c.target, reason) {
             self.metadata.hung = Some(n);
         }
-        // A connection closed for idleness is opened again as soon as it is needed, and so
-        // is one whose node moved or left (the backoff was of the old address).
-        let b = if reason == IDLE || reason == MOVED || reason == UNLISTED {
+        // A connection closed for idleness is opened again as soon as it is needed.
+        let b = if reason == IDLE {
             None
         } else {
             Some(self.backoff.entry(c.target).or_insert(Backoff {

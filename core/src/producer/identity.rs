@@ -208,16 +208,25 @@ impl Producer {
             && self.cfg.enable_idempotence
             && (self.identity).is_some_and(|id| id.epoch < self.cfg.max_epoch);
         if paced && local {
+            let identity = self.identity;
             let p = &mut self.topics[ti].partitions[pi];
+            if p.bump_asked_under == identity {
+                // Another batch of this partition refused under the same epoch: the bump it
+                // asked for is already waiting, and is counted once.
+                return;
+            }
+            p.bump_asked_under = identity;
             let spent = p.fruitless_bumps;
             p.fruitless_bumps = spent.saturating_add(1);
             if spent > 0 {
-                let delay = backoff_delay(
-                    self.cfg.retry_backoff,
-                    self.cfg.retry_backoff_max,
-                    spent - 1,
-                );
-                self.bump_at.get_or_insert(self.now + delay);
+                let at = self.now
+                    + backoff_delay(
+                        self.cfg.retry_backoff,
+                        self.cfg.retry_backoff_max,
+                        spent - 1,
+                    );
+                // One bump serves every partition waiting for it: the earliest due decides.
+                self.bump_at = Some(self.bump_at.map_or(at, |b| b.min(at)));
                 return;
             }
         }

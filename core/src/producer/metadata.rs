@@ -203,14 +203,7 @@ impl Producer {
                 })
                 .collect();
             for (id, addr) in &listed {
-                let old = self.brokers.insert(*id, addr.clone());
-                if old.as_ref().is_some_and(|old| old != addr) {
-                    // The reconnect backoff was the old address's failures: the new address
-                    // is dialled as soon as it is needed (a review finding: it waited for the
-                    // old address's backoff, up to `retry.backoff.max.ms`).
-                    self.backoff.remove(&Target::Node(*id));
-                }
-                changed |= old.as_ref() != Some(addr);
+                changed |= self.brokers.insert(*id, addr.clone()).as_ref() != Some(addr);
             }
             for conn in moved {
                 self.close_conn(conn, super::connections::MOVED);
