@@ -890,14 +890,7 @@ fn an_acknowledgement_beside_the_refusal_that_gave_an_id_up_resets_the_new_id_ba
             let a = respond(&f, &mut h.next_offset);
             Some(match key {
                 // Two partitions, both led by the one broker.
-                api_key::METADATA => {
-                    let (_, mut m) =
-                        decode_response::<MetadataRequest>(version, a.slice(4..)).unwrap();
-                    let mut second = m.topics[0].partitions[0].clone();
-                    second.partition_index = 1;
-                    m.topics[0].partitions.push(second);
-                    encode_response::<MetadataRequest>(&m, version, corr)
-                }
+                api_key::METADATA => with_a_second_partition(&a, version, corr),
                 // A distinct producer id each time.
                 api_key::INIT_PRODUCER_ID => {
                     inits.push(h.now - start);
@@ -1597,6 +1590,25 @@ fn a_duplicate_acknowledgement_keeps_the_last_known_offset_for_the_data_loss_tes
     );
 }
 
+/// The metadata answer `a` (version `version`, correlation id `corr`) with a second
+/// partition of the topic, led by the same broker.
+fn with_a_second_partition(a: &Bytes, version: i16, corr: i32) -> Bytes {
+    let (_, mut m) = decode_response::<MetadataRequest>(version, a.slice(4..)).unwrap();
+    let mut second = m.topics[0].partitions[0].clone();
+    second.partition_index = 1;
+    m.topics[0].partitions.push(second);
+    encode_response::<MetadataRequest>(&m, version, corr)
+}
+
+/// The tests of a broker that refuses every batch: backoffs from 100 ms to 1 s, records
+/// given up after 20 s, requests after 5 s.
+fn refused_for_20s(c: &mut kprod_core::ProducerConfig) {
+    c.retry_backoff = Duration::from_millis(100);
+    c.retry_backoff_max = Duration::from_secs(1);
+    c.delivery_timeout = Duration::from_secs(20);
+    c.request_timeout = Duration::from_secs(5);
+}
+
 /// Review finding (2026-12-05): PRODUCER_FENCED dropped the producer id and a new one was
 /// asked for at once, every time: a broker that fences every batch had InitProducerId,
 /// Produce and PRODUCER_FENCED go round at the speed of the network until the delivery
@@ -1605,12 +1617,7 @@ fn a_duplicate_acknowledgement_keeps_the_last_known_offset_for_the_data_loss_tes
 /// `retry.backoff.max.ms`, while nothing is acknowledged.
 #[test]
 fn a_broker_fencing_every_batch_is_not_asked_for_a_new_producer_id_at_network_speed() {
-    let mut h = Harness::new(|c| {
-        c.retry_backoff = Duration::from_millis(100);
-        c.retry_backoff_max = Duration::from_secs(1);
-        c.delivery_timeout = Duration::from_secs(20);
-        c.request_timeout = Duration::from_secs(5);
-    });
+    let mut h = Harness::new(refused_for_20s);
     let start = h.now;
     let mut inits = Vec::new();
     let mut wires = Wires::new();
@@ -1717,12 +1724,7 @@ fn a_broker_refusing_every_epoch_is_not_sent_to_at_network_speed() {
         ErrorCode::InvalidProducerEpoch,
         ErrorCode::InvalidProducerIdMapping,
     ] {
-        let mut h = Harness::new(|c| {
-            c.retry_backoff = Duration::from_millis(100);
-            c.retry_backoff_max = Duration::from_secs(1);
-            c.delivery_timeout = Duration::from_secs(20);
-            c.request_timeout = Duration::from_secs(5);
-        });
+        let mut h = Harness::new(refused_for_20s);
         let start = h.now;
         let mut produces = Vec::new();
         let mut wires = Wires::new();
@@ -1763,12 +1765,7 @@ fn a_broker_refusing_every_epoch_is_not_sent_to_at_network_speed() {
 #[test]
 fn a_partition_refused_every_epoch_is_paced_beside_a_healthy_one() {
     use kprod_core::protocol::produce::ProduceRequest;
-    let mut h = Harness::new(|c| {
-        c.retry_backoff = Duration::from_millis(100);
-        c.retry_backoff_max = Duration::from_secs(1);
-        c.delivery_timeout = Duration::from_secs(20);
-        c.request_timeout = Duration::from_secs(5);
-    });
+    let mut h = Harness::new(refused_for_20s);
     let start = h.now;
     let mut refused = Vec::new();
     let mut healthy = 0;
@@ -1778,13 +1775,7 @@ fn a_partition_refused_every_epoch_is_paced_beside_a_healthy_one() {
         let a = respond(&f, &mut h.next_offset);
         Some(match key {
             // Two partitions, both led by the one broker.
-            api_key::METADATA => {
-                let (_, mut m) = decode_response::<MetadataRequest>(version, a.slice(4..)).unwrap();
-                let mut second = m.topics[0].partitions[0].clone();
-                second.partition_index = 1;
-                m.topics[0].partitions.push(second);
-                encode_response::<MetadataRequest>(&m, version, corr)
-            }
+            api_key::METADATA => with_a_second_partition(&a, version, corr),
             // Partition 0 refused every epoch, partition 1 written.
             api_key::PRODUCE => {
                 let (_, mut p) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
@@ -1837,10 +1828,8 @@ fn a_partition_refused_every_epoch_is_paced_beside_a_healthy_one() {
 #[test]
 fn five_batches_refused_under_one_epoch_count_as_one_bump() {
     let mut h = Harness::new(|c| {
-        c.retry_backoff = Duration::from_millis(100);
+        refused_for_20s(c);
         c.retry_backoff_max = Duration::from_secs(10);
-        c.delivery_timeout = Duration::from_secs(20);
-        c.request_timeout = Duration::from_secs(5);
         c.batch_size = 1;
     });
     let start = h.now;

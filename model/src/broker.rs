@@ -295,9 +295,8 @@ impl Cluster {
     /// and the new leader's producer state is rebuilt from what it holds (Kafka's
     /// leader-epoch truncation). `held` is below `above.len()`.
     pub fn move_leader_truncating(&mut self, topic: &str, p: i32, node: i32, held: usize) {
+        self.move_leader(topic, p, node);
         let part = self.partition_mut(topic, p);
-        part.leader = node;
-        part.leader_epoch += 1;
         let (end, state) = match held.checked_sub(1) {
             None => (part.hw, part.committed.clone()),
             Some(k) => part.above[k].clone(),

@@ -294,6 +294,18 @@ pub struct Link {
     pub stalled: Option<u64>,
 }
 
+impl Link {
+    /// A new connection to `node`, nothing on it.
+    fn to(node: i32) -> Box<Self> {
+        Box::new(Self {
+            node,
+            to_broker: VecDeque::new(),
+            to_client: VecDeque::new(),
+            stalled: None,
+        })
+    }
+}
+
 /// What the application was told about a record.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Outcome {
@@ -609,15 +621,7 @@ impl KafkaModel {
                     if s.budget.connect_failures > 0 {
                         s.connecting.insert(conn, node);
                     } else {
-                        s.links.insert(
-                            conn,
-                            Box::new(Link {
-                                node,
-                                to_broker: VecDeque::new(),
-                                to_client: VecDeque::new(),
-                                stalled: None,
-                            }),
-                        );
+                        s.links.insert(conn, Link::to(node));
                         let now = self.now(s);
                         s.producer.handle_connected(now, conn);
                     }
@@ -1378,15 +1382,7 @@ impl Model for KafkaModel {
             }
             Action::ConnectOk(c) => {
                 let node = s.connecting.remove(&c)?;
-                s.links.insert(
-                    c,
-                    Box::new(Link {
-                        node,
-                        to_broker: VecDeque::new(),
-                        to_client: VecDeque::new(),
-                        stalled: None,
-                    }),
-                );
+                s.links.insert(c, Link::to(node));
                 let now = self.now(&s);
                 s.producer.handle_connected(now, c);
             }

@@ -1199,6 +1199,24 @@ fn brokers_without_kip360_or_kip951() {
     assert_eq!(n, 840_220, "unique states changed");
 }
 
+/// One partition, three records, two in flight, a stall and a request timeout, and one of
+/// `injectable` if any.
+fn stalled_cfg(mode: BrokerMode, injectable: &[Inject]) -> ModelCfg {
+    ModelCfg {
+        partitions: 1,
+        records_per_partition: 3,
+        max_in_flight: 2,
+        budget: Budget {
+            stalls: 1,
+            timeouts: 1,
+            injections: u8::from(!injectable.is_empty()),
+            ..Budget::default()
+        },
+        injectable: injectable.to_vec(),
+        ..base(mode)
+    }
+}
+
 /// Zombie requests (from the model review: none were modelled). A connection's broker side
 /// stalls: its answers are lost, and the requests it has not read yet are read and acted on
 /// late, even after the producer closed the connection (Kafka reads a request off the socket
@@ -1209,21 +1227,8 @@ fn brokers_without_kip360_or_kip951() {
 /// without that refusal, too (with it, see the test after this one).
 #[test]
 fn zombie_requests_written_after_the_close() {
-    let stalled = |mode, injections, injectable| ModelCfg {
-        partitions: 1,
-        records_per_partition: 3,
-        max_in_flight: 2,
-        budget: Budget {
-            stalls: 1,
-            timeouts: 1,
-            injections,
-            ..Budget::default()
-        },
-        injectable,
-        ..base(mode)
-    };
-    let kafka = stalled(BrokerMode::Lenient, 1, vec![Inject::InvalidRecord]);
-    let tansu = stalled(BrokerMode::TansuLike, 0, vec![]);
+    let kafka = stalled_cfg(BrokerMode::Lenient, &[Inject::InvalidRecord]);
+    let tansu = stalled_cfg(BrokerMode::TansuLike, &[]);
     let counts = [
         check("Lenient zombie, a refusal", kafka, &[ALL_DELIVERED, ZOMBIE]),
         check("TansuLike zombie", tansu, &[ALL_DELIVERED, ZOMBIE]),
@@ -1241,19 +1246,7 @@ fn zombie_requests_written_after_the_close() {
 /// under "Known limits and choices".
 #[test]
 fn a_zombie_of_a_given_up_producer_id_lands_after_the_new_ids_records_on_tansu() {
-    let cfg = ModelCfg {
-        partitions: 1,
-        records_per_partition: 3,
-        max_in_flight: 2,
-        budget: Budget {
-            stalls: 1,
-            timeouts: 1,
-            injections: 1,
-            ..Budget::default()
-        },
-        injectable: vec![Inject::InvalidRecord],
-        ..base(BrokerMode::TansuLike)
-    };
+    let cfg = stalled_cfg(BrokerMode::TansuLike, &[Inject::InvalidRecord]);
     let model: KafkaModel = cfg.into_model();
     let props = model.properties();
     let checker = model.checker().threads(2).spawn_dfs().join();

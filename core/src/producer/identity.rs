@@ -204,10 +204,7 @@ impl Producer {
         if !p.needs_rebase || p.bound.is_none() || p.bound != self.identity {
             return;
         }
-        let local = !self.bump_refused
-            && self.cfg.enable_idempotence
-            && (self.identity).is_some_and(|id| id.epoch < self.cfg.max_epoch);
-        if paced && local {
+        if paced && self.next_bump_is_local() {
             let identity = self.identity;
             let p = &mut self.topics[ti].partitions[pi];
             if p.bump_asked_under == identity {
@@ -233,12 +230,21 @@ impl Producer {
         self.bump();
     }
 
+    /// Whether the next bump keeps the producer id (the next epoch, KIP-360), rather than
+    /// taking a new one (the broker refused a bump, or the epoch is exhausted). `false`
+    /// without an identity or without idempotence, where `bump` does nothing.
+    fn next_bump_is_local(&self) -> bool {
+        !self.bump_refused
+            && self.cfg.enable_idempotence
+            && (self.identity).is_some_and(|id| id.epoch < self.cfg.max_epoch)
+    }
+
     /// Moves to the next identity: the next epoch (a local bump), or a new producer id.
     pub(super) fn bump(&mut self) {
         let Some(id) = self.identity.filter(|_| self.cfg.enable_idempotence) else {
             return;
         };
-        if self.bump_refused || id.epoch >= self.cfg.max_epoch {
+        if !self.next_bump_is_local() {
             // A new producer id. If the one given up on had nothing acknowledged either,
             // the next is asked for after the backoff, which grows while ids keep being
             // spent so: a broker that refuses every batch (Tansu with its storage failing,
