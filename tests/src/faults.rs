@@ -339,9 +339,6 @@ fn since(now: &Stats, base: &Stats) -> Stats {
         cut_by_hand: now.cut_by_hand - base.cut_by_hand,
         zombies_held: now.zombies_held - base.zombies_held,
         zombies_sent: now.zombies_sent - base.zombies_sent,
-        zombies_sent_at: now
-            .zombies_sent_at
-            .filter(|_| now.zombies_sent > base.zombies_sent),
         zombies_answered: now.zombies_answered - base.zombies_answered,
     }
 }
@@ -361,7 +358,6 @@ fn add_stats(a: &mut Stats, b: &Stats) {
     a.cut_by_hand += b.cut_by_hand;
     a.zombies_held += b.zombies_held;
     a.zombies_sent += b.zombies_sent;
-    a.zombies_sent_at = a.zombies_sent_at.max(b.zombies_sent_at);
     a.zombies_answered += b.zombies_answered;
 }
 

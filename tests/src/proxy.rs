@@ -166,8 +166,6 @@ pub struct Stats {
     pub zombies_held: u64,
     /// Requests a [`Fault::Zombie`] sent to the broker late.
     pub zombies_sent: u64,
-    /// When the last zombie requests were sent.
-    pub zombies_sent_at: Option<Instant>,
     /// Answers the broker gave to zombie requests (dropped).
     pub zombies_answered: u64,
 }
@@ -572,11 +570,7 @@ async fn send_zombies(shared: Arc<Shared>, upstream: SocketAddr, held: Vec<Vec<u
             return;
         }
     }
-    {
-        let mut s = shared.lock();
-        s.stats.zombies_sent += held.len() as u64;
-        s.stats.zombies_sent_at = Some(Instant::now());
-    }
+    shared.lock().stats.zombies_sent += held.len() as u64;
     for _ in &held {
         match tokio::time::timeout(Duration::from_secs(30), read_frame(&mut r)).await {
             Ok(Some(_)) => shared.lock().stats.zombies_answered += 1,
