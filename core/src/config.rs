@@ -132,6 +132,17 @@ pub struct ProducerConfig {
     /// failed, doubling with each failure in a row up to `retry.backoff.max.ms` (kprod's
     /// `reconnect.backoff.max.ms`); a value above that maximum is the wait every time.
     pub reconnect_backoff: Duration,
+    /// Each backoff (a batch's retry, a reconnect, a metadata or producer id request asked
+    /// again, a paced epoch bump) is spread by up to this many percent either side, then held
+    /// to its maximum, as the Java client spreads its backoffs by 20 % (KIP-580): producers
+    /// that lost the same broker at the same moment do not all come back at the same moment.
+    /// A constant backoff (`retry.backoff.ms` equal to `retry.backoff.max.ms`, or
+    /// `reconnect.backoff.ms` at or above it) is not spread, as in the Java client.
+    /// The core has no randomness: the spread is a hash of the producer's own clock (the
+    /// nanoseconds between its creation and the moment the backoff starts), which no two
+    /// producers share. 0 turns it off (the model checker runs so, as do tests that check
+    /// times to the millisecond). At most 50, so no backoff falls below half its value.
+    pub backoff_jitter_percent: u8,
     /// `metadata.max.age.ms`: periodic metadata refresh.
     pub metadata_max_age: Duration,
     /// `allow.auto.create.topics`.
@@ -321,6 +332,7 @@ impl Default for ProducerConfig {
             retry_backoff: Duration::from_millis(100),
             retry_backoff_max: Duration::from_secs(1),
             reconnect_backoff: Duration::from_millis(50),
+            backoff_jitter_percent: 20,
             metadata_max_age: Duration::from_secs(300),
             allow_auto_topic_creation: true,
             metadata_max_idle: Some(Duration::from_secs(300)),
@@ -555,6 +567,15 @@ impl ProducerConfig {
                      unless set): it must be at least that",
                     millis(self.retry_backoff_max),
                     millis(self.retry_backoff)
+                ),
+            ));
+        }
+        if self.backoff_jitter_percent > 50 {
+            return Err(err(
+                "backoff.jitter.percent",
+                format!(
+                    "{} %: at most 50, so that no backoff falls below half its value",
+                    self.backoff_jitter_percent
                 ),
             ));
         }

@@ -32,6 +32,8 @@ fn an_unanswered_connect_fails_at_the_connect_timeout() {
         connect_timeout: Duration::from_secs(3),
         // Without patience (below), one server at a time.
         bootstrap_patience: None,
+        // The reconnect backoff checked to the millisecond.
+        backoff_jitter_percent: 0,
         ..Default::default()
     };
     let mut p = Producer::new(cfg, t0).unwrap();

@@ -1675,7 +1675,8 @@ fn a_kafka_0_11_broker_gets_one_batch_of_a_partition_at_a_time() {
 
 /// Review finding (2026-12-05): `reconnect.backoff.ms` above `retry.backoff.max.ms` (which caps
 /// kprod's reconnect backoff) was cut down to that maximum without a word: 5 s asked for, 1 s
-/// waited. It is the wait every time now, as with the Java client.
+/// waited. It is the wait every time now, as asked (the Java client would wait its own
+/// maximum, `reconnect.backoff.max.ms`).
 #[test]
 fn a_reconnect_backoff_above_the_maximum_is_waited_in_full() {
     for (backoff, at_least, below) in [(5_000, 5_000, 5_200), (50, 50, 200)] {

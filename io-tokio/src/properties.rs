@@ -640,6 +640,8 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
         "kprod.max.api.versions.version" => c.max_versions.api_versions = Some(number(name, v)?),
         // kprod's own: every API capped at what an Apache Kafka release served.
         "kprod.broker.version.max" => c.broker_version_max = Some(v.to_owned()),
+        // kprod's own: how far backoffs are spread (the Java client's is a fixed 20 %).
+        "kprod.backoff.jitter.percent" => c.backoff_jitter_percent = number(name, v)?,
         // librdkafka: the largest response accepted (checked against max.request.size once
         // every property is read).
         "receive.message.max.bytes" => c.max_frame_size = number::<usize>(name, v)?,
@@ -1348,8 +1350,8 @@ impl CodecLevels {
 /// | `request.timeout.ms` | a request unanswered this long closes its connection |
 /// | `delivery.timeout.ms` (`message.timeout.ms`) | a record's whole life in the producer, retries included; at least `linger.ms + request.timeout.ms` (when neither name is given and the default, 120000, is below that sum, it is raised to the sum, at most 2147483647, with a warning, as in Java); `message.timeout.ms=0` is librdkafka's "no timeout" ([`ProducerConfig::MAX_DURATION`]), `delivery.timeout.ms=0` is refused |
 /// | `retries` (`message.send.max.retries`) | kprod retries until `delivery.timeout.ms`: accepted when the count cannot end retrying first (`2147483647`, the default of both clients, or `retries x 0.8 x retry.backoff.ms >= delivery.timeout.ms`); `0` and smaller counts are refused, except with `acks=0`, whose requests are never retried |
-/// | `retry.backoff.ms`, `retry.backoff.max.ms` | backoff before a batch is retried, doubling up to the maximum |
-/// | `reconnect.backoff.ms` | backoff before reconnecting to a broker, doubling |
+/// | `retry.backoff.ms`, `retry.backoff.max.ms` | backoff before a batch is retried, doubling up to the maximum, spread by 20 % either side unless constant (`kprod.backoff.jitter.percent`) |
+/// | `reconnect.backoff.ms` | backoff before reconnecting to a broker, doubling, spread as the retry backoff |
 /// | `reconnect.backoff.max.ms` | accepted when equal to `retry.backoff.max.ms` (1000 by default in the Java client), which caps kprod's reconnect backoff |
 /// | `metadata.max.age.ms` (`topic.metadata.refresh.interval.ms`) | periodic metadata refresh |
 /// | `metadata.max.idle.ms` | a topic not sent to for this long is left out of metadata requests until its next record (at least 5000, as in Java) |
@@ -1407,6 +1409,7 @@ impl CodecLevels {
 /// | `socket.connection.setup.timeout.max.ms` | at least the connect timeout: kprod does not grow it, so it never exceeds this |
 /// | `kprod.max.batches.per.request` (kprod's own) | the most batches (partitions) in one Produce request ([`ProducerConfig::max_batches_per_request`]; by default as many full batches as `max.request.size` holds, at least 16) |
 /// | `kprod.max.produce.version`, `kprod.max.metadata.version`, `kprod.max.init.producer.id.version`, `kprod.max.api.versions.version` (kprod's own) | the highest version of each API a connection speaks ([`ProducerConfig::max_versions`]) |
+/// | `kprod.backoff.jitter.percent` (kprod's own) | `0` to `50`: each backoff spread by up to this many percent either side ([`ProducerConfig::backoff_jitter_percent`]; 20 by default, the Java client's fixed spread) |
 /// | `kprod.broker.version.max` (kprod's own) | an Apache Kafka release from `0.11` to `4.4` (`2.3`, `3.9.1`): every API capped at the version that release served ([`ProducerConfig::broker_version_max`]); the lower of it and a `kprod.max.*.version` wins |
 ///
 /// Refused, with the reason in the error: `key.serializer` and `value.serializer` (kprod takes

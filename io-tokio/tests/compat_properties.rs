@@ -795,6 +795,23 @@ fn a_broker_release_caps_every_api() {
 }
 
 #[test]
+fn the_backoff_spread_is_set_by_its_own_property() {
+    assert_eq!(props(&[]).unwrap().backoff_jitter_percent, 20);
+    let c = props(&[("kprod.backoff.jitter.percent", "0")]).unwrap();
+    assert_eq!(c.backoff_jitter_percent, 0);
+    match props(&[("kprod.backoff.jitter.percent", "51")]) {
+        Err(e @ PropertyError::Config(_)) => {
+            assert!(e.to_string().contains("backoff.jitter.percent"), "{e}");
+        }
+        other => panic!("51 %: {other:?}"),
+    }
+    assert!(matches!(
+        props(&[("kprod.backoff.jitter.percent", "-1")]),
+        Err(PropertyError::Invalid { .. })
+    ));
+}
+
+#[test]
 fn the_connect_timeout_reaches_the_core() {
     let c = ClientConfig::from_properties(&[
         BOOTSTRAP,

@@ -568,6 +568,10 @@ impl KafkaModel {
             retry_backoff: Duration::from_millis(BACKOFF_MS),
             retry_backoff_max: Duration::from_millis(BACKOFF_MS),
             reconnect_backoff: Duration::from_millis(BACKOFF_MS),
+            // No spread: the checked properties hold for backoffs of any length, and
+            // deadlines hashed from the clock would only multiply the states (core/tests
+            // check the spread itself).
+            backoff_jitter_percent: 0,
             metadata_max_age: Duration::from_millis(self.cfg.metadata_max_age_ms),
             max_block: Duration::from_secs(3600),
             allow_auto_topic_creation: false,

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use smallvec::SmallVec;
 
 use super::requests::{InFlight, RequestKind};
-use super::{auth, backoff_delay, Producer};
+use super::{auth, BackoffFor, Producer};
 use crate::protocol::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
 use crate::protocol::compression::CompressionType;
 use crate::protocol::{
@@ -241,28 +241,26 @@ impl Producer {
             self.metadata.hung = Some(n);
         }
         // A connection closed for idleness is opened again as soon as it is needed.
-        let b = if reason == IDLE {
-            None
-        } else {
-            Some(self.backoff.entry(c.target).or_insert(Backoff {
-                until: self.now,
-                failures: 0,
-            }))
-        };
-        if let Some(b) = b {
-            if failed {
-                b.failures = b.failures.saturating_add(1);
-            }
+        if reason != IDLE {
+            let failures = (self.backoff.get(&c.target))
+                .map_or(0, |b| b.failures)
+                .saturating_add(u32::from(failed));
             // Doubling up to `retry.backoff.max.ms`; a `reconnect.backoff.ms` above that is
-            // kept as it is, every time (the Java client's exponential backoff does the same
-            // with an initial interval above its maximum). It was cut down to the maximum,
-            // silently (a review finding).
-            b.until = self.now
-                + backoff_delay(
+            // kept as it is, every time: what the user asked for. (The Java client's
+            // `ExponentialBackoff` waits its maximum instead, `reconnect.backoff.max.ms`.) It
+            // was cut down to the maximum, silently (a review finding).
+            let what = match c.target {
+                Target::Node(n) => BackoffFor::Node(n),
+                Target::Bootstrap(i) => BackoffFor::Bootstrap(i),
+            };
+            let until = self.now
+                + self.backoff(
                     self.cfg.reconnect_backoff,
                     self.cfg.retry_backoff_max.max(self.cfg.reconnect_backoff),
-                    b.failures.saturating_sub(1),
+                    failures.saturating_sub(1),
+                    what,
                 );
+            self.backoff.insert(c.target, Backoff { until, failures });
         }
         if let Target::Bootstrap(i) = c.target {
             if failed {

@@ -6,7 +6,7 @@
 //! being re-sequenced (P11, §B.4).
 
 use super::requests::RequestKind;
-use super::{backoff_delay, Producer};
+use super::{BackoffFor, Producer};
 use crate::partition::BatchState;
 use crate::protocol::init_producer_id::InitProducerIdRequest;
 use crate::protocol::ErrorCode;
@@ -90,10 +90,11 @@ impl Producer {
         self.pid_failures += 1;
         self.pid_retry_at = Some(
             self.now
-                + backoff_delay(
+                + self.backoff(
                     self.cfg.retry_backoff,
                     self.cfg.retry_backoff_max,
                     self.pid_failures,
+                    BackoffFor::ProducerId,
                 ),
         );
     }
@@ -217,10 +218,11 @@ impl Producer {
             p.fruitless_bumps = spent.saturating_add(1);
             if spent > 0 {
                 let at = self.now
-                    + backoff_delay(
+                    + self.backoff(
                         self.cfg.retry_backoff,
                         self.cfg.retry_backoff_max,
                         spent - 1,
+                        BackoffFor::Bump,
                     );
                 // One bump serves every partition waiting for it: the earliest due decides.
                 self.bump_at = Some(self.bump_at.map_or(at, |b| b.min(at)));
@@ -271,7 +273,12 @@ impl Producer {
         self.refused_ids = spent.saturating_add(1);
         self.given_up = Some(id.producer_id);
         if spent > 0 {
-            let delay = backoff_delay(self.cfg.retry_backoff, self.cfg.retry_backoff_max, spent);
+            let delay = self.backoff(
+                self.cfg.retry_backoff,
+                self.cfg.retry_backoff_max,
+                spent,
+                BackoffFor::ProducerId,
+            );
             self.pid_retry_at = Some(self.now + delay);
         }
     }
@@ -285,10 +292,11 @@ impl Producer {
         self.refused_ids = self.refused_ids.saturating_add(1);
         self.pid_retry_at = Some(
             self.now
-                + backoff_delay(
+                + self.backoff(
                     self.cfg.retry_backoff,
                     self.cfg.retry_backoff_max,
                     self.refused_ids,
+                    BackoffFor::ProducerId,
                 ),
         );
     }

@@ -55,6 +55,7 @@ impl Producer {
         let max = self.cfg.retry_backoff_max;
         let delay = super::backoff_delay(self.cfg.retry_backoff, max, n);
         self.metadata.unchanged = if delay < max { n + 1 } else { n };
+        let delay = self.backoff(self.cfg.retry_backoff, max, n, super::BackoffFor::Metadata);
         self.metadata.needed = true;
         self.metadata.retry_at = Some(self.now + delay);
     }

@@ -87,6 +87,9 @@ use requests::RequestKind;
 pub struct Producer {
     cfg: ProducerConfig,
     now: Instant,
+    /// The time the producer was made: backoffs are spread by a hash of the time since
+    /// (`ProducerConfig::backoff_jitter_percent`).
+    born: Instant,
     out: VecDeque<Output>,
     dirty: bool,
     next_conn: u64,
@@ -232,12 +235,80 @@ pub(super) fn backoff_delay(base: Duration, max: Duration, failures: u32) -> Dur
     base.saturating_mul(factor).min(max)
 }
 
+/// What a backoff is for, so that two started at the same moment are spread apart
+/// ([`Producer::backoff`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum BackoffFor {
+    /// A batch's retry (its id).
+    Retry(u64),
+    /// A reconnect to a node (its id) or a bootstrap server (its index).
+    Node(i32),
+    Bootstrap(usize),
+    Metadata,
+    ProducerId,
+    Bump,
+}
+
+/// SplitMix64's finaliser: a well-mixed 64-bit hash of `x`.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// `d` scaled by `per_100k` / 100,000, saturating.
+fn scale(d: Duration, per_100k: u64) -> Duration {
+    let nanos = d.as_nanos().saturating_mul(u128::from(per_100k)) / 100_000;
+    let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX);
+    // Below a billion: fits.
+    let sub = (nanos % 1_000_000_000) as u32;
+    Duration::new(secs, sub)
+}
+
+impl Producer {
+    /// The backoff after `failures` failures in a row, from `base` doubling up to `max`,
+    /// spread by up to `backoff.jitter.percent` either side and held to `max` (as the Java
+    /// client's `ExponentialBackoff`; a constant one, `base` at or above `max`, is not spread). The spread is a hash of the nanoseconds since the
+    /// producer was made, of what the backoff is for and of `failures`: deterministic for
+    /// the same inputs (no randomness in the core), different between producers.
+    pub(super) fn backoff(
+        &self,
+        base: Duration,
+        max: Duration,
+        failures: u32,
+        what: BackoffFor,
+    ) -> Duration {
+        let d = backoff_delay(base, max, failures);
+        let j = u64::from(self.cfg.backoff_jitter_percent);
+        // A constant backoff (the base at or above the maximum) is not spread, as in the
+        // Java client: the user asked for that wait every time.
+        if j == 0 || d.is_zero() || base >= max {
+            return d;
+        }
+        let elapsed = self.now.saturating_duration_since(self.born);
+        let salt = match what {
+            BackoffFor::Retry(id) => id,
+            BackoffFor::Node(n) => (1 << 40) ^ u64::from(n as u32),
+            BackoffFor::Bootstrap(i) => (2 << 40) ^ i as u64,
+            BackoffFor::Metadata => 3 << 40,
+            BackoffFor::ProducerId => 4 << 40,
+            BackoffFor::Bump => 5 << 40,
+        };
+        let h = mix(mix(elapsed.as_nanos() as u64 ^ mix(salt)) ^ u64::from(failures));
+        // A factor from (100 - j) % to (100 + j) %, in steps of 0.001 %.
+        let spread = h % (2 * j * 1000 + 1);
+        scale(d, 100_000 - j * 1000 + spread).min(max)
+    }
+}
+
 impl Producer {
     /// A producer with a validated configuration. Nothing happens until the first drain.
     pub fn new(config: ProducerConfig, now: Instant) -> Result<Self, crate::ConfigError> {
         config.validate()?;
         Ok(Self {
             now,
+            born: now,
             out: VecDeque::new(),
             dirty: true,
             next_conn: 0,

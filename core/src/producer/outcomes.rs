@@ -11,7 +11,7 @@ use super::accumulator::PendingRecord;
 use super::connections::ConnState;
 use super::requests::BatchRef;
 use super::Target;
-use super::{backoff_delay, Producer};
+use super::{BackoffFor, Producer};
 use crate::partition::{Batch, BatchState};
 use crate::protocol::ErrorCode;
 use crate::types::{
@@ -335,11 +335,15 @@ impl Producer {
             );
             return;
         }
-        let delay = backoff_delay(
+        let (retries, id) = (b.retries, b.id);
+        let delay = self.backoff(
             self.cfg.retry_backoff,
             self.cfg.retry_backoff_max,
-            b.retries,
+            retries,
+            BackoffFor::Retry(id),
         );
+        let p = &mut self.topics[r.topic].partitions[r.partition];
+        let b = &mut p.batches[i];
         b.retries = b.retries.saturating_add(1);
         b.maybe_persisted |= possibly_persisted;
         if !self.cfg.enable_idempotence && p.cutting {

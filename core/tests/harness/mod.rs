@@ -45,6 +45,9 @@ impl Harness {
         let mut cfg = ProducerConfig {
             bootstrap_servers: vec!["bench:9092".into()],
             linger: Duration::ZERO,
+            // Backoffs to the millisecond, as the tests built on the harness check them
+            // (tests/jitter.rs checks the spread).
+            backoff_jitter_percent: 0,
             ..ProducerConfig::default()
         };
         tune(&mut cfg);
