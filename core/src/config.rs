@@ -139,8 +139,8 @@ pub struct ProducerConfig {
     /// A constant backoff (`retry.backoff.ms` equal to `retry.backoff.max.ms`, or
     /// `reconnect.backoff.ms` at or above it) is not spread, as in the Java client.
     /// The core has no randomness: the spread is a hash of the producer's own clock (the
-    /// nanoseconds between its creation and the moment the backoff starts), which no two
-    /// producers share. 0 turns it off (the model checker runs so, as do tests that check
+    /// nanoseconds between its creation and the moment the backoff starts), which producers
+    /// on real clocks do not share (producers on one simulated clock fed the same events do). 0 turns it off (the model checker runs so, as do tests that check
     /// times to the millisecond). At most 50, so no backoff falls below half its value.
     pub backoff_jitter_percent: u8,
     /// `metadata.max.age.ms`: periodic metadata refresh.
@@ -572,7 +572,7 @@ impl ProducerConfig {
         }
         if self.backoff_jitter_percent > 50 {
             return Err(err(
-                "backoff.jitter.percent",
+                "kprod.backoff.jitter.percent",
                 format!(
                     "{} %: at most 50, so that no backoff falls below half its value",
                     self.backoff_jitter_percent

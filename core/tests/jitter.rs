@@ -7,7 +7,7 @@ mod harness;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use harness::{api_of, produce_error, Harness, TOPIC};
+use harness::{api_of, epoch_and_sequence, produce_error, respond, Harness, TOPIC};
 use kprod_core::protocol::api_key;
 use kprod_core::protocol::ErrorCode;
 use kprod_core::{ConnId, Output, Producer, ProducerConfig, Record};
@@ -143,6 +143,46 @@ fn retries_of_batches_refused_together_are_spread() {
     );
 }
 
+/// The batches of one partition refused together are due together: its head is resent
+/// first, and once it is acknowledged the next goes at once, not after a spread of its own.
+#[test]
+fn batches_of_one_partition_refused_together_are_retried_together() {
+    for i in 0..20u64 {
+        let mut h = Harness::new(|c| c.backoff_jitter_percent = 20);
+        h.now += Duration::from_micros(13 * i);
+        // One acknowledged first: until then a partition has one batch in flight.
+        h.p.send(h.now, Record::new(TOPIC, "z").with_partition(0))
+            .unwrap();
+        h.answer_all();
+        h.p.send(h.now, Record::new(TOPIC, "a").with_partition(0))
+            .unwrap();
+        let first = h.answer_until_produce(&[]).expect("the first batch");
+        h.p.send(h.now, Record::new(TOPIC, "b").with_partition(0))
+            .unwrap();
+        h.drain();
+        let second = h
+            .next_frame()
+            .expect("the second batch, in flight beside it");
+        assert_eq!(epoch_and_sequence(&second).1, 2);
+        h.now += Duration::from_millis(3);
+        h.feed(produce_error(&first, ErrorCode::NotEnoughReplicas));
+        h.feed(produce_error(&second, ErrorCode::NotEnoughReplicas));
+        let Output::Wait { until: Some(due) } = h.p.poll_output() else {
+            panic!("waiting for the retry")
+        };
+        h.now = due;
+        h.p.handle_timeout(h.now);
+        let head = h.answer_until_produce(&[]).expect("the head's resend");
+        assert_eq!(epoch_and_sequence(&head).1, 1);
+        let ok = respond(&head, &mut h.next_offset);
+        h.feed(ok);
+        let next = h
+            .next_frame()
+            .expect("the next batch at once, at the head's deadline");
+        assert_eq!(epoch_and_sequence(&next).1, 2, "producer {i}");
+    }
+}
+
 /// The spread is a function of what the producer was told and when: two producers given the
 /// same inputs at the same moments are equal in every state (the model checker relies on
 /// it), and one failure a microsecond later waits differently.
@@ -196,7 +236,7 @@ fn a_spread_above_half_is_refused() {
         ..ProducerConfig::default()
     };
     let e = Producer::new(cfg.clone(), Instant::now()).unwrap_err();
-    assert_eq!(e.setting, "backoff.jitter.percent", "{e}");
+    assert_eq!(e.setting, "kprod.backoff.jitter.percent", "{e}");
     let ok = ProducerConfig {
         backoff_jitter_percent: 50,
         ..cfg

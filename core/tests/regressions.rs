@@ -1684,6 +1684,8 @@ fn a_reconnect_backoff_above_the_maximum_is_waited_in_full() {
         let cfg = kprod_core::ProducerConfig {
             bootstrap_servers: vec!["b:9092".into()],
             reconnect_backoff: Duration::from_millis(backoff),
+            // 50 ms is waited to the millisecond (5 s is constant, never spread).
+            backoff_jitter_percent: 0,
             ..kprod_core::ProducerConfig::default()
         };
         let mut p = kprod_core::Producer::new(cfg, start).unwrap();

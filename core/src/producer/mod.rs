@@ -239,8 +239,9 @@ pub(super) fn backoff_delay(base: Duration, max: Duration, failures: u32) -> Dur
 /// ([`Producer::backoff`]).
 #[derive(Debug, Clone, Copy)]
 pub(super) enum BackoffFor {
-    /// A batch's retry (its id).
-    Retry(u64),
+    /// A batch's retry (its topic's and partition's indexes): the batches of one partition
+    /// refused together are due together, as the head's resend goes first anyway.
+    Retry(usize, usize),
     /// A reconnect to a node (its id) or a bootstrap server (its index).
     Node(i32),
     Bootstrap(usize),
@@ -288,7 +289,7 @@ impl Producer {
         }
         let elapsed = self.now.saturating_duration_since(self.born);
         let salt = match what {
-            BackoffFor::Retry(id) => id,
+            BackoffFor::Retry(t, p) => ((t as u64) << 32) ^ p as u64,
             BackoffFor::Node(n) => (1 << 40) ^ u64::from(n as u32),
             BackoffFor::Bootstrap(i) => (2 << 40) ^ i as u64,
             BackoffFor::Metadata => 3 << 40,

@@ -335,12 +335,12 @@ impl Producer {
             );
             return;
         }
-        let (retries, id) = (b.retries, b.id);
+        let retries = b.retries;
         let delay = self.backoff(
             self.cfg.retry_backoff,
             self.cfg.retry_backoff_max,
             retries,
-            BackoffFor::Retry(id),
+            BackoffFor::Retry(r.topic, r.partition),
         );
         let p = &mut self.topics[r.topic].partitions[r.partition];
         let b = &mut p.batches[i];
