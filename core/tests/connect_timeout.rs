@@ -179,22 +179,38 @@ fn a_bootstrap_server_that_drops_the_connect_is_waited_for_only_the_patience() {
 
 /// Review finding (2026-12-05): a plaintext producer pointed at a TLS listener, or at an HTTP
 /// server, closed the connection as "bad frame size" and said nothing more, until its
-/// records failed at their delivery timeout. The reason now says what the bytes look like.
+/// records failed at their delivery timeout. The reason now says what the bytes look like,
+/// also where `max_frame_size` is large enough (above 336 MiB) that a TLS alert's first four
+/// bytes read as a legal size (before, the connection then waited for 336 MiB that never
+/// came, until the request timeout).
 #[test]
 fn a_tls_listener_or_an_http_server_is_named_when_its_answer_is_not_kafka() {
     use bytes::BytesMut;
-    for (answer, expect) in [
+    for (answer, expect, max_frame_size) in [
         (
             &[0x15u8, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28][..],
             "speaks TLS",
+            None,
         ),
-        (b"HTTP/1.1 400 Bad Request\r\n\r\n", "HTTP server"),
-        (&[0x7f, 0xff, 0xff, 0xff, 0x00][..], "bad frame size"),
+        (b"HTTP/1.1 400 Bad Request\r\n\r\n", "HTTP server", None),
+        (&[0x7f, 0xff, 0xff, 0xff, 0x00][..], "bad frame size", None),
+        (
+            &[0x15u8, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28][..],
+            "speaks TLS",
+            Some(1usize << 31),
+        ),
+        (
+            b"HTTP/1.1 400 Bad Request\r\n\r\n",
+            "HTTP server",
+            Some(1usize << 31),
+        ),
     ] {
         let t0 = Instant::now();
+        let defaults = ProducerConfig::default();
         let cfg = ProducerConfig {
             bootstrap_servers: vec!["10.0.0.1:9093".into()],
-            ..Default::default()
+            max_frame_size: max_frame_size.unwrap_or(defaults.max_frame_size),
+            ..defaults
         };
         let mut p = Producer::new(cfg, t0).unwrap();
         p.send(t0, Record::new("t", "v")).unwrap();
@@ -214,7 +230,7 @@ fn a_tls_listener_or_an_http_server_is_named_when_its_answer_is_not_kafka() {
         });
         assert!(
             reason.is_some_and(|r| r.contains(expect)),
-            "{expect}: {reason:?}"
+            "{expect} (max_frame_size {max_frame_size:?}): {reason:?}"
         );
         assert!(
             outs.contains(&Output::Close { conn, flush: false }),

@@ -221,12 +221,20 @@ pub(crate) fn topic_name_problem(name: &str) -> Option<String> {
 /// says so (a TLS listener answers a plaintext request with an alert record, 0x15 0x03; an
 /// HTTP server with its status line).
 fn bad_frame_size(buf: &[u8]) -> &'static str {
+    not_kafka(buf).unwrap_or("bad frame size")
+}
+
+/// Why bytes that begin an answer are not Kafka's, when they look like a TLS record (an
+/// alert or a handshake, TLS 1.0 to 1.3) or an HTTP status line.
+fn not_kafka(buf: &[u8]) -> Option<&'static str> {
     match buf {
-        [0x15 | 0x16, 0x03, ..] => {
-            "bad frame size: the broker speaks TLS here (is security.protocol SSL or SASL_SSL?)"
+        [0x15 | 0x16, 0x03, 0x00..=0x04, ..] => Some(
+            "bad frame size: the broker speaks TLS here (is security.protocol SSL or SASL_SSL?)",
+        ),
+        [b'H', b'T', b'T', b'P', ..] => {
+            Some("bad frame size: an HTTP server, not a Kafka listener")
         }
-        [b'H', b'T', b'T', b'P', ..] => "bad frame size: an HTTP server, not a Kafka listener",
-        _ => "bad frame size",
+        _ => None,
     }
 }
 
@@ -537,6 +545,17 @@ impl Producer {
                 return;
             };
             let target = c.target;
+            // The first answer on a connection is ApiVersions', a few hundred bytes: one that
+            // begins as TLS or HTTP does is not Kafka's even where `max_frame_size` (above
+            // 336 MiB) would take those bytes for a legal size and wait for the rest until
+            // the request timeout.
+            if c.state == ConnState::Negotiating {
+                if let Some(reason) = not_kafka(buf) {
+                    self.close_conn(conn, reason);
+                    buf.clear();
+                    return;
+                }
+            }
             let frame = match c.decoder.decode(buf) {
                 Ok(Some(f)) => f,
                 Ok(None) => return,
