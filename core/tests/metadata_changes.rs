@@ -683,6 +683,33 @@ fn a_missing_topic_is_no_longer_polled_once_nothing_waits_for_it() {
     assert_eq!(net.pending(), 0, "b delivered");
 }
 
+/// Review finding (2026-12-05): without idempotence a partition of a topic deleted and created
+/// again was marked to rebase (a new epoch, sequences from 0) that never came, as there is no
+/// epoch to bump: none of its records was sent again for the producer's life, each failing at
+/// its delivery timeout. Without a producer id there is nothing to rebase.
+#[test]
+fn without_idempotence_a_recreated_topic_is_written_to() {
+    for acks in [-1, 1] {
+        let mut net = Net::with(|c| {
+            c.enable_idempotence = false;
+            c.acks = acks;
+        });
+        net.send("a");
+        net.run(3, &topic_id(1), &mut |_| None);
+        assert_eq!(net.pending(), 0, "acks={acks}: a delivered");
+        net.send("b");
+        net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 3, &topic_id(2));
+        assert_eq!(
+            net.pending(),
+            0,
+            "acks={acks}: b delivered to the new topic"
+        );
+        net.send("c");
+        net.run(3, &topic_id(2), &mut |_| None);
+        assert_eq!(net.pending(), 0, "acks={acks}: c delivered");
+    }
+}
+
 /// After a topic was created again, a lagging broker still names the old topic (its old id):
 /// that answer is stale, and the producer asks another connection, rather than taking the old
 /// topic back (and bumping its epoch again for each flip).

@@ -289,6 +289,7 @@ impl Producer {
             // stale (KIP-320), and its partitions hold no state for this producer, so each
             // rebases (a new epoch, sequences from 0) once drained.
             let recreated = t.topic_id != [0; 16] && topic.id != [0; 16] && topic.id != t.topic_id;
+            let idempotent = self.cfg.enable_idempotence;
             if recreated {
                 topic.retired.push(topic.id);
             }
@@ -300,7 +301,10 @@ impl Producer {
                     p.leader_epoch = -1;
                     p.stale_leader = false;
                     p.old_topic_in_flight = p.inflight() > 0;
-                    if p.bound.is_some() {
+                    // Without idempotence there is no producer id to rebase under (no epoch
+                    // to bump), and the broker keeps no sequences: marked, a partition
+                    // never sent again (a review finding).
+                    if p.bound.is_some() && idempotent {
                         p.needs_rebase = true;
                     }
                 }
