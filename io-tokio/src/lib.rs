@@ -3401,7 +3401,17 @@ async fn write_all_vectored<W: AsyncWrite + Unpin>(
         }
     }
     let mut first = 0;
-    while first < chunks.len() {
+    loop {
+        // Empty chunks are skipped before each write: a write of nothing alone returns 0,
+        // which would read as a broken connection (a review finding: the writer took a
+        // Produce request's empty last chunk alone from its queue and closed a healthy
+        // connection).
+        while first < chunks.len() && chunks[first].is_empty() {
+            first += 1;
+        }
+        if first == chunks.len() {
+            break;
+        }
         let slices: Vec<io::IoSlice<'_>> = chunks[first..]
             .iter()
             .take(64)
@@ -3420,9 +3430,6 @@ async fn write_all_vectored<W: AsyncWrite + Unpin>(
                 bytes::Buf::advance(c, n);
                 n = 0;
             }
-        }
-        while first < chunks.len() && chunks[first].is_empty() {
-            first += 1;
         }
     }
     chunks.clear();
@@ -3608,5 +3615,23 @@ mod tests {
         assert!(chunks.is_empty());
         assert!(w.held.is_empty(), "nothing left unflushed");
         assert_eq!(w.delivered, b"request one, request two, and its batch");
+    }
+
+    /// Empty chunks alone in the queue (a Produce request's last chunk, taken on its own from
+    /// the queue after the rest was written) are nothing to write, not a broken connection:
+    /// before, the write of nothing returned 0 and the writer failed with `WriteZero`.
+    #[tokio::test]
+    async fn empty_chunks_alone_are_written_as_nothing() {
+        for queued in [&[""][..], &["", ""], &["", "", "tail"]] {
+            let mut w = HoldsUntilFlushed::default();
+            let mut chunks: Vec<Bytes> = (queued.iter())
+                .map(|s| Bytes::from_static(s.as_bytes()))
+                .collect();
+            write_all_vectored(&mut w, &mut chunks, Some(Duration::from_secs(1)))
+                .await
+                .unwrap_or_else(|e| panic!("{queued:?}: {e}"));
+            assert!(chunks.is_empty());
+            assert_eq!(w.delivered, queued.concat().as_bytes(), "{queued:?}");
+        }
     }
 }
