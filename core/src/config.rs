@@ -145,6 +145,15 @@ pub struct ProducerConfig {
     pub backoff_jitter_percent: u8,
     /// `metadata.max.age.ms`: periodic metadata refresh.
     pub metadata_max_age: Duration,
+    /// `metadata.recovery.rebootstrap.trigger.ms` (Java 4.x, KIP-1102): when metadata is wanted
+    /// and no answer came for this long, and no connection is ready to ask, the bootstrap
+    /// servers are dialled again beside the known brokers. Without it a cluster that moved
+    /// to new addresses (pods rescheduled, brokers advertising their IPs) was never found
+    /// again while one of its old addresses kept a connect pending (each takes
+    /// `socket.connection.setup.timeout.ms`): the bootstrap servers are otherwise dialled
+    /// only when every known broker is in its reconnect backoff. 5 minutes by default, as in
+    /// Java; `None` turns it off (the model checker runs so).
+    pub metadata_recovery_rebootstrap_trigger: Option<Duration>,
     /// `allow.auto.create.topics`.
     pub allow_auto_topic_creation: bool,
     /// `metadata.max.idle.ms`: a topic the application has not sent to for this long, with
@@ -273,6 +282,7 @@ impl ProducerConfig {
             &mut self.metadata_max_idle,
             &mut self.connections_max_idle,
             &mut self.bootstrap_patience,
+            &mut self.metadata_recovery_rebootstrap_trigger,
         ]
         .into_iter()
         .flatten()
@@ -334,6 +344,7 @@ impl Default for ProducerConfig {
             reconnect_backoff: Duration::from_millis(50),
             backoff_jitter_percent: 20,
             metadata_max_age: Duration::from_secs(300),
+            metadata_recovery_rebootstrap_trigger: Some(Duration::from_secs(300)),
             allow_auto_topic_creation: true,
             metadata_max_idle: Some(Duration::from_secs(300)),
             connections_max_idle: Some(Duration::from_secs(540)),

@@ -55,6 +55,9 @@ struct Net {
     hung: Option<String>,
     /// Produce requests the hung broker read.
     swallowed: usize,
+    /// Addresses whose connects are never completed (silently dropped, as by a firewall):
+    /// the producer's connect timeout ends them.
+    dead: Vec<String>,
 }
 
 impl Net {
@@ -72,6 +75,7 @@ impl Net {
             addr_of: BTreeMap::new(),
             hung: None,
             swallowed: 0,
+            dead: Vec::new(),
         }
     }
 
@@ -87,6 +91,9 @@ impl Net {
                 Output::Connect { conn, addr } => {
                     self.connects.push(addr.to_string());
                     self.addr_of.insert(conn, addr.to_string());
+                    if self.dead.iter().any(|d| **d == *addr) {
+                        continue;
+                    }
                     self.conns.insert(conn, BytesMut::new());
                     self.h.p.handle_connected(self.h.now, conn);
                 }
@@ -1522,6 +1529,58 @@ fn review_a_stale_hung_mark_keeps_asking_a_lagging_broker() {
         "c delivered after a fresh answer ({asked} requests)"
     );
     assert!(asked <= 3, "{asked} metadata requests");
+}
+
+/// Review finding (2026-12-05): a cluster that moved to new addresses (pods rescheduled,
+/// brokers advertising their IPs) while the producer knew three of its nodes at the old ones.
+/// Connects to the old addresses are dropped silently, so each takes the connect timeout,
+/// and with three nodes one was nearly always past its backoff: the bootstrap servers
+/// (which now reach the moved cluster) were dialled only when every known node was in its
+/// backoff, which never happened, and the records waited for ever. Now, with no metadata
+/// answer for `metadata.recovery.rebootstrap.trigger.ms` (5 minutes, as in Java 4.x) and no
+/// connection ready to ask, the bootstrap servers are dialled beside them.
+#[test]
+fn a_cluster_that_moved_is_found_again_through_the_bootstrap_servers() {
+    let mut net = Net::with(|c| {
+        c.connect_timeout = Duration::from_secs(10);
+        c.delivery_timeout = Duration::from_secs(900);
+    });
+    let moved = std::cell::Cell::new(false);
+    let meta = |m: &mut MetadataResponse| {
+        let host = if moved.get() { "new" } else { "old" };
+        m.brokers = (1..=3)
+            .map(|n| broker(n, &format!("{host}{n}"), 9092))
+            .collect();
+        m.topics[0].partitions[0].leader_id = 1;
+    };
+    net.send("a");
+    net.run(3, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 0, "a delivered by node 1 at its old address");
+    // The cluster moves: the old addresses drop connects, the bootstrap server (bench:9092)
+    // reaches the moved cluster, and the connections to the old addresses are lost.
+    moved.set(true);
+    net.dead = (1..=3).map(|n| format!("old{n}:9092")).collect();
+    let live: Vec<ConnId> = net.conns.keys().copied().collect();
+    for conn in live {
+        net.conns.remove(&conn);
+        net.h.p.handle_disconnected(net.h.now, conn);
+    }
+    let answered = net.asked.len();
+    net.send("b");
+    // Four minutes: only the old addresses are dialled.
+    net.run(1200, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 1, "b waits");
+    assert_eq!(net.asked.len(), answered, "nobody to ask");
+    assert!(!net.connects.iter().any(|a| a.starts_with("new")));
+    // Past five minutes without an answer: the bootstrap server is asked, and b goes to node
+    // 1 at its new address.
+    net.run(600, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 0, "b delivered after rebootstrapping");
+    assert!(
+        net.connects.iter().any(|a| a == "new1:9092"),
+        "{:?}",
+        net.connects
+    );
 }
 
 /// Probe finding: records in batches of a topic deleted while they waited failed at the

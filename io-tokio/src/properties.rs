@@ -573,6 +573,11 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
         "metadata.max.age.ms" | "topic.metadata.refresh.interval.ms" => {
             c.metadata_max_age = millis(name, v)?;
         }
+        // Java 4.x (KIP-1102): the bootstrap servers dialled again after this long without
+        // a metadata answer.
+        "metadata.recovery.rebootstrap.trigger.ms" => {
+            c.metadata_recovery_rebootstrap_trigger = Some(millis(name, v)?);
+        }
         "max.block.ms" => c.max_block = millis(name, v)?,
         "metadata.max.idle.ms" => {
             let d = millis(name, v)?;
@@ -994,14 +999,6 @@ fn compat_property(later: &mut Deferred, name: &str, v: &str) -> Result<bool, Pr
                  delivery.timeout.ms); remove it",
             ))
         }
-        "metadata.recovery.rebootstrap.trigger.ms" => {
-            return Err(unsupported(
-                name,
-                v,
-                "kprod goes back to the bootstrap servers as soon as no known broker can be \
-                 reached, on no timer of its own; remove it",
-            ))
-        }
         "metadata.cluster.check.enable" if !boolean(name, v)? => {}
         "metadata.cluster.check.enable" => {
             return Err(unsupported(
@@ -1403,6 +1400,7 @@ impl CodecLevels {
 /// | `client.dns.lookup` | `use_all_dns_ips`: every resolved address is tried, the next one 250 ms after the previous attempt started or at once when it failed, the first to connect used (RFC 8305) |
 /// | `api.version.request` (librdkafka) | `true` |
 /// | `metadata.recovery.strategy` | `rebootstrap`: when no known broker can be reached, kprod asks the bootstrap servers again |
+/// | `metadata.recovery.rebootstrap.trigger.ms` | after this long without a metadata answer, with none of the known brokers' connections ready, the bootstrap servers are dialled beside them ([`ProducerConfig::metadata_recovery_rebootstrap_trigger`]; 300000 by default, as in Java) |
 /// | `enable.metrics.push` | `false` (no KIP-714 client telemetry) |
 /// | `security.protocol`, `ssl.*`, `sasl.*` | see [`ClientConfig::from_properties`] |
 /// | `socket.connection.setup.timeout.ms` | how long a connect (and TLS handshake) may take ([`ProducerConfig::connect_timeout`], 10 s by default) |
@@ -1417,7 +1415,7 @@ impl CodecLevels {
 /// `partitioner.class`, `interceptor.classes` (no Java classes), `metrics.*` and `metric.reporters`
 /// (no metrics registry: tracing events), other values of `debug` (tracing filters) and
 /// `statistics.interval.ms`, `log_level` (tracing filters), `bootstrap.resolve.timeout.ms`,
-/// `metadata.recovery.rebootstrap.trigger.ms`, librdkafka's `sticky.partitioning.linger.ms`,
+/// librdkafka's `sticky.partitioning.linger.ms`,
 /// `broker.address.ttl`, `topic.metadata.refresh.fast.*`, `topic.metadata.propagation.max.ms`,
 /// `api.version.request.timeout.ms`, `message.copy.max.bytes`,
 /// `queue.buffering.backpressure.threshold`, other values of the settings above (for

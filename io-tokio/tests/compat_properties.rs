@@ -812,6 +812,18 @@ fn the_backoff_spread_is_set_by_its_own_property() {
 }
 
 #[test]
+fn the_rebootstrap_trigger_reaches_the_core() {
+    use std::time::Duration;
+    let default = props(&[]).unwrap().metadata_recovery_rebootstrap_trigger;
+    assert_eq!(default, Some(Duration::from_secs(300)));
+    let c = props(&[("metadata.recovery.rebootstrap.trigger.ms", "60000")]).unwrap();
+    assert_eq!(
+        c.metadata_recovery_rebootstrap_trigger,
+        Some(Duration::from_secs(60))
+    );
+}
+
+#[test]
 fn the_connect_timeout_reaches_the_core() {
     let c = ClientConfig::from_properties(&[
         BOOTSTRAP,
@@ -1292,7 +1304,6 @@ fn every_java_and_librdkafka_producer_property_is_known() {
                 "enable.metrics.push",
                 "key.serializer",
                 "metadata.cluster.check.enable",
-                "metadata.recovery.rebootstrap.trigger.ms",
                 "metric.reporters",
                 "metrics.num.samples",
                 "metrics.recording.level",
@@ -1324,7 +1335,6 @@ fn every_java_and_librdkafka_producer_property_is_known() {
                 "log_cb",
                 "log_level",
                 "message.copy.max.bytes",
-                "metadata.recovery.rebootstrap.trigger.ms",
                 "msg_order_cmp",
                 "oauthbearer_token_refresh_cb",
                 "opaque",

@@ -578,6 +578,9 @@ impl KafkaModel {
             // The model's topics are always in use; leaving idle ones out of metadata
             // requests changes nothing the checked properties see.
             metadata_max_idle: None,
+            // The bootstrap servers are the model's brokers; dialling them again after five
+            // minutes without metadata adds a timer and nothing the properties see.
+            metadata_recovery_rebootstrap_trigger: None,
             // Connections in the model carry traffic or are lost; closing idle ones would
             // add states much like a disconnect's (without its reconnect backoff), with
             // nothing in flight to lose (core/tests covers the idle close itself).

@@ -240,6 +240,11 @@ impl Producer {
         if let (Target::Node(n), REQUEST_TIMEOUT) = (c.target, reason) {
             self.metadata.hung = Some(n);
         }
+        if (failed || reason == REQUEST_TIMEOUT)
+            && self.cfg.metadata_recovery_rebootstrap_trigger.is_some()
+        {
+            self.metadata.failed_since_answer = true;
+        }
         // A connection closed for idleness is opened again as soon as it is needed.
         if reason != IDLE {
             let failures = (self.backoff.get(&c.target))
@@ -451,7 +456,7 @@ impl Producer {
 
     /// Opens a connection to the next bootstrap server that has none and is past its
     /// reconnect backoff, if any.
-    fn open_bootstrap(&mut self) {
+    pub(super) fn open_bootstrap(&mut self) {
         let len = self.cfg.bootstrap_servers.len();
         for k in 0..len {
             let i = (self.bootstrap_next + k) % len;

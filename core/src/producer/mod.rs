@@ -705,6 +705,10 @@ impl Producer {
             self.idle_check.0.into_iter().for_each(&mut consider);
         }
         self.metadata.retry_at.into_iter().for_each(&mut consider);
+        // Not one already past: a bootstrap server in its backoff is waited for by that.
+        if let Some(t) = self.rebootstrap_at().filter(|t| *t > now) {
+            consider(t);
+        }
         self.pid_retry_at.into_iter().for_each(&mut consider);
         self.bump_at.into_iter().for_each(&mut consider);
         self.backoff.values().for_each(|b| consider(b.until));
