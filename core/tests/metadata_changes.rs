@@ -55,6 +55,10 @@ struct Net {
     hung: Option<String>,
     /// Produce requests the hung broker read.
     swallowed: usize,
+    /// Metadata requests to answer with a frame announcing 64 MiB (above a small
+    /// `max_frame_size`), and when each metadata request was read.
+    too_large: usize,
+    metadata_at: Vec<std::time::Instant>,
     /// Addresses whose connects are never completed (silently dropped, as by a firewall):
     /// the producer's connect timeout ends them.
     dead: Vec<String>,
@@ -76,6 +80,8 @@ impl Net {
             hung: None,
             swallowed: 0,
             dead: Vec::new(),
+            too_large: 0,
+            metadata_at: Vec::new(),
         }
     }
 
@@ -148,6 +154,16 @@ impl Net {
                 if self.hung.as_ref() == Some(&addr) {
                     self.swallowed += usize::from(key == api_key::PRODUCE);
                     continue;
+                }
+                if key == api_key::METADATA {
+                    self.metadata_at.push(self.h.now);
+                    if self.too_large > 0 {
+                        self.too_large -= 1;
+                        let mut big = BytesMut::from(&[0x04u8, 0, 0, 0, 0][..]);
+                        self.h.p.handle_read(self.h.now, conn, &mut big);
+                        self.drain();
+                        continue;
+                    }
                 }
                 let h = &mut self.h;
                 let a = match key {
@@ -1581,6 +1597,35 @@ fn a_cluster_that_moved_is_found_again_through_the_bootstrap_servers() {
         "{:?}",
         net.connects
     );
+}
+
+/// Review finding (2026-12-05): a metadata answer too large to read (above `max_frame_size`,
+/// a topic with thousands of partitions under a small limit) closed its connection as a bad
+/// frame, and the request went at once to the next ready connection, which met the same fate
+/// with its Produce requests in flight: every connection closed in turn, for as long as it
+/// lasted. It is an unusable metadata answer now, asked again after the backoff and on
+/// another connection (as one that cannot be decoded is).
+#[test]
+fn a_metadata_answer_too_large_to_read_is_asked_again_after_the_backoff() {
+    let mut net = Net::with(|c| c.max_frame_size = 1 << 20);
+    net.send("a");
+    net.run(3, &|_| {}, &mut |_| None);
+    assert_eq!(net.pending(), 0);
+    assert!(net.conns.len() >= 2, "a bootstrap and a node connection");
+    let before = net.metadata_at.len();
+    net.too_large = 3;
+    net.send("b");
+    net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 10, &|_| {});
+    assert_eq!(net.pending(), 0, "b delivered once an answer could be read");
+    let at = &net.metadata_at[before..];
+    assert!(at.len() >= 4, "{at:?}");
+    for w in at[..4].windows(2) {
+        assert!(
+            w[1] - w[0] >= Duration::from_millis(100),
+            "asked again after {:?}",
+            w[1] - w[0]
+        );
+    }
 }
 
 /// Probe finding: records in batches of a topic deleted while they waited failed at the

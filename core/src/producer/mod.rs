@@ -560,6 +560,18 @@ impl Producer {
                 Ok(Some(f)) => f,
                 Ok(None) => return,
                 Err(_) => {
+                    // Answers come in request order: one too large to read, with Metadata
+                    // the oldest request (an answer above `max_frame_size` for a topic with
+                    // thousands of partitions), is an unusable metadata answer, asked again
+                    // after the backoff. Before, the next ready connection was asked at
+                    // once, met the same fate with its Produce requests in flight, and every
+                    // connection was closed in turn for as long as it lasted (a review
+                    // finding).
+                    let metadata = (c.inflight.front())
+                        .is_some_and(|r| matches!(r.kind, RequestKind::Metadata));
+                    if metadata {
+                        self.on_unusable_metadata(conn);
+                    }
                     self.close_conn(conn, bad_frame_size(buf));
                     buf.clear();
                     return;
