@@ -890,3 +890,44 @@ fn no_secret_shows_in_debug_output_while_the_exchange_is_under_way() {
         leaks.join("\n")
     );
 }
+
+/// Review finding (2026-12-05): Kafka refuses a re-authentication that begins less than a
+/// second after the one before (ILLEGAL_SASL_STATE), and a session of about 1.1 s (a
+/// `connections.max.reauth.ms` of 1000 plus a little, an OAUTHBEARER token near its expiry)
+/// had each connection re-authenticate at 85-95 % of it, under a second: every second one was refused and
+/// the connection closed. The starts on one connection are now at least 1.1 s apart while
+/// the session allows it.
+#[test]
+fn reauthentications_of_a_short_session_begin_a_second_apart() {
+    let cfg = SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD);
+    // 85 % of 1.15 s is 0.98 s: under Kafka's second.
+    let mut h = Harness::new(cfg, plain_broker(1_150));
+    let start = h.now;
+    h.p.send(h.now, record("only")).unwrap();
+    h.answer_all();
+    assert_eq!(h.delivered(), 1);
+    let mut starts: BTreeMap<ConnId, Vec<Duration>> = BTreeMap::new();
+    for ms in (10..=8_000).step_by(10) {
+        h.now = start + Duration::from_millis(ms);
+        h.p.handle_timeout(h.now);
+        h.drain();
+        while let Some((c, f)) = h.next_frame() {
+            if api_of(&f) == api_key::SASL_HANDSHAKE {
+                starts.entry(c).or_default().push(h.now - start);
+            }
+            let a = h.answer(&f);
+            h.feed(c, a);
+        }
+    }
+    assert!(h.failures().is_empty(), "{:?}", h.failures());
+    assert!(!starts.is_empty());
+    for (conn, at) in &starts {
+        assert!(at.len() >= 4, "{conn:?} re-authenticated at {at:?}");
+        for w in at.windows(2) {
+            assert!(
+                w[1] - w[0] >= Duration::from_millis(1_100),
+                "{conn:?} re-authenticated at {at:?}"
+            );
+        }
+    }
+}

@@ -84,6 +84,11 @@ impl SaslConn {
 /// When to re-authenticate a session of `lifetime` started at `started`: at 85–95% of it,
 /// spread over connections by id.
 /// `None` when the lifetime is so long the deadline would not fit an `Instant`: never.
+/// Kafka's shortest interval between the starts of two re-authentications of a connection
+/// (1 s, `KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS`), with 100 ms for the time our
+/// start and the broker's differ by.
+const MIN_REAUTH_INTERVAL: Duration = Duration::from_millis(1100);
+
 fn reauth_deadline(started: Instant, lifetime: Duration, conn: ConnId) -> Option<Instant> {
     let permille = 850 + (conn.0.wrapping_mul(37) % 101) as u32;
     started.checked_add(lifetime.checked_mul(permille)? / 1000)
@@ -322,15 +327,24 @@ impl Producer {
         // would otherwise be re-authenticated at once, for ever, with nothing else ever sent.
         // This way what waited for the exchange goes out first, and the next one starts at
         // the next drain.
+        // Kafka refuses a re-authentication that begins less than a second after the one
+        // before it (ILLEGAL_SASL_STATE, `KafkaChannel`'s minimum interval): a session
+        // shorter than about 1.1 s (a `connections.max.reauth.ms` of 1000, or an OAUTHBEARER
+        // token near its expiry capping the session) had every second re-authentication
+        // refused and its connection closed. The next one waits for that second (and a
+        // margin for the round trip) when the session lasts longer than that.
         let now = self.now;
+        let started = s.started;
         s.reauth_at = (session_lifetime_ms > 0)
             .then(|| {
-                reauth_deadline(
-                    s.started,
-                    Duration::from_millis(session_lifetime_ms as u64),
-                    conn,
-                )
-                .map(|d| d.max(now + Duration::from_nanos(1)))
+                let lifetime = Duration::from_millis(session_lifetime_ms as u64);
+                let d = reauth_deadline(started, lifetime, conn)?;
+                let floor = started.checked_add(MIN_REAUTH_INTERVAL);
+                let d = match (floor, started.checked_add(lifetime)) {
+                    (Some(f), Some(end)) if d < f && f < end => f,
+                    _ => d,
+                };
+                Some(d.max(now + Duration::from_nanos(1)))
             })
             .flatten();
         let reauthentication = std::mem::replace(&mut s.authenticated, true);
