@@ -310,6 +310,9 @@ impl Partition {
         self.last_acked = None;
         self.gap = false;
         self.needs_rebase = false;
+        // Asked under an identity left: a broker may hand the same id and epoch out again
+        // (an id and epoch given up, then issued anew), which must ask again.
+        self.bump_asked_under = None;
         self.cutting = false;
         for b in self.batches.iter_mut().take_while(|b| b.seq.is_some()) {
             {

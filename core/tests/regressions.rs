@@ -877,6 +877,8 @@ fn an_acknowledgement_beside_the_refusal_that_gave_an_id_up_resets_the_new_id_ba
     let mut wires = Wires::new();
     let mut inits: Vec<Duration> = Vec::new();
     let mut next_pid = 100;
+    // When partition 0 was refused under epoch 1 (the refusal that gives the id up).
+    let last_epoch_refusals = std::cell::RefCell::new(Vec::new());
     // One round: a record for each of `parts`, run until nothing is pending; partition 0
     // is refused for good, partition 1 written, the refusal first in the answer. Time
     // moves 10 ms when nothing is left to answer.
@@ -901,6 +903,14 @@ fn an_acknowledgement_beside_the_refusal_that_gave_an_id_up_resets_the_new_id_ba
                     encode_response::<InitProducerIdRequest>(&i, version, corr)
                 }
                 api_key::PRODUCE => {
+                    let req = produce_of(&f);
+                    for d in &req.topic_data[0].partition_data {
+                        let records = d.records.as_ref().unwrap();
+                        let epoch = i16::from_be_bytes(records[51..53].try_into().unwrap());
+                        if d.index == 0 && epoch == 1 {
+                            last_epoch_refusals.borrow_mut().push(h.now - start);
+                        }
+                    }
                     let (_, mut p) =
                         decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
                     let parts = &mut p.responses[0].partition_responses;
@@ -916,15 +926,16 @@ fn an_acknowledgement_beside_the_refusal_that_gave_an_id_up_resets_the_new_id_ba
         });
     };
     // Five rounds of partition 0 alone: ids at 0 and 0 (the first new id after the first
-    // goes at once), then after the backoff (200 ms), each refused under epochs 0 and 1; the
-    // fifth refusal leaves the third id at epoch 1, two ids given up without an
-    // acknowledgement.
+    // goes at once), then at 300 ms (the second id's bump to epoch 1 waits 100 ms, as the
+    // partition's second bump in a row without an acknowledgement, and the third id 200 ms
+    // more), each refused under epochs 0 and 1; the fifth refusal leaves the third id at
+    // epoch 1, two ids given up without an acknowledgement.
     for _ in 0..5 {
         round(&mut h, &[0], &mut inits);
     }
     assert_eq!(
         inits,
-        [0, 0, 200].map(Duration::from_millis),
+        [0, 0, 300].map(Duration::from_millis),
         "ids before the switch"
     );
     assert!(deliveries(&h.events).is_empty());
@@ -940,11 +951,20 @@ fn an_acknowledgement_beside_the_refusal_that_gave_an_id_up_resets_the_new_id_ba
     assert_eq!(delivered.len(), 7, "{:?}", h.events);
     assert!(delivered.iter().all(|d| d.1 == 1), "{delivered:?}");
     assert_eq!(h.failures().len(), 5 + 7);
-    let after: Vec<Duration> = inits[3..].iter().map(|t| *t - switch).collect();
     // New ids at the 1st, 3rd, 5th and 7th rounds after the switch (each refusal under
-    // epoch 1), all at once. (Before: three in these rounds, at 400 ms, 1.2 s and 2.2 s
-    // after the switch: the acknowledgements never counted.)
-    assert_eq!(after, [Duration::ZERO; 4], "ids after the switch, from it");
+    // epoch 1), each at once, at the refusal that gave the id before it up. (Before: three
+    // in these rounds, at 400 ms, 1.2 s and 2.2 s after the switch: the acknowledgements
+    // never counted.) The rounds between them wait for partition 0's paced bumps to epoch
+    // 1 (its refusals for good come in a row).
+    let gave_up: Vec<Duration> = (last_epoch_refusals.borrow().iter())
+        .filter(|t| **t >= switch)
+        .copied()
+        .collect();
+    assert_eq!(
+        &inits[3..],
+        &gave_up[..],
+        "ids after the switch, and the refusals before"
+    );
 }
 
 /// Soak finding (Tansu SIGKILLed and restarted on memory storage): the restarted broker
@@ -1820,6 +1840,68 @@ fn a_partition_refused_every_epoch_is_paced_beside_a_healthy_one() {
         refused.len(),
         &refused[..refused.len().min(40)]
     );
+}
+
+/// Review finding (2026-12-05): a partition whose every batch is refused for good
+/// (INVALID_RECORD: records without a key on a compacted topic, say) left a gap in its
+/// sequence each time, and each gap bumped the producer's epoch at once: one bump per round
+/// trip, for as long as the application kept sending there, each making every healthy
+/// partition drain and start again at sequence 0 with one batch in flight (and after 32,767,
+/// a new producer id). Such bumps are paced now as the bumps that resend a refused batch
+/// are: the partition's first at once, the next after a backoff growing to
+/// `retry.backoff.max.ms` while none of its batches is acknowledged.
+#[test]
+fn a_partition_refusing_every_batch_for_good_does_not_bump_per_round_trip() {
+    use kprod_core::protocol::produce::ProduceRequest;
+    let mut h = Harness::new(refused_for_20s);
+    let mut healthy = 0;
+    let mut wires = Wires::new();
+    let mut answer = |h: &mut Harness, _: ConnId, f: Bytes| {
+        let (key, version, corr) = api_of(&f);
+        let a = respond(&f, &mut h.next_offset);
+        Some(match key {
+            api_key::METADATA => with_a_second_partition(&a, version, corr),
+            // Partition 0 refuses every batch for good, partition 1 takes every one.
+            api_key::PRODUCE => {
+                let (_, mut p) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
+                for r in &mut p.responses[0].partition_responses {
+                    if r.index == 0 {
+                        r.error_code = ErrorCode::InvalidRecord.as_i16();
+                        r.base_offset = -1;
+                    } else {
+                        healthy += 1;
+                    }
+                }
+                encode_response::<ProduceRequest>(&p, version, corr)
+            }
+            _ => a,
+        })
+    };
+    // A record for each partition every 10 ms for 19 s.
+    for tick in 0..2100 {
+        if tick < 1900 {
+            for p in [0, 1] {
+                h.p.send(h.now, Record::new(TOPIC, "v").with_partition(p))
+                    .unwrap();
+            }
+        }
+        while pump(&mut h, &mut wires, &mut answer) {}
+        h.now += Duration::from_millis(10);
+        h.p.handle_timeout(h.now);
+    }
+    assert_eq!(h.p.pending_records(), 0);
+    assert_eq!(h.failures().len(), 1900, "partition 0's records failed");
+    assert!(healthy >= 1, "partition 1 written");
+    assert_eq!(
+        deliveries(&h.events).len(),
+        1900,
+        "partition 1's records delivered"
+    );
+    let bumps = (h.events.iter())
+        .filter(|e| matches!(e, Event::Diagnostic(Diagnostic::EpochBumped(_))))
+        .count();
+    // 20 s: the first at once, then a backoff growing from 100 ms to 1 s: about 25.
+    assert!((2..=30).contains(&bumps), "{bumps} epoch bumps");
 }
 
 /// Review suspicion on the per-partition count: each batch of the partition refused under

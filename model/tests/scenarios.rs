@@ -461,6 +461,14 @@ fn epoch_exhaustion_gets_a_new_producer_id() {
         let bad = sim.send(rec(i, 0));
         sim.run(STEPS);
         assert_eq!(failed(&sim, bad), Persistence::NotPersisted);
+        // The second bump follows the first with none of p0's batches acknowledged since:
+        // it waits for the backoff (a partition refusing every batch for good is paced).
+        for _ in 0..10 {
+            if bumps(&sim).len() == i {
+                break;
+            }
+            sim.jump();
+        }
     }
     assert_eq!(bumps(&sim), vec![1, 2]);
     let c = produce_conn(&sim, 1);

@@ -188,15 +188,18 @@ impl Producer {
     }
 
     /// As `request_bump_for`, for a refused batch that waits to be sent again under the next
-    /// identity. Such a local bump is paced: the partition's first since one of its batches
-    /// was acknowledged under the current identity goes at once, the next ones after a
-    /// backoff that grows from `retry.backoff.ms` to its maximum (`bump_at`): a broker
-    /// refusing every epoch on a partition (INVALID_PRODUCER_EPOCH or
-    /// INVALID_PRODUCER_ID_MAPPING to every batch) had Produce and its refusal go round at
-    /// the speed of the network until the delivery timeout. The partitions that are not
-    /// spent keep sending meanwhile. (A bump after a gap sends nothing again, so it cannot
-    /// loop; a new producer id is paced by `give_up_identity`.)
-    pub(super) fn request_bump_to_resend(&mut self, ti: usize, pi: usize) {
+    /// identity, or a batch failed for good (a gap). Such a local bump is paced: the
+    /// partition's first since one of its batches was acknowledged under the current
+    /// identity goes at once, the next ones after a backoff that grows from
+    /// `retry.backoff.ms` to its maximum (`bump_at`). A broker refusing every epoch on a
+    /// partition (INVALID_PRODUCER_EPOCH or INVALID_PRODUCER_ID_MAPPING to every batch) had
+    /// Produce and its refusal go round at the speed of the network until the delivery
+    /// timeout; a partition refusing every batch for good (INVALID_RECORD) had the producer
+    /// bump once per round trip while the application sent there, each bump making every
+    /// healthy partition drain and start over with one batch in flight. The partitions that
+    /// are not spent keep sending meanwhile. (A new producer id is paced by
+    /// `give_up_identity`.)
+    pub(super) fn request_paced_bump(&mut self, ti: usize, pi: usize) {
         self.request_bump(ti, pi, true);
     }
 

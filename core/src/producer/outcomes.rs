@@ -204,7 +204,7 @@ impl Producer {
                 detail,
             });
         }
-        self.request_bump_for(ti, pi);
+        self.request_paced_bump(ti, pi);
     }
 
     /// Removes batch `i` and reports its records delivered at `base_offset..` (written at

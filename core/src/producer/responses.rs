@@ -355,7 +355,7 @@ impl Producer {
             b.state = BatchState::AwaitRebase;
             p.update_inflight_conn();
             self.sync(ti, pi);
-            self.request_bump_to_resend(ti, pi);
+            self.request_paced_bump(ti, pi);
         }
     }
 
