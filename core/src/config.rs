@@ -145,9 +145,10 @@ pub struct ProducerConfig {
     pub backoff_jitter_percent: u8,
     /// `metadata.max.age.ms`: periodic metadata refresh.
     pub metadata_max_age: Duration,
-    /// `metadata.recovery.rebootstrap.trigger.ms` (Java 4.x, KIP-1102): when metadata is wanted
-    /// and no answer came for this long, and no connection is ready to ask, the bootstrap
-    /// servers are dialled again beside the known brokers. Without it a cluster that moved
+    /// `metadata.recovery.rebootstrap.trigger.ms` (Java 4.x, KIP-1102): when no metadata
+    /// answer came for this long since a connect failed or a request timed out, and no
+    /// connection is ready to ask, the bootstrap servers are dialled again beside the known
+    /// brokers. Without it a cluster that moved
     /// to new addresses (pods rescheduled, brokers advertising their IPs) was never found
     /// again while one of its old addresses kept a connect pending (each takes
     /// `socket.connection.setup.timeout.ms`): the bootstrap servers are otherwise dialled

@@ -1603,8 +1603,8 @@ fn a_cluster_that_moved_is_found_again_through_the_bootstrap_servers() {
 /// a topic with thousands of partitions under a small limit) closed its connection as a bad
 /// frame, and the request went at once to the next ready connection, which met the same fate
 /// with its Produce requests in flight: every connection closed in turn, for as long as it
-/// lasted. It is an unusable metadata answer now, asked again after the backoff and on
-/// another connection (as one that cannot be decoded is).
+/// lasted. It is an unusable metadata answer now, asked again after the backoff (as one
+/// that cannot be decoded is).
 #[test]
 fn a_metadata_answer_too_large_to_read_is_asked_again_after_the_backoff() {
     let mut net = Net::with(|c| c.max_frame_size = 1 << 20);

@@ -1400,7 +1400,7 @@ impl CodecLevels {
 /// | `client.dns.lookup` | `use_all_dns_ips`: every resolved address is tried, the next one 250 ms after the previous attempt started or at once when it failed, the first to connect used (RFC 8305) |
 /// | `api.version.request` (librdkafka) | `true` |
 /// | `metadata.recovery.strategy` | `rebootstrap`: when no known broker can be reached, kprod asks the bootstrap servers again |
-/// | `metadata.recovery.rebootstrap.trigger.ms` | after this long without a metadata answer, with none of the known brokers' connections ready, the bootstrap servers are dialled beside them ([`ProducerConfig::metadata_recovery_rebootstrap_trigger`]; 300000 by default, as in Java) |
+/// | `metadata.recovery.rebootstrap.trigger.ms` | after this long without a metadata answer since a connect failed or a request timed out, with none of the known brokers' connections ready, the bootstrap servers are dialled beside them ([`ProducerConfig::metadata_recovery_rebootstrap_trigger`]; 300000 by default, as in Java) |
 /// | `enable.metrics.push` | `false` (no KIP-714 client telemetry) |
 /// | `security.protocol`, `ssl.*`, `sasl.*` | see [`ClientConfig::from_properties`] |
 /// | `socket.connection.setup.timeout.ms` | how long a connect (and TLS handshake) may take ([`ProducerConfig::connect_timeout`], 10 s by default) |

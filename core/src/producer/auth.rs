@@ -81,14 +81,14 @@ impl SaslConn {
     }
 }
 
-/// When to re-authenticate a session of `lifetime` started at `started`: at 85–95% of it,
-/// spread over connections by id.
-/// `None` when the lifetime is so long the deadline would not fit an `Instant`: never.
 /// Kafka's shortest interval between the starts of two re-authentications of a connection
 /// (1 s, `KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS`), with 100 ms for the time our
 /// start and the broker's differ by.
 const MIN_REAUTH_INTERVAL: Duration = Duration::from_millis(1100);
 
+/// When to re-authenticate a session of `lifetime` started at `started`: at 85–95% of it,
+/// spread over connections by id.
+/// `None` when the lifetime is so long the deadline would not fit an `Instant`: never.
 fn reauth_deadline(started: Instant, lifetime: Duration, conn: ConnId) -> Option<Instant> {
     let permille = 850 + (conn.0.wrapping_mul(37) % 101) as u32;
     started.checked_add(lifetime.checked_mul(permille)? / 1000)

@@ -243,7 +243,7 @@ impl Producer {
         if (failed || reason == REQUEST_TIMEOUT)
             && self.cfg.metadata_recovery_rebootstrap_trigger.is_some()
         {
-            self.metadata.failed_since_answer = true;
+            self.metadata.failing_since.get_or_insert(self.now);
         }
         // A connection closed for idleness is opened again as soon as it is needed.
         if reason != IDLE {

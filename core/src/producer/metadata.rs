@@ -44,11 +44,13 @@ pub(super) struct MetadataState {
     /// over (the Java client's rule for equivalent answers, KIP-951). Not raised once the wait
     /// has reached the maximum, so it stays 0 when the two settings are equal.
     pub(super) unchanged: u32,
-    /// A connect failed or a request timed out since the last answer: the known brokers may
-    /// be out of reach (`ProducerConfig::metadata_recovery_rebootstrap_trigger`; kept only
-    /// when that is set). A producer merely idle, its connections closed, dials its known
-    /// brokers again, not the bootstrap servers.
-    pub(super) failed_since_answer: bool,
+    /// When the first connect failure or request timeout since the last answer came: from
+    /// then the known brokers may be out of reach
+    /// (`ProducerConfig::metadata_recovery_rebootstrap_trigger`, counted from it, as Java
+    /// counts from its first attempt that found no broker; kept only when that is set). A
+    /// producer merely idle, its connections closed, dials its known brokers again, not the
+    /// bootstrap servers.
+    pub(super) failing_since: Option<Instant>,
 }
 
 impl Producer {
@@ -76,16 +78,13 @@ impl Producer {
         self.metadata.avoid = Some(conn);
     }
 
-    /// When the bootstrap servers are dialled again (`metadata.recovery.rebootstrap.trigger.ms`
-    /// after the last metadata answer), once a connect failed or a request timed out since
-    /// that answer, while no connection is ready to ask and none to a bootstrap server is
-    /// being set up; `None` when that does not apply.
+    /// When the bootstrap servers are dialled again: `metadata.recovery.rebootstrap.trigger.ms`
+    /// after the first connect failure or request timeout since the last metadata answer,
+    /// while no connection is ready to ask and none to a bootstrap server is being set up;
+    /// `None` when that does not apply.
     pub(super) fn rebootstrap_at(&self) -> Option<Instant> {
         let trigger = self.cfg.metadata_recovery_rebootstrap_trigger?;
-        let last = self.metadata.last_refresh?;
-        if !self.metadata.failed_since_answer {
-            return None;
-        }
+        let since = self.metadata.failing_since?;
         let ready_or_bootstrapping = self.conns.values().any(|c| {
             c.state == super::connections::ConnState::Ready
                 || matches!(c.target, Target::Bootstrap(_))
@@ -93,7 +92,7 @@ impl Producer {
         if ready_or_bootstrapping || self.topics.is_empty() {
             return None;
         }
-        last.checked_add(trigger)
+        since.checked_add(trigger)
     }
 
     pub(super) fn metadata_wanted(&self) -> bool {
@@ -204,7 +203,7 @@ impl Producer {
         // back from idleness): the next request goes at once.
         let wanted_again = self.metadata.needed;
         self.metadata.last_refresh = Some(self.now);
-        self.metadata.failed_since_answer = false;
+        self.metadata.failing_since = None;
         self.metadata.retry_at = None;
         // The brokers the answer lists, each at its (new) address. An entry without a usable
         // address (a host with characters Kafka never lets a listener advertise, `usable_host`,
