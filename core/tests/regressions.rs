@@ -1629,6 +1629,61 @@ fn refused_for_20s(c: &mut kprod_core::ProducerConfig) {
     c.request_timeout = Duration::from_secs(5);
 }
 
+/// One broker leading two partitions of the topic: partition 0 refuses every batch with
+/// `code`, partition 1 takes every one. A record goes to each of `first` at the start and to
+/// each of `every_tick` every 10 ms for 19 s, each answered before time moves on, for 21 s in
+/// all. Returns when partition 0's batches were refused (from the start) and how many of
+/// partition 1's were written.
+fn two_partitions_one_refusing(
+    h: &mut Harness,
+    code: ErrorCode,
+    first: &[i32],
+    every_tick: &[i32],
+) -> (Vec<Duration>, usize) {
+    use kprod_core::protocol::produce::ProduceRequest;
+    let start = h.now;
+    let mut refused = Vec::new();
+    let mut healthy = 0;
+    let mut wires = Wires::new();
+    let mut answer = |h: &mut Harness, _: ConnId, f: Bytes| {
+        let (key, version, corr) = api_of(&f);
+        let a = respond(&f, &mut h.next_offset);
+        Some(match key {
+            api_key::METADATA => with_a_second_partition(&a, version, corr),
+            api_key::PRODUCE => {
+                let (_, mut p) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
+                for r in &mut p.responses[0].partition_responses {
+                    if r.index == 0 {
+                        refused.push(h.now - start);
+                        r.error_code = code.as_i16();
+                        r.base_offset = -1;
+                    } else {
+                        healthy += 1;
+                    }
+                }
+                encode_response::<ProduceRequest>(&p, version, corr)
+            }
+            _ => a,
+        })
+    };
+    for &p in first {
+        h.p.send(h.now, Record::new(TOPIC, "x").with_partition(p))
+            .unwrap();
+    }
+    for tick in 0..2100 {
+        if tick < 1900 {
+            for &p in every_tick {
+                h.p.send(h.now, Record::new(TOPIC, "y").with_partition(p))
+                    .unwrap();
+            }
+        }
+        while pump(h, &mut wires, &mut answer) {}
+        h.now += Duration::from_millis(10);
+        h.p.handle_timeout(h.now);
+    }
+    (refused, healthy)
+}
+
 /// Review finding (2026-12-05): PRODUCER_FENCED dropped the producer id and a new one was
 /// asked for at once, every time: a broker that fences every batch had InitProducerId,
 /// Produce and PRODUCER_FENCED go round at the speed of the network until the delivery
@@ -1787,47 +1842,10 @@ fn a_broker_refusing_every_epoch_is_not_sent_to_at_network_speed() {
 /// is the partition's now, reset by its own acknowledgements.
 #[test]
 fn a_partition_refused_every_epoch_is_paced_beside_a_healthy_one() {
-    use kprod_core::protocol::produce::ProduceRequest;
     let mut h = Harness::new(refused_for_20s);
-    let start = h.now;
-    let mut refused = Vec::new();
-    let mut healthy = 0;
-    let mut wires = Wires::new();
-    let mut answer = |h: &mut Harness, _: ConnId, f: Bytes| {
-        let (key, version, corr) = api_of(&f);
-        let a = respond(&f, &mut h.next_offset);
-        Some(match key {
-            // Two partitions, both led by the one broker.
-            api_key::METADATA => with_a_second_partition(&a, version, corr),
-            // Partition 0 refused every epoch, partition 1 written.
-            api_key::PRODUCE => {
-                let (_, mut p) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
-                for r in &mut p.responses[0].partition_responses {
-                    if r.index == 0 {
-                        refused.push(h.now - start);
-                        r.error_code = ErrorCode::InvalidProducerEpoch.as_i16();
-                        r.base_offset = -1;
-                    } else {
-                        healthy += 1;
-                    }
-                }
-                encode_response::<ProduceRequest>(&p, version, corr)
-            }
-            _ => a,
-        })
-    };
-    h.p.send(h.now, Record::new(TOPIC, "x").with_partition(0))
-        .unwrap();
-    // A record for partition 1 every 10 ms for 19 s, each answered before time moves on.
-    for tick in 0..2100 {
-        if tick < 1900 {
-            h.p.send(h.now, Record::new(TOPIC, "y").with_partition(1))
-                .unwrap();
-        }
-        while pump(&mut h, &mut wires, &mut answer) {}
-        h.now += Duration::from_millis(10);
-        h.p.handle_timeout(h.now);
-    }
+    // A record for partition 1 every 10 ms for 19 s.
+    let (refused, healthy) =
+        two_partitions_one_refusing(&mut h, ErrorCode::InvalidProducerEpoch, &[0], &[1]);
     assert_eq!(h.p.pending_records(), 0);
     let failures = h.failures();
     assert_eq!(failures.len(), 1, "{failures:?}");
@@ -1852,43 +1870,9 @@ fn a_partition_refused_every_epoch_is_paced_beside_a_healthy_one() {
 /// `retry.backoff.max.ms` while none of its batches is acknowledged.
 #[test]
 fn a_partition_refusing_every_batch_for_good_does_not_bump_per_round_trip() {
-    use kprod_core::protocol::produce::ProduceRequest;
     let mut h = Harness::new(refused_for_20s);
-    let mut healthy = 0;
-    let mut wires = Wires::new();
-    let mut answer = |h: &mut Harness, _: ConnId, f: Bytes| {
-        let (key, version, corr) = api_of(&f);
-        let a = respond(&f, &mut h.next_offset);
-        Some(match key {
-            api_key::METADATA => with_a_second_partition(&a, version, corr),
-            // Partition 0 refuses every batch for good, partition 1 takes every one.
-            api_key::PRODUCE => {
-                let (_, mut p) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
-                for r in &mut p.responses[0].partition_responses {
-                    if r.index == 0 {
-                        r.error_code = ErrorCode::InvalidRecord.as_i16();
-                        r.base_offset = -1;
-                    } else {
-                        healthy += 1;
-                    }
-                }
-                encode_response::<ProduceRequest>(&p, version, corr)
-            }
-            _ => a,
-        })
-    };
     // A record for each partition every 10 ms for 19 s.
-    for tick in 0..2100 {
-        if tick < 1900 {
-            for p in [0, 1] {
-                h.p.send(h.now, Record::new(TOPIC, "v").with_partition(p))
-                    .unwrap();
-            }
-        }
-        while pump(&mut h, &mut wires, &mut answer) {}
-        h.now += Duration::from_millis(10);
-        h.p.handle_timeout(h.now);
-    }
+    let (_, healthy) = two_partitions_one_refusing(&mut h, ErrorCode::InvalidRecord, &[], &[0, 1]);
     assert_eq!(h.p.pending_records(), 0);
     assert_eq!(h.failures().len(), 1900, "partition 0's records failed");
     assert!(healthy >= 1, "partition 1 written");
