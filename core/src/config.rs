@@ -111,6 +111,13 @@ pub struct ProducerConfig {
     /// treated as a failed connect: reconnect backoff, the next bootstrap server, a metadata
     /// refresh if it was a leader's.
     pub connect_timeout: Duration,
+    /// `socket.connection.setup.timeout.max.ms` (KIP-601): each connect to the same broker
+    /// (or bootstrap server) that failed in a row doubles the next one's connect timeout, from
+    /// `connect_timeout` up to this (spread as the backoffs are, `backoff_jitter_percent`), so
+    /// that a broker whose TCP and TLS setup takes longer than `connect_timeout` (a distant or
+    /// overloaded one) is still reached. 30 s by default, as in the Java client; `None`, or a
+    /// value at or below `connect_timeout`, waits `connect_timeout` every time.
+    pub connect_timeout_max: Option<Duration>,
     /// While the producer has no connection but bootstrap connections waiting for their
     /// first answer (ApiVersions): how long they wait before the next bootstrap server is
     /// tried alongside, so that a server that takes connections and never answers them (a
@@ -124,14 +131,20 @@ pub struct ProducerConfig {
     pub bootstrap_patience: Option<Duration>,
     /// `delivery.timeout.ms`: the bound on a record's whole life in the producer.
     pub delivery_timeout: Duration,
-    /// `retry.backoff.ms`.
+    /// `retry.backoff.ms`. Above `retry_backoff_max` it is a constant backoff of this value,
+    /// what the user asked for (as before Kafka 3.7; the Java client 3.7+ waits
+    /// `retry.backoff.max.ms` instead, with a warning).
     pub retry_backoff: Duration,
-    /// `retry.backoff.max.ms`.
+    /// `retry.backoff.max.ms`: the most a retry's backoff doubles to (raised to
+    /// `retry_backoff` when below it).
     pub retry_backoff_max: Duration,
     /// `reconnect.backoff.ms`: the wait before connecting again to a broker whose connection
-    /// failed, doubling with each failure in a row up to `retry.backoff.max.ms` (kprod's
-    /// `reconnect.backoff.max.ms`); a value above that maximum is the wait every time.
+    /// failed, doubling with each failure in a row up to `reconnect_backoff_max`; a value
+    /// above that maximum is the wait every time.
     pub reconnect_backoff: Duration,
+    /// `reconnect.backoff.max.ms`: the most `reconnect_backoff` doubles to. `None`:
+    /// `retry_backoff_max`.
+    pub reconnect_backoff_max: Option<Duration>,
     /// Each backoff (a batch's retry, a reconnect, a metadata or producer id request asked
     /// again, a paced epoch bump) is spread by up to this many percent either side, then held
     /// to its maximum, as the Java client spreads its backoffs by 20 % (KIP-580): producers
@@ -209,7 +222,9 @@ pub struct ProducerConfig {
     /// a retriable error, the broker would accept the second one at a gap and the first could
     /// never be written (KAFKA-15591 on a partition that already holds records). So a partition
     /// that idled this long sends one batch at a time until one is acknowledged. `None` means
-    /// `delivery.timeout.ms`, the lower bound the broker documentation asks for. Idleness is
+    /// `delivery.timeout.ms` (the lower bound the broker documentation asks for), at most 1
+    /// day (Kafka's default, [`Self::BROKER_PRODUCER_ID_EXPIRATION`]); property
+    /// `kprod.producer.id.expiration.ms`. Idleness is
     /// counted from the creation of the last acknowledged batch, which assumes record
     /// timestamps are not older than the records (the broker counts from them).
     pub producer_id_expiration: Option<Duration>,
@@ -284,18 +299,38 @@ impl ProducerConfig {
             &mut self.connections_max_idle,
             &mut self.bootstrap_patience,
             &mut self.metadata_recovery_rebootstrap_trigger,
+            &mut self.connect_timeout_max,
+            &mut self.reconnect_backoff_max,
         ]
         .into_iter()
         .flatten()
         {
             *d = (*d).min(Self::MAX_DURATION);
         }
+        // A `retry.backoff.ms` above the maximum is a constant backoff of that value.
+        self.retry_backoff_max = self.retry_backoff_max.max(self.retry_backoff);
         self
     }
 
-    /// How long a partition may idle before the broker may have forgotten this producer.
+    /// Kafka's default `producer.id.expiration.ms` (1 day; brokers before 3.0 keep producer
+    /// state longer, `transactional.id.expiration.ms`, 7 days).
+    pub const BROKER_PRODUCER_ID_EXPIRATION: Duration = Duration::from_secs(24 * 60 * 60);
+
+    /// How long a partition may idle before the broker may have forgotten this producer:
+    /// `producer_id_expiration`, else the lesser of `delivery.timeout.ms` and the brokers'
+    /// default expiry (a delivery timeout of "forever", 24.8 days, must not make a partition
+    /// idle for days pipeline as if the broker still knew it).
     pub fn producer_state_expiry(&self) -> Duration {
-        self.producer_id_expiration.unwrap_or(self.delivery_timeout)
+        (self.producer_id_expiration).unwrap_or(
+            self.delivery_timeout
+                .min(Self::BROKER_PRODUCER_ID_EXPIRATION),
+        )
+    }
+
+    /// The most the reconnect backoff doubles to: `reconnect_backoff_max`, else
+    /// `retry_backoff_max`.
+    pub(crate) fn reconnect_backoff_cap(&self) -> Duration {
+        self.reconnect_backoff_max.unwrap_or(self.retry_backoff_max)
     }
 
     /// The version caps every connection negotiates under: `max_versions`, lowered per API
@@ -338,11 +373,13 @@ impl Default for ProducerConfig {
             max_batches_per_request: None,
             request_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
+            connect_timeout_max: Some(Duration::from_secs(30)),
             bootstrap_patience: Some(Duration::from_secs(1)),
             delivery_timeout: Duration::from_secs(120),
             retry_backoff: Duration::from_millis(100),
             retry_backoff_max: Duration::from_secs(1),
             reconnect_backoff: Duration::from_millis(50),
+            reconnect_backoff_max: None,
             backoff_jitter_percent: 20,
             metadata_max_age: Duration::from_secs(300),
             metadata_recovery_rebootstrap_trigger: Some(Duration::from_secs(300)),
@@ -523,14 +560,11 @@ impl ProducerConfig {
                 "must be in 1024..=2147483647 bytes",
             ));
         }
-        if self.buffer_memory < self.max_request_size {
+        if self.buffer_memory == 0 {
             return Err(err(
                 "buffer.memory",
-                format!(
-                    "buffer.memory={} is below max.request.size={}: it must be at least that \
-                     (librdkafka's names: queue.buffering.max.kbytes, message.max.bytes)",
-                    self.buffer_memory, self.max_request_size
-                ),
+                "must be at least 1 byte (a record larger than it is taken when nothing else \
+                 is held)",
             ));
         }
         if self.max_buffered_records == Some(0) {
@@ -556,9 +590,14 @@ impl ProducerConfig {
         }
         // Saturating: huge durations mean "never" and must not overflow here; a delivery
         // timeout of "never" outlasts any linger and request timeout.
+        // The sum is held to 2^31 - 1 ms, as the Java client holds it (its
+        // `delivery.timeout.ms` is an int): else no value both clients take would do.
         let never = Self::MAX_DURATION;
+        let int_max = Duration::from_millis(i32::MAX as u64);
         if self.delivery_timeout.min(never)
-            < self.linger.saturating_add(self.request_timeout).min(never)
+            < (self.linger.saturating_add(self.request_timeout))
+                .min(never)
+                .min(int_max)
         {
             return Err(err(
                 "delivery.timeout.ms",
@@ -568,17 +607,6 @@ impl ProducerConfig {
                     millis(self.delivery_timeout),
                     millis(self.linger),
                     millis(self.request_timeout),
-                ),
-            ));
-        }
-        if self.retry_backoff_max < self.retry_backoff {
-            return Err(err(
-                "retry.backoff.max.ms",
-                format!(
-                    "retry.backoff.max.ms={} is below retry.backoff.ms={} (the maximum is 1000 \
-                     unless set): it must be at least that",
-                    millis(self.retry_backoff_max),
-                    millis(self.retry_backoff)
                 ),
             ));
         }
@@ -803,33 +831,65 @@ mod tests {
         }
     }
 
-    /// Review finding (2026-12-05): the buffer and backoff rules named a property the
-    /// application may not have set, without the values.
+    /// Review finding (2026-12-05, again): configurations the Java client takes were
+    /// refused: `max.request.size` above `buffer.memory` (a record larger than the buffer is
+    /// taken when nothing else is held), `retry.backoff.ms` above `retry.backoff.max.ms`
+    /// (pre-3.7 tuning: a constant backoff of `retry.backoff.ms`), and a request timeout of
+    /// 2^31 - 1 ms with a delivery timeout of the same (Java holds their sum to that).
     #[test]
-    fn the_buffer_and_backoff_rules_name_the_values() {
-        let e = ProducerConfig {
+    fn settings_the_java_client_takes_are_taken() {
+        ProducerConfig {
             max_request_size: 100_000_000,
+            ..base()
+        }
+        .validate()
+        .unwrap();
+        let slow = ProducerConfig {
+            retry_backoff: Duration::from_secs(2),
+            ..base()
+        };
+        slow.validate().unwrap();
+        let capped = slow.with_durations_capped();
+        assert_eq!(capped.retry_backoff_max, Duration::from_secs(2));
+        let int_max = Duration::from_millis(i32::MAX as u64);
+        ProducerConfig {
+            request_timeout: int_max,
+            delivery_timeout: int_max,
+            ..base()
+        }
+        .validate()
+        .unwrap();
+        let e = ProducerConfig {
+            buffer_memory: 0,
             ..base()
         }
         .validate()
         .unwrap_err();
         assert_eq!(e.setting, "buffer.memory");
-        assert!(
-            e.reason
-                .contains("buffer.memory=33554432 is below max.request.size=100000000"),
-            "{e}"
-        );
-        let e = ProducerConfig {
-            retry_backoff: Duration::from_secs(2),
+    }
+
+    /// A delivery timeout of "forever" (2^31 - 1 ms, 24.8 days) must not stretch the idle
+    /// time after which a partition sends one batch alone past the brokers' default
+    /// producer id expiry (1 day), or a partition idle for days pipelines as if the broker
+    /// still knew the producer (KAFKA-15591).
+    #[test]
+    fn the_idle_expiry_is_at_most_the_brokers_default() {
+        let forever = ProducerConfig {
+            delivery_timeout: Duration::from_millis(i32::MAX as u64),
             ..base()
-        }
-        .validate()
-        .unwrap_err();
-        assert_eq!(e.setting, "retry.backoff.max.ms");
-        assert!(
-            e.reason
-                .contains("retry.backoff.max.ms=1000 is below retry.backoff.ms=2000"),
-            "{e}"
+        };
+        assert_eq!(
+            forever.producer_state_expiry(),
+            Duration::from_secs(24 * 60 * 60)
+        );
+        assert_eq!(base().producer_state_expiry(), base().delivery_timeout);
+        let set = ProducerConfig {
+            producer_id_expiration: Some(Duration::from_secs(7 * 24 * 3600)),
+            ..forever
+        };
+        assert_eq!(
+            set.producer_state_expiry(),
+            Duration::from_secs(7 * 24 * 3600)
         );
     }
 
@@ -950,7 +1010,7 @@ mod tests {
             ),
             (
                 ProducerConfig {
-                    buffer_memory: 10,
+                    buffer_memory: 0,
                     ..base()
                 },
                 "buffer.memory",

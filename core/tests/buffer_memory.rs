@@ -429,3 +429,26 @@ fn the_drivers_own_memory_counts_against_buffer_memory() {
     h.p.set_external_memory(0);
     h.p.send(h.now, other()).expect("room without it");
 }
+
+/// Review finding (2026-12-05): a `max.request.size` above `buffer.memory` (raised for
+/// large records, with the default 32 MiB buffer) stopped the producer from starting, where
+/// the Java client takes it. A record larger than the buffer is taken when nothing else is
+/// held, and delivered; beside it the buffer is full.
+#[test]
+fn a_record_larger_than_the_buffer_is_taken_alone() {
+    let mut h = Harness::new(|c| {
+        c.buffer_memory = 4096;
+        c.max_request_size = 1 << 20;
+    });
+    let big = Record::new(TOPIC, vec![7u8; 100_000]).with_partition(0);
+    let id = h.p.send(h.now, big).expect("taken alone");
+    let second = Record::new(TOPIC, vec![8u8; 100_000]).with_partition(0);
+    match h.p.send(h.now, second) {
+        Err(SendError::QueueFull(r)) => assert_eq!(r.value.as_deref(), Some(&[8u8; 100_000][..])),
+        other => panic!("{other:?}"),
+    }
+    h.answer_all();
+    let delivered = deliveries(&h.events);
+    assert_eq!(delivered.len(), 1, "{:?}", h.events);
+    assert_eq!(delivered[0].0, id);
+}

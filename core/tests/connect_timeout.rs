@@ -238,3 +238,132 @@ fn a_tls_listener_or_an_http_server_is_named_when_its_answer_is_not_kafka() {
         );
     }
 }
+
+/// The connect deadlines of `p`'s successive connects to its one bootstrap server, each
+/// left unanswered to its deadline, from `t0`.
+fn unanswered_connect_timeouts(cfg: ProducerConfig, rounds: usize) -> Vec<Duration> {
+    let t0 = Instant::now();
+    let mut p = Producer::new(cfg, t0).unwrap();
+    p.send(t0, Record::new("t", "v")).unwrap();
+    let (mut outs, mut until) = drain(&mut p);
+    let mut now = t0;
+    let mut timeouts = Vec::new();
+    while timeouts.len() < rounds {
+        match connects(&outs).first() {
+            Some(&(conn, _)) => {
+                let deadline = until.expect("a connect deadline");
+                timeouts.push(deadline - now);
+                now = deadline;
+                p.handle_timeout(now);
+                (outs, until) = drain(&mut p);
+                assert!(
+                    outs.contains(&Output::Close { conn, flush: false }),
+                    "{outs:?}"
+                );
+            }
+            None => {
+                // The reconnect backoff: the next connect at its end.
+                now = until.expect("a reconnect backoff");
+                p.handle_timeout(now);
+                (outs, until) = drain(&mut p);
+            }
+        }
+    }
+    timeouts
+}
+
+/// Review finding (2026-12-05): `socket.connection.setup.timeout.max.ms` was accepted and
+/// did nothing: every connect waited `socket.connection.setup.timeout.ms`, so a broker whose
+/// TCP and TLS setup takes longer than that (10 s; a distant or overloaded one) was never
+/// reached, and every record waited out its delivery timeout, where the Java client doubles
+/// the timeout after each failed connect up to the maximum (KIP-601) and gets through.
+#[test]
+fn a_connect_that_timed_out_gives_the_next_one_longer_up_to_the_maximum() {
+    let cfg = |max: Option<Duration>| ProducerConfig {
+        bootstrap_servers: vec!["10.0.0.1:9092".into()],
+        connect_timeout: Duration::from_secs(3),
+        connect_timeout_max: max,
+        backoff_jitter_percent: 0,
+        ..Default::default()
+    };
+    let s = Duration::from_secs;
+    assert_eq!(
+        unanswered_connect_timeouts(cfg(Some(s(20))), 5),
+        [s(3), s(6), s(12), s(20), s(20)]
+    );
+    // No maximum, or one at or below the timeout: the timeout every time.
+    for max in [None, Some(s(3)), Some(s(1))] {
+        assert_eq!(
+            unanswered_connect_timeouts(cfg(max), 3),
+            [s(3); 3],
+            "{max:?}"
+        );
+    }
+    // The Java client's defaults: 10 s, then doubling to 30 s.
+    let java = ProducerConfig {
+        bootstrap_servers: vec!["10.0.0.1:9092".into()],
+        backoff_jitter_percent: 0,
+        ..Default::default()
+    };
+    assert_eq!(
+        unanswered_connect_timeouts(java, 4),
+        [s(10), s(20), s(30), s(30)]
+    );
+    // Spread as the backoffs are (20 %), never above the maximum.
+    let spread = unanswered_connect_timeouts(
+        ProducerConfig {
+            backoff_jitter_percent: 20,
+            ..cfg(Some(s(20)))
+        },
+        5,
+    );
+    assert_eq!(
+        spread[0],
+        s(3),
+        "the first connect waits the timeout exactly"
+    );
+    for (t, nominal) in spread[1..].iter().zip([6.0, 12.0, 20.0, 20.0]) {
+        let t = t.as_secs_f64();
+        assert!(
+            t >= nominal * 0.8 && t <= (nominal * 1.2f64).min(20.0),
+            "{spread:?}"
+        );
+    }
+}
+
+/// Review finding (2026-12-05): `reconnect.backoff.max.ms` was refused unless equal to
+/// `retry.backoff.max.ms` (a common Java tuning, 10 s, stopped the producer from starting);
+/// it is its own cap now, apart from the retry backoff's.
+#[test]
+fn the_reconnect_backoff_doubles_to_its_own_maximum() {
+    let t0 = Instant::now();
+    let cfg = ProducerConfig {
+        bootstrap_servers: vec!["10.0.0.1:9092".into()],
+        reconnect_backoff: Duration::from_millis(100),
+        reconnect_backoff_max: Some(Duration::from_millis(500)),
+        retry_backoff_max: Duration::from_secs(10),
+        backoff_jitter_percent: 0,
+        ..Default::default()
+    };
+    let mut p = Producer::new(cfg, t0).unwrap();
+    p.send(t0, Record::new("t", "v")).unwrap();
+    let (outs, _) = drain(&mut p);
+    let mut conn = connects(&outs)[0].0;
+    let mut now = t0;
+    let mut waits = Vec::new();
+    for _ in 0..6 {
+        p.handle_connect_failed(now, conn);
+        let (outs, until) = drain(&mut p);
+        assert!(connects(&outs).is_empty(), "{outs:?}");
+        let at = until.expect("a reconnect backoff");
+        waits.push(at - now);
+        now = at;
+        p.handle_timeout(now);
+        conn = connects(&drain(&mut p).0)[0].0;
+    }
+    let ms = Duration::from_millis;
+    assert_eq!(
+        waits,
+        [ms(100), ms(200), ms(400), ms(500), ms(500), ms(500)]
+    );
+}

@@ -138,13 +138,18 @@ fn huge_durations_that_break_a_rule_are_config_errors() {
         assert_eq!(e.setting, "delivery.timeout.ms", "{cfg:?}");
         assert_eq!(cfg.validate(), Err(e));
     }
-    let e = ProducerConfig {
-        retry_backoff: Duration::MAX,
-        ..base()
-    }
-    .validate()
-    .unwrap_err();
-    assert_eq!(e.setting, "retry.backoff.max.ms");
+    // A retry backoff above its maximum is a constant backoff of that value (as before
+    // Kafka 3.7), capped like every duration.
+    let p = Producer::new(
+        ProducerConfig {
+            retry_backoff: Duration::MAX,
+            ..base()
+        },
+        Instant::now(),
+    )
+    .unwrap();
+    assert_eq!(p.config().retry_backoff, ProducerConfig::MAX_DURATION);
+    assert_eq!(p.config().retry_backoff_max, ProducerConfig::MAX_DURATION);
 }
 
 /// With each duration at `Duration::MAX`, the producer is built (the value in use capped at

@@ -126,6 +126,17 @@ fn millis(name: &str, v: &str) -> Result<Duration, PropertyError> {
     number(name, v).map(Duration::from_millis)
 }
 
+/// Milliseconds, an integer or a decimal fraction (librdkafka's `linger.ms` is a double).
+fn fractional_millis(name: &str, v: &str) -> Result<Duration, PropertyError> {
+    if let Ok(d) = millis(name, v) {
+        return Ok(d);
+    }
+    let ms: f64 = (v.parse().ok())
+        .filter(|ms: &f64| ms.is_finite() && *ms >= 0.0 && !v.starts_with(['+', '-']))
+        .ok_or_else(|| invalid(name, v, "a non-negative number of milliseconds"))?;
+    Ok(Duration::try_from_secs_f64(ms / 1000.0).unwrap_or(ProducerConfig::MAX_DURATION))
+}
+
 pub(crate) fn boolean(name: &str, v: &str) -> Result<bool, PropertyError> {
     match v.to_ascii_lowercase().as_str() {
         "true" => Ok(true),
@@ -269,12 +280,17 @@ impl ClientConfig {
         // Whether the delivery timeout was given: the Java client raises its default when it
         // is below linger.ms + request.timeout.ms.
         let mut delivery_timeout_set = false;
+        // Whether it was given as librdkafka's `message.timeout.ms`, and whether
+        // `request.timeout.ms` was given.
+        let (mut message_timeout_set, mut request_timeout_set) = (false, false);
         // The first property given for each setting (by `setting_of`).
         let mut given = BTreeMap::new();
         for &(name, value) in props {
             let (name, v) = (name.trim(), value.trim());
             idempotence_set |= name == "enable.idempotence";
             delivery_timeout_set |= matches!(name, "delivery.timeout.ms" | "message.timeout.ms");
+            message_timeout_set |= name == "message.timeout.ms";
+            request_timeout_set |= name == "request.timeout.ms";
             if !producer_property(&mut c, name, v)?
                 && !levels.property(name, v)?
                 && !compat_property(&mut later, name, v)?
@@ -307,7 +323,22 @@ impl ClientConfig {
         if !delivery_timeout_set {
             raise_default_delivery_timeout(&mut c);
         }
+        // librdkafka bounds each request by the message's remaining time, so its
+        // `message.timeout.ms` may be below 30 s: without `request.timeout.ms`, the request
+        // timeout is shortened to fit within it (after `linger.ms`).
+        if message_timeout_set && !request_timeout_set {
+            let room = c.delivery_timeout.saturating_sub(c.linger);
+            if !room.is_zero() && room < c.request_timeout {
+                c.request_timeout = room;
+            }
+        }
         later.check(&c)?;
+        if let Some((_, max)) = &later.reconnect_backoff_max {
+            c.reconnect_backoff_max = Some(*max);
+        }
+        if let Some((_, max)) = &later.connect_timeout_max {
+            c.connect_timeout_max = Some(*max);
+        }
         if let Some(p) = later.partitioner()? {
             c.partitioner = p;
         }
@@ -316,11 +347,8 @@ impl ClientConfig {
             extras.check_sasl(c.sasl.as_ref().map(|s| s.mechanism))?;
         }
         c.validate().map_err(|mut e| {
-            if !delivery_timeout_set && e.setting == "delivery.timeout.ms" {
-                e.reason.push_str(
-                    " (delivery.timeout.ms was not set: its default was raised to at most \
-                     2147483647 ms, as the Java client does; set it to at least the sum)",
-                );
+            if message_timeout_set && e.setting == "delivery.timeout.ms" {
+                e.reason.push_str(" (given as message.timeout.ms)");
             }
             PropertyError::Config(e)
         })?;
@@ -541,7 +569,8 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
         "allow.auto.create.topics" => c.allow_auto_topic_creation = boolean(name, v)?,
         // librdkafka: `queue.buffering.max.ms` (`linger.ms` is its alias) waits for a batch to
         // fill, as linger.ms does.
-        "linger.ms" | "queue.buffering.max.ms" => c.linger = millis(name, v)?,
+        // librdkafka's is a fraction of a millisecond as well (`0.5`).
+        "linger.ms" | "queue.buffering.max.ms" => c.linger = fractional_millis(name, v)?,
         "request.timeout.ms" => c.request_timeout = millis(name, v)?,
         // librdkafka: `message.timeout.ms` (`delivery.timeout.ms` is its alias) bounds a
         // record's whole life in the producer, retries included, as delivery.timeout.ms does.
@@ -570,6 +599,11 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
         "reconnect.backoff.ms" => c.reconnect_backoff = millis(name, v)?,
         // librdkafka: `topic.metadata.refresh.interval.ms` is the period of its proactive
         // metadata refresh (its own `metadata.max.age.ms` is a cache age: Java's meaning wins).
+        // librdkafka's `-1` turns its periodic refresh off: metadata is then asked for only
+        // when something needs it (a new topic, an error).
+        "topic.metadata.refresh.interval.ms" if v == "-1" => {
+            c.metadata_max_age = ProducerConfig::MAX_DURATION;
+        }
         "metadata.max.age.ms" | "topic.metadata.refresh.interval.ms" => {
             c.metadata_max_age = millis(name, v)?;
         }
@@ -647,6 +681,8 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
         "kprod.broker.version.max" => c.broker_version_max = Some(v.to_owned()),
         // kprod's own: how far backoffs are spread (the Java client's is a fixed 20 %).
         "kprod.backoff.jitter.percent" => c.backoff_jitter_percent = number(name, v)?,
+        // The brokers' `producer.id.expiration.ms` (or a lower bound of it).
+        "kprod.producer.id.expiration.ms" => c.producer_id_expiration = Some(millis(name, v)?),
         // librdkafka: the largest response accepted (checked against max.request.size once
         // every property is read).
         "receive.message.max.bytes" => c.max_frame_size = number::<usize>(name, v)?,
@@ -775,29 +811,6 @@ impl Deferred {
                      (retries x 0.8 x retry.backoff.ms < delivery.timeout.ms); remove it or \
                      set 2147483647 (the Java default), and bound retrying with \
                      delivery.timeout.ms",
-                ));
-            }
-        }
-        if let Some((v, max)) = &self.reconnect_backoff_max {
-            if *max != c.retry_backoff_max {
-                return Err(unsupported(
-                    "reconnect.backoff.max.ms",
-                    v,
-                    "kprod's reconnect backoff doubles from reconnect.backoff.ms up to \
-                     retry.backoff.max.ms; set both to the same value (1000 in the Java \
-                     client) or remove reconnect.backoff.max.ms",
-                ));
-            }
-        }
-        if let Some((v, max)) = &self.connect_timeout_max {
-            let timeout = self.connect_timeout.unwrap_or(c.connect_timeout);
-            if *max < timeout {
-                return Err(unsupported(
-                    "socket.connection.setup.timeout.max.ms",
-                    v,
-                    "kprod waits socket.connection.setup.timeout.ms (10 s by default) \
-                     for every connect, without growing it, so the maximum must be at least \
-                     that",
                 ));
             }
         }
@@ -1306,9 +1319,12 @@ impl CodecLevels {
     /// codec without levels (snappy, none) ignores `compression.level`, as librdkafka does.
     fn apply(&self, c: &mut ProducerConfig) {
         let codec = c.compression.codec;
-        if codec.level_range().is_some() {
+        if let Some((lowest, _)) = codec.level_range() {
             let own = self.per_codec[codec.id() as usize];
-            c.compression.level = own.or(self.any);
+            // librdkafka's `compression.level=0` is valid for every codec (gzip's and lz4's
+            // fastest); Kafka's gzip and lz4 levels start at 1, the fastest they have.
+            let any = self.any.map(|l| if l == 0 { l.max(lowest) } else { l });
+            c.compression.level = own.or(any);
         }
     }
 }
@@ -1338,19 +1354,19 @@ impl CodecLevels {
 /// | `client.id` | empty means none |
 /// | `acks` (`request.required.acks`) | `all` / `-1` (the default), `1` (the leader alone acknowledges: [`crate::Acknowledgement::Leader`]) or `0` (no acknowledgement: records end [`crate::Acknowledgement::Unacknowledged`], without an offset); `0` and `1` need idempotence off, and as in the Java client they turn it off when `enable.idempotence` is not given |
 /// | `enable.idempotence` | `true` (the default) or `false`: no producer id, so a retry may duplicate a record and, with more than one request in flight, reorder it; `true` with `acks` `0` or `1` is refused, as in the Java client |
-/// | `linger.ms` (`queue.buffering.max.ms`) | how long a batch waits to fill |
+/// | `linger.ms` (`queue.buffering.max.ms`) | how long a batch waits to fill (a fraction of a millisecond too, as librdkafka takes: `0.5`) |
 /// | `batch.size` | bytes per batch, measured as Kafka does (compressed estimate); `0` disables batching (one record per batch), as in Java |
 /// | `buffer.memory` (`queue.buffering.max.kbytes`, in KiB) | bytes of records held until they resolve (with the driver's own memory for each, about 140 B); beyond it `send` waits |
 /// | `max.request.size` (`message.max.bytes`) | the most bytes of batches in one Produce request; a record whose batch alone would be larger is refused (Java's rule) |
 /// | `partitioner` (librdkafka) | the key hash that places keyed records ([`kprod_core::Partitioner`]): `murmur2_random` (Java's, the default) or `murmur2`, `consistent_random` (librdkafka's default, CRC-32; an empty key is placed as none) or `consistent`, `fnv1a_random` or `fnv1a`, `random` (keys ignored); a record without a key goes to the sticky partition under every one |
 /// | `max.in.flight.requests.per.connection` (`max.in.flight`) | 1..=5, also the per-partition bound across connections |
 /// | `request.timeout.ms` | a request unanswered this long closes its connection |
-/// | `delivery.timeout.ms` (`message.timeout.ms`) | a record's whole life in the producer, retries included; at least `linger.ms + request.timeout.ms` (when neither name is given and the default, 120000, is below that sum, it is raised to the sum, at most 2147483647, with a warning, as in Java); `message.timeout.ms=0` is librdkafka's "no timeout" ([`ProducerConfig::MAX_DURATION`]), `delivery.timeout.ms=0` is refused |
+/// | `delivery.timeout.ms` (`message.timeout.ms`) | a record's whole life in the producer, retries included; at least `linger.ms + request.timeout.ms` (when neither name is given and the default, 120000, is below that sum, it is raised to the sum, at most 2147483647, with a warning, as in Java); `message.timeout.ms=0` is librdkafka's "no timeout" ([`ProducerConfig::MAX_DURATION`]), `delivery.timeout.ms=0` is refused; given as `message.timeout.ms` without `request.timeout.ms`, the request timeout is shortened to fit within it, as librdkafka bounds each request by the message's remaining time |
 /// | `retries` (`message.send.max.retries`) | kprod retries until `delivery.timeout.ms`: accepted when the count cannot end retrying first (`2147483647`, the default of both clients, or `retries x 0.8 x retry.backoff.ms >= delivery.timeout.ms`); `0` and smaller counts are refused, except with `acks=0`, whose requests are never retried |
-/// | `retry.backoff.ms`, `retry.backoff.max.ms` | backoff before a batch is retried, doubling up to the maximum, spread by 20 % either side unless constant (`kprod.backoff.jitter.percent`) |
+/// | `retry.backoff.ms`, `retry.backoff.max.ms` | backoff before a batch is retried, doubling up to the maximum, spread by 20 % either side unless constant (`kprod.backoff.jitter.percent`); a `retry.backoff.ms` above the maximum is a constant backoff of `retry.backoff.ms` (the Java client 3.7+ waits the maximum instead, with a warning) |
 /// | `reconnect.backoff.ms` | backoff before reconnecting to a broker, doubling, spread as the retry backoff |
-/// | `reconnect.backoff.max.ms` | accepted when equal to `retry.backoff.max.ms` (1000 by default in the Java client), which caps kprod's reconnect backoff |
-/// | `metadata.max.age.ms` (`topic.metadata.refresh.interval.ms`) | periodic metadata refresh |
+/// | `reconnect.backoff.max.ms` | the most the reconnect backoff doubles to ([`ProducerConfig::reconnect_backoff_max`]; `retry.backoff.max.ms` when not given, 1000 by default as in Java); a `reconnect.backoff.ms` above it is waited in full every time |
+/// | `metadata.max.age.ms` (`topic.metadata.refresh.interval.ms`) | periodic metadata refresh; librdkafka's `topic.metadata.refresh.interval.ms=-1` turns it off (metadata is asked for when something needs it) |
 /// | `metadata.max.idle.ms` | a topic not sent to for this long is left out of metadata requests until its next record (at least 5000, as in Java) |
 /// | `connections.max.idle.ms` | a connection with nothing in flight and no traffic for this long is closed, and opened again when needed ([`ProducerConfig::connections_max_idle`]; 540000 by default, as in Java); `-1` (Java) or `0` (librdkafka) never closes one |
 /// | `queue.buffering.max.messages` (librdkafka) | the most records held until they resolve ([`ProducerConfig::max_buffered_records`]); beyond it `send` waits, as for `buffer.memory` |
@@ -1358,7 +1374,7 @@ impl CodecLevels {
 /// | `max.block.ms` | how long a record waits for its topic in metadata before failing, and how long `send`/`enqueue` wait for room in `buffer.memory` before refusing the record (`QueueFull`, handed back) |
 /// | `allow.auto.create.topics` | sent in Metadata requests |
 /// | `compression.type` (`compression.codec`) | `none`, `gzip`, `snappy`, `lz4`, `zstd` |
-/// | `compression.level`, `compression.{gzip,lz4,zstd}.level` | the codec's level; `-1` is its default |
+/// | `compression.level`, `compression.{gzip,lz4,zstd}.level` | the codec's level; `-1` is its default; librdkafka's `compression.level=0` is gzip's and lz4's fastest, 1 |
 /// | `enable.gapless.guarantee` (librdkafka) | `true`: [`GapPolicy::Fatal`], `false`: [`GapPolicy::ContinueWithGap`] |
 /// | `client.software.name`, `client.software.version` (librdkafka) | sent in ApiVersions (KIP-511) |
 /// | `partitioner.class` | empty, `org.apache.kafka.clients.producer.internals.DefaultPartitioner` (murmur2 keys, sticky batches for null keys: kprod's default) or `org.apache.kafka.clients.producer.UniformStickyPartitioner` (keys ignored); a librdkafka `partitioner` that contradicts it is refused |
@@ -1404,10 +1420,11 @@ impl CodecLevels {
 /// | `enable.metrics.push` | `false` (no KIP-714 client telemetry) |
 /// | `security.protocol`, `ssl.*`, `sasl.*` | see [`ClientConfig::from_properties`] |
 /// | `socket.connection.setup.timeout.ms` | how long a connect (and TLS handshake) may take ([`ProducerConfig::connect_timeout`], 10 s by default) |
-/// | `socket.connection.setup.timeout.max.ms` | at least the connect timeout: kprod does not grow it, so it never exceeds this |
+/// | `socket.connection.setup.timeout.max.ms` | each connect to a broker that failed in a row doubles the next one's timeout up to this, spread as the backoffs (KIP-601; [`ProducerConfig::connect_timeout_max`], 30000 by default as in Java); at or below the connect timeout, the connect timeout every time |
 /// | `kprod.max.batches.per.request` (kprod's own) | the most batches (partitions) in one Produce request ([`ProducerConfig::max_batches_per_request`]; by default as many full batches as `max.request.size` holds, at least 16) |
 /// | `kprod.max.produce.version`, `kprod.max.metadata.version`, `kprod.max.init.producer.id.version`, `kprod.max.api.versions.version` (kprod's own) | the highest version of each API a connection speaks ([`ProducerConfig::max_versions`]) |
 /// | `kprod.backoff.jitter.percent` (kprod's own) | `0` to `50`: each backoff spread by up to this many percent either side ([`ProducerConfig::backoff_jitter_percent`]; 20 by default, the Java client's fixed spread) |
+/// | `kprod.producer.id.expiration.ms` (kprod's own) | the brokers' `producer.id.expiration.ms`, or a lower bound of it: a partition idle this long sends one batch alone until it is acknowledged ([`ProducerConfig::producer_id_expiration`]; by default `delivery.timeout.ms`, at most 1 day, Kafka's default) |
 /// | `kprod.broker.version.max` (kprod's own) | an Apache Kafka release from `0.11` to `4.4` (`2.3`, `3.9.1`): every API capped at the version that release served ([`ProducerConfig::broker_version_max`]); the lower of it and a `kprod.max.*.version` wins |
 ///
 /// Refused, with the reason in the error: `key.serializer` and `value.serializer` (kprod takes

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use std::path::PathBuf;
 
+use kprod_core::ProducerConfig;
 use kprod_tokio::{config_from_properties, ClientConfig, PropertyError, Security, TlsOptions};
 
 #[test]
@@ -127,7 +128,7 @@ fn parsed_but_invalid_configs_fail_validation() {
             "max.in.flight.requests.per.connection",
         ),
         (
-            vec![("bootstrap.servers", "a:1"), ("buffer.memory", "10")],
+            vec![("bootstrap.servers", "a:1"), ("buffer.memory", "0")],
             "buffer.memory",
         ),
     ] {
@@ -393,7 +394,7 @@ fn long_max_value_durations_mean_never() {
     ])
     .unwrap();
     let p = kprod_core::Producer::new(config, std::time::Instant::now()).unwrap();
-    let never = kprod_core::ProducerConfig::MAX_DURATION;
+    let never = ProducerConfig::MAX_DURATION;
     let c = p.config();
     assert_eq!(
         (
@@ -644,4 +645,46 @@ fn address_family_and_largest_response() {
     ])
     .unwrap();
     assert_eq!(c.max_frame_size, 5_000_000);
+}
+
+/// Review finding (2026-12-05): librdkafka value forms that were refused although they mean
+/// something kprod does: a fractional `linger.ms`, `topic.metadata.refresh.interval.ms=-1`
+/// (no periodic refresh), `compression.level=0` with gzip or lz4 (their fastest); and
+/// `kprod.producer.id.expiration.ms`, the brokers' expiry, could not be set by property.
+#[test]
+fn librdkafka_value_forms_are_taken() {
+    let base = ("bootstrap.servers", "a:1");
+    let c = config_from_properties(&[base, ("linger.ms", "0.5")]).unwrap();
+    assert_eq!(c.linger, Duration::from_micros(500));
+    let c = config_from_properties(&[base, ("queue.buffering.max.ms", "12.25")]).unwrap();
+    assert_eq!(c.linger, Duration::from_micros(12_250));
+    for bad in ["-1", "-0.5", "NaN", "inf", "+0.5", "1ms"] {
+        assert!(
+            config_from_properties(&[base, ("linger.ms", bad)]).is_err(),
+            "linger.ms={bad}"
+        );
+    }
+    let c = config_from_properties(&[base, ("topic.metadata.refresh.interval.ms", "-1")]).unwrap();
+    assert_eq!(c.metadata_max_age, ProducerConfig::MAX_DURATION);
+    assert!(config_from_properties(&[base, ("metadata.max.age.ms", "-1")]).is_err());
+    for (codec, level) in [("gzip", Some(1)), ("lz4", Some(1)), ("zstd", Some(0))] {
+        let c = config_from_properties(&[
+            base,
+            ("compression.codec", codec),
+            ("compression.level", "0"),
+        ])
+        .unwrap();
+        assert_eq!(c.compression.level, level, "{codec}");
+    }
+    // Java's per-codec name keeps Java's range.
+    assert!(config_from_properties(&[
+        base,
+        ("compression.type", "gzip"),
+        ("compression.gzip.level", "0"),
+    ])
+    .is_err());
+    let c =
+        config_from_properties(&[base, ("kprod.producer.id.expiration.ms", "3600000")]).unwrap();
+    assert_eq!(c.producer_id_expiration, Some(Duration::from_secs(3600)));
+    assert_eq!(c.producer_state_expiry(), Duration::from_secs(3600));
 }

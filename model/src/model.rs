@@ -585,6 +585,9 @@ impl KafkaModel {
             // add states much like a disconnect's (without its reconnect backoff), with
             // nothing in flight to lose (core/tests covers the idle close itself).
             connections_max_idle: None,
+            // The model's connects are answered or refused; a connect timeout grown after
+            // failures is checked in core/tests.
+            connect_timeout_max: None,
             bootstrap_patience: self.cfg.bootstrap_patience_ms.map(Duration::from_millis),
             gap_policy: self.cfg.gap_policy,
             max_epoch: self.cfg.max_epoch,

@@ -9,7 +9,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use smallvec::SmallVec;
@@ -76,8 +76,11 @@ pub(super) struct Conn {
     pub(super) inflight: VecDeque<InFlight>,
     pub(super) decoder: FrameDecoder,
     pub(super) sasl: Option<auth::SaslConn>,
-    /// While `Connecting`: when the connect counts as failed (`connect_timeout`).
+    /// While `Connecting`: when the connect counts as failed (`connect_timeout`, grown
+    /// after failures in a row up to `connect_timeout_max`).
     pub(super) connect_deadline: Option<Instant>,
+    /// While `Connecting`: when the connect began.
+    pub(super) connect_started: Option<Instant>,
     /// The first and last correlation ids of the `acks=0` Produce requests written on this
     /// connection (`acks.rs`): a frame answering one is dropped, not a protocol error.
     pub(super) unacknowledged: Option<(i32, i32)>,
@@ -107,7 +110,7 @@ impl Conn {
     /// A connection that carried `acks=0` Produce requests is never idle here: they await no
     /// answer, so the core cannot tell whether the driver has written them yet, and closing
     /// it could lose them or (flushed beside a new connection) reorder them with later ones.
-    pub(super) fn idle_deadline(&self, limit: std::time::Duration) -> Option<Instant> {
+    pub(super) fn idle_deadline(&self, limit: Duration) -> Option<Instant> {
         if self.state != ConnState::Ready
             || !self.inflight.is_empty()
             || self.unacknowledged.is_some()
@@ -144,6 +147,7 @@ impl Producer {
         }
         c.state = ConnState::Negotiating;
         c.connect_deadline = None;
+        c.connect_started = None;
         let first = self.cfg.version_caps().first_api_versions();
         self.send_api_versions(conn, first);
     }
@@ -157,6 +161,7 @@ impl Producer {
     }
 
     pub(super) fn open_conn(&mut self, target: Target, addr: Arc<str>) -> ConnId {
+        let timeout = self.connect_timeout_for(target);
         let conn = ConnId(self.next_conn);
         self.next_conn += 1;
         self.conns.insert(
@@ -169,7 +174,8 @@ impl Producer {
                 inflight: VecDeque::new(),
                 decoder: FrameDecoder::new(self.cfg.max_frame_size),
                 sasl: None,
-                connect_deadline: Some(self.now + self.cfg.connect_timeout),
+                connect_deadline: Some(self.now + timeout),
+                connect_started: Some(self.now),
                 throttled_until: None,
                 unacknowledged: None,
                 last_active: self.cfg.connections_max_idle.map(|_| self.now),
@@ -180,6 +186,21 @@ impl Producer {
         }
         self.out.push_back(Output::Connect { conn, addr });
         conn
+    }
+
+    /// How long a connect to `target` may take (KIP-601): `connect_timeout` at first, doubling
+    /// with each failure in a row since its last handshake, up to `connect_timeout_max`
+    /// (spread as the backoffs are), so that a broker whose connection setup takes longer
+    /// than `connect_timeout` (distant, overloaded, a slow TLS handshake) is still reached.
+    fn connect_timeout_for(&self, target: Target) -> Duration {
+        let base = self.cfg.connect_timeout;
+        let failures = self.backoff.get(&target).map_or(0, |b| b.failures);
+        match self.cfg.connect_timeout_max {
+            Some(max) if max > base && failures > 0 => {
+                self.backoff(base, max, failures, BackoffFor::Connect(target))
+            }
+            _ => base,
+        }
     }
 
     /// Closes a connection on our side: a failure (request timeout, protocol error, a
@@ -261,7 +282,9 @@ impl Producer {
             let until = self.now
                 + self.backoff(
                     self.cfg.reconnect_backoff,
-                    self.cfg.retry_backoff_max.max(self.cfg.reconnect_backoff),
+                    self.cfg
+                        .reconnect_backoff_cap()
+                        .max(self.cfg.reconnect_backoff),
                     failures.saturating_sub(1),
                     what,
                 );
@@ -439,9 +462,7 @@ impl Producer {
             // (`socket.connection.setup.timeout.ms`, 10 s), which every start of a producer
             // whose first bootstrap server is down paid in full (a review finding).
             let started = match (c.target, c.state) {
-                (Target::Bootstrap(_), ConnState::Connecting) => {
-                    c.connect_deadline?.checked_sub(self.cfg.connect_timeout)?
-                }
+                (Target::Bootstrap(_), ConnState::Connecting) => c.connect_started?,
                 (Target::Bootstrap(_), ConnState::Negotiating) => c
                     .inflight
                     .front()?

@@ -246,13 +246,15 @@ pub(super) fn backoff_delay(base: Duration, max: Duration, failures: u32) -> Dur
 /// What a backoff is for, so that two started at the same moment are spread apart
 /// ([`Producer::backoff`]).
 #[derive(Debug, Clone, Copy)]
-pub(super) enum BackoffFor {
+enum BackoffFor {
     /// A batch's retry (its topic's and partition's indexes): the batches of one partition
     /// refused together are due together, as the head's resend goes first anyway.
     Retry(usize, usize),
     /// A reconnect to a node (its id) or a bootstrap server (its index).
     Node(i32),
     Bootstrap(usize),
+    /// A connect's timeout, grown after failures (`connect_timeout_max`).
+    Connect(Target),
     Metadata,
     ProducerId,
     Bump,
@@ -281,13 +283,7 @@ impl Producer {
     /// client's `ExponentialBackoff`; a constant one, `base` at or above `max`, is not spread). The spread is a hash of the nanoseconds since the
     /// producer was made, of what the backoff is for and of `failures`: deterministic for
     /// the same inputs (no randomness in the core), different between producers.
-    pub(super) fn backoff(
-        &self,
-        base: Duration,
-        max: Duration,
-        failures: u32,
-        what: BackoffFor,
-    ) -> Duration {
+    fn backoff(&self, base: Duration, max: Duration, failures: u32, what: BackoffFor) -> Duration {
         let d = backoff_delay(base, max, failures);
         let j = u64::from(self.cfg.backoff_jitter_percent);
         // A constant backoff (the base at or above the maximum) is not spread, as in the
@@ -303,6 +299,8 @@ impl Producer {
             BackoffFor::Metadata => 3 << 40,
             BackoffFor::ProducerId => 4 << 40,
             BackoffFor::Bump => 5 << 40,
+            BackoffFor::Connect(Target::Node(n)) => (6 << 40) ^ u64::from(n as u32),
+            BackoffFor::Connect(Target::Bootstrap(i)) => (7 << 40) ^ i as u64,
         };
         let h = mix(mix(elapsed.as_nanos() as u64 ^ mix(salt)) ^ u64::from(failures));
         // A factor from (100 - j) % to (100 + j) %, in steps of 0.001 %.
