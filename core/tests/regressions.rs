@@ -1927,3 +1927,51 @@ fn five_batches_refused_under_one_epoch_count_as_one_bump() {
     assert!(gap(2) < Duration::from_millis(500), "{epochs:?}");
     assert!(gap(3) < Duration::from_millis(1000), "{epochs:?}");
 }
+
+/// Review finding (2026-12-05): under a request quota (`request_percentage`) a KIP-219
+/// broker throttles every API, and mutes the connection after a throttled Metadata (v6+) or
+/// InitProducerId (v1+) answer as after a Produce one. Only Produce throttles were kept, so
+/// the next Produce went onto the muted connection with its request timeout running from
+/// the write: past `request.timeout.ms` of throttle the connection closed with every batch on
+/// it possibly persisted.
+#[test]
+fn a_throttled_metadata_answer_holds_the_next_produce() {
+    let mut h = Harness::new(|c| c.metadata_max_age = Duration::from_secs(1));
+    h.p.send(h.now, record("a")).unwrap();
+    h.answer_all();
+    assert_eq!(h.p.pending_records(), 0, "a delivered");
+    // The bootstrap connection goes, so that the periodic refresh goes to the leader's,
+    // and is answered with a throttle.
+    assert_eq!(h.p.connections().count(), 2);
+    h.p.handle_disconnected(h.now, ConnId(0));
+    h.drain();
+    assert_eq!(h.p.connections().collect::<Vec<_>>(), [h.conn.unwrap()]);
+    h.now += Duration::from_secs(1);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    let f = h.next_frame().expect("a metadata request");
+    let (key, version, corr) = api_of(&f);
+    assert_eq!(key, api_key::METADATA);
+    assert!(version >= 6, "{version}");
+    let answer = respond(&f, &mut h.next_offset);
+    let (_, mut m) = decode_response::<MetadataRequest>(version, answer.slice(4..)).unwrap();
+    m.throttle_time_ms = 700;
+    h.feed(encode_response::<MetadataRequest>(&m, version, corr));
+    h.p.send(h.now, record("b")).unwrap();
+    h.drain();
+    assert!(h.next_frame().is_none(), "nothing written while throttled");
+    h.now += Duration::from_millis(699);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    let early = h.next_frame();
+    assert!(
+        early.is_none(),
+        "nothing written while throttled: {:?}",
+        early.as_deref().map(api_of)
+    );
+    h.now += Duration::from_millis(1);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    let f = h.next_frame().expect("b written once the throttle passed");
+    assert_eq!(api_of(&f).0, api_key::PRODUCE);
+}
