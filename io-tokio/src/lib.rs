@@ -341,16 +341,47 @@ impl AddressFamily {
 
 /// The default connector: TCP with `TCP_NODELAY` ([`SocketOptions`] say which options). A
 /// host name that resolves to several addresses has every one tried ([`connect_any_with`]),
-/// as the Java client's `client.dns.lookup=use_all_dns_ips` does.
-#[derive(Debug, Clone, Copy, Default)]
+/// as the Java client's `client.dns.lookup=use_all_dns_ips` does, and each connect to the
+/// same name begins at the address after the one the previous connect began at (as the Java
+/// client moves to a name's next address at each connect, and librdkafka goes round them):
+/// an address that takes TCP connections but is no working broker (hung, shutting down, a
+/// TLS or SASL failure on that host only) cannot hold every reconnect. Clones share that
+/// rotation.
+#[derive(Debug, Clone, Default)]
 pub struct TcpConnector {
     options: SocketOptions,
+    /// Per name (`host:port`, as given): the address the next connect begins at.
+    rotation: Arc<Mutex<BTreeMap<String, usize>>>,
 }
 
 impl TcpConnector {
     /// A connector setting `options` on each connection.
     pub fn new(options: SocketOptions) -> Self {
-        Self { options }
+        Self {
+            options,
+            rotation: Arc::default(),
+        }
+    }
+
+    /// Connects to one of `addrs`, what the name `name` resolved to ([`connect_any_with`]),
+    /// beginning at the address after the one the previous connect to `name` began at.
+    pub async fn connect_resolved(
+        &self,
+        name: &str,
+        mut addrs: Vec<std::net::SocketAddr>,
+    ) -> io::Result<TcpStream> {
+        if addrs.len() > 1 {
+            let start = {
+                let mut rotation = self.rotation.lock().unwrap_or_else(|e| e.into_inner());
+                let next = rotation.entry(name.to_owned()).or_insert(0);
+                let start = *next;
+                *next = next.wrapping_add(1);
+                start
+            };
+            let len = addrs.len();
+            addrs.rotate_left(start % len);
+        }
+        connect_any_with(&addrs, self.options).await
     }
 
     /// The options it sets.
@@ -363,7 +394,7 @@ impl Connector for TcpConnector {
     type Stream = TcpStream;
     async fn connect(&self, addr: &str) -> io::Result<TcpStream> {
         let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host(addr).await?.collect();
-        connect_any_with(&addrs, self.options).await
+        self.connect_resolved(addr, addrs).await
     }
 }
 

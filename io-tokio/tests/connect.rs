@@ -135,3 +135,41 @@ async fn the_address_family_chooses_which_addresses_are_tried() {
     assert!(e.to_string().contains("is an IPv6 address"), "{e}");
     assert_eq!(accept.await.unwrap().len(), 2);
 }
+
+/// Review finding (2026-12-05): every connect to a name began at its first address, and on
+/// a LAN the first address wins the race, so one that takes TCP connections but is no
+/// working broker (hung, shutting down, a TLS failure on that host only) held every
+/// reconnect while the name's other brokers were healthy. Each connect to a name now begins
+/// at the next address, as the Java client's does.
+#[tokio::test]
+async fn each_connect_to_a_name_begins_at_its_next_address() {
+    use kprod_tokio::TcpConnector;
+    let a = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let b = TcpListener::bind("127.0.0.2:0")
+        .await
+        .expect("127.0.0.2 is loopback on Linux");
+    let addrs = vec![a.local_addr().unwrap(), b.local_addr().unwrap()];
+    let connector = TcpConnector::default();
+    let mut reached = Vec::new();
+    for _ in 0..4 {
+        let stream = connector
+            .connect_resolved("brokers.example:9092", addrs.clone())
+            .await
+            .expect("connected");
+        reached.push(stream.peer_addr().unwrap());
+    }
+    assert_eq!(reached, [addrs[0], addrs[1], addrs[0], addrs[1]]);
+    // Another name has a rotation of its own, and clones share it.
+    let clone = connector.clone();
+    let other = clone
+        .connect_resolved("other.example:9092", addrs.clone())
+        .await
+        .unwrap();
+    assert_eq!(other.peer_addr().unwrap(), addrs[0]);
+    let again = clone
+        .connect_resolved("brokers.example:9092", addrs.clone())
+        .await
+        .unwrap();
+    assert_eq!(again.peer_addr().unwrap(), addrs[0]);
+    drop((a, b));
+}
