@@ -518,9 +518,18 @@ pub enum FatalError {
         /// Why, in the broker's words where it gave any. Never holds a secret.
         reason: String,
     },
+    /// The driver's transport refused the connection to every bootstrap server, before any
+    /// connection completed its handshake, for a reason no retry fixes: a TLS certificate
+    /// rejected by either side ([`crate::Producer::handle_connection_refused`]; later,
+    /// [`Diagnostic::HandshakeFailed`]).
+    Refused {
+        /// The address of the last connection refused (`host:port`).
+        addr: String,
+        /// Why, in the driver's words, naming the setting to check.
+        reason: String,
+    },
     /// The driver stopped the producer ([`crate::Producer::abort`]) on an error only it
-    /// sees that no retry can fix, such as a TLS certificate rejected by either side, or at
-    /// the application's request.
+    /// sees that no retry can fix, or at the application's request.
     Aborted {
         /// Why, in the driver's words.
         reason: String,
@@ -539,6 +548,9 @@ impl std::fmt::Display for FatalError {
                 "SASL {mechanism} authentication failed: {reason} \
                  (check sasl.mechanism, sasl.username and sasl.password)"
             ),
+            Self::Refused { addr, reason } => {
+                write!(f, "the connection to {addr} was refused: {reason}")
+            }
             Self::Aborted { reason } => write!(f, "stopped by the driver: {reason}"),
         }
     }

@@ -162,17 +162,20 @@
 //!
 //! A certificate rejected by either side (the broker's chain does not lead to a trusted CA,
 //! has expired, is not valid for the host; the broker refuses the client certificate or its
-//! absence) is a configuration error that retrying cannot fix. Reporting it to the core as an
-//! ordinary failed connect would make the core reconnect until `delivery.timeout.ms` and then
-//! fail records with a bare timeout. Instead the connector classifies it
-//! ([`Connector::fatal_reason`]) and the adapter fails the producer: every pending record
-//! resolves at once with [`ErrorKind::Connection`] (which names the broker address, the
-//! reason and the property to check), every later record is refused with it, flush and close
-//! return, and the core is stopped ([`Producer::abort`]) and never driven again, so nothing
-//! reconnects. Persistence stays truthful: the core fails each record as after any fatal
-//! error, `PossiblyPersisted` only if an attempt of it went unanswered (nothing is sent before
-//! a broker answered on the connection, so a certificate rejected at the first connect fails
-//! every record `NotPersisted`), and hands each record back ([`DeliveryError::record`]).
+//! absence) is not an ordinary failed connect: the connector classifies it
+//! ([`Connector::fatal_reason`]) and the adapter hands it to the core
+//! ([`Producer::handle_connection_refused`]), which treats it as a refused SASL handshake.
+//! Before any connection completed its handshake it is the configuration speaking: once every
+//! bootstrap server has refused so or failed to connect, the producer fails at once (not at
+//! `delivery.timeout.ms` with a bare timeout): every pending record resolves with
+//! [`ErrorKind::Connection`] (which names the broker address, the reason and the property to
+//! check), every later record is refused with it, and flush and close return. Persistence
+//! stays truthful: nothing is sent before a broker answered on a connection, so those records
+//! fail `NotPersisted`, each handed back ([`DeliveryError::record`]). Once the cluster was
+//! reached, one broker's certificate (a broker restarted with a certificate from another CA,
+//! a leader moved to a host its certificate does not name) fails only that connection, as in
+//! the Java client: it is logged (`handshake failed; will retry`), the broker is tried again
+//! after the reconnect backoff, and the rest of the cluster goes on serving the producer.
 //! Anything else (refused, reset, a handshake cut short) stays an ordinary connection
 //! failure that the core retries.
 //!
@@ -257,9 +260,12 @@ pub trait Connector: Send + Sync + 'static {
     fn connect(&self, addr: &str) -> impl Future<Output = io::Result<Self::Stream>> + Send;
 
     /// Why `error`, returned by [`Self::connect`] or by reading or writing a stream it opened,
-    /// is a configuration error that no retry can fix (a certificate rejected by either side),
-    /// or `None` (the default) for an ordinary failure that the core retries. On `Some` the
-    /// producer fails as a whole with [`ErrorKind::Connection`]; see the crate documentation.
+    /// is a configuration error that no retry of the connection can fix (a certificate
+    /// rejected by either side), or `None` (the default) for an ordinary failure that the core
+    /// retries. On `Some` the core is told ([`Producer::handle_connection_refused`]): before
+    /// the cluster was reached, once every bootstrap server refused so, the producer fails
+    /// with [`ErrorKind::Connection`]; after, only that connection fails. See the crate
+    /// documentation.
     fn fatal_reason(&self, error: &io::Error) -> Option<String> {
         let _ = error;
         None
@@ -549,8 +555,9 @@ pub enum Acknowledgement {
     Unacknowledged,
 }
 
-/// A connection error that no retry can fix ([`Connector::fatal_reason`]), which failed the
-/// producer: every record pending then, and every record sent afterwards, fails with it.
+/// A connection error that no retry can fix ([`Connector::fatal_reason`]) on every bootstrap
+/// server before the cluster was reached, which failed the producer: every record pending
+/// then, and every record sent afterwards, fails with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectionError {
     /// The broker address (`host:port`) the connection went to.
@@ -582,8 +589,10 @@ pub enum Fatal {
     /// gap or data-loss policy set to `Fatal`. Records fail with
     /// [`ErrorKind::Failed`]`(`[`FailureReason::Fatal`]`)`.
     Producer(FatalError),
-    /// A connection error no retry can fix (a certificate rejected by either side): see
-    /// [`ConnectionError`]. Records fail with [`ErrorKind::Connection`].
+    /// A connection error no retry can fix (a certificate rejected by either side) on every
+    /// bootstrap server before the cluster was reached (the core's
+    /// [`FatalError::Refused`]): see [`ConnectionError`]. Records fail with
+    /// [`ErrorKind::Connection`].
     Connection(ConnectionError),
 }
 
@@ -1574,7 +1583,6 @@ impl ProducerHandle {
             closers: Vec::new(),
             close_requested: false,
             deadline: None,
-            failed: None,
             token_provider,
             fatal: fatal.clone(),
             finishing: Vec::new(),
@@ -2280,9 +2288,6 @@ struct Driver<C: Connector> {
     closers: Vec<oneshot::Sender<()>>,
     close_requested: bool,
     deadline: Option<Instant>,
-    /// Set once a connection error that no retry can fix failed the producer; the core is
-    /// not driven any more.
-    failed: Option<ConnectionError>,
     /// Where OAUTHBEARER tokens come from.
     token_provider: Option<Arc<dyn TokenProvider>>,
     /// Shared with the handles: why the producer failed, once it has.
@@ -2409,9 +2414,6 @@ impl<C: Connector> Driver<C> {
                     Some(Input::Io(conn, r)) => {
                         self.io(core, conn, r);
                         for _ in 1..MAX_PER_WAKEUP {
-                            if self.failed.is_some() {
-                                break;
-                            }
                             let Ok((conn, r)) = io_rx.try_recv() else {
                                 break;
                             };
@@ -2431,11 +2433,9 @@ impl<C: Connector> Driver<C> {
                 }
                 // Before the drain: a topic asked about again is asked in it.
                 self.answer_partition_waiters(core);
-                if self.failed.is_none() {
-                    self.drain(core);
-                    self.expire_deferred(core);
-                    self.pump_deferred(core);
-                }
+                self.drain(core);
+                self.expire_deferred(core);
+                self.pump_deferred(core);
                 let backlogged = self.write_backlogged();
                 core.backlogged = backlogged;
                 let lowest = core.pending.first();
@@ -2597,46 +2597,9 @@ impl<C: Connector> Driver<C> {
 
     fn finished(&self, core: &Core) -> bool {
         self.close_requested
-            && (self.failed.is_some()
-                || (self.deferred.is_empty()
-                    && core.pending.is_empty()
-                    && (core.producer.is_closed() || core.producer.fatal_error().is_some())))
-    }
-
-    /// Fails the producer on a connection error that no retry can fix: every pending and
-    /// deferred record fails with it, flushes and closes resolve, every connection closes,
-    /// and from now on records are refused with it. The core is stopped
-    /// ([`Producer::abort`]) and never driven again, so it cannot reconnect.
-    ///
-    /// The core fails each pending record with its own truthful persistence (possibly
-    /// persisted only if an attempt of it went unanswered: nothing is sent before a broker
-    /// answered on the connection) and hands the record back; the adapter reports it as
-    /// [`ErrorKind::Connection`].
-    fn fail(&mut self, core: &mut Core, addr: Arc<str>, reason: String) {
-        let err = ConnectionError {
-            addr,
-            reason: reason.into(),
-        };
-        error!(error = %err, "producer failed");
-        let _ = self.fatal.set(Fatal::Connection(err.clone()));
-        self.failed = Some(err.clone());
-        core.producer.abort(now(), err.to_string());
-        // The `Failed` events, and `Close` for every connection; nothing is sent any more.
-        self.drain(core);
-        for (id, done) in std::mem::take(&mut core.pending).into_ordered() {
-            // Unreachable: the core failed every record it held.
-            let error = Fatal::Connection(err.clone());
-            let outcome = Err(error.record_error(Persistence::PossiblyPersisted, None));
-            self.resolve(core, id, done, outcome);
-        }
-        core.slabs.publish(&mut self.to_wake);
-        self.conns.clear();
-        self.connecting.abort_all();
-        self.deadline = None;
-        self.deferred_barriers = 0;
-        for cmd in std::mem::take(&mut self.deferred) {
-            self.command(core, cmd);
-        }
+            && self.deferred.is_empty()
+            && core.pending.is_empty()
+            && (core.producer.is_closed() || core.producer.fatal_error().is_some())
     }
 
     /// Carries out outputs until the core waits.
@@ -2743,10 +2706,15 @@ impl<C: Connector> Driver<C> {
                 detail,
             } => {
                 if let Some(done) = core.pending.remove(id) {
-                    let kind = match &self.failed {
-                        // Failed by `fail`, through `Producer::abort`.
-                        Some(e) => ErrorKind::Connection(e.clone()),
-                        None => ErrorKind::Failed(error),
+                    let kind = match error {
+                        // Every bootstrap server's certificate rejected (by either side).
+                        FailureReason::Fatal(FatalError::Refused { addr, reason }) => {
+                            ErrorKind::Connection(ConnectionError {
+                                addr: addr.into(),
+                                reason: reason.into(),
+                            })
+                        }
+                        error => ErrorKind::Failed(error),
                     };
                     let error = DeliveryError {
                         kind,
@@ -2758,12 +2726,18 @@ impl<C: Connector> Driver<C> {
                     core.slabs.publish(&mut self.to_wake);
                 }
             }
-            Event::Fatal(_) if self.failed.is_some() => {} // our own abort, logged by `fail`
             Event::Fatal(e) => {
                 error!(error = %e, "producer failed");
                 // Before the `Failed` events that follow it, so that a record's failure
                 // never resolves before `ProducerHandle::fatal` shows the cause.
-                let _ = self.fatal.set(Fatal::Producer(e));
+                let fatal = match e {
+                    FatalError::Refused { addr, reason } => Fatal::Connection(ConnectionError {
+                        addr: addr.into(),
+                        reason: reason.into(),
+                    }),
+                    e => Fatal::Producer(e),
+                };
+                let _ = self.fatal.set(fatal);
             }
             Event::Diagnostic(d) => match d {
                 Diagnostic::Connected {
@@ -2900,21 +2874,7 @@ impl<C: Connector> Driver<C> {
             }
             cmd => cmd,
         };
-        if self.failed.is_some() {
-            match cmd {
-                cmd @ (Command::Send { .. } | Command::SendMany { .. }) => {
-                    refuse_records(self.fatal.get(), cmd);
-                }
-                Command::Flush(tx) => {
-                    let _ = tx.send(());
-                }
-                Command::Close(tx) => {
-                    self.close_requested = true;
-                    self.closers.extend(tx);
-                }
-                Command::Metrics(_) | Command::PartitionCount { .. } => {}
-            }
-        } else if !self.deferred.is_empty()
+        if !self.deferred.is_empty()
             || (self.write_backlogged() && !core.producer.is_closed() && cmd.is_send())
         {
             // Behind a record waiting for memory, or for the writers to catch up (acks=0):
@@ -3250,9 +3210,12 @@ impl<C: Connector> Driver<C> {
             }
             ReadResult::Failed(e) => {
                 if let Some(c @ Conn::Open { .. }) = self.conns.get(&conn) {
+                    // A certificate rejected (by either side): the core decides whether
+                    // that is this connection's failure or the producer's.
                     if let Some(reason) = self.connector.fatal_reason(&e) {
-                        let addr = c.addr().clone();
-                        self.fail(core, addr, reason);
+                        debug!(conn = conn.0, addr = %c.addr(), %reason, "connection refused");
+                        self.conns.remove(&conn);
+                        core.producer.handle_connection_refused(now(), conn, reason);
                         return;
                     }
                     info!(conn = conn.0, addr = %c.addr(), error = %e, "connection failed");
@@ -3293,7 +3256,9 @@ impl<C: Connector> Driver<C> {
             }
             Err(e) => {
                 if let Some(reason) = self.connector.fatal_reason(&e) {
-                    self.fail(core, addr, reason);
+                    debug!(conn = conn.0, addr = %addr, %reason, "connection refused");
+                    self.conns.remove(&conn);
+                    core.producer.handle_connection_refused(now(), conn, reason);
                     return;
                 }
                 info!(conn = conn.0, addr = %addr, error = %e, "connect failed");

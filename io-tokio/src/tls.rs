@@ -11,9 +11,9 @@
 //! carry). `ssl.endpoint.identification.algorithm=` (empty) drops only the host-name check.
 //!
 //! Errors: [`TlsConnector::fatal_reason`] classifies a certificate rejected by either side as a
-//! configuration error that no retry can fix (see the crate documentation for what the
-//! producer then does); everything else (refused, reset, a handshake cut short) is an ordinary
-//! connection failure that the core retries.
+//! refusal that no retry of the connection can fix (the core treats it as a refused SASL
+//! handshake; see the crate documentation); everything else (refused, reset, a handshake cut
+//! short) is an ordinary connection failure that the core retries.
 
 use std::fmt;
 use std::io;

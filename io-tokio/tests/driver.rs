@@ -47,8 +47,10 @@ struct Script {
     latency: Duration,
     /// Every connect attempt fails with [`Misconfigured`] (a configuration error).
     fatal_connects: bool,
-    /// Set `fatal_connects` once an `AppendThenDrop` dropped a connection.
-    fatal_after_drop: bool,
+    /// Connects failing with [`Misconfigured`] before the next one is taken.
+    refused_connects: usize,
+    /// `refused_connects` set to this once an `AppendThenDrop` dropped a connection.
+    refuse_after_drop: usize,
     /// Append Produce requests without answering them, as Kafka does under acks=0.
     silent_produce: bool,
     /// A node that answers every Produce request this much later.
@@ -137,7 +139,7 @@ impl FakeBroker {
                         Action::Answer => {}
                         Action::AppendThenDrop => {
                             let mut s = self.script.lock().unwrap();
-                            s.fatal_connects |= s.fatal_after_drop;
+                            s.refused_connects += std::mem::take(&mut s.refuse_after_drop);
                             return;
                         }
                         Action::Delay(d) => tokio::time::sleep(d).await,
@@ -171,6 +173,10 @@ impl Connector for FakeBroker {
         {
             let mut s = self.script.lock().unwrap();
             if s.fatal_connects {
+                return Err(io::Error::other(Misconfigured));
+            }
+            if s.refused_connects > 0 {
+                s.refused_connects -= 1;
                 return Err(io::Error::other(Misconfigured));
             }
             if s.fail_connects > 0 {
@@ -867,37 +873,35 @@ async fn a_fatal_connect_error_fails_every_record_at_once_and_is_not_retried() {
     assert_eq!(broker.log("t", 0).len(), 0);
 }
 
+/// Review finding (2026-12-05): a certificate rejected after the producer had reached the
+/// cluster (one broker restarted with a certificate from another CA, a leader moved to a
+/// host its certificate does not name) failed the whole producer for good: every pending
+/// record, those in flight to healthy brokers included, and every later one. It is that
+/// connection's failure now, as a refused SASL handshake is (and as in the Java client):
+/// the broker is tried again after the reconnect backoff, and once its certificate is
+/// accepted the records are delivered, each once.
 #[tokio::test(start_paused = true)]
-async fn a_fatal_error_after_records_were_sent_reports_them_possibly_persisted() {
+async fn a_certificate_rejected_after_the_cluster_was_reached_fails_only_that_connection() {
     let broker = FakeBroker::new("t", 1);
     {
         let mut s = broker.script.lock().unwrap();
         s.produce = VecDeque::from([Action::AppendThenDrop]);
-        s.fatal_after_drop = true;
+        s.refuse_after_drop = 3;
     }
     let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
     let outcomes = enqueue_all(&h, "t", 200).await;
     check_truthful(&broker, "t", &outcomes);
-    let in_log = broker.log("t", 0);
-    assert!(!in_log.is_empty(), "the first batch was appended");
-    let mut possibly = 0;
     for (i, o) in outcomes.iter().enumerate() {
-        let e = o.as_ref().unwrap_err();
-        assert!(
-            matches!(e.kind, ErrorKind::Connection(_)),
-            "record {i}: {e}"
-        );
-        // The core says which: possibly persisted only if an attempt went unanswered.
-        if e.persisted == Persistence::PossiblyPersisted {
-            possibly += 1;
-        }
-        let r = e.record().expect("the record is handed back");
-        assert_eq!(r.value.as_deref(), Some(i.to_string().as_bytes()));
+        assert!(o.is_ok(), "record {i}: {o:?}");
     }
-    assert!(
-        possibly >= in_log.len(),
-        "the records in the log are reported possibly persisted: {possibly}"
-    );
+    assert_eq!(broker.log("t", 0).len(), 200, "each record once");
+    let (refused, connects) = {
+        let s = broker.script.lock().unwrap();
+        (s.refused_connects, s.connects)
+    };
+    assert_eq!(refused, 0, "the three refused connects were made");
+    assert!(connects >= 5, "reconnected past the refusals: {connects}");
+    assert!(h.fatal().is_none(), "{:?}", h.fatal());
     h.close().await;
 }
 

@@ -520,6 +520,24 @@ impl Producer {
         self.drop_conn(conn, connections::CONNECT_FAILED);
     }
 
+    /// The driver's transport refused `conn` for a reason that no retry of it fixes: a TLS
+    /// certificate rejected by either side (the broker's chain leads to no trusted CA, has
+    /// expired, names another host; the broker refuses the client's certificate), in the
+    /// driver's words (`reason`, naming the setting to check). As a refused SASL handshake:
+    /// once a connection has completed its handshake, only this connection fails (closed, its
+    /// broker tried again after the reconnect backoff, [`Diagnostic::HandshakeFailed`]), so
+    /// that one broker's certificate does not stop a producer the rest of the cluster serves;
+    /// before that it is the configuration speaking, and once every bootstrap server has
+    /// refused so or failed to connect, the producer stops with [`FatalError::Refused`]. The
+    /// driver may call it whether `conn` is still connecting or already connected.
+    pub fn handle_connection_refused(&mut self, now: Instant, conn: ConnId, reason: String) {
+        self.advance(now);
+        let Some(addr) = self.conns.get(&conn).map(|c| c.addr.to_string()) else {
+            return;
+        };
+        self.handshake_failed(conn, FatalError::Refused { addr, reason });
+    }
+
     /// The connection was closed by the peer or failed.
     pub fn handle_disconnected(&mut self, now: Instant, conn: ConnId) {
         self.advance(now);
