@@ -21,8 +21,11 @@ use crate::PropertyError;
 /// Supplies OAUTHBEARER tokens (compact JWS strings) to the producer.
 ///
 /// Called on the producer's driver task each time a connection authenticates or
-/// re-authenticates, so it must return quickly: keep the current token cached and refresh it
-/// in the background (as the Java client's login refresh thread does). An `Err` fails that
+/// re-authenticates, under the lock every `send` and `enqueue` takes, so it must return
+/// quickly: a provider that fetches a token from an identity provider synchronously (100 ms
+/// and more) stalls every sender of the producer, on every runtime worker, for that long,
+/// blocking those threads. Keep the current token cached and refresh it in the background
+/// (as the Java client's login refresh thread does). An `Err` fails that
 /// connection's authentication with the message, which must not contain a secret: before any
 /// connection completed its handshake it fails the producer (`FatalError::Authentication`, once every
 /// bootstrap server has failed so), later only that connection, which is opened again after
