@@ -1975,3 +1975,65 @@ fn a_throttled_metadata_answer_holds_the_next_produce() {
     let f = h.next_frame().expect("b written once the throttle passed");
     assert_eq!(api_of(&f).0, api_key::PRODUCE);
 }
+
+/// Review finding (2026-12-05): a head-of-line OUT_OF_ORDER_SEQUENCE_NUMBER answered (v5+)
+/// with a log start of -1, which Kafka gives for a partition the broker just stopped leading,
+/// was judged against the last acknowledged offset and taken as data loss: a spurious
+/// signal, and under `DataLossPolicy::Fatal` a producer stopped for nothing. The broker does
+/// not know the log start then, and the refusal says nothing about our state: the batch is
+/// asked again of the leader metadata names, without a bump.
+#[test]
+fn an_out_of_order_answer_without_a_log_start_is_asked_again_not_taken_as_data_loss() {
+    use kprod_core::protocol::produce::ProduceRequest;
+
+    let mut h = Harness::new(|c| c.data_loss_policy = kprod_core::DataLossPolicy::Fatal);
+    h.p.send(h.now, record("x")).unwrap();
+    h.answer_all();
+    // One connection left (the leader's), which the harness answers on.
+    h.p.handle_disconnected(h.now, ConnId(0));
+    h.drain();
+    h.p.send(h.now, record("b")).unwrap();
+    let f = h.answer_until_produce(&[]).expect("b's request");
+    let seq = epoch_and_sequence(&f);
+    let (_, version, corr) = api_of(&f);
+    assert!(version >= 5, "{version}");
+    let refused = produce_error(&f, ErrorCode::OutOfOrderSequenceNumber);
+    let (_, mut resp) = decode_response::<ProduceRequest>(version, refused.slice(4..)).unwrap();
+    resp.responses[0].partition_responses[0].log_start_offset = -1;
+    h.events.clear();
+    h.feed(encode_response::<ProduceRequest>(&resp, version, corr));
+    assert!(
+        !(h.events.iter()).any(|e| matches!(
+            e,
+            Event::Diagnostic(Diagnostic::DataLoss { .. }) | Event::Fatal(_)
+        )),
+        "{:?}",
+        h.events
+    );
+    // Metadata is asked for, and b goes again under the same epoch and sequence.
+    h.now += Duration::from_secs(2);
+    h.p.handle_timeout(h.now);
+    let mut asked_metadata = false;
+    let g = loop {
+        h.drain();
+        let g = h.next_frame().expect("a request");
+        match api_of(&g).0 {
+            api_key::PRODUCE => break g,
+            key => {
+                asked_metadata |= key == api_key::METADATA;
+                let a = respond(&g, &mut h.next_offset);
+                h.feed(a);
+            }
+        }
+    };
+    assert!(asked_metadata);
+    assert_eq!(epoch_and_sequence(&g), seq, "no bump");
+    let a = respond(&g, &mut h.next_offset);
+    h.feed(a);
+    assert_eq!(
+        deliveries(&h.events).len(),
+        1,
+        "b delivered: {:?}",
+        h.events
+    );
+}

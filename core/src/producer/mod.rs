@@ -142,6 +142,9 @@ pub struct Producer {
     /// While a Produce answer's refusal of one batch is acted on: what the broker said
     /// beyond the code, for that batch's failed records. `None` at every other time.
     broker_refusal: Option<responses::Refusal>,
+    /// While a Produce answer is taken in: whether its version carries the log start
+    /// offset (v5+), so that -1 there means the broker does not know it.
+    log_start_known: bool,
     metadata: MetadataState,
     buffered_bytes: usize,
     /// Memory the driver holds for accepted records beyond their `record_overhead`
@@ -342,6 +345,7 @@ impl Producer {
             refused_ids: 0,
             given_up: None,
             broker_refusal: None,
+            log_start_known: false,
             bump_refused: false,
             bump_at: None,
             metadata: MetadataState::default(),

@@ -145,6 +145,7 @@ impl Producer {
             });
             table.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
         }
+        self.log_start_known = resp.version() >= 5;
         for r in refs {
             let name = &*self.topics[r.topic].name;
             let index = r.partition as i32;
@@ -175,6 +176,7 @@ impl Producer {
                 None => self.retry_batch(r, ErrorCode::NetworkException, true),
             }
         }
+        self.log_start_known = false;
     }
 
     pub(super) fn on_partition_result(&mut self, r: BatchRef, pr: &PartitionResult) {
@@ -443,6 +445,26 @@ impl Producer {
                 partition: pi,
                 batch: p.batches[i].id,
             };
+            self.retry_batch(r, code, false);
+            return;
+        }
+        // A broker that answers v5+ with a log start of -1 does not know it: it is no longer
+        // the partition's leader (Kafka answers so for a partition it just stopped leading),
+        // and the refusal says nothing about our state. Asked again of the leader metadata
+        // names, not judged (before, it was taken as data loss: a spurious signal, and the
+        // producer stopped under the fatal data-loss policy). As the Java client did before
+        // KIP-360.
+        if code == ErrorCode::OutOfOrderSequenceNumber
+            && self.log_start_known
+            && log_start < 0
+            && p.last_acked.is_some()
+        {
+            let r = BatchRef {
+                topic: ti,
+                partition: pi,
+                batch: p.batches[i].id,
+            };
+            self.want_fresh_metadata();
             self.retry_batch(r, code, false);
             return;
         }

@@ -537,6 +537,11 @@ impl ProduceResponseReader {
         Self::new(version, body)
     }
 
+    /// The version the response is read as.
+    pub fn version(&self) -> i16 {
+        self.version
+    }
+
     /// The throttle time.
     pub fn throttle_time_ms(&self) -> i32 {
         self.throttle_time_ms
