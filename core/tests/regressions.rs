@@ -2037,3 +2037,100 @@ fn an_out_of_order_answer_without_a_log_start_is_asked_again_not_taken_as_data_l
         h.events
     );
 }
+
+/// Review finding (2026-12-05): UNKNOWN_PRODUCER_ID on the retry of a batch whose first
+/// attempt went unanswered was taken to mean the first attempt did not land, and the batch
+/// was written again under the next identity. Brokers before 2.4 forget a producer whose
+/// last batch falls below the log start (Kafka Streams purging a repartition topic it has
+/// read, KAFKA-7190), so the first attempt may be in the log: written again, it would be
+/// there twice. It fails possibly persisted instead, and is not sent again.
+/// `x` acknowledged at offset 0, then `a` sent, its answer lost with the connection, and
+/// its retry answered UNKNOWN_PRODUCER_ID with the log starting at `log_start`.
+fn unknown_producer_id_on_a_retry(log_start: i64) -> Harness {
+    use kprod_core::protocol::produce::ProduceRequest;
+
+    let mut h = Harness::new(|_| {});
+    h.p.send(h.now, record("x")).unwrap();
+    h.answer_all();
+    h.p.handle_disconnected(h.now, ConnId(0));
+    h.drain();
+    h.p.send(h.now, record("a")).unwrap();
+    let f = h.answer_until_produce(&[]).expect("a's request");
+    let a_seq = epoch_and_sequence(&f);
+    // Its answer is lost with the connection.
+    let conn = h.conn.expect("connected");
+    h.p.handle_disconnected(h.now, conn);
+    h.drain();
+    h.now += Duration::from_secs(2);
+    h.p.handle_timeout(h.now);
+    let g = h.answer_until_produce(&[]).expect("a's retry");
+    assert_eq!(epoch_and_sequence(&g), a_seq, "the same attempt again");
+    h.events.clear();
+    let (_, version, corr) = api_of(&g);
+    let refused = produce_error(&g, ErrorCode::UnknownProducerId);
+    let (_, mut resp) = decode_response::<ProduceRequest>(version, refused.slice(4..)).unwrap();
+    resp.responses[0].partition_responses[0].log_start_offset = log_start;
+    h.feed(encode_response::<ProduceRequest>(&resp, version, corr));
+    h
+}
+
+/// A log that starts right after the last acknowledged record was cut before `a`'s first
+/// attempt (cut past `a`, it would start beyond `a`'s own offsets): that attempt was refused
+/// too, and `a` goes again under the next identity, delivered.
+#[test]
+fn unknown_producer_id_after_a_cut_before_the_first_attempt_resends() {
+    let mut h = unknown_producer_id_on_a_retry(1);
+    assert!(h.failures().is_empty(), "{:?}", h.events);
+    h.now += Duration::from_secs(2);
+    h.p.handle_timeout(h.now);
+    h.answer_all();
+    assert_eq!(
+        deliveries(&h.events).len(),
+        1,
+        "a delivered: {:?}",
+        h.events
+    );
+}
+
+#[test]
+fn unknown_producer_id_on_the_retry_of_an_unanswered_batch_is_not_written_again() {
+    // The log starts past `a`'s offset (1): `a` may have been written, and cut.
+    let mut h = unknown_producer_id_on_a_retry(2);
+    assert_eq!(
+        h.failures(),
+        [(
+            DeliveryError::Broker(ErrorCode::UnknownProducerId),
+            Persistence::PossiblyPersisted
+        )],
+        "{:?}",
+        h.events
+    );
+    // Nothing of a is written again; the next record goes under the next identity.
+    h.p.send(h.now, record("b")).unwrap();
+    h.now += Duration::from_secs(2);
+    h.p.handle_timeout(h.now);
+    let mut produced = Vec::new();
+    h.drain();
+    while let Some(f) = h.next_frame() {
+        if api_of(&f).0 == api_key::PRODUCE {
+            produced.push(produce_of(&f));
+        }
+        let a = respond(&f, &mut h.next_offset);
+        h.feed(a);
+    }
+    let values: Vec<usize> = (produced.iter())
+        .map(|r| {
+            r.topic_data[0].partition_data[0]
+                .records
+                .as_ref()
+                .map_or(0, |b| b.len())
+        })
+        .collect();
+    assert_eq!(produced.len(), 1, "b alone: {values:?}");
+    assert_eq!(
+        deliveries(&h.events).len(),
+        1,
+        "b delivered: {:?}",
+        h.events
+    );
+}

@@ -417,10 +417,28 @@ impl Producer {
             return;
         }
         if code == ErrorCode::UnknownProducerId {
-            // The broker holds no state for this producer on this partition, so no attempt
-            // of this batch is in its log: an earlier attempt whose answer was lost did not
-            // land (state is only lost after producer.id.expiration.ms of idleness, §A.4).
-            self.topics[ti].partitions[pi].batches[i].maybe_persisted = false;
+            // The broker holds no state for this producer on this partition. That does not
+            // say an earlier attempt whose answer was lost did not land: brokers before 2.4
+            // forget a producer whose last batch falls below the log start (retention,
+            // DeleteRecords: Kafka Streams purging a repartition topic it has read, KAFKA-7190),
+            // and a broker that reloads its state from a snapshot (or Tansu restarted on
+            // durable storage) may hold the batch but not the producer. So a batch that may be
+            // in the log stays so, and fails possibly persisted below rather than being
+            // written again under the next identity, a duplicate (a review finding; it was
+            // taken as not written). Unless something else explains the lost state:
+            // - the partition idled past the brokers' expiry (it is probing,
+            //   `Partition::probe`): the broker forgot the producer before this batch's first
+            //   attempt, which it then refused too (written, it would know the producer);
+            // - the log starts right after the last acknowledged record: a log start moved
+            //   past this batch would be beyond the batch's own offsets, so the deletion that
+            //   dropped the state came before it, and so did the refusal of its first attempt.
+            let known_start = self.log_start_known;
+            let p = &mut self.topics[ti].partitions[pi];
+            let deleted_before = known_start
+                && (p.last_acked).is_some_and(|(_, offset)| log_start == offset.saturating_add(1));
+            if p.probe || deleted_before {
+                p.batches[i].maybe_persisted = false;
+            }
             // Refused at sequence 0, the start of an identity on the partition: the broker
             // takes no batch under this producer id at all (Tansu, restarted without its
             // state, answers so to every epoch of it; Kafka accepts an unknown producer at
