@@ -452,3 +452,29 @@ fn a_record_larger_than_the_buffer_is_taken_alone() {
     assert_eq!(delivered.len(), 1, "{:?}", h.events);
     assert_eq!(delivered[0].0, id);
 }
+
+/// Review finding (2026-12-05): with the buffer full, a record for a partition the topic
+/// does not have was refused `QueueFull` (and every lingering batch was sent early), so an
+/// application retrying on `QueueFull` retried until memory freed before it learned the
+/// partition was wrong. The partition is checked first.
+#[test]
+fn a_wrong_partition_is_refused_as_such_when_the_buffer_is_full() {
+    let mut h = lingering(BATCH);
+    h.p.send(h.now, small(0)).unwrap();
+    h.answer_all();
+    let mut i = 1;
+    loop {
+        let r = Record::new(TOPIC, vec![1u8; 4000]).with_partition(0);
+        match h.p.send(h.now, r) {
+            Ok(_) => i += 1,
+            Err(SendError::QueueFull(_)) => break,
+            Err(e) => panic!("{e}"),
+        }
+        assert!(i < 10_000, "the buffer never filled");
+    }
+    let wrong = Record::new(TOPIC, "x").with_partition(99);
+    match h.p.send(h.now, wrong) {
+        Err(SendError::InvalidPartition { partitions, .. }) => assert_eq!(partitions, Some(1)),
+        other => panic!("{other:?}"),
+    }
+}

@@ -1799,3 +1799,53 @@ fn a_topic_asked_about_back_from_idleness_waits_for_fresh_metadata() {
         "the fresh count"
     );
 }
+
+/// Review finding (2026-12-05): a keyless record that did not fit the sticky partition's
+/// open batch opened a batch of its own there before the sticky partition moved on, so
+/// every full batch was followed by a one-record batch on the partition left behind (about
+/// twice the batches, and a second in-flight slot, per partition). It now moves the sticky
+/// partition first and goes there (KIP-480's abort on a new batch): each partition's batches
+/// hold full runs.
+#[test]
+fn a_keyless_record_that_does_not_fit_moves_the_sticky_partition_first() {
+    let mut net = Net::with(|c| {
+        c.linger = Duration::from_secs(60);
+        c.batch_size = 4096;
+    });
+    let meta = two_partitions([1, 1]);
+    net.h
+        .p
+        .send(net.h.now, Record::new(TOPIC, "x").with_partition(1))
+        .unwrap();
+    net.run(3, &meta, &mut |_| None);
+    let before = net.h.events.len();
+    let value = "v".repeat(1000);
+    let ids: Vec<_> = (0..12)
+        .map(|_| {
+            (net.h.p)
+                .send(net.h.now, Record::new(TOPIC, value.clone()))
+                .unwrap()
+        })
+        .collect();
+    net.h.p.flush(net.h.now);
+    net.run(20, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 0);
+    let delivered = deliveries(&net.h.events[before..]);
+    let parts: Vec<i32> = (ids.iter())
+        .map(|id| delivered.iter().find(|d| d.0 == *id).expect("delivered").1)
+        .collect();
+    // About 1,010 bytes each: three fill a batch of 4,096 (with its 61-byte header), and
+    // the fourth goes to the other partition, which takes the next three.
+    let mut runs = Vec::new();
+    for p in &parts {
+        match runs.last_mut() {
+            Some((q, n)) if q == p => *n += 1,
+            _ => runs.push((*p, 1)),
+        }
+    }
+    assert_eq!(
+        runs.iter().map(|r| r.1).collect::<Vec<_>>(),
+        [3, 3, 3, 3],
+        "{parts:?}"
+    );
+}

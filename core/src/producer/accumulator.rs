@@ -202,6 +202,9 @@ pub(super) struct Placement {
     /// When the record was accepted (by `send`, even if it then waited for metadata): its
     /// delivery timeout runs from then, so a batch it opens is created then.
     since: Instant,
+    /// The partition the sticky partition moves to before the record goes there (the sticky
+    /// partition's open batch had no room for it).
+    sticky_to: Option<i32>,
 }
 
 /// Partition `p`'s open batch, its builder, and the body length of a record of `payload`
@@ -340,17 +343,24 @@ impl Topic {
     /// nothing can send them while another partition could (as Java and librdkafka choose
     /// among available partitions).
     pub(super) fn move_sticky(&mut self) {
-        let n = self.count;
         self.sticky_bytes = 0;
+        if self.count > 0 {
+            self.sticky = self.next_sticky();
+        }
+    }
+
+    /// The partition the sticky partition moves to: the next one with a leader.
+    pub(super) fn next_sticky(&self) -> i32 {
+        let n = self.count;
         if n == 0 {
-            return;
+            return self.sticky;
         }
         let from = self.sticky.rem_euclid(n as i32) as usize;
         let next = (1..=n)
             .map(|k| (from + k) % n)
             .find(|&i| self.partitions.get(i).is_some_and(|p| p.leader.is_some()))
             .unwrap_or((from + 1) % n);
-        self.sticky = next as i32;
+        next as i32
     }
 
     /// After a metadata answer: a sticky partition left without a leader gives way to one
@@ -436,6 +446,32 @@ impl Producer {
                 max_request_size: self.cfg.max_request_size,
             });
         }
+        // A record that waits for metadata (a topic back from idleness, or one whose records
+        // already wait) has its partition checked once the answer arrives: an explicit
+        // partition beyond the count then fails, and one the topic gained meanwhile is taken.
+        // Checked before the room in the buffer, so that a full buffer does not report a
+        // wrong partition as `QueueFull` (a review finding: an application retrying on it
+        // retried, flushing every lingering batch each time, until memory freed).
+        if let Some(ti) = known {
+            let t = &self.topics[ti];
+            let n = t.count as i32;
+            let placeable = t.usable_count().is_some() && t.pending.is_empty();
+            if placeable && n > 0 && record.partition.is_some_and(|p| p >= n) {
+                // Refused at once rather than held (Java blocks `send` up to `max.block.ms`),
+                // so that a wrong partition never holds up the topic's other records; but the
+                // topic may just have grown, so metadata is asked for (at most once per
+                // backoff) and a new partition is taken once the answer names it.
+                let last = self.metadata.last_refresh;
+                if last.is_none_or(|t| t + self.cfg.retry_backoff <= self.now) {
+                    self.metadata.needed = true;
+                    self.wakes.0 += 1;
+                }
+                return Err(SendError::InvalidPartition {
+                    record,
+                    partitions: Some(self.topics[ti].count),
+                });
+            }
+        }
         // librdkafka's count limit (`queue.buffering.max.messages`), refused as a full
         // `buffer.memory` is (below).
         if (self.cfg.max_buffered_records).is_some_and(|max| self.pending_records >= max) {
@@ -473,25 +509,6 @@ impl Producer {
         };
         // Back from idleness, its records wait for the fresh answer (`placed` is None above).
         self.mark_used(ti);
-        let n = self.topics[ti].count as i32;
-        // A record that waits for metadata (a topic back from idleness, or one whose records
-        // already wait) has its partition checked once the answer arrives: an explicit
-        // partition beyond the count then fails, and one the topic gained meanwhile is taken.
-        if placed.is_some() && n > 0 && record.partition.is_some_and(|p| p >= n) {
-            // Refused at once rather than held (Java blocks `send` up to `max.block.ms`), so
-            // that a wrong partition never holds up the topic's other records; but the topic
-            // may just have grown, so metadata is asked for (at most once per backoff) and a
-            // new partition is taken once the answer names it.
-            let last = self.metadata.last_refresh;
-            if last.is_none_or(|t| t + self.cfg.retry_backoff <= self.now) {
-                self.metadata.needed = true;
-                self.wakes.0 += 1;
-            }
-            return Err(SendError::InvalidPartition {
-                record,
-                partitions: Some(self.topics[ti].count),
-            });
-        }
         let id = RecordId(self.next_record);
         self.next_record += 1;
         self.stats.0.records_accepted += 1;
@@ -651,10 +668,33 @@ impl Producer {
     /// moments before. Each record keeps at least half its delivery timeout.
     #[inline(always)]
     fn place(&self, ti: usize, record: &Record, payload: usize, since: Instant) -> Placement {
-        let part = self.choose_partition(ti, record);
-        let partition = self.topics[ti].partitions.get(part as usize);
-        let open = partition
-            .and_then(|p| open_room(p, record.timestamp, payload, self.cfg.batch_fill(), since));
+        let mut part = self.choose_partition(ti, record);
+        let t = &self.topics[ti];
+        let mut partition = t.partitions.get(part as usize);
+        let fill = self.cfg.batch_fill();
+        let mut open = partition.and_then(|p| open_room(p, record.timestamp, payload, fill, since));
+        // A keyless record that does not fit the sticky partition's open batch moves the
+        // sticky partition on first and goes there (KIP-480's abort on a new batch), instead
+        // of opening a batch of its own on the partition it leaves: every full batch was
+        // followed by a one-record batch there, about twice the batches (a review finding).
+        let mut sticky_to = None;
+        if open.is_none()
+            && record.partition.is_none()
+            && self.cfg.partitioner.is_sticky(record.key.as_deref())
+            && partition.is_some_and(|p| {
+                p.batches
+                    .back()
+                    .is_some_and(|b| b.state == BatchState::Open)
+            })
+        {
+            let next = t.next_sticky();
+            if next != part {
+                sticky_to = Some(next);
+                part = next;
+                partition = t.partitions.get(part as usize);
+                open = partition.and_then(|p| open_room(p, record.timestamp, payload, fill, since));
+            }
+        }
         match open {
             // Into the open batch: only what it grows the batch's charge by, nothing while
             // the batch stays within its room.
@@ -673,6 +713,7 @@ impl Producer {
                     charge,
                     reserve: r,
                     since,
+                    sticky_to,
                 }
             }
             None => {
@@ -683,6 +724,7 @@ impl Producer {
                     charge: reserve.charge() + self.cfg.record_overhead,
                     reserve,
                     since,
+                    sticky_to,
                 }
             }
         }
@@ -754,6 +796,22 @@ impl Producer {
                 detail: None,
             });
             return;
+        }
+        if let Some(to) = placed.sticky_to {
+            // The sticky partition's open batch, which had no room for the record, is done.
+            let t = &mut self.topics[ti];
+            let from = t.sticky.rem_euclid(n.max(1));
+            t.sticky = to;
+            t.sticky_bytes = 0;
+            let sealed = (t.partitions.get_mut(from as usize))
+                .and_then(|p| p.batches.back_mut())
+                .filter(|b| b.state == BatchState::Open)
+                .map(|b| b.state = BatchState::Ready)
+                .is_some();
+            if sealed {
+                self.wakes.0 += 1;
+                self.sync(ti, from as usize);
+            }
         }
         let batch_size = self.cfg.batch_size;
         let since = placed.since;
