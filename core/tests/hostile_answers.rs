@@ -849,3 +849,34 @@ fn undecodable_metadata_answers_are_asked_again_only_after_the_backoff() {
         "{asked} metadata requests answered unusably in 10 s, {closes} connections closed"
     );
 }
+
+/// Review finding (2026-12-05): an ApiVersions answer with an error other than
+/// UNSUPPORTED_VERSION (Kafka 2.4+ answers INVALID_REQUEST, at the version asked, to a client
+/// software name or version outside its pattern) was read again at v0, which failed, and the
+/// connection closed as a "bad ApiVersions response", the broker's code lost.
+#[test]
+fn an_api_versions_refusal_keeps_the_brokers_code() {
+    use kprod_core::protocol::api_versions::ApiVersionsRequest;
+    use kprod_core::Diagnostic;
+
+    let mut h = Harness::new(|_| {});
+    h.p.send(h.now, record("a")).unwrap();
+    h.drain();
+    let f = h.next_frame().expect("ApiVersions");
+    let (key, version, corr) = api_of(&f);
+    assert_eq!(key, api_key::API_VERSIONS);
+    assert!(version >= 3, "{version}");
+    let healthy = respond(&f, &mut h.next_offset);
+    let (_, mut resp) = decode_response::<ApiVersionsRequest>(version, healthy.slice(4..)).unwrap();
+    resp.error_code = ErrorCode::InvalidRequest.as_i16();
+    h.feed(encode_response::<ApiVersionsRequest>(&resp, version, corr));
+    let reason = (h.events.iter()).find_map(|e| match e {
+        Event::Diagnostic(Diagnostic::Disconnected { reason, .. }) => Some(*reason),
+        _ => None,
+    });
+    assert!(
+        reason.is_some_and(|r| r.contains("INVALID_REQUEST")),
+        "{reason:?}: {:?}",
+        h.events
+    );
+}

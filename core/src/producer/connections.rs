@@ -584,9 +584,13 @@ impl Producer {
         version: i16,
         frame: Bytes,
     ) -> Result<(), &'static str> {
+        // Read at the version asked; an answer that cannot be read so, or that says
+        // UNSUPPORTED_VERSION, is read at v0 (KIP-511). Any other error keeps its code (a
+        // review finding: read again at v0, it was lost as a bad response).
+        let unsupported = ErrorCode::UnsupportedVersion.as_i16();
         let decoded = decode_response::<ApiVersionsRequest>(version, frame.clone())
             .ok()
-            .filter(|(_, r)| r.error_code == 0)
+            .filter(|(_, r)| r.error_code != unsupported)
             .or_else(|| decode_response::<ApiVersionsRequest>(0, frame.clone()).ok());
         let Some((_, resp)) = decoded else {
             // KIP-511 says an unsupported version is answered at v0 with the broker's range;
@@ -614,6 +618,11 @@ impl Producer {
                 }
                 _ => return Err("no common ApiVersions version"),
             }
+        }
+        if code == ErrorCode::InvalidRequest {
+            // Kafka 2.4+ refuses a client software name or version outside its pattern.
+            return Err("ApiVersions refused as INVALID_REQUEST (Kafka checks \
+                        client.software.name and client.software.version)");
         }
         if !code.is_ok() {
             return Err("ApiVersions error");

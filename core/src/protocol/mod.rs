@@ -144,14 +144,13 @@ impl VersionRange {
 }
 
 /// Picks the version to use for an API: the highest version in both our range and the
-/// broker's. For Produce the broker's advertised minimum is ignored, because Kafka 4.0
-/// advertises 0 but rejects anything below 3 (KAFKA-18659), so only its maximum counts.
-pub fn negotiate(api_key: i16, ours: VersionRange, broker: VersionRange) -> Option<i16> {
-    let broker = if api_key == api_key::PRODUCE {
-        VersionRange::new(i16::MIN, broker.max)
-    } else {
-        broker
-    };
+/// broker's. Kafka 4.0 advertises a Produce minimum of 0 while it refuses anything below 3
+/// (KAFKA-18659): kprod's own Produce minimum is 3, so the overlap never picks those. A
+/// broker whose minimum is above what kprod speaks gets no version (the handshake fails
+/// with `UnsupportedVersions`), rather than requests it said it does not serve (a review
+/// finding: the advertised Produce minimum was ignored upwards too, and each request was
+/// refused until its delivery timeout).
+pub fn negotiate(_api_key: i16, ours: VersionRange, broker: VersionRange) -> Option<i16> {
     ours.intersect(&broker).map(|r| r.max)
 }
 
@@ -305,9 +304,9 @@ mod tests {
     }
 
     #[test]
-    fn negotiation_ignores_the_advertised_produce_minimum() {
-        // Only the broker's maximum counts for Produce (KAFKA-18659): the advertised
-        // minimum is not trusted in either direction.
+    fn negotiation_takes_the_overlap_of_the_produce_ranges() {
+        // Kafka 4.0 advertises 0 and refuses 0-2 (KAFKA-18659): kprod's minimum is 3. A
+        // broker that serves none of kprod's versions gets none.
         let ours = VersionRange::new(3, 12);
         assert_eq!(
             negotiate(api_key::PRODUCE, ours, VersionRange::new(0, 12)),
@@ -315,7 +314,7 @@ mod tests {
         );
         assert_eq!(
             negotiate(api_key::PRODUCE, ours, VersionRange::new(13, 13)),
-            Some(12)
+            None
         );
         assert_eq!(
             negotiate(api_key::PRODUCE, ours, VersionRange::new(0, 7)),
