@@ -1310,8 +1310,12 @@ impl CodecLevels {
             _ => return Ok(false),
         };
         let level: i32 = v.parse().map_err(|_| invalid(name, v, "an integer"))?;
-        // -1 is the codec's default in both clients' conventions.
-        *slot = (level != -1).then_some(level);
+        // -1 is the codec's default for librdkafka's `compression.level` and for Java's
+        // gzip (`Deflater.DEFAULT_COMPRESSION`); for zstd it is a level like any other (its
+        // fastest positive-ratio one), and lz4 has none below 1 (a review finding: a zstd
+        // level of -1 was taken as the default, 3).
+        let default = level == -1 && matches!(name, "compression.level" | "compression.gzip.level");
+        *slot = (!default).then_some(level);
         Ok(true)
     }
 
@@ -1374,7 +1378,7 @@ impl CodecLevels {
 /// | `max.block.ms` | how long a record waits for its topic in metadata before failing, and how long `send`/`enqueue` wait for room in `buffer.memory` before refusing the record (`QueueFull`, handed back) |
 /// | `allow.auto.create.topics` | sent in Metadata requests |
 /// | `compression.type` (`compression.codec`) | `none`, `gzip`, `snappy`, `lz4`, `zstd` |
-/// | `compression.level`, `compression.{gzip,lz4,zstd}.level` | the codec's level; `-1` is its default; librdkafka's `compression.level=0` is gzip's and lz4's fastest, 1 |
+/// | `compression.level`, `compression.{gzip,lz4,zstd}.level` | the codec's level; `-1` is the default of `compression.level` and of gzip's (a zstd level like any other, refused for lz4, as in Java); librdkafka's `compression.level=0` is gzip's and lz4's fastest, 1 |
 /// | `enable.gapless.guarantee` (librdkafka) | `true`: [`GapPolicy::Fatal`], `false`: [`GapPolicy::ContinueWithGap`] |
 /// | `client.software.name`, `client.software.version` (librdkafka) | sent in ApiVersions (KIP-511) |
 /// | `partitioner.class` | empty, `org.apache.kafka.clients.producer.internals.DefaultPartitioner` (murmur2 keys, sticky batches for null keys: kprod's default) or `org.apache.kafka.clients.producer.UniformStickyPartitioner` (keys ignored); a librdkafka `partitioner` that contradicts it is refused |

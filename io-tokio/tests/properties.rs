@@ -676,6 +676,22 @@ fn librdkafka_value_forms_are_taken() {
         .unwrap();
         assert_eq!(c.compression.level, level, "{codec}");
     }
+    // -1: the default of compression.level and of gzip's own; a zstd level like any other;
+    // no lz4 level (Java refuses it too).
+    for (codec, name, level) in [
+        ("zstd", "compression.zstd.level", Some(-1)),
+        ("gzip", "compression.gzip.level", None),
+        ("zstd", "compression.level", None),
+    ] {
+        let c = config_from_properties(&[base, ("compression.type", codec), (name, "-1")]).unwrap();
+        assert_eq!(c.compression.level, level, "{name}");
+    }
+    assert!(config_from_properties(&[
+        base,
+        ("compression.type", "lz4"),
+        ("compression.lz4.level", "-1"),
+    ])
+    .is_err());
     // Java's per-codec name keeps Java's range.
     assert!(config_from_properties(&[
         base,

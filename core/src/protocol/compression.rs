@@ -391,6 +391,13 @@ mod snappy {
         if n > limit.saturating_sub(out.len()) {
             return Err(DecodeError::Invalid(TOO_LARGE));
         }
+        // No snappy element expands more than 64 bytes from 3 (a copy with a 2-byte offset):
+        // a block claiming more than that is corrupt, and is refused before its claimed
+        // length is allocated (a review finding: 4 bytes claiming 64 MiB had 64 MiB
+        // allocated and zeroed, per batch).
+        if n > block.len().saturating_mul(22).saturating_add(64) {
+            return Err(DecodeError::Invalid(CORRUPT));
+        }
         let at = out.len();
         out.resize(at + n, 0);
         let written = snap::raw::Decoder::new()
@@ -515,7 +522,8 @@ mod zstd {
             .map_err(|_| DecodeError::Invalid(CORRUPT))?;
         // The window never needs to exceed the output limit: a frame that asks for more is
         // refused rather than allowed to allocate it.
-        let window_log = (usize::BITS - limit.max(1 << 10).leading_zeros()).clamp(10, 27);
+        // (The bits of limit - 1: the smallest window holding `limit` bytes.)
+        let window_log = (usize::BITS - (limit.max(1 << 10) - 1).leading_zeros()).clamp(10, 27);
         dec.window_log_max(window_log)
             .map_err(|_| DecodeError::Invalid(CORRUPT))?;
         read_limited(dec, limit)
@@ -688,6 +696,53 @@ mod tests {
             assert_eq!(
                 decompress(CompressionType::Snappy, &raw, input.len()).unwrap(),
                 input
+            );
+        }
+    }
+
+    /// Review finding (2026-12-05): a raw snappy block of 4 bytes claiming 64 MiB had its
+    /// claim allocated and zeroed before the decoder found nothing behind it. A claim beyond
+    /// what any snappy block of that length can expand to is refused first; the most
+    /// compressible input (zeros, copies of 64 bytes from 3) still reads back.
+    #[test]
+    fn a_snappy_length_claim_beyond_any_expansion_is_refused() {
+        #[cfg(feature = "snappy")]
+        {
+            let bomb = [0x80u8, 0x80, 0x80, 0x20];
+            assert_eq!(
+                decompress(CompressionType::Snappy, &bomb, 64 << 20),
+                Err(DecodeError::Invalid(CORRUPT))
+            );
+            // The most a block can expand: one literal byte, then copies of 64 bytes at
+            // offset 1, 3 bytes each.
+            let copies = 1000;
+            let n = 1 + 64 * copies;
+            let mut densest = Vec::new();
+            let mut v = n as u32;
+            while v >= 0x80 {
+                densest.push(v as u8 | 0x80);
+                v >>= 7;
+            }
+            densest.push(v as u8);
+            densest.extend_from_slice(&[0x00, 0x00]);
+            for _ in 0..copies {
+                densest.extend_from_slice(&[0xFE, 0x01, 0x00]);
+            }
+            assert_eq!(
+                decompress(CompressionType::Snappy, &densest, 64 << 20).unwrap(),
+                vec![0u8; n]
+            );
+            let zeros = vec![0u8; 4 << 20];
+            let mut framed = BytesMut::new();
+            compress(
+                Compression::new(CompressionType::Snappy),
+                &zeros,
+                &mut framed,
+            )
+            .unwrap();
+            assert_eq!(
+                decompress(CompressionType::Snappy, &framed, 64 << 20).unwrap(),
+                zeros
             );
         }
     }
