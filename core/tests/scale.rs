@@ -1800,3 +1800,42 @@ fn the_walk_of_lingering_batches_takes_turns() {
         "mean latency {best:?} for the favoured partitions, {worst:?} for the rest"
     );
 }
+
+/// Review finding (2026-12-05): once a request had no room for the next batch, the walk went
+/// on through every partition marked for the node looking for a smaller one, so each
+/// request cost a visit to every ready partition of the node once requests filled by bytes
+/// (quadratic to drain a backlog over many partitions). It stops at the first batch that
+/// does not fit, as Java's drain does, and the next request starts with that batch.
+#[test]
+fn a_request_stops_at_the_first_batch_that_does_not_fit() {
+    let mut s = Sim::new(Broker::new(1, &[("t", 3)]), |c| {
+        c.linger = Duration::from_secs(60);
+        c.batch_size = 16 * 1024;
+        c.max_request_size = 20_000;
+    });
+    warm(&mut s);
+    // Partition 0: 5 kB; 1: a batch of 15 kB, too large to share a request with 0's; 2: a
+    // small one that would fit beside 0's.
+    s.send(0, 0, 5000).unwrap();
+    for _ in 0..15 {
+        s.send(0, 1, 1000).unwrap();
+    }
+    s.send(0, 2, 100).unwrap();
+    s.p.flush(s.now);
+    s.drain();
+    let requests: Vec<Vec<i32>> = (s.held.values().flatten())
+        .filter_map(|f| {
+            let (key, version, _, body) = parse_request(f);
+            (key == api_key::PRODUCE).then(|| {
+                let r = ProduceRequest::decode_exact(version, body).unwrap();
+                (r.topic_data.iter())
+                    .flat_map(|t| t.partition_data.iter().map(|p| p.index))
+                    .collect()
+            })
+        })
+        .collect();
+    assert_eq!(requests, [vec![0], vec![1, 2]]);
+    s.settle(1000);
+    assert_eq!(s.p.pending_records(), 0);
+    s.check_logs();
+}

@@ -280,13 +280,15 @@ impl Producer {
                     continue;
                 }
                 // Leave room: a batch that does not fit waits for the next request, which starts
-                // with it.
+                // with it. The walk stops there, as Java's drain does: walking on for a smaller
+                // batch cost every request a visit to each partition marked for the node once
+                // requests filled by bytes (a review finding), and the next request starts here.
                 if let Some(b) = p.batches.iter().find(|b| b.state != BatchState::InFlight) {
                     if !picked.is_empty()
                         && total + request_share(b.wire_len(), &t.name) > self.cfg.max_request_size
                     {
                         left_out.get_or_insert((ti, pi));
-                        continue;
+                        break 'walk;
                     }
                 }
                 let Some((id, wire)) = self.pick_batch(ti, pi, &ctx, &mut probed) else {
