@@ -38,9 +38,14 @@ impl Clone for BatchPool {
 }
 
 impl BatchPool {
-    /// A buffer with room for `capacity` bytes, if one is idle.
+    /// A buffer with room for `capacity` bytes, if one is idle, and not much more: the batch
+    /// taking it is charged against `buffer.memory` for `capacity`, so a buffer many times
+    /// larger (a 1 MiB batch's, for a batch of a cold partition reserving 16 kB) would hold
+    /// memory the charge does not count, and `buffer.memory` would no longer bound the heap
+    /// (a review finding). At most a quarter more is taken.
     pub(super) fn buffer(&mut self, capacity: usize) -> Option<BytesMut> {
-        let i = self.bufs.iter().rposition(|b| b.capacity() >= capacity)?;
+        let most = capacity.saturating_add(capacity / 4);
+        let i = (self.bufs.iter()).rposition(|b| (capacity..=most).contains(&b.capacity()))?;
         Some(self.bufs.swap_remove(i))
     }
 
@@ -55,5 +60,21 @@ impl BatchPool {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_buffer_much_larger_than_asked_is_not_handed_out() {
+        let mut pool = BatchPool::default();
+        pool.put_wire(BytesMut::with_capacity(1 << 20).freeze(), 0..=usize::MAX);
+        assert!(pool.buffer(16 << 10).is_none(), "1 MiB for 16 kB");
+        pool.put_wire(BytesMut::with_capacity(18 << 10).freeze(), 0..=usize::MAX);
+        let got = pool.buffer(16 << 10).expect("18 kB for 16 kB");
+        assert_eq!(got.capacity(), 18 << 10);
+        assert!(pool.buffer(1 << 20).is_some(), "the large one for a large batch");
     }
 }
