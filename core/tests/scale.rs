@@ -1839,3 +1839,27 @@ fn a_request_stops_at_the_first_batch_that_does_not_fit() {
     assert_eq!(s.p.pending_records(), 0);
     s.check_logs();
 }
+
+/// Review finding (2026-12-05): every producer's sticky partition began at partition 0, so
+/// short-lived producers that each send less than a batch of keyless records all wrote to
+/// partition 0 (and producers started together moved round the partitions in lockstep).
+/// The first sticky partition is spread now, as Java and librdkafka pick it at random.
+#[test]
+fn producers_begin_their_sticky_partition_at_different_partitions() {
+    let mut chosen = std::collections::BTreeSet::new();
+    for i in 0..40u64 {
+        let mut s = Sim::new(Broker::new(1, &[("t", 10)]), |_| {});
+        // Producers whose first record comes a few microseconds apart after their start.
+        s.now += Duration::from_micros(1 + 7 * i);
+        s.p.send(s.now, Record::new("t", vec![0u8; 8])).unwrap();
+        s.settle(1000);
+        assert_eq!(s.p.pending_records(), 0);
+        let parts = &s.broker.topics[0].1;
+        let written: Vec<usize> = (0..parts.len())
+            .filter(|&p| !parts[p].log.is_empty())
+            .collect();
+        assert_eq!(written.len(), 1, "{written:?}");
+        chosen.insert(written[0]);
+    }
+    assert!(chosen.len() >= 6, "40 producers began at {chosen:?}");
+}

@@ -626,12 +626,22 @@ impl Producer {
             None => {
                 let shared = shared();
                 debug_assert_eq!(*shared, *name);
+                // The first sticky partition is spread (a review finding: every producer began
+                // at partition 0, so short-lived producers sending less than a batch each all
+                // wrote to it, and producers started together moved round in lockstep; Java
+                // and librdkafka pick at random). No randomness in the core: a hash of the
+                // name and the nanoseconds since the producer was made.
+                let elapsed = self.now.saturating_duration_since(self.born).as_nanos() as u64;
+                let named = (name.bytes()).fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                    (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+                });
+                let sticky = (super::mix(elapsed ^ named) >> 33) as i32;
                 self.topics.push(Topic {
                     name: shared.clone(),
                     partitions: Vec::new(),
                     count: 0,
                     pending: VecDeque::new(),
-                    sticky: 0,
+                    sticky,
                     sticky_bytes: 0,
                     missing: None,
                     stamps_appends: false,

@@ -75,6 +75,9 @@ mod tests {
         pool.put_wire(BytesMut::with_capacity(18 << 10).freeze(), 0..=usize::MAX);
         let got = pool.buffer(16 << 10).expect("18 kB for 16 kB");
         assert_eq!(got.capacity(), 18 << 10);
-        assert!(pool.buffer(1 << 20).is_some(), "the large one for a large batch");
+        assert!(
+            pool.buffer(1 << 20).is_some(),
+            "the large one for a large batch"
+        );
     }
 }
