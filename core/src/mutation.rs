@@ -56,4 +56,12 @@ pub enum Mutation {
     /// NOT_LEADER_OR_FOLLOWER with an offset) taken for a delivery at that offset, since
     /// the leader wrote the batch: a new leader without it truncates it.
     AfterAppendDelivered,
+    /// An OUT_OF_ORDER_SEQUENCE_NUMBER behind an earlier unresolved batch (not the head of
+    /// line) judged as a head-of-line refusal: with no log start past the last
+    /// acknowledgement, a spurious data-loss signal (D15, KAFKA-5793; librdkafka#4438).
+    NonHeadTreatedAsHead,
+    /// UNKNOWN_PRODUCER_ID at the head of line judged by the log start alone, as OUT_OF_ORDER
+    /// is: a broker that forgot an idle producer (its expiry) taken for one that lost
+    /// acknowledged records (D14: KafkaJS #485, aiokafka #510, sarama #1737 fail on it).
+    UnknownPidAsDataLoss,
 }

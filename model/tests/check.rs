@@ -886,6 +886,29 @@ fn catches_a_head_rejection_retried_forever() {
     expect_caught("head rejection retried", cfg, L2);
 }
 
+/// D15 (KAFKA-5793), librdkafka#4438: an OUT_OF_ORDER behind an earlier unresolved batch
+/// taken for a head-of-line refusal signals data loss that did not happen.
+#[test]
+fn catches_a_non_head_refusal_taken_for_the_head() {
+    let cfg = planted(five_in_flight_cfg(), Core::NonHeadTreatedAsHead);
+    expect_caught("non-head refusal judged as the head", cfg, S9);
+}
+
+/// D14 (KafkaJS #485, aiokafka #510, sarama #1737): UNKNOWN_PRODUCER_ID after an idle
+/// producer's state expired taken for data loss.
+#[test]
+fn catches_an_unknown_producer_id_taken_for_data_loss() {
+    let cfg = ModelCfg {
+        records_per_partition: 3,
+        budget: Budget {
+            expiries: 1,
+            ..Budget::default()
+        },
+        ..planted(base(BrokerMode::UnknownPidError), Core::UnknownPidAsDataLoss)
+    };
+    expect_caught("UNKNOWN_PRODUCER_ID judged by the log start", cfg, S9);
+}
+
 #[test]
 fn catches_a_new_producer_id_that_keeps_the_sequence() {
     let cfg = ModelCfg {

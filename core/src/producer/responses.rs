@@ -406,7 +406,7 @@ impl Producer {
                 _ => {}
             }
         }
-        if waiting {
+        if waiting && !mutated!(self.cfg, NonHeadTreatedAsHead) {
             // Not the head: an earlier batch is unresolved. Retry after it, no bump.
             let r = BatchRef {
                 topic: ti,
@@ -492,7 +492,8 @@ impl Producer {
         // UNKNOWN_PRODUCER_ID says the broker lost our state (expiry, an old broker after
         // retention): benign by definition. OUT_OF_ORDER_SEQUENCE_NUMBER is benign only if
         // the log start moved past our last acknowledgement (KIP-360).
-        let benign = code == ErrorCode::UnknownProducerId
+        let benign = (code == ErrorCode::UnknownProducerId
+            && !mutated!(self.cfg, UnknownPidAsDataLoss))
             || match p.last_acked {
                 None => true,
                 Some((_, offset)) => log_start > offset,
