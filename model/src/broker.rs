@@ -42,8 +42,10 @@ pub enum BrokerMode {
     /// client-side epoch bump is refused with PRODUCER_FENCED.
     TansuLike,
     /// Kafka 0.11: only the producer's last batch is cached, and a duplicate of it is answered
-    /// DUPLICATE_SEQUENCE_NUMBER (no offset); a producer with no state and a non-zero
-    /// sequence gets OUT_OF_ORDER_SEQUENCE_NUMBER (spec §A.3). With [`Advertised::KAFKA_0_11`].
+    /// with success and the original's offsets (0.11.0.0 `Log.append`; the spec's §A.3 table
+    /// says DUPLICATE_SEQUENCE_NUMBER, which the model answered until a review read the
+    /// source); a producer with no state and a non-zero sequence gets
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER. With [`Advertised::KAFKA_0_11`].
     Kafka011,
 }
 
@@ -666,7 +668,11 @@ impl Cluster {
                     if truncation && injected.is_none() {
                         Self::commit_to(part, off as usize + count as usize);
                     }
-                    return if matches!(mode, BrokerMode::TansuLike | BrokerMode::Kafka011) {
+                    // Kafka 0.11 answers its last batch's duplicate with success and the
+                    // original's offsets too (`Log.append` returns the duplicate's
+                    // `firstOffset`/`lastOffset`/`timestamp`, 0.11.0.0 Log.scala:643-648); 1.0
+                    // added DUPLICATE_SEQUENCE_NUMBER only for one older than the cache.
+                    return if mode == BrokerMode::TansuLike {
                         Answer::refused(ErrorCode::DuplicateSequenceNumber, log_start)
                     } else {
                         answer(injected, off, 0, log_start)
