@@ -1849,3 +1849,67 @@ fn a_keyless_record_that_does_not_fit_moves_the_sticky_partition_first() {
         "{parts:?}"
     );
 }
+
+/// Review finding (2026-12-05): with two batches in flight to a leader that lost the
+/// partition, the first answer's KIP-951 hint moved the partition to the new leader, and the
+/// second answer (the same hint, the same NOT_LEADER) marked it stale again, so it sent
+/// nothing until a metadata answer came: the hint saved nothing under load. An answer whose
+/// hint names the leader and epoch the partition already has leaves it sendable.
+#[test]
+fn a_second_answer_repeating_a_leader_hint_does_not_undo_it() {
+    let mut net = Net::with(|c| c.linger = Duration::ZERO);
+    let meta = |m: &mut MetadataResponse| topic_on_two_nodes(m, 1, 1, 5);
+    net.send("a");
+    net.run(3, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 0, "a delivered");
+    // b and c in flight to node 1, each in a request of its own.
+    net.send("b");
+    net.drain();
+    net.send("c");
+    net.drain();
+    let mut held = Vec::new();
+    while let Some((conn, f)) = net.next_frame() {
+        assert_eq!(api_of(&f).0, api_key::PRODUCE);
+        held.push((conn, f));
+    }
+    assert_eq!(held.len(), 2, "b and c in flight");
+    // Node 1 answers both: node 2 leads now, at epoch 6.
+    for (conn, f) in &held {
+        let a = not_leader_with_hint(f, 2, 6);
+        net.h
+            .p
+            .handle_read(net.h.now, *conn, &mut BytesMut::from(&a[..]));
+    }
+    // Past the retry backoff, with metadata asked but never answered, b and c go to node 2.
+    net.h.now += Duration::from_secs(2);
+    net.h.p.handle_timeout(net.h.now);
+    let mut metadata_held = 0;
+    let mut to_node_2 = 0;
+    for _ in 0..20 {
+        net.drain();
+        let Some((conn, f)) = net.next_frame() else {
+            break;
+        };
+        let addr = net.addr_of[&conn].clone();
+        match api_of(&f).0 {
+            api_key::METADATA => metadata_held += 1,
+            api_key::PRODUCE => {
+                assert!(addr.starts_with("other"), "to node 2: {addr}");
+                to_node_2 += 1;
+                let a = respond(&f, &mut net.h.next_offset);
+                net.h
+                    .p
+                    .handle_read(net.h.now, conn, &mut BytesMut::from(&a[..]));
+            }
+            _ => {
+                let a = respond(&f, &mut net.h.next_offset);
+                net.h
+                    .p
+                    .handle_read(net.h.now, conn, &mut BytesMut::from(&a[..]));
+            }
+        }
+    }
+    assert!(to_node_2 >= 1, "sent to node 2 without a metadata answer");
+    assert!(metadata_held <= 1);
+    assert_eq!(net.pending(), 0, "b and c delivered: {:?}", net.h.events);
+}

@@ -574,6 +574,17 @@ impl Producer {
                 p.leader_epoch = l.leader_epoch;
                 p.stale_leader = false;
                 changed = true;
+            } else if known
+                && l.leader_epoch >= 0
+                && l.leader_epoch == p.leader_epoch
+                && p.leader == Some(l.leader_id)
+                && code.needs_metadata_refresh()
+            {
+                // The same hint again (a later batch's answer from the old leader): the
+                // partition already follows it, so it stays sendable (a review finding: it
+                // was marked stale again and waited for a metadata answer, so with several
+                // batches in flight the hint saved nothing).
+                p.stale_leader = false;
             }
         }
         changed
