@@ -344,23 +344,40 @@ impl Topic {
     /// among available partitions).
     pub(super) fn move_sticky(&mut self) {
         self.sticky_bytes = 0;
-        if self.count > 0 {
-            self.sticky = self.next_sticky();
+        if self.count > 0 && self.sticky >= 0 {
+            self.sticky = self.next_sticky_from(self.sticky);
         }
     }
 
-    /// The partition the sticky partition moves to: the next one with a leader.
-    pub(super) fn next_sticky(&self) -> i32 {
+    /// The partition a sticky partition at `from` moves to: the next one with a leader.
+    pub(super) fn next_sticky_from(&self, from: i32) -> i32 {
         let n = self.count;
         if n == 0 {
-            return self.sticky;
+            return from;
         }
-        let from = self.sticky.rem_euclid(n as i32) as usize;
+        let from = from.rem_euclid(n as i32) as usize;
         let next = (1..=n)
             .map(|k| (from + k) % n)
             .find(|&i| self.partitions.get(i).is_some_and(|p| p.leader.is_some()))
             .unwrap_or((from + 1) % n);
         next as i32
+    }
+
+    /// The first sticky partition (the topic's first keyless record): spread, so that every
+    /// producer does not begin at partition 0 (a review finding: short-lived producers
+    /// sending less than a batch each all wrote to it, and producers started together moved
+    /// round in lockstep; Java and librdkafka pick at random). No randomness in the core:
+    /// `salt` is a hash of the name and the time since the producer was made. A partition
+    /// with a leader if there is one.
+    fn first_sticky(&self, salt: u64) -> i32 {
+        let n = self.count.max(1);
+        let at = (salt % n as u64) as i32;
+        let leads = |i: i32| self.partitions.get(i as usize).is_some_and(|p| p.leader.is_some());
+        if leads(at) || !(0..n as i32).any(leads) {
+            at
+        } else {
+            self.next_sticky_from(at)
+        }
     }
 
     /// After a metadata answer: a sticky partition left without a leader gives way to one
@@ -369,6 +386,9 @@ impl Topic {
         let n = self.count;
         if n == 0 {
             return;
+        }
+        if self.sticky < 0 {
+            return; // not chosen yet: the first keyless record chooses one with a leader
         }
         let at = self.sticky.rem_euclid(n as i32) as usize;
         let leaderless = self.partitions.get(at).is_none_or(|p| p.leader.is_none());
@@ -626,22 +646,12 @@ impl Producer {
             None => {
                 let shared = shared();
                 debug_assert_eq!(*shared, *name);
-                // The first sticky partition is spread (a review finding: every producer began
-                // at partition 0, so short-lived producers sending less than a batch each all
-                // wrote to it, and producers started together moved round in lockstep; Java
-                // and librdkafka pick at random). No randomness in the core: a hash of the
-                // name and the nanoseconds since the producer was made.
-                let elapsed = self.now.saturating_duration_since(self.born).as_nanos() as u64;
-                let named = (name.bytes()).fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                    (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-                });
-                let sticky = (super::mix(elapsed ^ named) >> 33) as i32;
                 self.topics.push(Topic {
                     name: shared.clone(),
                     partitions: Vec::new(),
                     count: 0,
                     pending: VecDeque::new(),
-                    sticky,
+                    sticky: -1,
                     sticky_bytes: 0,
                     missing: None,
                     stamps_appends: false,
@@ -697,7 +707,7 @@ impl Producer {
                     .is_some_and(|b| b.state == BatchState::Open)
             })
         {
-            let next = t.next_sticky();
+            let next = t.next_sticky_from(part);
             if next != part {
                 sticky_to = Some(next);
                 part = next;
@@ -765,6 +775,21 @@ impl Producer {
         }
     }
 
+    /// Topic `ti`'s sticky partition, chosen now if no keyless record chose it yet (chosen
+    /// lazily, so that producers given only explicit partitions, the model's, hold no
+    /// time-derived value).
+    fn sticky_of(&self, ti: usize) -> i32 {
+        let t = &self.topics[ti];
+        if t.sticky >= 0 {
+            return t.sticky;
+        }
+        let elapsed = self.now.saturating_duration_since(self.born).as_nanos() as u64;
+        let named = (t.name.bytes()).fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        t.first_sticky(super::mix(elapsed ^ named))
+    }
+
     pub(super) fn choose_partition(&self, ti: usize, record: &Record) -> i32 {
         let t = &self.topics[ti];
         let n = t.count as i32;
@@ -772,7 +797,7 @@ impl Producer {
             (Some(p), _) => *p,
             (None, key) => (self.cfg.partitioner)
                 .partition_for(key.as_deref(), n)
-                .unwrap_or(t.sticky % n),
+                .unwrap_or_else(|| self.sticky_of(ti) % n),
         }
     }
 
@@ -809,8 +834,8 @@ impl Producer {
         }
         if let Some(to) = placed.sticky_to {
             // The sticky partition's open batch, which had no room for the record, is done.
+            let from = self.sticky_of(ti).rem_euclid(n.max(1));
             let t = &mut self.topics[ti];
-            let from = t.sticky.rem_euclid(n.max(1));
             t.sticky = to;
             t.sticky_bytes = 0;
             let sealed = (t.partitions.get_mut(from as usize))
@@ -822,6 +847,13 @@ impl Producer {
                 self.wakes.0 += 1;
                 self.sync(ti, from as usize);
             }
+        }
+        if record.partition.is_none()
+            && self.cfg.partitioner.is_sticky(record.key.as_deref())
+            && self.topics[ti].sticky < 0
+        {
+            // The first keyless record: the sticky partition is the one it was placed on.
+            self.topics[ti].sticky = part;
         }
         let batch_size = self.cfg.batch_size;
         let since = placed.since;
