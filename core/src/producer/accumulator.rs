@@ -372,7 +372,11 @@ impl Topic {
     fn first_sticky(&self, salt: u64) -> i32 {
         let n = self.count.max(1);
         let at = (salt % n as u64) as i32;
-        let leads = |i: i32| self.partitions.get(i as usize).is_some_and(|p| p.leader.is_some());
+        let leads = |i: i32| {
+            self.partitions
+                .get(i as usize)
+                .is_some_and(|p| p.leader.is_some())
+        };
         if leads(at) || !(0..n as i32).any(leads) {
             at
         } else {
