@@ -2047,12 +2047,21 @@ fn an_out_of_order_answer_without_a_log_start_is_asked_again_not_taken_as_data_l
 /// `x` acknowledged at offset 0, then `a` sent, its answer lost with the connection, and
 /// its retry answered UNKNOWN_PRODUCER_ID with the log starting at `log_start`.
 fn unknown_producer_id_on_a_retry(log_start: i64) -> Harness {
+    unknown_producer_id_on_a_retry_after(log_start, Duration::ZERO)
+}
+
+/// [`unknown_producer_id_on_a_retry`], `a` sent `idle` after `x` was acknowledged (the
+/// partition probes after 10 s).
+fn unknown_producer_id_on_a_retry_after(log_start: i64, idle: Duration) -> Harness {
     use kprod_core::protocol::produce::ProduceRequest;
 
-    let mut h = Harness::new(|_| {});
+    let mut h = Harness::new(|c| c.producer_id_expiration = Some(Duration::from_secs(10)));
     h.p.send(h.now, record("x")).unwrap();
     h.answer_all();
     h.p.handle_disconnected(h.now, ConnId(0));
+    h.drain();
+    h.now += idle;
+    h.p.handle_timeout(h.now);
     h.drain();
     h.p.send(h.now, record("a")).unwrap();
     let f = h.answer_until_produce(&[]).expect("a's request");
@@ -2131,6 +2140,36 @@ fn unknown_producer_id_on_the_retry_of_an_unanswered_batch_is_not_written_again(
         deliveries(&h.events).len(),
         1,
         "b delivered: {:?}",
+        h.events
+    );
+}
+
+/// After an idle period the partition probes, and a broker that forgot the producer for its
+/// idleness refused `a`'s first attempt too: written again, delivered. Unless the log starts
+/// past `a`'s offset (review of the session's diff: probing alone is not enough, kprod's
+/// expiry being far below any broker's): then `a` may have been written and cut.
+#[test]
+fn unknown_producer_id_after_idling_resends_unless_the_log_was_cut_past_the_batch() {
+    let idle = Duration::from_secs(30);
+    let mut h = unknown_producer_id_on_a_retry_after(1, idle);
+    assert!(h.failures().is_empty(), "{:?}", h.events);
+    h.now += Duration::from_secs(2);
+    h.p.handle_timeout(h.now);
+    h.answer_all();
+    assert_eq!(
+        deliveries(&h.events).len(),
+        1,
+        "a delivered: {:?}",
+        h.events
+    );
+    let h = unknown_producer_id_on_a_retry_after(2, idle);
+    assert_eq!(
+        h.failures(),
+        [(
+            DeliveryError::Broker(ErrorCode::UnknownProducerId),
+            Persistence::PossiblyPersisted
+        )],
+        "{:?}",
         h.events
     );
 }

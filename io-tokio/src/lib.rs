@@ -597,6 +597,18 @@ pub enum Fatal {
 }
 
 impl Fatal {
+    /// The adapter's form of the core's fatal error: a refusal of every bootstrap server's
+    /// connection (a certificate rejected) is a [`ConnectionError`].
+    fn from_core(e: FatalError) -> Self {
+        match e {
+            FatalError::Refused { addr, reason } => Self::Connection(ConnectionError {
+                addr: addr.into(),
+                reason: reason.into(),
+            }),
+            e => Self::Producer(e),
+        }
+    }
+
     /// The error a record gets from this failure, with the record handed back.
     fn record_error(&self, persisted: Persistence, record: Option<Box<Record>>) -> DeliveryError {
         DeliveryError {
@@ -2730,14 +2742,7 @@ impl<C: Connector> Driver<C> {
                 error!(error = %e, "producer failed");
                 // Before the `Failed` events that follow it, so that a record's failure
                 // never resolves before `ProducerHandle::fatal` shows the cause.
-                let fatal = match e {
-                    FatalError::Refused { addr, reason } => Fatal::Connection(ConnectionError {
-                        addr: addr.into(),
-                        reason: reason.into(),
-                    }),
-                    e => Fatal::Producer(e),
-                };
-                let _ = self.fatal.set(fatal);
+                let _ = self.fatal.set(Fatal::from_core(e));
             }
             Event::Diagnostic(d) => match d {
                 Diagnostic::Connected {
@@ -3006,7 +3011,7 @@ impl<C: Connector> Driver<C> {
         let now = now();
         // The core's fatal error before this drain shows it (`Event::Fatal`).
         let fatal = (self.fatal.get().cloned())
-            .or_else(|| (core.producer.fatal_error().cloned()).map(Fatal::Producer));
+            .or_else(|| (core.producer.fatal_error().cloned()).map(Fatal::from_core));
         let closing = self.close_requested;
         for w in std::mem::take(&mut self.partition_waiters) {
             let p = &mut core.producer;

@@ -876,6 +876,12 @@ impl Producer {
         }
         let mut move_sticky = false;
         if !fits {
+            // A partition that fills its batches may take an idle buffer larger than its
+            // reserve (a batch that starts small and grows, `batch.size` above the first
+            // room): it grows into it, its charge with it. Any other takes one of about its
+            // reserve only: a quiet partition's batch would hold a large buffer charged as a
+            // small one, and `buffer.memory` would not bound the heap (a review finding).
+            let hot = fills_batches(&self.cfg, &record, Some(&*p), encoded_len(payload));
             let had_open = if let Some(b) = p.batches.back_mut() {
                 let open = b.state == BatchState::Open;
                 if open {
@@ -889,8 +895,13 @@ impl Producer {
             // An acknowledged batch's buffer if one is idle (no allocation); the record list
             // is new (the last one left with its batch's `Delivered` event). A tight room
             // takes none (they are all larger than it, and it would hold more than charged).
+            let most = if hot {
+                usize::MAX
+            } else {
+                reserve.bytes.saturating_add(reserve.bytes / 4)
+            };
             let buf = (reserve.bytes >= first_room(&self.cfg))
-                .then(|| self.batch_pool.0.buffer(reserve.bytes))
+                .then(|| self.batch_pool.0.buffer(reserve.bytes, most))
                 .flatten();
             let buf = buf.unwrap_or_else(|| shared_buffer(reserve.bytes));
             let list = Vec::with_capacity(reserve.ids);

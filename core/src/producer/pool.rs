@@ -38,13 +38,13 @@ impl Clone for BatchPool {
 }
 
 impl BatchPool {
-    /// A buffer with room for `capacity` bytes, if one is idle, and not much more: the batch
-    /// taking it is charged against `buffer.memory` for `capacity`, so a buffer many times
-    /// larger (a 1 MiB batch's, for a batch of a cold partition reserving 16 kB) would hold
-    /// memory the charge does not count, and `buffer.memory` would no longer bound the heap
-    /// (a review finding). At most a quarter more is taken.
-    pub(super) fn buffer(&mut self, capacity: usize) -> Option<BytesMut> {
-        let most = capacity.saturating_add(capacity / 4);
+    /// A buffer with room for `capacity` bytes and at most `most`, if one is idle. The batch
+    /// taking it is charged against `buffer.memory` for `capacity` (and for what it grows
+    /// by), so a quiet partition's batch asks for not much more than that: a buffer many
+    /// times larger (a 1 MiB batch's, for a batch reserving 16 kB) would hold memory the
+    /// charge does not count (a review finding); a busy one, which grows into it, may take
+    /// any.
+    pub(super) fn buffer(&mut self, capacity: usize, most: usize) -> Option<BytesMut> {
         let i = (self.bufs.iter()).rposition(|b| (capacity..=most).contains(&b.capacity()))?;
         Some(self.bufs.swap_remove(i))
     }
@@ -70,14 +70,18 @@ mod tests {
     #[test]
     fn a_buffer_much_larger_than_asked_is_not_handed_out() {
         let mut pool = BatchPool::default();
+        let quiet = (16 << 10) + (4 << 10);
         pool.put_wire(BytesMut::with_capacity(1 << 20).freeze(), 0..=usize::MAX);
-        assert!(pool.buffer(16 << 10).is_none(), "1 MiB for 16 kB");
-        pool.put_wire(BytesMut::with_capacity(18 << 10).freeze(), 0..=usize::MAX);
-        let got = pool.buffer(16 << 10).expect("18 kB for 16 kB");
-        assert_eq!(got.capacity(), 18 << 10);
         assert!(
-            pool.buffer(1 << 20).is_some(),
-            "the large one for a large batch"
+            pool.buffer(16 << 10, quiet).is_none(),
+            "1 MiB for a quiet 16 kB"
         );
+        pool.put_wire(BytesMut::with_capacity(18 << 10).freeze(), 0..=usize::MAX);
+        let got = pool.buffer(16 << 10, quiet).expect("18 kB for 16 kB");
+        assert_eq!(got.capacity(), 18 << 10);
+        let busy = pool
+            .buffer(16 << 10, usize::MAX)
+            .expect("1 MiB for a busy 16 kB");
+        assert_eq!(busy.capacity(), 1 << 20);
     }
 }

@@ -427,16 +427,31 @@ impl Producer {
             // written again under the next identity, a duplicate (a review finding; it was
             // taken as not written). Unless something else explains the lost state:
             // - the partition idled past the brokers' expiry (it is probing,
-            //   `Partition::probe`): the broker forgot the producer before this batch's first
-            //   attempt, which it then refused too (written, it would know the producer);
+            //   `Partition::probe`) and the log does not start past the batch: the broker
+            //   forgot the producer before this batch's first attempt, which it then refused
+            //   too (written, it would know the producer);
             // - the log starts right after the last acknowledged record: a log start moved
             //   past this batch would be beyond the batch's own offsets, so the deletion that
             //   dropped the state came before it, and so did the refusal of its first attempt.
+            // (Probing alone is not enough: kprod's expiry, `delivery.timeout.ms` by default,
+            // is far below any broker's, so the log start must also not be past the
+            // batch: at most right after the last acknowledged record.)
             let known_start = self.log_start_known;
             let p = &mut self.topics[ti].partitions[pi];
-            let deleted_before = known_start
-                && (p.last_acked).is_some_and(|(_, offset)| log_start == offset.saturating_add(1));
-            if p.probe || deleted_before {
+            let not_cut_past = |exact: bool| {
+                known_start
+                    && (p.last_acked).is_some_and(|(_, offset)| {
+                        let next = offset.saturating_add(1);
+                        if exact {
+                            log_start == next
+                        } else {
+                            log_start <= next
+                        }
+                    })
+            };
+            let deleted_before = not_cut_past(true);
+            let forgotten_idle = p.probe && not_cut_past(false);
+            if forgotten_idle || deleted_before {
                 p.batches[i].maybe_persisted = false;
             }
             // Refused at sequence 0, the start of an identity on the partition: the broker
