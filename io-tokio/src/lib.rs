@@ -609,13 +609,18 @@ impl Fatal {
         }
     }
 
+    /// What a record failed by it is told.
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Producer(e) => ErrorKind::Failed(FailureReason::Fatal(e.clone())),
+            Self::Connection(e) => ErrorKind::Connection(e.clone()),
+        }
+    }
+
     /// The error a record gets from this failure, with the record handed back.
     fn record_error(&self, persisted: Persistence, record: Option<Box<Record>>) -> DeliveryError {
         DeliveryError {
-            kind: match self {
-                Self::Producer(e) => ErrorKind::Failed(FailureReason::Fatal(e.clone())),
-                Self::Connection(e) => ErrorKind::Connection(e.clone()),
-            },
+            kind: self.kind(),
             persisted,
             record,
             detail: None,
@@ -2719,13 +2724,9 @@ impl<C: Connector> Driver<C> {
             } => {
                 if let Some(done) = core.pending.remove(id) {
                     let kind = match error {
-                        // Every bootstrap server's certificate rejected (by either side).
-                        FailureReason::Fatal(FatalError::Refused { addr, reason }) => {
-                            ErrorKind::Connection(ConnectionError {
-                                addr: addr.into(),
-                                reason: reason.into(),
-                            })
-                        }
+                        // As `ProducerHandle::fatal` tells it (every bootstrap server's
+                        // certificate rejected is a `ConnectionError`).
+                        FailureReason::Fatal(e) => Fatal::from_core(e).kind(),
                         error => ErrorKind::Failed(error),
                     };
                     let error = DeliveryError {

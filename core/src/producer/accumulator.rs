@@ -788,9 +788,7 @@ impl Producer {
             return t.sticky;
         }
         let elapsed = self.now.saturating_duration_since(self.born).as_nanos() as u64;
-        let named = (t.name.bytes()).fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
+        let named = u64::from(crate::partitioner::fnv1a(t.name.as_bytes()));
         t.first_sticky(super::mix(elapsed ^ named))
     }
 
@@ -852,10 +850,9 @@ impl Producer {
                 self.sync(ti, from as usize);
             }
         }
-        if record.partition.is_none()
-            && self.cfg.partitioner.is_sticky(record.key.as_deref())
-            && self.topics[ti].sticky < 0
-        {
+        let keyless =
+            record.partition.is_none() && self.cfg.partitioner.is_sticky(record.key.as_deref());
+        if keyless && self.topics[ti].sticky < 0 {
             // The first keyless record: the sticky partition is the one it was placed on.
             self.topics[ti].sticky = part;
         }
@@ -869,8 +866,6 @@ impl Producer {
         // the append.
         let body = placed.body;
         let fits = body.is_some();
-        let keyless =
-            record.partition.is_none() && self.cfg.partitioner.is_sticky(record.key.as_deref());
         if keyless {
             t.sticky_bytes += payload;
         }

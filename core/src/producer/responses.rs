@@ -436,21 +436,14 @@ impl Producer {
             // (Probing alone is not enough: kprod's expiry, `delivery.timeout.ms` by default,
             // is far below any broker's, so the log start must also not be past the
             // batch: at most right after the last acknowledged record.)
-            let known_start = self.log_start_known;
             let p = &mut self.topics[ti].partitions[pi];
-            let not_cut_past = |exact: bool| {
-                known_start
-                    && (p.last_acked).is_some_and(|(_, offset)| {
-                        let next = offset.saturating_add(1);
-                        if exact {
-                            log_start == next
-                        } else {
-                            log_start <= next
-                        }
-                    })
-            };
-            let deleted_before = not_cut_past(true);
-            let forgotten_idle = p.probe && not_cut_past(false);
+            // The offset right after the last acknowledged record, where the answer says
+            // where the log starts.
+            let next = (p.last_acked)
+                .filter(|_| self.log_start_known)
+                .map(|(_, offset)| offset.saturating_add(1));
+            let deleted_before = next == Some(log_start);
+            let forgotten_idle = p.probe && next.is_some_and(|n| log_start <= n);
             if forgotten_idle || deleted_before {
                 p.batches[i].maybe_persisted = false;
             }
