@@ -1220,21 +1220,28 @@ fn keyless_records_go_to_a_partition_with_a_leader() {
     assert_eq!(parts, vec![1; 5], "every keyless record on partition 1");
 }
 
+/// Batches of 4,096 bytes lingering `linger`, the topic's two partitions (`meta`) learned
+/// from a first record to partition 1: ready for keyless records.
+fn sticky_on_two_partitions(linger: Duration, meta: &dyn Fn(&mut MetadataResponse)) -> Net {
+    let mut net = Net::with(|c| {
+        c.linger = linger;
+        c.batch_size = 4096;
+    });
+    net.h
+        .p
+        .send(net.h.now, Record::new(TOPIC, "x").with_partition(1))
+        .unwrap();
+    net.run(3, meta, &mut |_| None);
+    net
+}
+
 /// With batches leaving before they fill (`linger.ms` 0, one record at a time), the sticky
 /// partition still moves on after `batch.size` bytes (KIP-794). Before, it moved only when
 /// an open batch filled, so at low traffic every keyless record went to one partition.
 #[test]
 fn the_sticky_partition_moves_on_after_batch_size_bytes_in_unfilled_batches() {
-    let mut net = Net::with(|c| {
-        c.linger = Duration::ZERO;
-        c.batch_size = 4096;
-    });
     let meta = two_partitions([1, 1]);
-    net.h
-        .p
-        .send(net.h.now, Record::new(TOPIC, "x").with_partition(1))
-        .unwrap();
-    net.run(3, &meta, &mut |_| None);
+    let mut net = sticky_on_two_partitions(Duration::ZERO, &meta);
     let before = net.h.events.len();
     let value = "v".repeat(1000);
     for _ in 0..12 {
@@ -1808,16 +1815,8 @@ fn a_topic_asked_about_back_from_idleness_waits_for_fresh_metadata() {
 /// hold full runs.
 #[test]
 fn a_keyless_record_that_does_not_fit_moves_the_sticky_partition_first() {
-    let mut net = Net::with(|c| {
-        c.linger = Duration::from_secs(60);
-        c.batch_size = 4096;
-    });
     let meta = two_partitions([1, 1]);
-    net.h
-        .p
-        .send(net.h.now, Record::new(TOPIC, "x").with_partition(1))
-        .unwrap();
-    net.run(3, &meta, &mut |_| None);
+    let mut net = sticky_on_two_partitions(Duration::from_secs(60), &meta);
     let before = net.h.events.len();
     let value = "v".repeat(1000);
     let ids: Vec<_> = (0..12)

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use harness::{
-    api_of, deliveries, epoch_and_sequence, produce_error, produce_of, respond, Harness, TOPIC,
+    api_of, deliveries, epoch_and_sequence, produce_error, produce_error_with_log_start,
+    produce_of, respond, Harness, TOPIC,
 };
 use kprod_core::protocol::metadata::MetadataRequest;
 use kprod_core::protocol::{api_key, decode_response, encode_response, ErrorCode};
@@ -1943,8 +1944,7 @@ fn a_throttled_metadata_answer_holds_the_next_produce() {
     // The bootstrap connection goes, so that the periodic refresh goes to the leader's,
     // and is answered with a throttle.
     assert_eq!(h.p.connections().count(), 2);
-    h.p.handle_disconnected(h.now, ConnId(0));
-    h.drain();
+    h.drop_bootstrap_connection();
     assert_eq!(h.p.connections().collect::<Vec<_>>(), [h.conn.unwrap()]);
     h.now += Duration::from_secs(1);
     h.p.handle_timeout(h.now);
@@ -1984,24 +1984,20 @@ fn a_throttled_metadata_answer_holds_the_next_produce() {
 /// asked again of the leader metadata names, without a bump.
 #[test]
 fn an_out_of_order_answer_without_a_log_start_is_asked_again_not_taken_as_data_loss() {
-    use kprod_core::protocol::produce::ProduceRequest;
-
     let mut h = Harness::new(|c| c.data_loss_policy = kprod_core::DataLossPolicy::Fatal);
     h.p.send(h.now, record("x")).unwrap();
     h.answer_all();
-    // One connection left (the leader's), which the harness answers on.
-    h.p.handle_disconnected(h.now, ConnId(0));
-    h.drain();
+    h.drop_bootstrap_connection();
     h.p.send(h.now, record("b")).unwrap();
     let f = h.answer_until_produce(&[]).expect("b's request");
     let seq = epoch_and_sequence(&f);
-    let (_, version, corr) = api_of(&f);
-    assert!(version >= 5, "{version}");
-    let refused = produce_error(&f, ErrorCode::OutOfOrderSequenceNumber);
-    let (_, mut resp) = decode_response::<ProduceRequest>(version, refused.slice(4..)).unwrap();
-    resp.responses[0].partition_responses[0].log_start_offset = -1;
+    assert!(api_of(&f).1 >= 5, "{:?}", api_of(&f));
     h.events.clear();
-    h.feed(encode_response::<ProduceRequest>(&resp, version, corr));
+    h.feed(produce_error_with_log_start(
+        &f,
+        ErrorCode::OutOfOrderSequenceNumber,
+        -1,
+    ));
     assert!(
         !(h.events.iter()).any(|e| matches!(
             e,
@@ -2053,13 +2049,10 @@ fn unknown_producer_id_on_a_retry(log_start: i64) -> Harness {
 /// [`unknown_producer_id_on_a_retry`], `a` sent `idle` after `x` was acknowledged (the
 /// partition probes after 10 s).
 fn unknown_producer_id_on_a_retry_after(log_start: i64, idle: Duration) -> Harness {
-    use kprod_core::protocol::produce::ProduceRequest;
-
     let mut h = Harness::new(|c| c.producer_id_expiration = Some(Duration::from_secs(10)));
     h.p.send(h.now, record("x")).unwrap();
     h.answer_all();
-    h.p.handle_disconnected(h.now, ConnId(0));
-    h.drain();
+    h.drop_bootstrap_connection();
     h.now += idle;
     h.p.handle_timeout(h.now);
     h.drain();
@@ -2075,11 +2068,11 @@ fn unknown_producer_id_on_a_retry_after(log_start: i64, idle: Duration) -> Harne
     let g = h.answer_until_produce(&[]).expect("a's retry");
     assert_eq!(epoch_and_sequence(&g), a_seq, "the same attempt again");
     h.events.clear();
-    let (_, version, corr) = api_of(&g);
-    let refused = produce_error(&g, ErrorCode::UnknownProducerId);
-    let (_, mut resp) = decode_response::<ProduceRequest>(version, refused.slice(4..)).unwrap();
-    resp.responses[0].partition_responses[0].log_start_offset = log_start;
-    h.feed(encode_response::<ProduceRequest>(&resp, version, corr));
+    h.feed(produce_error_with_log_start(
+        &g,
+        ErrorCode::UnknownProducerId,
+        log_start,
+    ));
     h
 }
 

@@ -9,7 +9,9 @@ pub mod support;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use kprod_core::protocol::produce::{ProduceRequest, ProduceResponse, TopicProduceResponse};
+use kprod_core::protocol::produce::{
+    PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse,
+};
 use kprod_core::protocol::{api_key, encode_response, ErrorCode, Message, Reader};
 use kprod_core::{ConnId, Event, Output, Producer, ProducerConfig, RecordId};
 // Not every test file uses each.
@@ -96,6 +98,13 @@ impl Harness {
         self.drain();
     }
 
+    /// Closes the bootstrap connection (the first one), so that every request, metadata
+    /// included, goes on the leader's: the one connection the harness answers on.
+    pub fn drop_bootstrap_connection(&mut self) {
+        self.p.handle_disconnected(self.now, ConnId(0));
+        self.drain();
+    }
+
     /// Answers every request healthily until nothing is left to answer.
     pub fn answer_all(&mut self) {
         self.drain();
@@ -147,8 +156,14 @@ pub fn epoch_and_sequence(frame: &Bytes) -> (i16, i32) {
     )
 }
 
-/// A Produce answer with `code` for every partition of the request `frame`.
+/// A Produce answer with `code` for every partition of the request `frame` (the log
+/// starting at 0).
 pub fn produce_error(frame: &Bytes, code: ErrorCode) -> Bytes {
+    produce_error_with_log_start(frame, code, 0)
+}
+
+/// [`produce_error`] with the log starting at `log_start` (-1: the broker does not know it).
+pub fn produce_error_with_log_start(frame: &Bytes, code: ErrorCode, log_start: i64) -> Bytes {
     let (_, version, corr) = api_of(frame);
     let req = produce_of(frame);
     let resp = ProduceResponse {
@@ -160,7 +175,10 @@ pub fn produce_error(frame: &Bytes, code: ErrorCode) -> Bytes {
                 partition_responses: t
                     .partition_data
                     .iter()
-                    .map(|p| partition_answer(p.index, code.as_i16(), -1))
+                    .map(|p| PartitionProduceResponse {
+                        log_start_offset: log_start,
+                        ..partition_answer(p.index, code.as_i16(), -1)
+                    })
                     .collect(),
             })
             .collect(),
