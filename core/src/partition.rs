@@ -485,6 +485,18 @@ impl Partition {
         self.batches[i].wire = Some(builder.seal(b.producer_id, b.producer_epoch, b.base_sequence));
     }
 
+    /// The partition's leader moved (a new node or leader epoch) while batches wait to be
+    /// retried: they go to the new leader without waiting out their backoff, which was for
+    /// the old one (KIP-951; the Java client's `hasLeaderChangedForTheOngoingRetry`). Only the
+    /// wait changes: the order and the one-at-a-time head retry stay (P2, P5).
+    pub(crate) fn skip_retry_backoff(&mut self, now: Instant) {
+        for b in &mut self.batches {
+            if let BatchState::Retry { at } = &mut b.state {
+                *at = (*at).min(now);
+            }
+        }
+    }
+
     /// The retry that goes next, if any (P5): the first retry of the bound identity. Once that
     /// identity is spent, only a batch that may be in the log still needs it.
     fn head_retry(&self) -> Option<usize> {

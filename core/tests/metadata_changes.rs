@@ -1912,3 +1912,88 @@ fn a_second_answer_repeating_a_leader_hint_does_not_undo_it() {
     assert!(metadata_held <= 1);
     assert_eq!(net.pending(), 0, "b and c delivered: {:?}", net.h.events);
 }
+
+/// A batch refused by an old leader waits out its retry backoff only while the partition's
+/// leader is unchanged: once the answer (KIP-951) or a metadata answer names a new leader, it
+/// goes there at once, as the Java client's `hasLeaderChangedForTheOngoingRetry`. Before, a
+/// leader move cost every refused batch `retry.backoff.ms` (growing to its maximum on the
+/// second refusal) on top of the move itself.
+fn refused_by_the_old_leader_then(hint: bool, moved: bool) -> (usize, Vec<String>) {
+    let mut net = Net::with(|c| {
+        c.linger = Duration::ZERO;
+        c.retry_backoff = Duration::from_secs(5);
+        c.retry_backoff_max = Duration::from_secs(5);
+    });
+    let meta = |m: &mut MetadataResponse| topic_on_two_nodes(m, 1, 1, 5);
+    net.send("a");
+    net.run(3, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 0, "a delivered");
+    net.send("b");
+    net.drain();
+    let (conn, f) = net.next_frame().expect("b's request");
+    assert_eq!(api_of(&f).0, api_key::PRODUCE);
+    let a = if hint {
+        not_leader_with_hint(&f, 2, 6)
+    } else {
+        produce_error(&f, ErrorCode::NotLeaderOrFollower)
+    };
+    net.h
+        .p
+        .handle_read(net.h.now, conn, &mut BytesMut::from(&a[..]));
+    // The clock stands still: whatever goes out now goes without the 5 s backoff.
+    let mut produce_to = Vec::new();
+    for _ in 0..10 {
+        net.drain();
+        let Some((conn, f)) = net.next_frame() else {
+            break;
+        };
+        let (key, version, corr) = api_of(&f);
+        let a = if key == api_key::METADATA {
+            // Node 2 leads now, at epoch 6 (or node 1 still, at epoch 5).
+            let a = respond(&f, &mut net.h.next_offset);
+            let (_, mut m) = decode_response::<MetadataRequest>(version, a.slice(4..)).unwrap();
+            topic_on_two_nodes(&mut m, 1, 1, if moved { 6 } else { 5 });
+            m.topics[0].partitions[0].leader_id = if moved { 2 } else { 1 };
+            encode_response::<MetadataRequest>(&m, version, corr)
+        } else {
+            if key == api_key::PRODUCE {
+                produce_to.push(net.addr_of[&conn].clone());
+            }
+            respond(&f, &mut net.h.next_offset)
+        };
+        net.h
+            .p
+            .handle_read(net.h.now, conn, &mut BytesMut::from(&a[..]));
+    }
+    (net.pending(), produce_to)
+}
+
+#[test]
+fn a_retry_to_a_leader_named_in_the_refusal_skips_its_backoff() {
+    let (pending, produce_to) = refused_by_the_old_leader_then(true, true);
+    assert_eq!(produce_to.len(), 1, "b sent again at once: {produce_to:?}");
+    assert!(
+        produce_to[0].starts_with("other"),
+        "to node 2: {produce_to:?}"
+    );
+    assert_eq!(pending, 0, "b delivered");
+}
+
+#[test]
+fn a_retry_to_a_leader_named_by_metadata_skips_its_backoff() {
+    let (pending, produce_to) = refused_by_the_old_leader_then(false, true);
+    assert_eq!(produce_to.len(), 1, "b sent again at once: {produce_to:?}");
+    assert!(
+        produce_to[0].starts_with("other"),
+        "to node 2: {produce_to:?}"
+    );
+    assert_eq!(pending, 0, "b delivered");
+}
+
+/// The control: metadata naming the same leader at the same epoch leaves the backoff.
+#[test]
+fn a_retry_to_an_unchanged_leader_waits_its_backoff() {
+    let (pending, produce_to) = refused_by_the_old_leader_then(false, false);
+    assert_eq!(produce_to, Vec::<String>::new(), "b waits its backoff");
+    assert_eq!(pending, 1, "b still pending");
+}

@@ -424,7 +424,12 @@ impl Producer {
                 p.leader_epoch = mp.leader_epoch.max(p.leader_epoch);
                 p.stale_leader = false;
                 p.leader = (mp.leader_id >= 0).then_some(mp.leader_id);
-                changed |= was != (p.leader, p.leader_epoch);
+                if was != (p.leader, p.leader_epoch) {
+                    changed = true;
+                    if p.leader.is_some() {
+                        p.skip_retry_backoff(now);
+                    }
+                }
                 // No leader, or one the answer did not list among the brokers (no address to
                 // connect to): ask again after the backoff.
                 if p.leader.is_none_or(|l| !self.brokers.contains_key(&l)) {

@@ -204,7 +204,14 @@ impl Producer {
         // The indexes follow every change to the partition. A plain success leaves it to
         // `ack_batch` (one sync per acknowledged batch instead of two); every other answer
         // syncs here, as before.
+        let p = &self.topics[ti].partitions[pi];
+        let leader_before = (p.leader, p.leader_epoch);
         let moved = self.learn_leadership_from_produce(ti, pi, code, pr);
+        let p = &mut self.topics[ti].partitions[pi];
+        let leader_moved = p.leader.is_some() && (p.leader, p.leader_epoch) != leader_before;
+        if leader_moved {
+            p.skip_retry_backoff(self.now);
+        }
         if moved || code != ErrorCode::None {
             self.sync(ti, pi);
         }
@@ -285,6 +292,12 @@ impl Producer {
                 Persistence::PossiblyPersisted,
             ),
             c => self.fail_permanently(ti, pi, i, c),
+        }
+        // The answer named a new leader (KIP-951): the batch it refused goes there without
+        // its backoff, as the retries already waiting do.
+        if leader_moved {
+            self.topics[ti].partitions[pi].skip_retry_backoff(self.now);
+            self.sync(ti, pi);
         }
     }
 
