@@ -1935,6 +1935,77 @@ fn a_runtime_shut_down_refuses_the_records_waiting_for_memory_and_keeps_the_metr
     assert_eq!(m.records_accepted, accepted, "the last metrics, not zeros");
 }
 
+/// Review finding: records accepted but never sent when the producer's runtime shut down (a
+/// `#[tokio::main]` ending with records lingering) were reported `DriverStopped`, possibly
+/// persisted, without their record: lost with no way to send them again. Now the core tells
+/// which were never sent: not persisted, each handed back; the one in flight stays possibly
+/// persisted (with its record).
+#[test]
+fn a_runtime_shut_down_hands_back_the_records_never_sent() {
+    let rt_a = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let rt_b = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let broker = FakeBroker::new("t", 2);
+    broker.script.lock().unwrap().produce = VecDeque::from(vec![Action::Stall; 64]);
+    let (h, in_flight, lingering) = rt_a.block_on(async {
+        let h = ProducerHandle::with_connector(config(&[("linger.ms", "60000")]), broker.clone())
+            .unwrap();
+        // Written and never answered (the broker stalls): possibly persisted.
+        let in_flight = h
+            .enqueue(Record::new("t", "sent").with_partition(0))
+            .await
+            .unwrap();
+        h.flush_timeout(Duration::from_millis(200))
+            .await
+            .unwrap_err();
+        // Lingering for a minute: never written.
+        let mut lingering = Vec::new();
+        for i in 0..10 {
+            let r = Record::new("t", format!("kept {i}")).with_partition(1);
+            lingering.push(h.enqueue(r).await.unwrap());
+        }
+        (h, in_flight, lingering)
+    });
+    drop(rt_a);
+    let e = rt_b.block_on(in_flight).unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::DriverStopped), "{e}");
+    assert_eq!(
+        e.persisted,
+        Persistence::PossiblyPersisted,
+        "written, unanswered"
+    );
+    assert_eq!(
+        e.record().and_then(|r| r.value.clone()),
+        Some("sent".into())
+    );
+    for (i, f) in lingering.into_iter().enumerate() {
+        let e = rt_b.block_on(f).unwrap_err();
+        assert!(
+            matches!(e.kind, ErrorKind::DriverStopped),
+            "record {i}: {e}"
+        );
+        assert_eq!(
+            e.persisted,
+            Persistence::NotPersisted,
+            "record {i}: never sent"
+        );
+        let value = e.record().and_then(|r| r.value.clone());
+        assert_eq!(
+            value,
+            Some(format!("kept {i}").into()),
+            "record {i} handed back"
+        );
+        assert_eq!(e.record().and_then(|r| r.partition), Some(1));
+    }
+    drop(h);
+}
+
 /// Review finding: under acks=0 a batch leaves `buffer.memory` as soon as it is handed over,
 /// so the refusal that sends what is buffered frees the memory at once; the driver then
 /// stopped retrying the records waiting for it (no answer and no linger timer was left to wake
