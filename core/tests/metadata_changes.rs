@@ -1997,3 +1997,52 @@ fn a_retry_to_an_unchanged_leader_waits_its_backoff() {
     assert_eq!(produce_to, Vec::<String>::new(), "b waits its backoff");
     assert_eq!(pending, 1, "b still pending");
 }
+
+/// Review finding: a Metadata request lost with its connection went again at once on the
+/// next ready connection. A fault resetting whichever connection carries it (a proxy rule, a
+/// broker closing on the request) then reset every connection in turn, each with its Produce
+/// requests in flight, as fast as they reconnected. Now a lost request is a failed attempt,
+/// asked again after the backoff (Java's `Metadata.failedUpdate`).
+#[test]
+fn a_metadata_request_lost_with_its_connection_is_asked_again_after_the_backoff() {
+    let mut net = Net::with(|c| c.linger = Duration::ZERO);
+    let meta = |m: &mut MetadataResponse| topic_on_two_nodes(m, 1, 3, 5);
+    // Records to partitions 0 (node 1) and 2 (node 2): a bootstrap and two node connections.
+    net.send("a");
+    net.h
+        .p
+        .send(net.h.now, Record::new(TOPIC, "c").with_partition(2))
+        .unwrap();
+    net.run(3, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 0, "a and c delivered");
+    assert!(net.conns.len() >= 3, "three ready connections");
+    // The clock stands still. b is refused (its leader moved), which asks for metadata; each
+    // connection that carries a Metadata request is reset instead of answering.
+    net.send("b");
+    net.drain();
+    let (conn, f) = net.next_frame().expect("b's request");
+    assert_eq!(api_of(&f).0, api_key::PRODUCE);
+    let a = produce_error(&f, ErrorCode::NotLeaderOrFollower);
+    net.h
+        .p
+        .handle_read(net.h.now, conn, &mut BytesMut::from(&a[..]));
+    let mut metadata_reset = 0;
+    for _ in 0..20 {
+        net.drain();
+        let Some((conn, f)) = net.next_frame() else {
+            break;
+        };
+        if api_of(&f).0 == api_key::METADATA {
+            metadata_reset += 1;
+            net.conns.remove(&conn);
+            net.h.p.handle_disconnected(net.h.now, conn);
+        }
+    }
+    assert_eq!(
+        metadata_reset, 1,
+        "one Metadata request (and one connection reset) until the backoff passes"
+    );
+    // After the backoff it is asked again, answered, and b is delivered.
+    net.run(10, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 0, "b delivered");
+}

@@ -308,12 +308,27 @@ impl Producer {
                 RequestKind::ApiVersions(_)
                 | RequestKind::SaslHandshake
                 | RequestKind::SaslAuthenticate => {}
+                // A request lost with its connection is a failed attempt, asked again after
+                // the backoff (Java's `Metadata.failedUpdate`; InitProducerId waits its
+                // backoff too), unless the connection closed because its node moved or left
+                // (no failure). Before, it went again at once on the next ready connection:
+                // a fault resetting whichever connection carried it (a proxy, a broker
+                // closing on the request) reset every connection in turn, each with its
+                // Produce requests, as fast as they reconnected (a review finding). (An
+                // answer already found unusable has scheduled its backoff.)
                 RequestKind::Metadata => {
                     self.metadata.in_flight = false;
                     self.metadata.needed = true;
+                    let scheduled = self.metadata.retry_at.is_some_and(|t| t > self.now);
+                    if reason != MOVED && reason != UNLISTED && !scheduled {
+                        self.metadata_again_after_backoff(false);
+                    }
                 }
                 RequestKind::InitProducerId => {
                     self.pid_request = None;
+                    if reason != MOVED && reason != UNLISTED {
+                        self.retry_producer_id_later();
+                    }
                 }
                 RequestKind::Produce(refs) => {
                     for r in refs {

@@ -86,7 +86,7 @@ impl Producer {
     }
 
     /// The next InitProducerId after the backoff, which grows with each failure in a row.
-    fn retry_producer_id_later(&mut self) {
+    pub(super) fn retry_producer_id_later(&mut self) {
         self.pid_failures += 1;
         self.pid_retry_at = Some(
             self.now

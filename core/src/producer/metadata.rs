@@ -57,7 +57,7 @@ impl Producer {
     /// Another metadata request after the backoff, which doubles with each answer in a row
     /// that changed nothing (`MetadataState::unchanged`), from `retry.backoff.ms` up to
     /// `retry.backoff.max.ms`; a change starts it over.
-    fn metadata_again_after_backoff(&mut self, changed: bool) {
+    pub(super) fn metadata_again_after_backoff(&mut self, changed: bool) {
         let n = if changed { 0 } else { self.metadata.unchanged };
         let max = self.cfg.retry_backoff_max;
         let delay = super::backoff_delay(self.cfg.retry_backoff, max, n);

@@ -4,8 +4,9 @@
 //! kprod supports every version that still carries idempotence: Produce v3–v12 (v3 is the
 //! first with RecordBatch v2), Metadata v1–v12, InitProducerId v0–v5 and ApiVersions v0–v3.
 //! For each API the connection speaks the highest version in kprod's range, the broker's range
-//! and under the user's cap ([`MaxVersions`]); for Produce the broker's advertised minimum is
-//! ignored (KAFKA-18659). Two facts about the broker follow from the result and change what the
+//! and under the user's cap ([`MaxVersions`]); a broker whose range shares none of kprod's
+//! versions of an API fails the handshake (Kafka 4.x advertises Produce from 0 but refuses
+//! 0–2, KAFKA-18659; kprod's Produce starts at 3). Two facts about the broker follow from the result and change what the
 //! producer does (see [`NegotiatedVersions`]): whether it knows KIP-360 (InitProducerId v3+,
 //! Kafka 2.5+), and whether its Produce responses can carry KIP-951 leader hints (Produce v10+,
 //! Kafka 3.7+).
