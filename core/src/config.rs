@@ -241,6 +241,12 @@ pub struct ProducerConfig {
     /// an application that shares topics with librdkafka-based producers (rust-rdkafka,
     /// confluent-kafka-go, -python, ...) and needs each key on the same partition.
     pub partitioner: crate::partitioner::Partitioner,
+    /// `partitioner.adaptive.partitioning.enable` (true by default, as in Java): a sticky
+    /// partition moving on takes the least loaded of the next partitions with a leader (the
+    /// fewest batches held), so keyless records keep away from a partition whose broker is
+    /// slow or unreachable (KIP-794; Java weighs every partition by its queue, kprod looks at
+    /// a bounded window). `false`: simply the next partition with a leader.
+    pub adaptive_partitioning: bool,
     /// SASL authentication of every connection (`security.protocol=SASL_PLAINTEXT|SASL_SSL`,
     /// `sasl.mechanism`, `sasl.username`, `sasl.password`), or `None`. Its `Debug` output
     /// never shows the password.
@@ -397,6 +403,7 @@ impl Default for ProducerConfig {
             producer_id_expiration: None,
             compression: Compression::NONE,
             partitioner: crate::partitioner::Partitioner::Murmur2Random,
+            adaptive_partitioning: true,
             topic_compression: BTreeMap::new(),
             sasl: None,
             max_versions: MaxVersions::NONE,

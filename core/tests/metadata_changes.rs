@@ -2046,3 +2046,70 @@ fn a_metadata_request_lost_with_its_connection_is_asked_again_after_the_backoff(
     net.run(10, &meta, &mut |_| None);
     assert_eq!(net.pending(), 0, "b delivered");
 }
+
+/// Review finding: keyless records kept taking their turn on a partition whose broker
+/// stopped answering (black-holed, or killed and not yet replaced): a third of them here
+/// waited there for the request timeout and the failover. Now a moving sticky partition
+/// takes the least loaded of the next partitions with a leader (Java's adaptive
+/// partitioning, KIP-794, weighs partitions by their queues), so the hung broker's
+/// partition, its batches piling up, gets no more than the turn it had.
+#[test]
+fn keyless_records_keep_away_from_a_partition_whose_batches_pile_up() {
+    let waiting = keyless_records_beside_a_hung_partition(true);
+    // At most the one turn partition 2 may have had before its load was seen (the first
+    // sticky partition), about four records of 1,000 B; round-robin gave it a third.
+    assert!(
+        waiting <= 5,
+        "{waiting} of 36 keyless records wait on the hung partition"
+    );
+}
+
+/// `partitioner.adaptive.partitioning.enable=false`: the next partition with a leader, in
+/// turn, loaded or not.
+#[test]
+fn without_adaptive_partitioning_the_sticky_partition_goes_round() {
+    let waiting = keyless_records_beside_a_hung_partition(false);
+    assert!(
+        waiting >= 8,
+        "partition 2 takes its turns: {waiting} of 36 wait there"
+    );
+}
+
+/// 36 keyless records of 1,000 B, one at a time, on three partitions, the third led by a
+/// node that stopped answering with seven batches held: how many wait there.
+fn keyless_records_beside_a_hung_partition(adaptive: bool) -> usize {
+    let mut net = Net::with(|c| {
+        c.linger = Duration::ZERO;
+        c.batch_size = 4096;
+        c.adaptive_partitioning = adaptive;
+    });
+    // Partitions 0 and 1 on node 1, partition 2 on node 2 ("other").
+    let meta = |m: &mut MetadataResponse| topic_on_two_nodes(m, 1, 3, 5);
+    for p in [0, 2] {
+        net.h
+            .p
+            .send(net.h.now, Record::new(TOPIC, "x").with_partition(p))
+            .unwrap();
+    }
+    net.run(3, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 0);
+    // Node 2 stops answering; six more records for partition 2 pile up there.
+    net.hung = Some("other:9092".into());
+    for _ in 0..6 {
+        net.h
+            .p
+            .send(net.h.now, Record::new(TOPIC, "y").with_partition(2))
+            .unwrap();
+        net.run(1, &meta, &mut |_| None);
+    }
+    let before = net.h.events.len();
+    let value = "v".repeat(1000);
+    for _ in 0..36 {
+        net.h
+            .p
+            .send(net.h.now, Record::new(TOPIC, value.clone()))
+            .unwrap();
+        net.run(1, &meta, &mut |_| None);
+    }
+    36 - deliveries(&net.h.events[before..]).len()
+}

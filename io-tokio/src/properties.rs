@@ -566,6 +566,9 @@ fn producer_property(c: &mut ProducerConfig, name: &str, v: &str) -> Result<bool
             };
         }
         "enable.idempotence" => c.enable_idempotence = boolean(name, v)?,
+        "partitioner.adaptive.partitioning.enable" => {
+            c.adaptive_partitioning = boolean(name, v)?;
+        }
         "allow.auto.create.topics" => c.allow_auto_topic_creation = boolean(name, v)?,
         // librdkafka: `queue.buffering.max.ms` (`linger.ms` is its alias) waits for a batch to
         // fill, as linger.ms does.
@@ -898,15 +901,6 @@ fn compat_property(later: &mut Deferred, name: &str, v: &str) -> Result<bool, Pr
                  sticky batches for records without one), UniformStickyPartitioner (keys \
                  ignored, as partitioner.ignore.keys=true) and librdkafka's partitioner \
                  names; choose a partition per record with Record::with_partition instead",
-            ))
-        }
-        "partitioner.adaptive.partitioning.enable" if !boolean(name, v)? => {}
-        "partitioner.adaptive.partitioning.enable" => {
-            return Err(unsupported(
-                name,
-                v,
-                "kprod moves records without a key to a new partition when a batch fills \
-                 (KIP-480), not by broker load (KIP-794); set it to false",
             ))
         }
         "partitioner.availability.timeout.ms" if millis(name, v)?.is_zero() => {}
@@ -1383,7 +1377,7 @@ impl CodecLevels {
 /// | `client.software.name`, `client.software.version` (librdkafka) | sent in ApiVersions (KIP-511) |
 /// | `partitioner.class` | empty, `org.apache.kafka.clients.producer.internals.DefaultPartitioner` (murmur2 keys, sticky batches for null keys: kprod's default) or `org.apache.kafka.clients.producer.UniformStickyPartitioner` (keys ignored); a librdkafka `partitioner` that contradicts it is refused |
 /// | `partitioner.ignore.keys` | `true`: keys ignored, every record goes to the sticky partition (the `random` partitioner; as Java's `UniformStickyPartitioner`, also taken as `partitioner.class`) |
-/// | `partitioner.adaptive.partitioning.enable` | `false` |
+/// | `partitioner.adaptive.partitioning.enable` | [`ProducerConfig::adaptive_partitioning`]: `true` (the default) moves a sticky partition to the least loaded of the next partitions with a leader, `false` to the next one |
 /// | `partitioner.availability.timeout.ms` | `0` |
 /// | `transactional.id`, `interceptor.classes`, `metric.reporters`, `debug` | empty (none) |
 /// | `statistics.interval.ms` | `0` (no statistics) |

@@ -100,6 +100,13 @@ fn a_java_producer_configuration_is_taken_as_is() {
     assert_eq!(c.max_block, Duration::from_secs(60));
     let c = props(&[("max.block.ms", "5000")]).unwrap();
     assert_eq!(c.max_block, Duration::from_secs(5));
+    // Java's default, `true`, is kprod's: a moving sticky partition weighs the partitions'
+    // loads (it was refused, naming KIP-794); `false` moves it to the next one.
+    assert!(props(&[]).unwrap().adaptive_partitioning);
+    let on = props(&[("partitioner.adaptive.partitioning.enable", "true")]).unwrap();
+    assert!(on.adaptive_partitioning);
+    let off = props(&[("partitioner.adaptive.partitioning.enable", "false")]).unwrap();
+    assert!(!off.adaptive_partitioning);
 }
 
 #[test]
@@ -640,11 +647,6 @@ fn what_kprod_cannot_honour_is_refused_naming_the_key_and_why() {
             "partitioner.class",
             "org.apache.kafka.clients.producer.RoundRobinPartitioner",
             "Record::with_partition",
-        ),
-        (
-            "partitioner.adaptive.partitioning.enable",
-            "true",
-            "KIP-794",
         ),
         ("partitioner.availability.timeout.ms", "100", "KIP-794"),
         (
@@ -1342,7 +1344,6 @@ fn every_java_and_librdkafka_producer_property_is_known() {
                 "metrics.num.samples",
                 "metrics.recording.level",
                 "metrics.sample.window.ms",
-                "partitioner.adaptive.partitioning.enable",
                 "transaction.timeout.ms",
                 "value.serializer",
             ][..],

@@ -331,6 +331,10 @@ pub(super) struct Topic {
     pub(super) stale: bool,
 }
 
+/// How many partitions with a leader a moving sticky partition weighs (the next ones after
+/// it): [`Topic::next_sticky_from`].
+pub(super) const STICKY_CANDIDATES: usize = 8;
+
 impl Topic {
     /// The partition count, while what is known of the topic may be used: it has
     /// partitions, and it is neither idle nor back from idleness without a fresh answer.
@@ -342,15 +346,24 @@ impl Topic {
     /// one if none has one): records without a key or partition are not placed where
     /// nothing can send them while another partition could (as Java and librdkafka choose
     /// among available partitions).
-    pub(super) fn move_sticky(&mut self) {
+    pub(super) fn move_sticky(&mut self, adaptive: bool) {
         self.sticky_bytes = 0;
         if self.count > 0 && self.sticky >= 0 {
-            self.sticky = self.next_sticky_from(self.sticky);
+            self.sticky = self.next_sticky_from(self.sticky, adaptive);
         }
     }
 
-    /// The partition a sticky partition at `from` moves to: the next one with a leader.
-    pub(super) fn next_sticky_from(&self, from: i32) -> i32 {
+    /// The partition a sticky partition at `from` moves to: with `adaptive`
+    /// ([`crate::ProducerConfig::adaptive_partitioning`]), of the next
+    /// [`STICKY_CANDIDATES`] partitions with a leader, the one holding the fewest batches
+    /// (queued, in flight or waiting to be retried), the nearest on a tie; the next one if
+    /// none has a leader. Keyless records so keep away from a partition whose broker is slow
+    /// or unreachable (black-holed, killed and not yet replaced), where its batches pile up,
+    /// instead of giving it its turn of every round (Java's adaptive partitioning, KIP-794,
+    /// weighs every partition by its queue; kprod looks at a bounded window so that a move
+    /// costs the same at 10,000 partitions; a review finding). With even loads it is the next
+    /// partition with a leader, as without `adaptive`.
+    pub(super) fn next_sticky_from(&self, from: i32, adaptive: bool) -> i32 {
         let n = self.count;
         if n == 0 {
             return from;
@@ -358,8 +371,13 @@ impl Topic {
         let from = from.rem_euclid(n as i32) as usize;
         let next = (1..=n)
             .map(|k| (from + k) % n)
-            .find(|&i| self.partitions.get(i).is_some_and(|p| p.leader.is_some()))
-            .unwrap_or((from + 1) % n);
+            .filter_map(|i| {
+                let p = self.partitions.get(i).filter(|p| p.leader.is_some())?;
+                Some((p.batches.len(), i))
+            })
+            .take(if adaptive { STICKY_CANDIDATES } else { 1 })
+            .min_by_key(|&(held, _)| held)
+            .map_or((from + 1) % n, |(_, i)| i);
         next as i32
     }
 
@@ -380,13 +398,13 @@ impl Topic {
         if leads(at) || !(0..n as i32).any(leads) {
             at
         } else {
-            self.next_sticky_from(at)
+            self.next_sticky_from(at, false)
         }
     }
 
     /// After a metadata answer: a sticky partition left without a leader gives way to one
     /// with a leader.
-    pub(super) fn sticky_to_a_leader(&mut self) {
+    pub(super) fn sticky_to_a_leader(&mut self, adaptive: bool) {
         let n = self.count;
         if n == 0 {
             return;
@@ -397,7 +415,7 @@ impl Topic {
         let at = self.sticky.rem_euclid(n as i32) as usize;
         let leaderless = self.partitions.get(at).is_none_or(|p| p.leader.is_none());
         if leaderless && self.partitions[..n].iter().any(|p| p.leader.is_some()) {
-            self.move_sticky();
+            self.move_sticky(adaptive);
         }
     }
 
@@ -711,7 +729,7 @@ impl Producer {
                     .is_some_and(|b| b.state == BatchState::Open)
             })
         {
-            let next = t.next_sticky_from(part);
+            let next = t.next_sticky_from(part, self.cfg.adaptive_partitioning);
             if next != part {
                 sticky_to = Some(next);
                 part = next;
@@ -941,7 +959,7 @@ impl Producer {
             b.state = BatchState::Ready;
         }
         if move_sticky {
-            self.topics[ti].move_sticky();
+            self.topics[ti].move_sticky(self.cfg.adaptive_partitioning);
         }
         // Only a new batch or a full one changes what the index holds for the partition.
         if full || !fits {

@@ -454,7 +454,8 @@ impl Producer {
                 p.leader_epoch = -1;
                 p.stale_leader = false;
             }
-            self.topics[ti].sticky_to_a_leader();
+            let adaptive = self.cfg.adaptive_partitioning;
+            self.topics[ti].sticky_to_a_leader(adaptive);
             for pi in 0..self.topics[ti].partitions.len() {
                 if recreated {
                     self.request_bump_for(ti, pi);
