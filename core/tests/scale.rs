@@ -1346,6 +1346,15 @@ fn metadata_beside_five_produce_requests() {
         c.delivery_timeout = Duration::from_secs(5);
     });
     warm(&mut s);
+    // Steps at which a Metadata request (asked for by partition 3's errors) was in flight
+    // beside five Produce requests.
+    let mut beside = 0;
+    let mut count = |s: &Sim| {
+        let m = s.p.metrics();
+        if m.produce_requests_in_flight == 5 && m.requests_in_flight > 5 {
+            beside += 1;
+        }
+    };
     for _ in 0..200 {
         let q = s.p.metrics().partitions[0].queued_records;
         for _ in q..(8 * 16) {
@@ -1353,14 +1362,33 @@ fn metadata_beside_five_produce_requests() {
         }
         let _ = s.send(0, 3, 100);
         s.drain();
+        count(&s);
         s.answer_once();
+        count(&s);
         s.advance(Duration::from_millis(10));
+        count(&s);
     }
     eprintln!(
-        "max produce in flight {} all requests in flight {}",
+        "max produce in flight {} all requests in flight {}; metadata beside five Produce \
+         requests at {beside} steps",
         s.broker.max_inflight_seen, s.broker.max_all_inflight_seen
     );
     s.check_logs();
+    assert_eq!(
+        s.broker.max_inflight_seen, 5,
+        "max.in.flight Produce requests"
+    );
+    assert!(
+        beside > 0,
+        "no Metadata request went out beside five Produce requests"
+    );
+    // On a connection, nothing but that one Metadata request beside them (here it goes to
+    // the least busy connection, the bootstrap one: 5).
+    assert!(
+        (5..=6).contains(&s.broker.max_all_inflight_seen),
+        "{} requests in flight on one connection",
+        s.broker.max_all_inflight_seen
+    );
 }
 
 /// A delivered record's bytes stay visible in the producer's Debug (the idle batch buffers of

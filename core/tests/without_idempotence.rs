@@ -1039,12 +1039,25 @@ fn old_brokers_chaos_idempotence_off_acks_all() {
 
 #[test]
 fn old_broker_chaos_stats() {
-    for release in ["0.11", "2.3", "2.5"] {
+    // The release's newest Produce and InitProducerId versions (both kprod's too).
+    for (release, produce, init) in [("0.11", 3, 0), ("2.3", 7, 1), ("2.5", 8, 3)] {
         let mut tot = (0, 0, 0, 0, 0);
         for seed in 1..40u64 {
             let n = old_broker_chaos(release, seed * 7919, true);
             let o = n.outcomes();
+            // Every record resolved, once and truthfully; no fatal error.
+            n.check_truthful();
+            assert_eq!(n.p.pending_records(), 0, "{release} seed {seed}");
+            assert!(
+                n.p.fatal_error().is_none(),
+                "{release} seed {seed}: {:?}",
+                n.p.fatal_error()
+            );
             let pids: std::collections::BTreeSet<i64> = n.wire.iter().map(|w| w.0).collect();
+            if release == "2.5" {
+                // KIP-360: the producer bumps its epoch; it keeps its producer id.
+                assert_eq!(pids.len(), 1, "{release} seed {seed}: {pids:?}");
+            }
             tot.0 += n.wire.len();
             tot.1 += pids.len();
             tot.2 += o
@@ -1058,12 +1071,32 @@ fn old_broker_chaos_stats() {
             "{release}: batches on wire {}, pids {}, failed {}, log {}, closes {}",
             tot.0, tot.1, tot.2, tot.3, tot.4
         );
+        // 40 records and a warm-up per seed: the chaos made retries, and the logs hold no
+        // more records than were sent (each at most once).
+        let records = 39 * 41;
+        assert!(tot.0 > records, "{release}: no retry in {} batches", tot.0);
+        assert!(tot.3 <= records, "{release}: {} records in the logs", tot.3);
+        if release != "2.5" {
+            // No KIP-360: a new producer id instead of a bump, in some seeds at least.
+            assert!(tot.1 > 39, "{release}: {} producer ids in 39 runs", tot.1);
+        }
         let n = old_broker_chaos(release, 7919, true);
         eprintln!(
             "versions {:?} init {:?}",
             n.produce_versions
                 .iter()
                 .collect::<std::collections::BTreeSet<_>>(),
+            n.init_pid_versions
+        );
+        assert!(
+            n.produce_versions.iter().all(|v| *v == produce),
+            "{release}: Produce {:?}",
+            n.produce_versions
+        );
+        assert!(!n.init_pid_versions.is_empty(), "{release}");
+        assert!(
+            n.init_pid_versions.iter().all(|v| *v == init),
+            "{release}: InitProducerId {:?}",
             n.init_pid_versions
         );
     }
@@ -1322,6 +1355,30 @@ fn gap_policies_ignore_identity_error_failures_without_idempotence() {
             n.outcomes(),
             n.p.fatal_error()
         );
+        n.check_truthful();
+        assert_eq!(n.p.pending_records(), 0, "{policy:?}");
+        // Neither policy applies: no fatal error (Fatal), b not cut behind a (CutPartition).
+        assert!(n.p.fatal_error().is_none(), "{policy:?}");
+        assert!(
+            !n.events().iter().any(|e| matches!(e, Event::Fatal(_))),
+            "{policy:?}"
+        );
+        let o = n.outcomes();
+        let outcome = |v: &str| &o[n.values.iter().find(|(_, x)| *x == v).unwrap().0];
+        assert_eq!(
+            outcome("a"),
+            &vec![Outcome::Failed(
+                DeliveryError::Broker(ErrorCode::OutOfOrderSequenceNumber),
+                Persistence::NotPersisted
+            )],
+            "{policy:?}"
+        );
+        assert_eq!(
+            outcome("b"),
+            &vec![Outcome::Delivered(Some(1))],
+            "{policy:?}"
+        );
+        assert_eq!(n.log_values(0), vec!["warm", "b"], "{policy:?}");
     }
 }
 

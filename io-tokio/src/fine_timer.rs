@@ -129,6 +129,13 @@ mod tests {
 
     struct Owner(Notify);
 
+    /// Waits at most `bound` for the owner's wake-up; whether it came.
+    async fn woken(owner: &Owner, bound: Duration) -> bool {
+        tokio::time::timeout(bound, owner.0.notified())
+            .await
+            .is_ok()
+    }
+
     #[tokio::test]
     async fn wakes_at_the_deadline_not_before() {
         let owner = Arc::new(Owner(Notify::new()));
@@ -138,14 +145,19 @@ mod tests {
             // Set a later deadline first: the earlier one must still wake the thread.
             timer.set(Some(deadline + Duration::from_secs(60)));
             timer.set(Some(deadline));
-            owner.0.notified().await;
+            assert!(
+                woken(&owner, Duration::from_secs(10)).await,
+                "not woken 10 s after a deadline 3 ms away"
+            );
             assert!(Instant::now() >= deadline, "woken before the deadline");
         }
-        // Cleared: no wake-up.
-        timer.set(Some(Instant::now() + Duration::from_millis(2)));
+        // Cleared (long before it comes): no wake-up, even well after it.
+        timer.set(Some(Instant::now() + Duration::from_millis(200)));
         timer.set(None);
-        let woken = tokio::time::timeout(Duration::from_millis(50), owner.0.notified()).await;
-        assert!(woken.is_err(), "woken for a cleared deadline");
+        assert!(
+            !woken(&owner, Duration::from_millis(400)).await,
+            "woken for a cleared deadline"
+        );
         drop(timer);
     }
 
@@ -153,9 +165,19 @@ mod tests {
     fn stops_with_its_owner() {
         let owner = Arc::new(Owner(Notify::new()));
         let timer = FineTimer::start(Arc::downgrade(&owner), |o| &o.0).expect("thread");
-        timer.set(Some(Instant::now()));
         drop(owner);
-        // Joins the thread: it returned once its owner was gone, or on the stop flag.
+        // The deadline finds the owner gone: the thread returns on its own (the timer, not
+        // dropped yet, has not asked it to stop).
+        timer.set(Some(Instant::now()));
+        let thread = timer.thread.as_ref().expect("started");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !thread.is_finished() {
+            assert!(
+                Instant::now() < deadline,
+                "the thread still runs 10 s after its owner was dropped"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
         drop(timer);
     }
 }

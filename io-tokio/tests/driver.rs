@@ -277,6 +277,36 @@ fn all_delivered(outcomes: &[Result<Delivery, DeliveryError>]) {
     }
 }
 
+/// Polls (real time, at most 30 s) until every record accepted for `topic`/`partition` is in
+/// a Produce request awaiting its answer (none left to send) and the fake broker has received
+/// a Produce request (it takes one `script.produce` action per request).
+async fn until_written(
+    h: &ProducerHandle,
+    broker: &FakeBroker,
+    scripted: usize,
+    topic: &str,
+    partition: i32,
+) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let received = scripted - broker.script.lock().unwrap().produce.len();
+        let m = h.metrics().await;
+        let queued = (m.partitions.iter())
+            .find(|p| &*p.topic == topic && p.partition == partition)
+            .map(|p| p.queued_records);
+        if received > 0 && queued == Some(0) && m.records_awaiting_metadata == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after 30 s, {topic}/{partition} still has records to send ({queued:?} queued, \
+             {} awaiting metadata) or the broker received no Produce request ({received})",
+            m.records_awaiting_metadata
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn ten_thousand_overlapping_enqueues_are_delivered_in_order() {
     let broker = FakeBroker::new("t", 3);
@@ -1961,9 +1991,11 @@ fn a_runtime_shut_down_hands_back_the_records_never_sent() {
             .enqueue(Record::new("t", "sent").with_partition(0))
             .await
             .unwrap();
+        // The flush sends it at once (the linger is a minute); it never ends.
         h.flush_timeout(Duration::from_millis(200))
             .await
             .unwrap_err();
+        until_written(&h, &broker, 64, "t", 0).await;
         // Lingering for a minute: never written.
         let mut lingering = Vec::new();
         for i in 0..10 {
@@ -2091,9 +2123,16 @@ async fn enqueue_many_answered_by_a_dead_driver_claims_nothing_it_cannot_know() 
     let mut bomb = Record::new("t", "x").with_partition(0);
     bomb.value = Some(Bytes::from_owner(Bomb(vec![b'z'; 600])));
     records.push(bomb);
+    let n = records.len();
     let results = h.enqueue_many(records).await;
     let logged = broker.log("t", 0).len() - 1;
     assert!(logged > 0, "some of the call's records were written");
+    let failed = results.iter().filter(|r| r.is_err()).count();
+    assert_eq!(
+        (results.len(), failed),
+        (n, n),
+        "the dead driver answered none of the call's records"
+    );
     for (i, r) in results.iter().enumerate() {
         if let Err(e) = r {
             assert_eq!(
@@ -2586,6 +2625,7 @@ mod callbacks {
             h.flush_timeout(Duration::from_millis(200))
                 .await
                 .unwrap_err();
+            until_written(&h, &broker, 64, "t", 0).await;
             h
         });
         assert!(calls.lock().unwrap().is_empty(), "the broker never answers");

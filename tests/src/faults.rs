@@ -1008,8 +1008,10 @@ pub async fn close_while_blackholed(env: Env) -> Summary {
         .await
         .expect("close() returned");
     let took = start.elapsed();
+    // Generous slack for a loaded machine: a close that waits for the blackholed requests
+    // beyond the delivery timeout (or hangs) takes much longer, or trips the timeout above.
     assert!(
-        took <= cfg.delivery_timeout + 2 * cfg.request_timeout + Duration::from_secs(2),
+        took <= cfg.delivery_timeout + 2 * cfg.request_timeout + Duration::from_secs(10),
         "{took:?}"
     );
     l.resolve(Duration::from_secs(1)).await;

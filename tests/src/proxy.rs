@@ -711,11 +711,12 @@ mod tests {
         (proxy, c, seen)
     }
 
-    /// Reads everything until EOF (or 2 s).
-    async fn read_to_end(c: &mut TcpStream) -> Vec<u8> {
+    /// Reads until the connection ends (EOF, or an error such as a reset): what came before.
+    /// `None` if it is still open after 10 s.
+    async fn read_to_end(c: &mut TcpStream) -> Option<Vec<u8>> {
         let mut buf = Vec::new();
-        let _ = tokio::time::timeout(Duration::from_secs(2), c.read_to_end(&mut buf)).await;
-        buf
+        let ended = tokio::time::timeout(Duration::from_secs(10), c.read_to_end(&mut buf)).await;
+        ended.is_ok().then_some(buf)
     }
 
     async fn response(c: &mut TcpStream) -> Vec<u8> {
@@ -747,7 +748,11 @@ mod tests {
         c.write_all(&request(0, 7)).await.expect("write");
         assert_eq!(response(&mut c).await, EXPECTED, "the first one passes");
         c.write_all(&request(0, 7)).await.expect("write");
-        assert!(read_to_end(&mut c).await.is_empty(), "closed, no response");
+        assert_eq!(
+            read_to_end(&mut c).await,
+            Some(vec![]),
+            "closed, no response"
+        );
         assert_eq!(seen.load(Ordering::SeqCst), 2, "the broker processed both");
         assert_eq!(proxy.stats().faults, vec![(0, Fault::Cut)]);
     }
@@ -756,7 +761,11 @@ mod tests {
     async fn reset_drops_the_request() {
         let (_proxy, mut c, seen) = setup(Some(Rule::on(22, Fault::Reset))).await;
         c.write_all(&request(22, 7)).await.expect("write");
-        assert!(read_to_end(&mut c).await.is_empty());
+        assert_eq!(
+            read_to_end(&mut c).await,
+            Some(vec![]),
+            "reset, no response"
+        );
         assert_eq!(seen.load(Ordering::SeqCst), 0);
     }
 
@@ -779,7 +788,7 @@ mod tests {
         assert_eq!(seen.load(Ordering::SeqCst), 2);
         assert_eq!(proxy.open_connections(), 1);
         assert_eq!(proxy.cut_all(), 1);
-        assert!(read_to_end(&mut c).await.is_empty());
+        assert_eq!(read_to_end(&mut c).await, Some(vec![]), "cut, no response");
     }
 
     #[tokio::test]
@@ -883,8 +892,9 @@ mod tests {
         let mut r = TcpStream::connect(proxy.addr())
             .await
             .expect("the connect succeeds");
-        assert!(
-            read_to_end(&mut r).await.is_empty(),
+        assert_eq!(
+            read_to_end(&mut r).await,
+            Some(vec![]),
             "then the connection fails"
         );
         assert_eq!(proxy.stats().reset_on_accept, 1);

@@ -167,6 +167,9 @@ fn producer_state_expiry_of_apache_kafka() {
     let (pid, epoch) = (r.producer_id, r.producer_epoch);
     let p = c.produce(TOPIC, v.produce, 0, batch(pid, epoch, 0, 2));
     assert_eq!((code(&p), p.base_offset), (ErrorCode::None, 0), "{p:?}");
+    // Kafka times the expiry from the last batch it appended (its timestamp, set when it is
+    // built below; a duplicate does not refresh it): the idle time starts before it.
+    let idle = Instant::now();
     let p = c.produce(TOPIC, v.produce, 0, batch(pid, epoch, 2, 1));
     assert_eq!((code(&p), p.base_offset), (ErrorCode::None, 2), "{p:?}");
 
@@ -176,7 +179,6 @@ fn producer_state_expiry_of_apache_kafka() {
 
     // Idle past the expiry; the broker drops the state on its next check. Poll: resend the
     // last batch until it is no longer answered as a duplicate (the state is gone then).
-    let idle = Instant::now();
     let deadline = idle + Duration::from_secs(30);
     let after = loop {
         std::thread::sleep(Duration::from_millis(100));

@@ -107,7 +107,9 @@ fn records_that_time_out_against_a_dead_broker_come_back_as_sent() {
         assert_eq!((m.buffered_records, m.buffered_bytes), (0, 0));
         let p0 = m.partitions.iter().find(|p| p.partition == 0).unwrap();
         assert_eq!(p0.last_acked_offset, Some(0));
-        let _ = tokio::time::timeout(Duration::from_secs(10), producer.close()).await;
+        tokio::time::timeout(Duration::from_secs(10), producer.close())
+            .await
+            .expect("close() finishes within 10 s");
     });
 }
 
