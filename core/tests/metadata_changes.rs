@@ -2113,3 +2113,109 @@ fn keyless_records_beside_a_hung_partition(adaptive: bool) -> usize {
     }
     36 - deliveries(&net.h.events[before..]).len()
 }
+
+/// Review finding: with two batches in flight to a leader that lost the partition, only the
+/// first answer's batch skipped its backoff (its hint brought the news); the second, refused
+/// by the old leader just after, waited `retry.backoff.ms` though the partition already
+/// followed the new leader. Now a batch refused by (or lost with) a node that no longer leads
+/// its partition goes again at once, as the Java client compares the batch's leader epoch.
+#[test]
+fn every_batch_refused_by_the_old_leader_skips_its_backoff() {
+    let mut net = Net::with(|c| {
+        c.linger = Duration::ZERO;
+        c.retry_backoff = Duration::from_secs(5);
+        c.retry_backoff_max = Duration::from_secs(5);
+    });
+    let meta = |m: &mut MetadataResponse| topic_on_two_nodes(m, 1, 1, 5);
+    net.send("a");
+    net.run(3, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 0, "a delivered");
+    net.send("b");
+    net.drain();
+    net.send("c");
+    net.drain();
+    let mut held = Vec::new();
+    while let Some((conn, f)) = net.next_frame() {
+        assert_eq!(api_of(&f).0, api_key::PRODUCE);
+        held.push((conn, f));
+    }
+    assert_eq!(held.len(), 2, "b and c in flight");
+    for (conn, f) in &held {
+        let a = not_leader_with_hint(f, 2, 6);
+        net.h
+            .p
+            .handle_read(net.h.now, *conn, &mut BytesMut::from(&a[..]));
+    }
+    // The clock stands still: b, then c (once b is acknowledged), go to node 2.
+    let mut to_node_2 = 0;
+    for _ in 0..20 {
+        net.drain();
+        let Some((conn, f)) = net.next_frame() else {
+            break;
+        };
+        if api_of(&f).0 == api_key::PRODUCE {
+            assert!(net.addr_of[&conn].starts_with("other"), "to node 2");
+            to_node_2 += 1;
+        }
+        let a = respond(&f, &mut net.h.next_offset);
+        net.h
+            .p
+            .handle_read(net.h.now, conn, &mut BytesMut::from(&a[..]));
+    }
+    assert_eq!(to_node_2, 2, "b and c sent again without waiting");
+    assert_eq!(net.pending(), 0, "b and c delivered: {:?}", net.h.events);
+}
+
+/// Review finding: after a Metadata request was lost with its connection (asked again after
+/// the backoff), any need for fresh metadata (a new topic, a refusal) brought the request
+/// forward to the backoff after the last *answer*, long past: sent at once, and lost again
+/// with its connection. Now the lost attempt counts as the last one.
+#[test]
+fn a_need_for_metadata_after_a_lost_request_still_waits_the_backoff() {
+    let mut net = Net::with(|c| c.linger = Duration::ZERO);
+    let meta = |m: &mut MetadataResponse| topic_on_two_nodes(m, 1, 3, 5);
+    net.send("a");
+    net.h
+        .p
+        .send(net.h.now, Record::new(TOPIC, "c").with_partition(2))
+        .unwrap();
+    net.run(3, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 0, "a and c delivered");
+    // A second later (past `retry.backoff.ms` since the answer), b is refused: metadata is
+    // asked for, and its connection is reset.
+    net.h.now += Duration::from_secs(1);
+    net.send("b");
+    net.drain();
+    let (conn, f) = net.next_frame().expect("b's request");
+    let a = produce_error(&f, ErrorCode::NotLeaderOrFollower);
+    net.h
+        .p
+        .handle_read(net.h.now, conn, &mut BytesMut::from(&a[..]));
+    let mut metadata = 0;
+    let mut new_topic_sent = false;
+    for _ in 0..20 {
+        net.drain();
+        let Some((conn, f)) = net.next_frame() else {
+            if new_topic_sent {
+                break;
+            }
+            // A record for a topic never named before: metadata wanted at once.
+            net.h
+                .p
+                .send(net.h.now, Record::new("other-topic", "z"))
+                .unwrap();
+            new_topic_sent = true;
+            continue;
+        };
+        if api_of(&f).0 == api_key::METADATA {
+            metadata += 1;
+            net.conns.remove(&conn);
+            net.h.p.handle_disconnected(net.h.now, conn);
+        }
+    }
+    assert!(new_topic_sent);
+    assert_eq!(
+        metadata, 1,
+        "the new topic's need waits the backoff after the lost request"
+    );
+}

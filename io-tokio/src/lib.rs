@@ -2375,11 +2375,22 @@ impl<C: Connector> Drop for Driver<C> {
         // was reported possibly persisted without its record, so a `#[tokio::main]` ending
         // with records still lingering lost them with no way to send them again.
         if !core.stopped && !core.pending.is_empty() && !std::thread::panicking() {
-            core.producer
-                .abort(now(), "the producer's driver task stopped");
+            // A core already stopped (`ProducerHandle::abort`, a fatal error) still holds the
+            // events that say so, which keep their own kind.
+            let already = core.producer.fatal_error().is_some();
+            if !already {
+                core.producer
+                    .abort(now(), "the producer's driver task stopped");
+            }
             loop {
                 match core.producer.poll_output() {
                     Output::Wait { .. } => break,
+                    Output::Event(e @ (Event::Delivered(_) | Event::Sent(_))) => {
+                        self.event(&mut core, e);
+                    }
+                    Output::Event(e @ (Event::Failed { .. } | Event::Fatal(_))) if already => {
+                        self.event(&mut core, e);
+                    }
                     Output::Event(Event::Failed {
                         id,
                         persisted,

@@ -2038,6 +2038,55 @@ fn a_runtime_shut_down_hands_back_the_records_never_sent() {
     drop(h);
 }
 
+/// Review finding: records failed by `abort()` whose driver was dropped with its runtime
+/// before it drained them were reported `DriverStopped`, not the abort that failed them.
+#[test]
+fn records_aborted_before_a_runtime_shut_down_keep_the_abort_as_their_cause() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let other = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let broker = FakeBroker::new("t", 1);
+    let (h, futures) = rt.block_on(async {
+        let h = ProducerHandle::with_connector(config(&[("linger.ms", "60000")]), broker.clone())
+            .unwrap();
+        let mut futures = Vec::new();
+        for i in 0..5 {
+            let r = Record::new("t", format!("r{i}")).with_partition(0);
+            futures.push(h.enqueue(r).await.unwrap());
+        }
+        // The abort's first step (the core fails every record) runs; the driver, which
+        // would report them, never runs again on this runtime.
+        {
+            let mut abort = Box::pin(h.abort());
+            tokio::select! {
+                biased;
+                () = &mut abort => panic!("the driver cannot have ended: it did not run"),
+                () = std::future::ready(()) => {}
+            }
+        }
+        (h, futures)
+    });
+    drop(rt);
+    for (i, f) in futures.into_iter().enumerate() {
+        let e = other.block_on(f).unwrap_err();
+        assert!(
+            !matches!(e.kind, ErrorKind::DriverStopped),
+            "record {i}: the abort's own error, not {e}"
+        );
+        assert_eq!(e.persisted, Persistence::NotPersisted, "record {i}");
+        assert_eq!(
+            e.record().and_then(|r| r.value.clone()),
+            Some(format!("r{i}").into())
+        );
+    }
+    drop(h);
+}
+
 /// Review finding: under acks=0 a batch leaves `buffer.memory` as soon as it is handed over,
 /// so the refusal that sends what is buffered frees the memory at once; the driver then
 /// stopped retrying the records waiting for it (no answer and no linger timer was left to wake

@@ -331,8 +331,13 @@ impl Producer {
                     }
                 }
                 RequestKind::Produce(refs) => {
+                    let from = match c.target {
+                        Target::Node(n) => Some(n),
+                        Target::Bootstrap(_) => None,
+                    };
                     for r in refs {
                         self.retry_batch(r, lost, true);
+                        self.retry_at_once_if_led_elsewhere(r, from);
                         touched.push((r.topic, r.partition));
                     }
                 }

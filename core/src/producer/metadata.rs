@@ -65,6 +65,13 @@ impl Producer {
         let delay = self.backoff(self.cfg.retry_backoff, max, n, super::BackoffFor::Metadata);
         self.metadata.needed = true;
         self.metadata.retry_at = Some(self.now + delay);
+        // This attempt (an answer that changed nothing, or a request lost or unusable) is the
+        // last one: a later need for fresh metadata (`want_fresh_metadata`) goes no sooner
+        // than `retry.backoff.ms` after it, as Java's `failedUpdate` sets `lastRefreshMs`.
+        // Before, that need brought the request forward to the backoff after the last
+        // *answer*, long past, so a fault losing every Metadata request lost one per trigger
+        // (a review finding).
+        self.metadata.last_refresh = Some(self.now);
     }
 
     /// A metadata answer on `conn` that could not be decoded (its connection is closed): as
@@ -426,7 +433,11 @@ impl Producer {
                 p.leader = (mp.leader_id >= 0).then_some(mp.leader_id);
                 if was != (p.leader, p.leader_epoch) {
                     changed = true;
-                    if p.leader.is_some() {
+                    // A new leader epoch (known, higher): the retries go without their
+                    // backoff. Not on a node change alone (brokers before 2.1 give no
+                    // epoch): a lagging broker flipping the leader back and forth would have
+                    // them sent at the pace of metadata answers (Java needs an epoch too).
+                    if p.leader.is_some() && was.1 >= 0 && p.leader_epoch > was.1 {
                         p.skip_retry_backoff(now);
                     }
                 }

@@ -46,6 +46,10 @@ impl Producer {
             c.touch(self.now);
         }
         let versions = c.versions;
+        let from = match c.target {
+            super::Target::Node(n) => Some(n),
+            super::Target::Bootstrap(_) => None,
+        };
         match req.kind {
             RequestKind::ApiVersions(v) => self.on_api_versions(conn, v, frame),
             RequestKind::SaslHandshake => self.on_sasl_handshake(conn, frame),
@@ -69,8 +73,14 @@ impl Producer {
             }
             RequestKind::InitProducerId => {
                 self.pid_request = None;
-                let r = decode_response::<InitProducerIdRequest>(versions.init_producer_id, frame)
-                    .map_err(|_| "bad InitProducerId response")?;
+                let Ok(r) =
+                    decode_response::<InitProducerIdRequest>(versions.init_producer_id, frame)
+                else {
+                    // As a request lost with its connection (closed by the caller): asked
+                    // again after the backoff, not at once on the next ready connection.
+                    self.retry_producer_id_later();
+                    return Err("bad InitProducerId response");
+                };
                 // KIP-219: InitProducerId v1+ throttles are the client's to keep (a request
                 // quota throttles every API, not only Produce; a review finding).
                 let kip219 = versions.init_producer_id >= 1;
@@ -83,7 +93,7 @@ impl Producer {
                     Ok(resp) => {
                         let kip219 = versions.produce >= 6;
                         self.on_throttle(conn, kip219, resp.throttle_time_ms(), true);
-                        self.on_produce(refs, &resp);
+                        self.on_produce(from, refs, &resp);
                         Ok(())
                     }
                     Err(_) => {
@@ -128,8 +138,10 @@ impl Producer {
         }
     }
 
+    /// A Produce answer from node `from` (`None`: a bootstrap connection).
     pub(super) fn on_produce(
         &mut self,
+        from: Option<i32>,
         refs: SmallVec<[BatchRef; 4]>,
         resp: &ProduceResponseReader,
     ) {
@@ -168,10 +180,10 @@ impl Producer {
                     self.broker_refusal = (whole.as_ref())
                         .and_then(|w| w.error_detail(name, index))
                         .and_then(|(errors, message)| Refusal::new(r.batch, errors, message));
-                    self.on_partition_result(r, &pr);
+                    self.on_partition_result(r, &pr, from);
                     self.broker_refusal = None;
                 }
-                Some(pr) => self.on_partition_result(r, &pr),
+                Some(pr) => self.on_partition_result(r, &pr, from),
                 // A response that leaves a partition out tells us nothing about it.
                 None => self.retry_batch(r, ErrorCode::NetworkException, true),
             }
@@ -179,7 +191,12 @@ impl Producer {
         self.log_start_known = false;
     }
 
-    pub(super) fn on_partition_result(&mut self, r: BatchRef, pr: &PartitionResult) {
+    pub(super) fn on_partition_result(
+        &mut self,
+        r: BatchRef,
+        pr: &PartitionResult,
+        from: Option<i32>,
+    ) {
         let (ti, pi) = (r.topic, r.partition);
         let Some(i) = self.topics[ti].partitions[pi].position(r.batch) else {
             return;
@@ -208,7 +225,7 @@ impl Producer {
         let leader_before = (p.leader, p.leader_epoch);
         let moved = self.learn_leadership_from_produce(ti, pi, code, pr);
         let p = &mut self.topics[ti].partitions[pi];
-        let leader_moved = p.leader.is_some() && (p.leader, p.leader_epoch) != leader_before;
+        let leader_moved = p.leader.is_some() && p.leader_epoch > leader_before.1;
         if leader_moved {
             p.skip_retry_backoff(self.now);
         }
@@ -298,6 +315,33 @@ impl Producer {
         if leader_moved {
             self.topics[ti].partitions[pi].skip_retry_backoff(self.now);
             self.sync(ti, pi);
+        }
+        self.retry_at_once_if_led_elsewhere(r, from);
+    }
+
+    /// Batch `r`, refused by node `from` or lost with its connection to it, goes again
+    /// without its backoff when its partition already follows another leader (a known leader
+    /// epoch, not stale): the attempt went to the old one, as the Java client compares the
+    /// batch's leader epoch with the partition's. Before, only the batch whose answer
+    /// brought the news skipped it; the others of a full window, refused by the old leader
+    /// just after, each waited `retry.backoff.ms` in turn (a review finding).
+    pub(super) fn retry_at_once_if_led_elsewhere(&mut self, r: BatchRef, from: Option<i32>) {
+        let now = self.now;
+        let p = &mut self.topics[r.topic].partitions[r.partition];
+        let elsewhere = from.is_some()
+            && p.leader.is_some()
+            && p.leader != from
+            && !p.stale_leader
+            && p.leader_epoch >= 0;
+        if !elsewhere {
+            return;
+        }
+        let Some(i) = p.position(r.batch) else { return };
+        if let BatchState::Retry { at } = &mut p.batches[i].state {
+            if *at > now {
+                *at = now;
+                self.sync(r.topic, r.partition);
+            }
         }
     }
 
