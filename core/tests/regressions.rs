@@ -2166,3 +2166,56 @@ fn unknown_producer_id_after_idling_resends_unless_the_log_was_cut_past_the_batc
         h.events
     );
 }
+
+/// Review finding: UNKNOWN_PRODUCER_ID on a batch at sequence 0 asks for a new producer id
+/// (the broker refuses the id at the start of it, Tansu restarted), but sequence 0 comes
+/// again after the sequences wrap past their maximum, with batches acknowledged before it:
+/// there it is the usual lost producer state, answered with a local epoch bump as at any
+/// other sequence, not a new producer id.
+#[test]
+fn unknown_producer_id_at_a_wrapped_sequence_zero_bumps_the_epoch() {
+    let mut h = Harness::new(|c| c.max_sequence = 2);
+    for v in ["a", "b", "c"] {
+        h.p.send(h.now, record(v)).unwrap();
+        h.answer_all();
+    }
+    assert_eq!(
+        h.p.pending_records(),
+        0,
+        "sequences 0, 1 and 2 acknowledged"
+    );
+    h.p.send(h.now, record("d")).unwrap();
+    let mut inits = 0;
+    let mut refused = false;
+    let mut epochs = Vec::new();
+    for _ in 0..20 {
+        h.drain();
+        let Some(f) = h.next_frame() else {
+            if h.p.pending_records() == 0 {
+                break;
+            }
+            h.now += Duration::from_millis(200);
+            h.p.handle_timeout(h.now);
+            continue;
+        };
+        match api_of(&f).0 {
+            api_key::PRODUCE => {
+                let (epoch, seq) = epoch_and_sequence(&f);
+                epochs.push((epoch, seq));
+                if !refused {
+                    assert_eq!(seq, 0, "d wrapped to sequence 0");
+                    refused = true;
+                    h.feed(produce_error(&f, ErrorCode::UnknownProducerId));
+                    continue;
+                }
+            }
+            api_key::INIT_PRODUCER_ID => inits += 1,
+            _ => {}
+        }
+        let a = respond(&f, &mut h.next_offset);
+        h.feed(a);
+    }
+    assert_eq!(h.p.pending_records(), 0, "d delivered: {epochs:?}");
+    assert_eq!(inits, 0, "no new producer id: {epochs:?}");
+    assert_eq!(epochs.last(), Some(&(1, 0)), "sent again under epoch 1");
+}

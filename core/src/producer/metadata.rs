@@ -533,11 +533,15 @@ impl Producer {
         for conn in unlisted {
             self.close_conn(conn, super::connections::UNLISTED);
         }
-        // Nor is a reconnect backoff kept for a node no longer known.
+        // Nor is a reconnect backoff kept for a node no longer known, nor where its next
+        // request would have started (brokers replaced for days left one entry each).
         (self.backoff).retain(|t, _| match t {
             Target::Node(n) => self.brokers.contains_key(n),
             Target::Bootstrap(_) => true,
         });
+        let brokers = &self.brokers;
+        self.drain_start.retain(|n, _| brokers.contains_key(n));
+        self.linger_start.retain(|n, _| brokers.contains_key(n));
     }
 
     /// Partition `pi` of topic `ti` no longer exists (the topic was created again with fewer

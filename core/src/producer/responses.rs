@@ -510,8 +510,10 @@ impl Producer {
             // sequence 0), so a local epoch bump cannot help and only met the same answer,
             // thousands of times a second until the epoch ran out. A new producer id is
             // asked for instead, after the backoff.
-            let b = &self.topics[ti].partitions[pi].batches[i];
-            if let Some((id, 0)) = b.seq {
+            // (Sequence 0 after the sequences wrapped past `i32::MAX` is no start: something
+            // was acknowledged before it.)
+            let p = &self.topics[ti].partitions[pi];
+            if let (Some((id, 0)), None) = (p.batches[i].seq, p.last_acked) {
                 if self.identity == Some(id) {
                     self.retake_producer_id();
                 }
