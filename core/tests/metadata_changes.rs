@@ -2219,3 +2219,53 @@ fn a_need_for_metadata_after_a_lost_request_still_waits_the_backoff() {
         "the new topic's need waits the backoff after the lost request"
     );
 }
+
+/// The InitProducerId half of the review finding above: a request for a new producer id lost
+/// with its connection went again at once on the next ready connection; now after the
+/// backoff, as a failed attempt.
+#[test]
+fn an_init_producer_id_lost_with_its_connection_is_asked_again_after_the_backoff() {
+    let mut net = Net::with(|c| c.linger = Duration::ZERO);
+    let meta = |m: &mut MetadataResponse| topic_on_two_nodes(m, 1, 3, 5);
+    net.send("a");
+    net.h
+        .p
+        .send(net.h.now, Record::new(TOPIC, "c").with_partition(2))
+        .unwrap();
+    net.run(3, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 0, "a and c delivered");
+    assert!(net.conns.len() >= 3, "three ready connections");
+    // d, the first batch of partition 1 (sequence 0), is refused UNKNOWN_PRODUCER_ID: the
+    // broker takes nothing of this producer id, so a new one is asked for after the backoff.
+    net.h
+        .p
+        .send(net.h.now, Record::new(TOPIC, "d").with_partition(1))
+        .unwrap();
+    net.drain();
+    let (conn, f) = net.next_frame().expect("d's request");
+    assert_eq!(api_of(&f).0, api_key::PRODUCE);
+    let a = produce_error(&f, ErrorCode::UnknownProducerId);
+    net.h
+        .p
+        .handle_read(net.h.now, conn, &mut BytesMut::from(&a[..]));
+    // Past that backoff the clock stands still; each connection carrying an InitProducerId
+    // request is reset instead of answering.
+    net.h.now += Duration::from_secs(5);
+    net.h.p.handle_timeout(net.h.now);
+    let mut lost = 0;
+    for _ in 0..20 {
+        net.drain();
+        let Some((conn, f)) = net.next_frame() else {
+            break;
+        };
+        if api_of(&f).0 == api_key::INIT_PRODUCER_ID {
+            lost += 1;
+            net.conns.remove(&conn);
+            net.h.p.handle_disconnected(net.h.now, conn);
+        }
+    }
+    assert_eq!(lost, 1, "one InitProducerId (and one reset) until the backoff passes");
+    // After the backoff it is asked again and answered; d is delivered under the new id.
+    net.run(20, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 0, "d delivered");
+}
