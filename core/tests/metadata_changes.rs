@@ -2264,7 +2264,10 @@ fn an_init_producer_id_lost_with_its_connection_is_asked_again_after_the_backoff
             net.h.p.handle_disconnected(net.h.now, conn);
         }
     }
-    assert_eq!(lost, 1, "one InitProducerId (and one reset) until the backoff passes");
+    assert_eq!(
+        lost, 1,
+        "one InitProducerId (and one reset) until the backoff passes"
+    );
     // After the backoff it is asked again and answered; d is delivered under the new id.
     net.run(20, &meta, &mut |_| None);
     assert_eq!(net.pending(), 0, "d delivered");
