@@ -233,6 +233,38 @@ impl Net {
         self.h.p.pending_records()
     }
 
+    /// Hands `answer` to the producer on `conn`, at the current time.
+    fn feed(&mut self, conn: ConnId, answer: &Bytes) {
+        (self.h.p).handle_read(self.h.now, conn, &mut BytesMut::from(&answer[..]));
+    }
+
+    /// Takes the next request written, a Produce request, and answers it with `answer` of
+    /// it (a refusal).
+    fn refuse_next_produce(&mut self, answer: impl FnOnce(&Bytes) -> Bytes) {
+        self.drain();
+        let (conn, f) = self.next_frame().expect("a Produce request");
+        assert_eq!(api_of(&f).0, api_key::PRODUCE);
+        self.feed(conn, &answer(&f));
+    }
+
+    /// The clock standing still, every connection that carries an `api` request is reset
+    /// instead of answering (other requests go unanswered); how many were reset.
+    fn reset_each_carrying(&mut self, api: i16) -> usize {
+        let mut reset = 0;
+        for _ in 0..20 {
+            self.drain();
+            let Some((conn, f)) = self.next_frame() else {
+                break;
+            };
+            if api_of(&f).0 == api {
+                reset += 1;
+                self.conns.remove(&conn);
+                self.h.p.handle_disconnected(self.h.now, conn);
+            }
+        }
+        reset
+    }
+
     /// Whether record `id` was delivered to `partition`.
     fn delivered_to(&self, id: RecordId, partition: i32) -> bool {
         (deliveries(&self.h.events).iter()).any(|&(d, p, _)| d == id && p == partition)
@@ -416,9 +448,7 @@ fn a_produce_held_while_its_topic_is_created_again(
             break;
         }
         let a = respond(&f, &mut net.h.next_offset);
-        net.h
-            .p
-            .handle_read(net.h.now, held, &mut BytesMut::from(&a[..]));
+        net.feed(held, &a);
     }
     let produce = produce.expect("the Produce to node 2 is written");
     // The periodic refresh (1 s) learns the new topic, one partition, on another connection.
@@ -442,9 +472,7 @@ fn a_produce_held_while_its_topic_is_created_again(
             topic_on_two_nodes(&mut m, 2, partitions, 0);
             a = encode_response::<MetadataRequest>(&m, version, corr);
         }
-        net.h
-            .p
-            .handle_read(net.h.now, c, &mut BytesMut::from(&a[..]));
+        net.feed(c, &a);
     }
     (held, produce, metadata)
 }
@@ -499,9 +527,7 @@ fn a_batch_in_flight_to_a_gone_partition_does_not_spin_metadata() {
         "one metadata request while the clock stands still"
     );
     let a = produce_error(&produce, ErrorCode::UnknownTopicOrPartition);
-    net.h
-        .p
-        .handle_read(net.h.now, held, &mut BytesMut::from(&a[..]));
+    net.feed(held, &a);
     // The old partition's batch fails once the new id has held for retry.backoff.max.ms.
     net.run(10, &|m| topic_on_two_nodes(m, 2, 1, 0), &mut |_| None);
     assert_eq!(net.pending(), 0);
@@ -524,9 +550,7 @@ fn a_leader_hint_for_a_gone_partition_is_ignored() {
     let mut net = Net::with(|c| c.metadata_max_age = Duration::from_secs(1));
     let (held, produce, _) = a_produce_held_while_its_topic_is_created_again(&mut net, 1);
     let a = not_leader_with_hint(&produce, 1, 51);
-    net.h
-        .p
-        .handle_read(net.h.now, held, &mut BytesMut::from(&a[..]));
+    net.feed(held, &a);
     net.run(10, &|m| topic_on_two_nodes(m, 2, 1, 0), &mut |_| None);
     assert_eq!(net.pending(), 0, "the gone partition's batch failed");
     // The new topic grows to three partitions, epochs from 0: partition 2 is usable.
@@ -551,9 +575,7 @@ fn a_leader_hint_about_the_old_topic_is_ignored() {
     let mut net = Net::with(|c| c.metadata_max_age = Duration::from_secs(1));
     let (held, produce, _) = a_produce_held_while_its_topic_is_created_again(&mut net, 3);
     let a = not_leader_with_hint(&produce, 1, 51);
-    net.h
-        .p
-        .handle_read(net.h.now, held, &mut BytesMut::from(&a[..]));
+    net.feed(held, &a);
     let same = |m: &mut MetadataResponse| topic_on_two_nodes(m, 2, 3, 0);
     net.run(5, &same, &mut |_| None);
     // Taken for stale, every answer would be asked again after the backoff (200 ms): ten
@@ -1875,9 +1897,7 @@ fn a_second_answer_repeating_a_leader_hint_does_not_undo_it() {
     // Node 1 answers both: node 2 leads now, at epoch 6.
     for (conn, f) in &held {
         let a = not_leader_with_hint(f, 2, 6);
-        net.h
-            .p
-            .handle_read(net.h.now, *conn, &mut BytesMut::from(&a[..]));
+        net.feed(*conn, &a);
     }
     // Past the retry backoff, with metadata asked but never answered, b and c go to node 2.
     net.h.now += Duration::from_secs(2);
@@ -1896,15 +1916,11 @@ fn a_second_answer_repeating_a_leader_hint_does_not_undo_it() {
                 assert!(addr.starts_with("other"), "to node 2: {addr}");
                 to_node_2 += 1;
                 let a = respond(&f, &mut net.h.next_offset);
-                net.h
-                    .p
-                    .handle_read(net.h.now, conn, &mut BytesMut::from(&a[..]));
+                net.feed(conn, &a);
             }
             _ => {
                 let a = respond(&f, &mut net.h.next_offset);
-                net.h
-                    .p
-                    .handle_read(net.h.now, conn, &mut BytesMut::from(&a[..]));
+                net.feed(conn, &a);
             }
         }
     }
@@ -1913,33 +1929,55 @@ fn a_second_answer_repeating_a_leader_hint_does_not_undo_it() {
     assert_eq!(net.pending(), 0, "b and c delivered: {:?}", net.h.events);
 }
 
+/// Partition 0 led by node 1 at epoch 5 (node 2, "other", listed), retries backing off 5 s,
+/// and a first record delivered.
+fn one_partition_with_slow_retries() -> Net {
+    let mut net = Net::with(|c| {
+        c.linger = Duration::ZERO;
+        c.retry_backoff = Duration::from_secs(5);
+        c.retry_backoff_max = Duration::from_secs(5);
+    });
+    net.send("a");
+    net.run(3, &|m| topic_on_two_nodes(m, 1, 1, 5), &mut |_| None);
+    assert_eq!(net.pending(), 0, "a delivered");
+    net
+}
+
+/// Three partitions, 0 and 1 led by node 1, 2 by node 2 ("other").
+fn three_on_two_nodes(m: &mut MetadataResponse) {
+    topic_on_two_nodes(m, 1, 3, 5);
+}
+
+/// [`three_on_two_nodes`], a record delivered to partitions 0 and 2: a bootstrap and two
+/// node connections ready.
+fn three_ready_connections(tune: impl FnOnce(&mut kprod_core::ProducerConfig)) -> Net {
+    let mut net = Net::with(tune);
+    net.send("a");
+    net.h
+        .p
+        .send(net.h.now, Record::new(TOPIC, "c").with_partition(2))
+        .unwrap();
+    net.run(3, &three_on_two_nodes, &mut |_| None);
+    assert_eq!(net.pending(), 0, "a and c delivered");
+    assert!(net.conns.len() >= 3, "three ready connections");
+    net
+}
+
 /// A batch refused by an old leader waits out its retry backoff only while the partition's
 /// leader is unchanged: once the answer (KIP-951) or a metadata answer names a new leader, it
 /// goes there at once, as the Java client's `hasLeaderChangedForTheOngoingRetry`. Before, a
 /// leader move cost every refused batch `retry.backoff.ms` (growing to its maximum on the
 /// second refusal) on top of the move itself.
 fn refused_by_the_old_leader_then(hint: bool, moved: bool) -> (usize, Vec<String>) {
-    let mut net = Net::with(|c| {
-        c.linger = Duration::ZERO;
-        c.retry_backoff = Duration::from_secs(5);
-        c.retry_backoff_max = Duration::from_secs(5);
-    });
-    let meta = |m: &mut MetadataResponse| topic_on_two_nodes(m, 1, 1, 5);
-    net.send("a");
-    net.run(3, &meta, &mut |_| None);
-    assert_eq!(net.pending(), 0, "a delivered");
+    let mut net = one_partition_with_slow_retries();
     net.send("b");
-    net.drain();
-    let (conn, f) = net.next_frame().expect("b's request");
-    assert_eq!(api_of(&f).0, api_key::PRODUCE);
-    let a = if hint {
-        not_leader_with_hint(&f, 2, 6)
-    } else {
-        produce_error(&f, ErrorCode::NotLeaderOrFollower)
-    };
-    net.h
-        .p
-        .handle_read(net.h.now, conn, &mut BytesMut::from(&a[..]));
+    net.refuse_next_produce(|f| {
+        if hint {
+            not_leader_with_hint(f, 2, 6)
+        } else {
+            produce_error(f, ErrorCode::NotLeaderOrFollower)
+        }
+    });
     // The clock stands still: whatever goes out now goes without the 5 s backoff.
     let mut produce_to = Vec::new();
     for _ in 0..10 {
@@ -1961,9 +1999,7 @@ fn refused_by_the_old_leader_then(hint: bool, moved: bool) -> (usize, Vec<String
             }
             respond(&f, &mut net.h.next_offset)
         };
-        net.h
-            .p
-            .handle_read(net.h.now, conn, &mut BytesMut::from(&a[..]));
+        net.feed(conn, &a);
     }
     (net.pending(), produce_to)
 }
@@ -2005,45 +2041,18 @@ fn a_retry_to_an_unchanged_leader_waits_its_backoff() {
 /// asked again after the backoff (Java's `Metadata.failedUpdate`).
 #[test]
 fn a_metadata_request_lost_with_its_connection_is_asked_again_after_the_backoff() {
-    let mut net = Net::with(|c| c.linger = Duration::ZERO);
-    let meta = |m: &mut MetadataResponse| topic_on_two_nodes(m, 1, 3, 5);
-    // Records to partitions 0 (node 1) and 2 (node 2): a bootstrap and two node connections.
-    net.send("a");
-    net.h
-        .p
-        .send(net.h.now, Record::new(TOPIC, "c").with_partition(2))
-        .unwrap();
-    net.run(3, &meta, &mut |_| None);
-    assert_eq!(net.pending(), 0, "a and c delivered");
-    assert!(net.conns.len() >= 3, "three ready connections");
+    let mut net = three_ready_connections(|c| c.linger = Duration::ZERO);
     // The clock stands still. b is refused (its leader moved), which asks for metadata; each
     // connection that carries a Metadata request is reset instead of answering.
     net.send("b");
-    net.drain();
-    let (conn, f) = net.next_frame().expect("b's request");
-    assert_eq!(api_of(&f).0, api_key::PRODUCE);
-    let a = produce_error(&f, ErrorCode::NotLeaderOrFollower);
-    net.h
-        .p
-        .handle_read(net.h.now, conn, &mut BytesMut::from(&a[..]));
-    let mut metadata_reset = 0;
-    for _ in 0..20 {
-        net.drain();
-        let Some((conn, f)) = net.next_frame() else {
-            break;
-        };
-        if api_of(&f).0 == api_key::METADATA {
-            metadata_reset += 1;
-            net.conns.remove(&conn);
-            net.h.p.handle_disconnected(net.h.now, conn);
-        }
-    }
+    net.refuse_next_produce(|f| produce_error(f, ErrorCode::NotLeaderOrFollower));
+    let metadata_reset = net.reset_each_carrying(api_key::METADATA);
     assert_eq!(
         metadata_reset, 1,
         "one Metadata request (and one connection reset) until the backoff passes"
     );
     // After the backoff it is asked again, answered, and b is delivered.
-    net.run(10, &meta, &mut |_| None);
+    net.run(10, &three_on_two_nodes, &mut |_| None);
     assert_eq!(net.pending(), 0, "b delivered");
 }
 
@@ -2078,21 +2087,12 @@ fn without_adaptive_partitioning_the_sticky_partition_goes_round() {
 /// 36 keyless records of 1,000 B, one at a time, on three partitions, the third led by a
 /// node that stopped answering with seven batches held: how many wait there.
 fn keyless_records_beside_a_hung_partition(adaptive: bool) -> usize {
-    let mut net = Net::with(|c| {
+    let mut net = three_ready_connections(|c| {
         c.linger = Duration::ZERO;
         c.batch_size = 4096;
         c.adaptive_partitioning = adaptive;
     });
-    // Partitions 0 and 1 on node 1, partition 2 on node 2 ("other").
-    let meta = |m: &mut MetadataResponse| topic_on_two_nodes(m, 1, 3, 5);
-    for p in [0, 2] {
-        net.h
-            .p
-            .send(net.h.now, Record::new(TOPIC, "x").with_partition(p))
-            .unwrap();
-    }
-    net.run(3, &meta, &mut |_| None);
-    assert_eq!(net.pending(), 0);
+    let meta = three_on_two_nodes;
     // Node 2 stops answering; six more records for partition 2 pile up there.
     net.hung = Some("other:9092".into());
     for _ in 0..6 {
@@ -2121,15 +2121,7 @@ fn keyless_records_beside_a_hung_partition(adaptive: bool) -> usize {
 /// its partition goes again at once, as the Java client compares the batch's leader epoch.
 #[test]
 fn every_batch_refused_by_the_old_leader_skips_its_backoff() {
-    let mut net = Net::with(|c| {
-        c.linger = Duration::ZERO;
-        c.retry_backoff = Duration::from_secs(5);
-        c.retry_backoff_max = Duration::from_secs(5);
-    });
-    let meta = |m: &mut MetadataResponse| topic_on_two_nodes(m, 1, 1, 5);
-    net.send("a");
-    net.run(3, &meta, &mut |_| None);
-    assert_eq!(net.pending(), 0, "a delivered");
+    let mut net = one_partition_with_slow_retries();
     net.send("b");
     net.drain();
     net.send("c");
@@ -2142,9 +2134,7 @@ fn every_batch_refused_by_the_old_leader_skips_its_backoff() {
     assert_eq!(held.len(), 2, "b and c in flight");
     for (conn, f) in &held {
         let a = not_leader_with_hint(f, 2, 6);
-        net.h
-            .p
-            .handle_read(net.h.now, *conn, &mut BytesMut::from(&a[..]));
+        net.feed(*conn, &a);
     }
     // The clock stands still: b, then c (once b is acknowledged), go to node 2.
     let mut to_node_2 = 0;
@@ -2158,9 +2148,7 @@ fn every_batch_refused_by_the_old_leader_skips_its_backoff() {
             to_node_2 += 1;
         }
         let a = respond(&f, &mut net.h.next_offset);
-        net.h
-            .p
-            .handle_read(net.h.now, conn, &mut BytesMut::from(&a[..]));
+        net.feed(conn, &a);
     }
     assert_eq!(to_node_2, 2, "b and c sent again without waiting");
     assert_eq!(net.pending(), 0, "b and c delivered: {:?}", net.h.events);
@@ -2172,48 +2160,19 @@ fn every_batch_refused_by_the_old_leader_skips_its_backoff() {
 /// with its connection. Now the lost attempt counts as the last one.
 #[test]
 fn a_need_for_metadata_after_a_lost_request_still_waits_the_backoff() {
-    let mut net = Net::with(|c| c.linger = Duration::ZERO);
-    let meta = |m: &mut MetadataResponse| topic_on_two_nodes(m, 1, 3, 5);
-    net.send("a");
-    net.h
-        .p
-        .send(net.h.now, Record::new(TOPIC, "c").with_partition(2))
-        .unwrap();
-    net.run(3, &meta, &mut |_| None);
-    assert_eq!(net.pending(), 0, "a and c delivered");
+    let mut net = three_ready_connections(|c| c.linger = Duration::ZERO);
     // A second later (past `retry.backoff.ms` since the answer), b is refused: metadata is
     // asked for, and its connection is reset.
     net.h.now += Duration::from_secs(1);
     net.send("b");
-    net.drain();
-    let (conn, f) = net.next_frame().expect("b's request");
-    let a = produce_error(&f, ErrorCode::NotLeaderOrFollower);
+    net.refuse_next_produce(|f| produce_error(f, ErrorCode::NotLeaderOrFollower));
+    let mut metadata = net.reset_each_carrying(api_key::METADATA);
+    // A record for a topic never named before: metadata wanted at once.
     net.h
         .p
-        .handle_read(net.h.now, conn, &mut BytesMut::from(&a[..]));
-    let mut metadata = 0;
-    let mut new_topic_sent = false;
-    for _ in 0..20 {
-        net.drain();
-        let Some((conn, f)) = net.next_frame() else {
-            if new_topic_sent {
-                break;
-            }
-            // A record for a topic never named before: metadata wanted at once.
-            net.h
-                .p
-                .send(net.h.now, Record::new("other-topic", "z"))
-                .unwrap();
-            new_topic_sent = true;
-            continue;
-        };
-        if api_of(&f).0 == api_key::METADATA {
-            metadata += 1;
-            net.conns.remove(&conn);
-            net.h.p.handle_disconnected(net.h.now, conn);
-        }
-    }
-    assert!(new_topic_sent);
+        .send(net.h.now, Record::new("other-topic", "z"))
+        .unwrap();
+    metadata += net.reset_each_carrying(api_key::METADATA);
     assert_eq!(
         metadata, 1,
         "the new topic's need waits the backoff after the lost request"
@@ -2225,50 +2184,24 @@ fn a_need_for_metadata_after_a_lost_request_still_waits_the_backoff() {
 /// backoff, as a failed attempt.
 #[test]
 fn an_init_producer_id_lost_with_its_connection_is_asked_again_after_the_backoff() {
-    let mut net = Net::with(|c| c.linger = Duration::ZERO);
-    let meta = |m: &mut MetadataResponse| topic_on_two_nodes(m, 1, 3, 5);
-    net.send("a");
-    net.h
-        .p
-        .send(net.h.now, Record::new(TOPIC, "c").with_partition(2))
-        .unwrap();
-    net.run(3, &meta, &mut |_| None);
-    assert_eq!(net.pending(), 0, "a and c delivered");
-    assert!(net.conns.len() >= 3, "three ready connections");
+    let mut net = three_ready_connections(|c| c.linger = Duration::ZERO);
     // d, the first batch of partition 1 (sequence 0), is refused UNKNOWN_PRODUCER_ID: the
     // broker takes nothing of this producer id, so a new one is asked for after the backoff.
     net.h
         .p
         .send(net.h.now, Record::new(TOPIC, "d").with_partition(1))
         .unwrap();
-    net.drain();
-    let (conn, f) = net.next_frame().expect("d's request");
-    assert_eq!(api_of(&f).0, api_key::PRODUCE);
-    let a = produce_error(&f, ErrorCode::UnknownProducerId);
-    net.h
-        .p
-        .handle_read(net.h.now, conn, &mut BytesMut::from(&a[..]));
+    net.refuse_next_produce(|f| produce_error(f, ErrorCode::UnknownProducerId));
     // Past that backoff the clock stands still; each connection carrying an InitProducerId
     // request is reset instead of answering.
     net.h.now += Duration::from_secs(5);
     net.h.p.handle_timeout(net.h.now);
-    let mut lost = 0;
-    for _ in 0..20 {
-        net.drain();
-        let Some((conn, f)) = net.next_frame() else {
-            break;
-        };
-        if api_of(&f).0 == api_key::INIT_PRODUCER_ID {
-            lost += 1;
-            net.conns.remove(&conn);
-            net.h.p.handle_disconnected(net.h.now, conn);
-        }
-    }
+    let lost = net.reset_each_carrying(api_key::INIT_PRODUCER_ID);
     assert_eq!(
         lost, 1,
         "one InitProducerId (and one reset) until the backoff passes"
     );
     // After the backoff it is asked again and answered; d is delivered under the new id.
-    net.run(20, &meta, &mut |_| None);
+    net.run(20, &three_on_two_nodes, &mut |_| None);
     assert_eq!(net.pending(), 0, "d delivered");
 }
