@@ -336,6 +336,32 @@ pub(super) struct Topic {
 pub(super) const STICKY_CANDIDATES: usize = 8;
 
 impl Topic {
+    /// A topic just named: no partitions known yet, no sticky partition chosen, in use.
+    fn new(name: Arc<str>, compression: Compression) -> Self {
+        Topic {
+            name,
+            partitions: Vec::new(),
+            count: 0,
+            pending: VecDeque::new(),
+            sticky: -1,
+            sticky_bytes: 0,
+            missing: None,
+            stamps_appends: false,
+            compression,
+            ratio: RatioEstimate::default(),
+            id: [0; 16],
+            retired: Vec::new(),
+            retired_named: None,
+            gone_without_id: false,
+            lower_epochs_since: None,
+            fewer_since: None,
+            beyond_gone_since: None,
+            used: true,
+            idle: false,
+            stale: false,
+        }
+    }
+
     /// The partition count, while what is known of the topic may be used: it has
     /// partitions, and it is neither idle nor back from idleness without a fresh answer.
     pub(super) fn usable_count(&self) -> Option<usize> {
@@ -671,28 +697,8 @@ impl Producer {
             None => {
                 let shared = shared();
                 debug_assert_eq!(*shared, *name);
-                self.topics.push(Topic {
-                    name: shared.clone(),
-                    partitions: Vec::new(),
-                    count: 0,
-                    pending: VecDeque::new(),
-                    sticky: -1,
-                    sticky_bytes: 0,
-                    missing: None,
-                    stamps_appends: false,
-                    compression: self.cfg.compression_for(name),
-                    ratio: RatioEstimate::default(),
-                    id: [0; 16],
-                    retired: Vec::new(),
-                    retired_named: None,
-                    gone_without_id: false,
-                    lower_epochs_since: None,
-                    fewer_since: None,
-                    beyond_gone_since: None,
-                    used: true,
-                    idle: false,
-                    stale: false,
-                });
+                let compression = self.cfg.compression_for(name);
+                self.topics.push(Topic::new(shared.clone(), compression));
                 self.topic_index.insert(shared, self.topics.len() - 1);
                 self.want_fresh_metadata();
                 self.wakes.0 += 1;
@@ -1041,26 +1047,10 @@ mod tests {
             })
             .collect::<Vec<_>>();
         Topic {
-            name: "t".into(),
             count: partitions.len(),
             partitions,
-            pending: VecDeque::new(),
             sticky: 0,
-            sticky_bytes: 0,
-            missing: None,
-            stamps_appends: false,
-            compression: Compression::NONE,
-            ratio: RatioEstimate::default(),
-            id: [0; 16],
-            retired: Vec::new(),
-            retired_named: None,
-            gone_without_id: false,
-            lower_epochs_since: None,
-            fewer_since: None,
-            beyond_gone_since: None,
-            used: true,
-            idle: false,
-            stale: false,
+            ..Topic::new("t".into(), Compression::NONE)
         }
     }
 

@@ -52,6 +52,16 @@ pub(super) enum Target {
     Node(i32),
 }
 
+impl Target {
+    /// The broker node it reaches, if known (`None`: a bootstrap server).
+    pub(super) fn node(self) -> Option<i32> {
+        match self {
+            Target::Node(n) => Some(n),
+            Target::Bootstrap(_) => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum ConnState {
     Connecting,
@@ -331,10 +341,7 @@ impl Producer {
                     }
                 }
                 RequestKind::Produce(refs) => {
-                    let from = match c.target {
-                        Target::Node(n) => Some(n),
-                        Target::Bootstrap(_) => None,
-                    };
+                    let from = c.target.node();
                     for r in refs {
                         self.retry_batch(r, lost, true);
                         self.retry_at_once_if_led_elsewhere(r, from);

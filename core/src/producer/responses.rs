@@ -46,10 +46,7 @@ impl Producer {
             c.touch(self.now);
         }
         let versions = c.versions;
-        let from = match c.target {
-            super::Target::Node(n) => Some(n),
-            super::Target::Bootstrap(_) => None,
-        };
+        let from = c.target.node();
         match req.kind {
             RequestKind::ApiVersions(v) => self.on_api_versions(conn, v, frame),
             RequestKind::SaslHandshake => self.on_sasl_handshake(conn, frame),
