@@ -2079,9 +2079,9 @@ fn unknown_producer_id_on_a_retry_after(log_start: i64, idle: Duration) -> Harne
 /// A log that starts right after the last acknowledged record was cut before `a`'s first
 /// attempt (cut past `a`, it would start beyond `a`'s own offsets): that attempt was refused
 /// too, and `a` goes again under the next identity, delivered.
-#[test]
-fn unknown_producer_id_after_a_cut_before_the_first_attempt_resends() {
-    let mut h = unknown_producer_id_on_a_retry(1);
+/// `a`, refused UNKNOWN_PRODUCER_ID on its retry, failed nothing: past the backoff it goes
+/// again and is delivered.
+fn assert_sent_again_and_delivered(mut h: Harness) {
     assert!(h.failures().is_empty(), "{:?}", h.events);
     h.now += Duration::from_secs(2);
     h.p.handle_timeout(h.now);
@@ -2092,6 +2092,12 @@ fn unknown_producer_id_after_a_cut_before_the_first_attempt_resends() {
         "a delivered: {:?}",
         h.events
     );
+}
+
+#[test]
+fn unknown_producer_id_after_a_cut_before_the_first_attempt_resends() {
+    let h = unknown_producer_id_on_a_retry(1);
+    assert_sent_again_and_delivered(h);
 }
 
 #[test]
@@ -2144,17 +2150,8 @@ fn unknown_producer_id_on_the_retry_of_an_unanswered_batch_is_not_written_again(
 #[test]
 fn unknown_producer_id_after_idling_resends_unless_the_log_was_cut_past_the_batch() {
     let idle = Duration::from_secs(30);
-    let mut h = unknown_producer_id_on_a_retry_after(1, idle);
-    assert!(h.failures().is_empty(), "{:?}", h.events);
-    h.now += Duration::from_secs(2);
-    h.p.handle_timeout(h.now);
-    h.answer_all();
-    assert_eq!(
-        deliveries(&h.events).len(),
-        1,
-        "a delivered: {:?}",
-        h.events
-    );
+    let h = unknown_producer_id_on_a_retry_after(1, idle);
+    assert_sent_again_and_delivered(h);
     let h = unknown_producer_id_on_a_retry_after(2, idle);
     assert_eq!(
         h.failures(),

@@ -1905,21 +1905,31 @@ async fn abort_after_a_timed_out_close_does_not_wait_for_a_stuck_writer() {
     );
 }
 
+/// A runtime of its own with one worker thread, for a producer dropped with it.
+fn one_worker_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A current-thread runtime of its own (its tasks run only while it is blocked on).
+fn current_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// Review finding: when the producer's runtime shut down, records still waiting for memory
 /// (never accepted) were reported `DriverStopped`, possibly persisted, without their record,
 /// and `metrics()` answered with zeros. Now they are refused as after a close (not
 /// persisted, record handed back), and the metrics are the last ones.
 #[test]
 fn a_runtime_shut_down_refuses_the_records_waiting_for_memory_and_keeps_the_metrics() {
-    let rt_a = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let rt_b = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt_a = one_worker_runtime();
+    let rt_b = current_thread_runtime();
     let broker = FakeBroker::new("t", 1);
     broker.script.lock().unwrap().produce = VecDeque::from(vec![Action::Stall; 64]);
     let h = rt_a.block_on(async {
@@ -1972,15 +1982,8 @@ fn a_runtime_shut_down_refuses_the_records_waiting_for_memory_and_keeps_the_metr
 /// persisted (with its record).
 #[test]
 fn a_runtime_shut_down_hands_back_the_records_never_sent() {
-    let rt_a = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let rt_b = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt_a = one_worker_runtime();
+    let rt_b = current_thread_runtime();
     let broker = FakeBroker::new("t", 2);
     broker.script.lock().unwrap().produce = VecDeque::from(vec![Action::Stall; 64]);
     let (h, in_flight, lingering) = rt_a.block_on(async {
@@ -2042,14 +2045,8 @@ fn a_runtime_shut_down_hands_back_the_records_never_sent() {
 /// before it drained them were reported `DriverStopped`, not the abort that failed them.
 #[test]
 fn records_aborted_before_a_runtime_shut_down_keep_the_abort_as_their_cause() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let other = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread_runtime();
+    let other = current_thread_runtime();
     let broker = FakeBroker::new("t", 1);
     let (h, futures) = rt.block_on(async {
         let h = ProducerHandle::with_connector(config(&[("linger.ms", "60000")]), broker.clone())
@@ -2653,11 +2650,7 @@ mod callbacks {
     /// written and never answered).
     #[test]
     fn a_runtime_shut_down_calls_every_pending_callback_with_stopped() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = one_worker_runtime();
         let broker = FakeBroker::new("t", 1);
         broker.script.lock().unwrap().produce = VecDeque::from(vec![Action::Stall; 64]);
         let calls = Calls::default();
