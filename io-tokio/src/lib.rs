@@ -2398,15 +2398,8 @@ impl<C: Connector> Drop for Driver<C> {
                         detail,
                         ..
                     }) => {
-                        if let Some(done) = core.pending.remove(id) {
-                            let error = DeliveryError {
-                                kind: ErrorKind::DriverStopped,
-                                persisted,
-                                record,
-                                detail,
-                            };
-                            self.resolve(&mut core, id.0, done, Err(error));
-                        }
+                        let kind = ErrorKind::DriverStopped;
+                        self.failed(&mut core, id, kind, persisted, record, detail);
                     }
                     // Nothing is written, connected or closed any more; the fatal error
                     // is this drop's own.
@@ -2745,6 +2738,29 @@ impl<C: Connector> Driver<C> {
         }
     }
 
+    /// Record `id`, if still pending, failed as `kind`: into its slot, or to its callback once
+    /// the lock is released.
+    fn failed(
+        &mut self,
+        core: &mut Core,
+        id: RecordId,
+        kind: ErrorKind,
+        persisted: Persistence,
+        record: Option<Box<Record>>,
+        detail: Option<Box<kprod_core::BrokerDetail>>,
+    ) {
+        if let Some(done) = core.pending.remove(id) {
+            let error = DeliveryError {
+                kind,
+                persisted,
+                record,
+                detail,
+            };
+            self.resolve(core, id.0, done, Err(error));
+            core.slabs.publish(&mut self.to_wake);
+        }
+    }
+
     fn event(&mut self, core: &mut Core, event: Event) {
         match event {
             Event::Delivered(d) => {
@@ -2773,22 +2789,13 @@ impl<C: Connector> Driver<C> {
                 record,
                 detail,
             } => {
-                if let Some(done) = core.pending.remove(id) {
-                    let kind = match error {
-                        // As `ProducerHandle::fatal` tells it (every bootstrap server's
-                        // certificate rejected is a `ConnectionError`).
-                        FailureReason::Fatal(e) => Fatal::from_core(e).kind(),
-                        error => ErrorKind::Failed(error),
-                    };
-                    let error = DeliveryError {
-                        kind,
-                        persisted,
-                        record,
-                        detail,
-                    };
-                    self.resolve(core, id.0, done, Err(error));
-                    core.slabs.publish(&mut self.to_wake);
-                }
+                let kind = match error {
+                    // As `ProducerHandle::fatal` tells it (every bootstrap server's
+                    // certificate rejected is a `ConnectionError`).
+                    FailureReason::Fatal(e) => Fatal::from_core(e).kind(),
+                    error => ErrorKind::Failed(error),
+                };
+                self.failed(core, id, kind, persisted, record, detail);
             }
             Event::Fatal(e) => {
                 error!(error = %e, "producer failed");
