@@ -430,6 +430,22 @@ fn the_drivers_own_memory_counts_against_buffer_memory() {
     h.p.send(h.now, other()).expect("room without it");
 }
 
+/// Review finding (2026-12-06): an external figure near `usize::MAX` overflowed the sum
+/// `buffer.memory` is checked against (a panic in a debug build, and in release a wrapped sum
+/// that let the record in past the limit). It is refused `QueueFull`, handed back.
+#[test]
+fn a_huge_external_memory_figure_refuses_records() {
+    let mut h = lingering(BATCH);
+    h.p.send(h.now, small(0)).unwrap();
+    h.p.set_external_memory(usize::MAX);
+    // Too large for the open batch: it needs room of its own.
+    let other = || Record::new(TOPIC, vec![b'x'; BATCH]).with_partition(0);
+    match h.p.send(h.now, other()) {
+        Err(SendError::QueueFull(r)) => assert_eq!(r, other(), "the record handed back"),
+        r => panic!("{r:?}"),
+    }
+}
+
 /// Review finding (2026-12-05): a `max.request.size` above `buffer.memory` (raised for
 /// large records, with the default 32 MiB buffer) stopped the producer from starting, where
 /// the Java client takes it. A record larger than the buffer is taken when nothing else is

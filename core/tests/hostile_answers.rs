@@ -880,3 +880,36 @@ fn an_api_versions_refusal_keeps_the_brokers_code() {
         h.events
     );
 }
+
+/// Review finding (2026-12-06): a metadata answer listing a topic with millions of
+/// partitions (about 18 bytes each on the wire, so 5.8 million fit the default frame) made
+/// the producer keep a table of that many partitions, about 1 GB, for its life. More than
+/// 2^20 partitions make the answer corrupt: ignored, and asked again; the next true answer
+/// is taken and the record delivered.
+#[test]
+fn a_topic_of_millions_of_partitions_is_not_believed() {
+    let mut net = Net::with(|_| {});
+    let id = net.h.p.send(net.h.now, record("a")).unwrap();
+    let mut inflate = |n: usize, m: &mut MetadataResponse| {
+        if n == 0 {
+            let template = m.topics[0].partitions[0].clone();
+            m.topics[0].partitions = (0..(1 << 20) + 1)
+                .map(|i| {
+                    let mut p = template.clone();
+                    p.partition_index = i;
+                    p
+                })
+                .collect();
+        }
+    };
+    net.round(Duration::ZERO, &mut inflate, &mut |_| None);
+    assert_eq!(net.meta_answers, 1);
+    assert_eq!(net.h.p.partition_count(TOPIC), None, "the inflated answer is ignored");
+    let mut t = 0;
+    while !net.delivered(id) && t < 60 {
+        net.round(Duration::from_secs(1), &mut inflate, &mut |_| None);
+        t += 1;
+    }
+    assert!(net.delivered(id), "delivered after the next answer");
+    assert_eq!(net.h.p.partition_count(TOPIC), Some(1));
+}

@@ -12,7 +12,7 @@ use harness::{
 };
 use kprod_core::protocol::metadata::MetadataRequest;
 use kprod_core::protocol::{api_key, decode_response, encode_response, ErrorCode};
-use kprod_core::{ConnId, DeliveryError, Diagnostic, Event, Output, Persistence, Record};
+use kprod_core::{ConnId, DeliveryError, Diagnostic, Event, Output, Persistence, Record, RecordId};
 
 impl Harness {
     fn failures(&self) -> Vec<(DeliveryError, Persistence)> {
@@ -2215,4 +2215,26 @@ fn unknown_producer_id_at_a_wrapped_sequence_zero_bumps_the_epoch() {
     assert_eq!(h.p.pending_records(), 0, "d delivered: {epochs:?}");
     assert_eq!(inits, 0, "no new producer id: {epochs:?}");
     assert_eq!(epochs.last(), Some(&(1, 0)), "sent again under epoch 1");
+}
+
+/// Review finding (2026-12-06): `send` placed a record by the caller's `now`, not the
+/// producer's clock, so a `now` earlier than the last (against the contract, but a caller's
+/// mistake) made a record older than the batch it joined, a debug assertion. Both records are
+/// taken and delivered.
+#[test]
+fn a_send_with_an_earlier_now_joins_the_batch() {
+    let mut h = Harness::new(|c| c.linger = Duration::from_millis(5));
+    let later = h.now + Duration::from_millis(3);
+    let first = h.p.send(later, Record::new(TOPIC, "first").with_partition(0)).unwrap();
+    let second = (h.p)
+        .send(h.now, Record::new(TOPIC, "second").with_partition(0))
+        .unwrap();
+    h.now = later;
+    for _ in 0..20 {
+        h.answer_all();
+        h.now += Duration::from_millis(5);
+        h.p.handle_timeout(h.now);
+    }
+    let delivered: Vec<RecordId> = deliveries(&h.events).iter().map(|d| d.0).collect();
+    assert_eq!(delivered, [first, second]);
 }

@@ -569,7 +569,10 @@ impl Producer {
         });
         if need > 0
             && self.buffered_bytes > 0
-            && self.buffered_bytes + self.external_bytes + need > self.cfg.buffer_memory
+            && (self.buffered_bytes)
+                .saturating_add(self.external_bytes)
+                .saturating_add(need)
+                > self.cfg.buffer_memory
         {
             self.flush_for_memory();
             return Err(SendError::QueueFull(record));

@@ -87,7 +87,7 @@ impl Producer {
 
     /// The next InitProducerId after the backoff, which grows with each failure in a row.
     pub(super) fn retry_producer_id_later(&mut self) {
-        self.pid_failures += 1;
+        self.pid_failures = self.pid_failures.saturating_add(1);
         self.pid_retry_at = Some(
             self.now
                 + self.backoff(

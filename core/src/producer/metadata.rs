@@ -16,6 +16,15 @@ use crate::partition::{BatchState, Partition};
 use crate::protocol::metadata::{MetadataRequest, MetadataRequestTopic};
 use crate::protocol::produce::PartitionResult;
 use crate::protocol::{self, ErrorCode};
+
+/// More partitions than this in one topic make a metadata answer corrupt (ignored, and asked
+/// again): Kafka's own guidance stops far below it (a KRaft cluster of a few million
+/// partitions in all), and each partition costs the producer about 200 bytes for its life.
+pub(crate) const MAX_PARTITIONS_PER_TOPIC: usize = 1 << 20;
+
+/// The ids of a topic deleted and created again that are remembered (to know an answer
+/// naming one for a lagging broker's).
+const MAX_RETIRED_IDS: usize = 8;
 use crate::types::{ConnId, DeliveryError, Persistence};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -61,7 +70,7 @@ impl Producer {
         let n = if changed { 0 } else { self.metadata.unchanged };
         let max = self.cfg.retry_backoff_max;
         let delay = super::backoff_delay(self.cfg.retry_backoff, max, n);
-        self.metadata.unchanged = if delay < max { n + 1 } else { n };
+        self.metadata.unchanged = if delay < max { n.saturating_add(1) } else { n };
         let delay = self.backoff(self.cfg.retry_backoff, max, n, super::BackoffFor::Metadata);
         self.metadata.needed = true;
         self.metadata.retry_at = Some(self.now + delay);
@@ -286,6 +295,14 @@ impl Producer {
             }
             // A partition listed twice makes the answer corrupt (the partition count is the
             // length of the list): ignored, and asked again.
+            // So is a topic of more partitions than any Kafka cluster holds: a few bytes each
+            // on the wire, it would otherwise make the producer keep a table of millions of
+            // partitions (about 200 bytes each) for its life.
+            if t.partitions.len() > MAX_PARTITIONS_PER_TOPIC {
+                incomplete = true;
+                self.topics[ti].retired_named = None;
+                continue;
+            }
             let mut indexes: Vec<i32> = t.partitions.iter().map(|p| p.partition_index).collect();
             indexes.sort_unstable();
             if indexes.windows(2).any(|w| w[0] == w[1]) {
@@ -326,6 +343,11 @@ impl Producer {
             let recreated = t.topic_id != [0; 16] && topic.id != [0; 16] && topic.id != t.topic_id;
             let idempotent = self.cfg.enable_idempotence;
             if recreated {
+                // The last few are enough to know a lagging broker's answer: a broker naming
+                // a new id in every answer must not grow the list for ever.
+                if topic.retired.len() >= MAX_RETIRED_IDS {
+                    topic.retired.remove(0);
+                }
                 topic.retired.push(topic.id);
             }
             if t.topic_id != [0; 16] {

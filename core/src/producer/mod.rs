@@ -444,7 +444,10 @@ impl Producer {
         if self.fatal.is_some() || self.closing {
             return Err(SendError::Closed(record));
         }
-        self.accept(now, record)
+        // The producer's clock, not the caller's `now`: a `now` earlier than the last one
+        // (a contract violation, but a caller's mistake) must not make a record older than
+        // the batch it joins.
+        self.accept(self.now, record)
     }
 
     /// How many partitions `topic` has, from the last metadata answer that described it;
