@@ -904,7 +904,11 @@ fn a_topic_of_millions_of_partitions_is_not_believed() {
     };
     net.round(Duration::ZERO, &mut inflate, &mut |_| None);
     assert_eq!(net.meta_answers, 1);
-    assert_eq!(net.h.p.partition_count(TOPIC), None, "the inflated answer is ignored");
+    assert_eq!(
+        net.h.p.partition_count(TOPIC),
+        None,
+        "the inflated answer is ignored"
+    );
     let mut t = 0;
     while !net.delivered(id) && t < 60 {
         net.round(Duration::from_secs(1), &mut inflate, &mut |_| None);

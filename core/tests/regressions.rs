@@ -2225,7 +2225,9 @@ fn unknown_producer_id_at_a_wrapped_sequence_zero_bumps_the_epoch() {
 fn a_send_with_an_earlier_now_joins_the_batch() {
     let mut h = Harness::new(|c| c.linger = Duration::from_millis(5));
     let later = h.now + Duration::from_millis(3);
-    let first = h.p.send(later, Record::new(TOPIC, "first").with_partition(0)).unwrap();
+    let first =
+        h.p.send(later, Record::new(TOPIC, "first").with_partition(0))
+            .unwrap();
     let second = (h.p)
         .send(h.now, Record::new(TOPIC, "second").with_partition(0))
         .unwrap();

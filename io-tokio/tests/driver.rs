@@ -2687,3 +2687,61 @@ mod callbacks {
         drop(h);
     }
 }
+
+/// Review finding (2026-12-06): acks=all, a request still being written to a broker that
+/// stopped reading when its records reached their delivery timeout. With every record
+/// resolved the close closed that connection "in good order", and the driver waited for the
+/// stuck writer up to `request.timeout.ms` (5 s here) before `close()` returned. The core
+/// now closes a connection whose answers are still awaited at once.
+#[tokio::test(start_paused = true)]
+async fn a_close_does_not_wait_for_a_writer_stuck_under_records_already_timed_out() {
+    let broker = FakeBroker::new("t", 1);
+    {
+        let mut s = broker.script.lock().unwrap();
+        // The first connect hangs until the connect timeout (8 s), so the requests go out
+        // late, close to the records' delivery timeout (10 s).
+        s.hang_connects = 1;
+        // The first Produce request (a partition's first batch goes alone) is answered; the
+        // next is read, then the broker reads nothing more: the third (larger than the
+        // 64 KiB pipe) is stuck in the writer.
+        s.produce = VecDeque::from([Action::Answer, Action::Stall]);
+    }
+    let cfg = config(&[
+        ("socket.connection.setup.timeout.ms", "8000"),
+        ("request.timeout.ms", "5000"),
+        ("delivery.timeout.ms", "10000"),
+        ("linger.ms", "0"),
+        ("max.in.flight.requests.per.connection", "5"),
+    ]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    let start = Instant::now();
+    let mut futures = Vec::new();
+    for value in ["a", "b", "c"] {
+        let r = Record::new("t", value.repeat(200_000)).with_partition(0);
+        futures.push(h.enqueue(r).await.expect("accepted"));
+    }
+    let mut outcomes = Vec::new();
+    for f in futures {
+        outcomes.push(f.await.map(|_| ()).map_err(|e| (e.kind, e.persisted)));
+    }
+    let resolved = start.elapsed();
+    let first = |v: &String| v[..1].to_owned();
+    assert_eq!(
+        broker.log("t", 0).iter().map(first).collect::<Vec<_>>(),
+        ["a", "b"]
+    );
+    assert!(outcomes[0].is_ok(), "{:?}", outcomes[0]);
+    for o in &outcomes[1..] {
+        let e = o
+            .as_ref()
+            .expect_err("no answer before the delivery timeout");
+        assert_eq!(e.1, Persistence::PossiblyPersisted, "{:?}", e.0);
+    }
+    assert!(resolved >= Duration::from_secs(10), "{resolved:?}");
+    h.close().await;
+    let closed = start.elapsed() - resolved;
+    assert!(
+        closed < Duration::from_secs(1),
+        "close took {closed:?} after every record was resolved"
+    );
+}

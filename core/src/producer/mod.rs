@@ -767,12 +767,16 @@ impl Producer {
                     }
                 }
             }
-            let conns: Vec<ConnId> = self.conns.keys().copied().collect();
-            for c in conns {
-                self.out.push_back(Output::Close {
-                    conn: c,
-                    flush: true,
-                });
+            // In good order (the driver lets its writer finish) only where no answer is
+            // awaited: a request still unanswered belongs to records already reported at
+            // their delivery timeout, and a writer stuck on a broker that stopped reading
+            // would hold the close for its own bound (a review finding). `acks=0` requests
+            // await no answer, and their bytes are still handed over.
+            let conns: Vec<(ConnId, bool)> = (self.conns.iter())
+                .map(|(&c, conn)| (c, conn.inflight.is_empty()))
+                .collect();
+            for (conn, flush) in conns {
+                self.out.push_back(Output::Close { conn, flush });
             }
             self.conns.clear();
             self.node_conns.clear();
