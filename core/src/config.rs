@@ -7,7 +7,10 @@ use crate::protocol::compression::Compression;
 use crate::protocol::versions::MaxVersions;
 
 /// What to do when a batch fails permanently and leaves a gap in a partition's stream
-/// (idempotence-spec §B.4).
+/// (idempotence-spec §B.4). A batch refused for good counts (not persisted, or possibly
+/// persisted, as after UNKNOWN_SERVER_ERROR: it may be missing from the log), and so do
+/// records failed for want of a producer id; a delivery timeout does not (as in
+/// librdkafka's gapless guarantee).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum GapPolicy {
     /// Fail that batch, bump the epoch and go on with the later batches (Java's behaviour).

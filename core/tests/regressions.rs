@@ -2240,3 +2240,111 @@ fn a_send_with_an_earlier_now_joins_the_batch() {
     let delivered: Vec<RecordId> = deliveries(&h.events).iter().map(|d| d.0).collect();
     assert_eq!(delivered, [first, second]);
 }
+
+/// Two batches of a partition in flight; the first refused UNKNOWN_SERVER_ERROR (failed
+/// possibly persisted: the broker may have written it before failing), the second then
+/// refused OUT_OF_ORDER_SEQUENCE_NUMBER (the first is not in the log). Returns the harness.
+fn unknown_server_error_then_out_of_order(policy: kprod_core::GapPolicy) -> Harness {
+    let mut h = Harness::new(|c| c.gap_policy = policy);
+    h.p.send(h.now, record("x")).unwrap();
+    h.answer_all();
+    let mut requests = Vec::new();
+    for v in ["a", "b"] {
+        h.p.send(h.now, record(v)).unwrap();
+        h.p.flush(h.now);
+        h.drain();
+        requests.push(h.next_frame().expect("a Produce request"));
+    }
+    h.feed(produce_error(&requests[0], ErrorCode::UnknownServerError));
+    if h.p.fatal_error().is_none() {
+        h.feed(produce_error(
+            &requests[1],
+            ErrorCode::OutOfOrderSequenceNumber,
+        ));
+    }
+    h.answer_all();
+    h
+}
+
+/// Review finding (2026-12-06): the gap policy applied only to refusals not persisted. A
+/// batch refused possibly persisted (UNKNOWN_SERVER_ERROR) that is not in the log leaves
+/// the same gap, and under `CutPartition` the batch behind it was re-sequenced under a new
+/// epoch and delivered past it. Now the cut takes it.
+#[test]
+fn a_refusal_possibly_persisted_cuts_the_partition_under_the_cut_policy() {
+    let h = unknown_server_error_then_out_of_order(kprod_core::GapPolicy::CutPartition);
+    assert_eq!(
+        h.failures(),
+        [
+            (
+                DeliveryError::Broker(ErrorCode::UnknownServerError),
+                Persistence::PossiblyPersisted
+            ),
+            (DeliveryError::PartitionCut, Persistence::NotPersisted),
+        ],
+        "{:?}",
+        h.events
+    );
+    assert_eq!(h.p.pending_records(), 0);
+}
+
+/// The same under `Fatal`: the producer stops at the refusal (it went on before, and the
+/// batch behind was delivered past the gap).
+#[test]
+fn a_refusal_possibly_persisted_stops_the_producer_under_the_fatal_policy() {
+    let h = unknown_server_error_then_out_of_order(kprod_core::GapPolicy::Fatal);
+    assert_eq!(
+        h.p.fatal_error(),
+        Some(&kprod_core::FatalError::Gap(ErrorCode::UnknownServerError))
+    );
+    assert!(deliveries(&h.events).len() == 1, "only x: {:?}", h.events);
+    assert_eq!(h.p.pending_records(), 0);
+}
+
+/// Under `Fatal`, records failed for want of a producer id (CLUSTER_AUTHORIZATION_FAILED on
+/// InitProducerId) are a gap too: records sent later would land past them. The producer
+/// stops (it asked again after the backoff before, and went on once allowed).
+#[test]
+fn an_authorization_refusal_of_the_producer_id_stops_the_producer_under_the_fatal_policy() {
+    use kprod_core::protocol::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
+
+    let mut h = Harness::new(|c| c.gap_policy = kprod_core::GapPolicy::Fatal);
+    h.p.send(h.now, record("x")).unwrap();
+    let mut wires = Wires::new();
+    let mut answer = |h: &mut Harness, _, f: Bytes| {
+        let (key, version, corr) = api_of(&f);
+        Some(if key == api_key::INIT_PRODUCER_ID {
+            let refused = InitProducerIdResponse {
+                throttle_time_ms: 0,
+                error_code: ErrorCode::ClusterAuthorizationFailed.as_i16(),
+                producer_id: -1,
+                producer_epoch: -1,
+            };
+            encode_response::<InitProducerIdRequest>(&refused, version, corr)
+        } else {
+            respond(&f, &mut h.next_offset)
+        })
+    };
+    // The first refusal may come before the record has a batch (it waits for metadata):
+    // the producer asks again after the backoff.
+    for _ in 0..5 {
+        while pump(&mut h, &mut wires, &mut answer) {}
+        h.now += Duration::from_secs(1);
+        h.p.handle_timeout(h.now);
+    }
+    assert_eq!(
+        h.p.fatal_error(),
+        Some(&kprod_core::FatalError::Gap(
+            ErrorCode::ClusterAuthorizationFailed
+        )),
+        "{:?}",
+        h.events
+    );
+    assert_eq!(
+        h.failures(),
+        [(
+            DeliveryError::Broker(ErrorCode::ClusterAuthorizationFailed),
+            Persistence::NotPersisted
+        )]
+    );
+}

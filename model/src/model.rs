@@ -396,6 +396,9 @@ pub struct State {
     pub moved_on_hint: bool,
     /// S3 (cut policies) ghost: records a cut must keep out of the log.
     pub must_not_land: BTreeSet<(i32, u8)>,
+    /// S3 (cut policies) ghost: `(p, k, sent)` for a record `k` refused possibly persisted:
+    /// unless `k` is in the log, none of the records `k + 1..sent` sent by then may land.
+    pub cut_unless_landed: BTreeSet<(i32, u8, u8)>,
     /// §C.4 ghost: a Produce acknowledgement overtook an earlier record not in the log.
     pub overtaken: bool,
     /// §C.4 ghost: the true head of a partition drew OUT_OF_ORDER_SEQUENCE_NUMBER or
@@ -744,12 +747,15 @@ impl KafkaModel {
                             | DeliveryError::PartitionCut
                             | DeliveryError::Fatal(_)
                     );
-                    if refused
-                        && persisted == Persistence::NotPersisted
-                        && self.cfg.gap_policy != kprod_core::GapPolicy::ContinueWithGap
-                    {
+                    let cuts = self.cfg.gap_policy != kprod_core::GapPolicy::ContinueWithGap;
+                    if refused && cuts {
                         let sent = s.sent[p as usize];
-                        s.must_not_land.extend((k + 1..sent).map(|j| (p, j)));
+                        if persisted == Persistence::NotPersisted {
+                            s.must_not_land.extend((k + 1..sent).map(|j| (p, j)));
+                        } else if k + 1 < sent {
+                            // Refused possibly persisted: in the log, or a cut like the above.
+                            s.cut_unless_landed.insert((p, k, sent));
+                        }
                     }
                 }
                 (id, Outcome::Failed(persisted))
@@ -1268,6 +1274,7 @@ impl Model for KafkaModel {
             moved_unannounced: BTreeSet::new(),
             moved_on_hint: false,
             must_not_land: BTreeSet::new(),
+            cut_unless_landed: BTreeSet::new(),
             overtaken: false,
             head_rejection: None,
             exhausted_pid: None,
@@ -1569,13 +1576,18 @@ impl Model for KafkaModel {
             Property::always("S3 a cut keeps a prefix", |_, s: &State| {
                 // Under `CutPartition` and `Fatal` (§B.4), a record refused for good takes every
                 // later record already sent with it: none of them reaches the log.
-                s.must_not_land.iter().all(|&(p, k)| {
+                let kept_out = |p: i32, k: u8| {
                     !KafkaModel::log_values(s, p).contains(&(p, k))
                         && s.ids.iter().all(|(id, x)| {
                             *x != (p, k)
                                 || !matches!(s.outcomes.get(id), Some(Outcome::Delivered(_)))
                         })
-                })
+                };
+                s.must_not_land.iter().all(|&(p, k)| kept_out(p, k))
+                    && s.cut_unless_landed.iter().all(|&(p, k, sent)| {
+                        KafkaModel::log_values(s, p).contains(&(p, k))
+                            || (k + 1..sent).all(|j| kept_out(p, j))
+                    })
             }),
             Property::always("S8 a new producer id starts at 0", |_, s: &State| {
                 s.cluster.partitions.values().all(|part| {

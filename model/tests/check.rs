@@ -255,8 +255,12 @@ fn gap_policies_on_a_permanent_error() {
         };
         counts.push(check(&format!("{policy:?}"), cfg, &[ALL_DELIVERED]));
     }
-    // [6,128, 5,824] until `ACCEPTANCE_TIME`.
-    assert_eq!(counts, [7_412, 7_094], "unique states changed");
+    // [6,128, 5,824] until `ACCEPTANCE_TIME`; [7,412, 7,094] until the policy applied to a
+    // refusal possibly persisted too (UNKNOWN_SERVER_ERROR here; a review finding, which
+    // the S3 cut property, now also checking such refusals, finds on the old code): `Fatal`
+    // stops, and `CutPartition` cuts, where the later batches went on; the new ghost
+    // (`cut_unless_landed`) tells more states apart.
+    assert_eq!(counts, [7_265, 6_488], "unique states changed");
 }
 
 /// KAFKA-15591 after idle expiry: the broker forgets the idle producer, then the first batch

@@ -11,6 +11,7 @@ use crate::partition::BatchState;
 use crate::protocol::init_producer_id::InitProducerIdRequest;
 use crate::protocol::ErrorCode;
 use crate::types::{DeliveryError, Diagnostic, FatalError, Persistence, ProducerIdentity};
+use crate::GapPolicy;
 
 impl Producer {
     pub(super) fn maybe_request_producer_id(&mut self) {
@@ -124,6 +125,13 @@ impl Producer {
                     } else {
                         let error = DeliveryError::Broker(code);
                         self.fail_batch(ti, pi, i, error, Persistence::NotPersisted);
+                        // Records sent later may land: a gap under `Fatal` (under
+                        // `CutPartition` every batch buffered here fails with them).
+                        if self.cfg.gap_policy == GapPolicy::Fatal
+                            && !mutated!(self.cfg, GapPolicyIgnored)
+                        {
+                            self.fail_fatal(FatalError::Gap(code));
+                        }
                     }
                 }
             }

@@ -298,13 +298,16 @@ impl Producer {
                 let after_append = self.cfg.acks == -1 && c.may_follow_append();
                 self.retry_batch(r, c, c.is_possibly_persisted() || after_append)
             }
-            c if c.is_possibly_persisted() => self.fail_batch(
-                ti,
-                pi,
-                i,
-                DeliveryError::Broker(c),
-                Persistence::PossiblyPersisted,
-            ),
+            c if c.is_possibly_persisted() => {
+                self.fail_batch(
+                    ti,
+                    pi,
+                    i,
+                    DeliveryError::Broker(c),
+                    Persistence::PossiblyPersisted,
+                );
+                self.apply_gap_policy(ti, pi, c);
+            }
             c => self.fail_permanently(ti, pi, i, c),
         }
         // The answer named a new leader (KIP-951): the batch it refused goes there without
@@ -413,6 +416,7 @@ impl Producer {
                 DeliveryError::Broker(code),
                 Persistence::PossiblyPersisted,
             );
+            self.apply_gap_policy(ti, pi, code);
         } else if b.overtaken || p.cutting {
             let error = if p.cutting {
                 DeliveryError::PartitionCut
@@ -586,6 +590,16 @@ impl Producer {
             DeliveryError::Broker(code),
             Persistence::NotPersisted,
         );
+        self.apply_gap_policy(ti, pi, code);
+    }
+
+    /// A batch of partition `(ti, pi)` failed for good (`code`), so the partition's log may
+    /// miss it: the gap policy decides what else happens (§B.4). Also for a batch failed
+    /// possibly persisted (UNKNOWN_SERVER_ERROR, an ambiguous retry refused): if it is not in
+    /// the log, later records landing would leave the very gap `CutPartition` and `Fatal`
+    /// forbid (a review finding: only refusals not persisted applied the policy). A delivery
+    /// timeout is not a refusal and applies none, as in librdkafka's gapless guarantee.
+    pub(super) fn apply_gap_policy(&mut self, ti: usize, pi: usize, code: ErrorCode) {
         let policy = if mutated!(self.cfg, GapPolicyIgnored) {
             GapPolicy::ContinueWithGap
         } else {
