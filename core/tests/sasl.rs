@@ -36,6 +36,9 @@ struct Broker {
     /// Every handshake refused UNSUPPORTED_SASL_MECHANISM, listed mechanism or not (Tansu
     /// without SASL set up).
     refuse_handshakes: bool,
+    /// Every handshake answered with this error code (ILLEGAL_SASL_STATE: Kafka's answer on
+    /// a listener without SASL).
+    handshake_error: Option<i16>,
 }
 
 struct Harness {
@@ -177,7 +180,7 @@ impl Harness {
                 let ok = self.broker.mechanisms.contains(&req.mechanism)
                     && !self.broker.refuse_handshakes;
                 let resp = SaslHandshakeResponse {
-                    error_code: if ok { 0 } else { 33 },
+                    error_code: (self.broker.handshake_error).unwrap_or(if ok { 0 } else { 33 }),
                     mechanisms: self.broker.mechanisms.clone(),
                 };
                 encode_response::<SaslHandshakeRequest>(&resp, version, corr)
@@ -272,6 +275,7 @@ fn plain_broker(lifetime_ms: i64) -> Broker {
         refuse: 0,
         too_old: 0,
         refuse_handshakes: false,
+        handshake_error: None,
     }
 }
 
@@ -367,6 +371,29 @@ fn a_mechanism_the_broker_does_not_enable_is_a_clear_fatal_error() {
     );
     assert_eq!(failures[0].1, Persistence::NotPersisted);
     assert_eq!(h.connects, 1);
+}
+
+/// A SASL client on a listener without SASL: Kafka answers the SaslHandshake
+/// ILLEGAL_SASL_STATE (`KafkaApis`), and the error said only that. It now says what it
+/// likely means (a review finding, 2026-12-06).
+#[test]
+fn a_handshake_refused_illegal_sasl_state_names_the_likely_cause() {
+    let mut broker = plain_broker(0);
+    broker.handshake_error = Some(34);
+    let mut h = Harness::new(
+        SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD),
+        broker,
+    );
+    h.p.send(h.now, record("a")).unwrap();
+    h.answer_all();
+    let failures = h.failures();
+    assert_eq!(failures.len(), 1);
+    let text = failures[0].0.to_string();
+    assert!(
+        text.contains("ILLEGAL_SASL_STATE") && text.contains("security.protocol"),
+        "{text}"
+    );
+    assert_eq!(failures[0].1, Persistence::NotPersisted);
 }
 
 /// A broker that refuses a mechanism it lists (Tansu without SASL set up answers

@@ -236,9 +236,17 @@ impl Producer {
             return Ok(());
         }
         if resp.error_code != 0 {
+            // Kafka answers a SaslHandshake on a listener without SASL (PLAINTEXT, SSL) so; a
+            // re-authentication less than a second after the last draws it too.
+            let hint = if resp.error_code == 34 {
+                ": the broker's listener probably does not use SASL (check security.protocol \
+                 against the listener's protocol)"
+            } else {
+                ""
+            };
             self.sasl_failed(
                 conn,
-                format!("SaslHandshake: {}", code_name(resp.error_code)),
+                format!("SaslHandshake: {}{hint}", code_name(resp.error_code)),
             );
             return Ok(());
         }
