@@ -14,7 +14,9 @@ use kprod_core::protocol::api_versions::{ApiVersion, ApiVersionsRequest, ApiVers
 use kprod_core::protocol::sasl::{
     SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 };
-use kprod_core::protocol::{api_key, encode_response, Message, Reader, Request, RequestHeader};
+use kprod_core::protocol::{
+    api_key, encode_response, ErrorCode, Message, Reader, Request, RequestHeader,
+};
 use kprod_core::{
     ConnId, DeliveryError, Diagnostic, Event, FatalError, Output, Persistence, Producer,
     ProducerConfig, Record, SaslConfig, SaslInput, SaslMechanism, SaslNeed, Secret,
@@ -532,6 +534,45 @@ fn a_refusal_after_the_broker_was_reached_is_an_error_on_that_connection_only() 
     assert!(h.p.fatal_error().is_none(), "{:?}", h.p.fatal_error());
     assert!(!h.events.iter().any(|e| matches!(e, Event::Fatal(_))));
     assert!(h.connects >= connects + 2, "it connected again");
+}
+
+/// Review finding (2026-12-06): credentials revoked while the producer runs. Every
+/// reconnect is refused (an error on that connection, the producer goes on), and the records
+/// waiting for the leader reached their delivery timeout saying NETWORK_EXCEPTION, as for an
+/// unreachable broker: nothing told the application it was an authentication problem. They
+/// now report SASL_AUTHENTICATION_FAILED, not persisted.
+#[test]
+fn records_held_back_by_refused_authentication_say_so_at_their_timeout() {
+    let mut cfg = config(SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD));
+    cfg.delivery_timeout = Duration::from_secs(5);
+    cfg.request_timeout = Duration::from_secs(3);
+    let mut h = Harness::with_config(cfg, plain_broker(1_000));
+    h.p.send(h.now, record("before")).unwrap();
+    h.answer_all();
+    assert_eq!(h.delivered(), 1, "{:?}", h.events);
+    // Every authentication from now on is refused: the re-authentications, then every
+    // reconnect.
+    h.broker.refuse = usize::MAX;
+    h.now += Duration::from_secs(1);
+    h.p.handle_timeout(h.now);
+    h.answer_all();
+    h.p.send(h.now, record("after")).unwrap();
+    for _ in 0..100 {
+        h.answer_all();
+        h.now += Duration::from_millis(100);
+        h.p.handle_timeout(h.now);
+    }
+    assert!(h.handshake_failures().len() >= 2, "{:?}", h.events);
+    assert!(h.p.fatal_error().is_none(), "{:?}", h.p.fatal_error());
+    assert_eq!(
+        h.failures(),
+        [(
+            DeliveryError::DeliveryTimeout {
+                last_error: Some(ErrorCode::SaslAuthenticationFailed)
+            },
+            Persistence::NotPersisted
+        )]
+    );
 }
 
 /// Before any connection completed its handshake a refusal fails the producer only once

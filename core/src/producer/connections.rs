@@ -144,6 +144,10 @@ impl Conn {
 pub(super) struct Backoff {
     pub(super) until: Instant,
     pub(super) failures: u32,
+    /// What the last handshake that failed for good said (SASL_AUTHENTICATION_FAILED,
+    /// UNSUPPORTED_VERSION), kept through the failed connects after it until a handshake
+    /// completes: what a batch held back by it reports at its delivery timeout.
+    pub(super) refused: Option<ErrorCode>,
 }
 
 impl Producer {
@@ -298,7 +302,13 @@ impl Producer {
                     failures.saturating_sub(1),
                     what,
                 );
-            self.backoff.insert(c.target, Backoff { until, failures });
+            let refused = (self.backoff.get(&c.target)).and_then(|b| b.refused);
+            let entry = Backoff {
+                until,
+                failures,
+                refused,
+            };
+            self.backoff.insert(c.target, entry);
         }
         if let Target::Bootstrap(i) = c.target {
             if failed {
@@ -752,7 +762,15 @@ impl Producer {
                 return;
             }
         }
+        let code = match &error {
+            FatalError::Authentication { .. } => Some(ErrorCode::SaslAuthenticationFailed),
+            FatalError::UnsupportedVersions(_) => Some(ErrorCode::UnsupportedVersion),
+            _ => None,
+        };
         self.diag(Diagnostic::HandshakeFailed { conn, addr, error });
         self.close_conn(conn, HANDSHAKE_FAILED);
+        if let Some(b) = self.backoff.get_mut(&target) {
+            b.refused = code.or(b.refused);
+        }
     }
 }

@@ -47,7 +47,9 @@ impl Producer {
                     // network held it back.
                     let unreached = (self.conns.values())
                         .all(|c| matches!(c.state, ConnState::Connecting | ConnState::Negotiating));
-                    let network = unreached.then_some(ErrorCode::NetworkException);
+                    // (Or the refusal a handshake drew, if one did.)
+                    let refused = self.backoff.values().find_map(|b| b.refused);
+                    let network = unreached.then(|| refused.unwrap_or(ErrorCode::NetworkException));
                     DeliveryError::DeliveryTimeout {
                         last_error: self.topics[ti].missing.or(network),
                     }
@@ -109,7 +111,10 @@ impl Producer {
         };
         let ready = (self.conns.values())
             .any(|c| c.target == Target::Node(node) && c.state == ConnState::Ready);
-        (!ready).then_some(ErrorCode::NetworkException)
+        // A leader that refused the handshake says so (credentials revoked, a certificate
+        // or token expired): the records report why, not a network error.
+        let refused = (self.backoff.get(&Target::Node(node))).and_then(|b| b.refused);
+        (!ready).then(|| refused.unwrap_or(ErrorCode::NetworkException))
     }
 
     /// Batch `i`, in flight, reached its delivery timeout: its records fail now, possibly

@@ -79,6 +79,9 @@ pub enum ErrorCode {
     TransactionalIdAuthorizationFailed,
     /// KAFKA_STORAGE_ERROR (56).
     KafkaStorageError,
+    /// SASL_AUTHENTICATION_FAILED (58). Not a Produce answer: what a delivery timeout
+    /// reports when the connections to a partition's leader were refused authentication.
+    SaslAuthenticationFailed,
     /// UNKNOWN_PRODUCER_ID (59).
     UnknownProducerId,
     /// FENCED_LEADER_EPOCH (74).
@@ -139,6 +142,7 @@ impl ErrorCode {
         Self::ConcurrentTransactions,
         Self::TransactionalIdAuthorizationFailed,
         Self::KafkaStorageError,
+        Self::SaslAuthenticationFailed,
         Self::UnknownProducerId,
         Self::FencedLeaderEpoch,
         Self::UnknownLeaderEpoch,
@@ -188,6 +192,7 @@ impl ErrorCode {
             51 => Self::ConcurrentTransactions,
             53 => Self::TransactionalIdAuthorizationFailed,
             56 => Self::KafkaStorageError,
+            58 => Self::SaslAuthenticationFailed,
             59 => Self::UnknownProducerId,
             74 => Self::FencedLeaderEpoch,
             75 => Self::UnknownLeaderEpoch,
@@ -239,6 +244,7 @@ impl ErrorCode {
             Self::ConcurrentTransactions => 51,
             Self::TransactionalIdAuthorizationFailed => 53,
             Self::KafkaStorageError => 56,
+            Self::SaslAuthenticationFailed => 58,
             Self::UnknownProducerId => 59,
             Self::FencedLeaderEpoch => 74,
             Self::UnknownLeaderEpoch => 75,
@@ -290,6 +296,7 @@ impl ErrorCode {
             Self::ConcurrentTransactions => "CONCURRENT_TRANSACTIONS",
             Self::TransactionalIdAuthorizationFailed => "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
             Self::KafkaStorageError => "KAFKA_STORAGE_ERROR",
+            Self::SaslAuthenticationFailed => "SASL_AUTHENTICATION_FAILED",
             Self::UnknownProducerId => "UNKNOWN_PRODUCER_ID",
             Self::FencedLeaderEpoch => "FENCED_LEADER_EPOCH",
             Self::UnknownLeaderEpoch => "UNKNOWN_LEADER_EPOCH",
