@@ -886,13 +886,13 @@ pub enum Output {
         /// Connection.
         conn: ConnId,
         /// The core is done with the connection in good order (the producer closed with no
-        /// answer awaited on it, or it was idle for `connections.max.idle.ms`): write what
+        /// Produce answer awaited on it, or it was idle for `connections.max.idle.ms`): write what
         /// earlier `Transmit`s handed over before closing it, as under `acks=0` those
         /// requests' records are already reported `Sent` (an idle connection has nothing
         /// left to write: one that carried `acks=0` requests is never idle; the flag there
         /// is a safeguard). `false`: drop it at once (it failed: a request timeout, a
         /// protocol error; its broker left the cluster or moved; or the producer closed
-        /// while a request's answer was awaited, its records already reported at their
+        /// while a Produce answer was awaited, its records already reported at their
         /// delivery timeout).
         flush: bool,
     },

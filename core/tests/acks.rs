@@ -338,3 +338,33 @@ fn an_acks_one_request_lost_in_flight_fails_possibly_persisted() {
         h.events()
     );
 }
+
+/// acks=0: a close while a Metadata request is in flight (a periodic refresh) still closes
+/// every connection in good order, so that the driver writes the `Sent` records' requests it
+/// holds. (A close drops at once a connection awaiting a Produce answer, whose records were
+/// reported at their delivery timeout; a Metadata request awaited does not count.)
+#[test]
+fn acks_zero_close_beside_a_metadata_request_in_flight_flushes() {
+    let mut h = Harness::new(0);
+    h.p.send(h.now, record("a")).unwrap();
+    h.answer_all();
+    assert!(h.events().iter().any(|e| matches!(e, Event::Sent(_))));
+    // The periodic refresh goes out and is not answered.
+    h.now += Duration::from_secs(301);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    let metadata = std::iter::from_fn(|| h.next_frame()).any(|f| api_of(&f).0 == api_key::METADATA);
+    assert!(metadata, "a Metadata request in flight");
+    h.p.close(h.now);
+    h.drain();
+    let closes: Vec<bool> = (h.outputs.iter())
+        .filter_map(|o| match o {
+            Output::Close { flush, .. } => Some(*flush),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !closes.is_empty() && closes.iter().all(|f| *f),
+        "{closes:?}"
+    );
+}

@@ -767,13 +767,14 @@ impl Producer {
                     }
                 }
             }
-            // In good order (the driver lets its writer finish) only where no answer is
-            // awaited: a request still unanswered belongs to records already reported at
-            // their delivery timeout, and a writer stuck on a broker that stopped reading
-            // would hold the close for its own bound (a review finding). `acks=0` requests
-            // await no answer, and their bytes are still handed over.
+            // In good order (the driver lets its writer finish) only where no Produce answer
+            // is awaited: such a request belongs to records already reported at their
+            // delivery timeout, and a writer stuck on a broker that stopped reading would
+            // hold the close for its own bound (a review finding). `acks=0` requests await no
+            // answer (they are never in flight here), so their bytes are still handed over,
+            // even beside a Metadata request in flight.
             let conns: Vec<(ConnId, bool)> = (self.conns.iter())
-                .map(|(&c, conn)| (c, conn.inflight.is_empty()))
+                .map(|(&c, conn)| (c, conn.produce_inflight() == 0))
                 .collect();
             for (conn, flush) in conns {
                 self.out.push_back(Output::Close { conn, flush });
