@@ -245,7 +245,11 @@ impl From<TopicName> for Arc<str> {
 }
 
 /// A record to produce.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+///
+/// Its `Debug` shows at most the first 64 bytes of the key and of the value, with their
+/// lengths: an error carrying a record handed back (`{:?}`, `unwrap`) must not print a
+/// megabyte value, or all of a value that may be sensitive.
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Record {
     /// Topic name: see [`TopicName`] for sending many records without a `String` each.
     pub topic: TopicName,
@@ -260,6 +264,40 @@ pub struct Record {
     /// Create time in milliseconds since the Unix epoch, supplied by the application
     /// (the core has no clock).
     pub timestamp: i64,
+}
+
+/// Shows the first [`SHOWN_BYTES`] bytes of a key or value, and its length when cut.
+struct Shown<'a>(&'a Option<Bytes>);
+
+/// How much of a record's key and value its `Debug` shows.
+const SHOWN_BYTES: usize = 64;
+
+impl std::fmt::Debug for Shown<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            None => f.write_str("None"),
+            Some(b) if b.len() <= SHOWN_BYTES => write!(f, "Some({b:?})"),
+            Some(b) => write!(
+                f,
+                "Some({:?}... ({} bytes))",
+                b.slice(..SHOWN_BYTES),
+                b.len()
+            ),
+        }
+    }
+}
+
+impl std::fmt::Debug for Record {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Record")
+            .field("topic", &self.topic)
+            .field("partition", &self.partition)
+            .field("key", &Shown(&self.key))
+            .field("value", &Shown(&self.value))
+            .field("headers", &self.headers)
+            .field("timestamp", &self.timestamp)
+            .finish()
+    }
 }
 
 impl Record {

@@ -144,3 +144,20 @@ fn a_record_too_large_gives_its_size() {
     assert!(alone + 10 > MAX, "{alone}");
     assert!(batch_alone(&record(n - 1)) + 10 <= MAX);
 }
+
+/// Review finding (2026-12-06): an error carrying a record handed back printed the whole
+/// record under `{:?}` (an `unwrap` on a refused send of a 1 MB value put a megabyte, and
+/// whatever the value held, into the panic message). At most 64 bytes of the key and of the
+/// value are shown now, with their lengths.
+#[test]
+fn a_refused_records_debug_shows_a_bounded_part_of_its_value() {
+    let big = Record::new(TOPIC, vec![b'v'; 1_000_000]).with_key(vec![b'k'; 100]);
+    let shown = format!("{:?}", SendError::QueueFull(big));
+    assert!(shown.len() < 1_000, "{} bytes shown", shown.len());
+    assert!(
+        shown.contains("(1000000 bytes)") && shown.contains("(100 bytes)"),
+        "{shown}"
+    );
+    let small = format!("{:?}", Record::new(TOPIC, "tiny value"));
+    assert!(small.contains(r#"b"tiny value""#), "{small}");
+}

@@ -1683,7 +1683,10 @@ impl ProducerHandle {
     ///
     /// It runs on the producer's task, outside the producer's lock, one outcome after
     /// another in the order the producer learns them (a partition's records in the order
-    /// they were accepted): keep it short and non-blocking (count, store, or hand the
+    /// they were accepted, with one exception the Java client shares: a batch retried after
+    /// an answer that leaves it possibly written, such as NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    /// or waiting for a producer id, can resolve after later batches of its partition that
+    /// were answered or cut meanwhile): keep it short and non-blocking (count, store, or hand the
     /// outcome to a channel), since the producer does nothing else meanwhile. A panic in it
     /// is caught and ignored (the panic hook reports it as usual). If the producer's task
     /// ends before a record's outcome (its runtime shut down), the callback is called with
