@@ -46,6 +46,9 @@ pub enum Mutation {
     DuplicateTimeTrusted,
     /// Sequences wrap one early (at `max_sequence` instead of past it).
     EarlyWrap,
+    /// A partition's outcomes go out as the producer learns them: a later batch answered
+    /// while an earlier one is retried is reported first.
+    OutcomesAsLearned,
     /// A broker without KIP-360 (InitProducerId below v3, Apache Kafka before 2.5) gets a
     /// local epoch bump, as a new broker would, instead of a new producer id.
     LocalBumpWithoutKip360,

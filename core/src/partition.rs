@@ -204,6 +204,10 @@ pub(crate) struct Partition {
     pub(crate) needs_rebase: bool,
     /// The gap policy cut this partition; cleared at the rebase.
     pub(crate) cutting: bool,
+    /// Outcomes (`Delivered`, `Failed`) of records whose batch resolved while an earlier
+    /// batch of the partition had not: held until it does, so that a partition's outcomes
+    /// go out in send order (`Producer::emit_in_order`).
+    pub(crate) held: Vec<crate::Event>,
     /// The connection holding this partition's in-flight requests.
     pub(crate) inflight_conn: Option<ConnId>,
     /// The leader refused the partition (NOT_LEADER_OR_FOLLOWER and kin): send nothing until

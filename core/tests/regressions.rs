@@ -2348,3 +2348,39 @@ fn an_authorization_refusal_of_the_producer_id_stops_the_producer_under_the_fata
         )]
     );
 }
+
+/// Review finding (2026-12-06): a partition's outcomes went out in the order the producer
+/// learned them. Batch a answered NOT_ENOUGH_REPLICAS_AFTER_APPEND (retried, possibly
+/// written), batch b behind it answered success: b was reported delivered first, though
+/// the Java client's documentation promises callbacks of a partition in send order. b's
+/// outcome now waits for a's.
+#[test]
+fn a_partitions_outcomes_go_out_in_send_order_around_a_retry() {
+    let mut h = Harness::new(|_| {});
+    let x = h.p.send(h.now, record("x")).unwrap();
+    h.answer_all();
+    let mut ids = Vec::new();
+    let mut requests = Vec::new();
+    for v in ["a", "b"] {
+        ids.push(h.p.send(h.now, record(v)).unwrap());
+        h.p.flush(h.now);
+        h.drain();
+        requests.push(h.next_frame().expect("a Produce request"));
+    }
+    h.feed(produce_error(
+        &requests[0],
+        ErrorCode::NotEnoughReplicasAfterAppend,
+    ));
+    let b = respond(&requests[1], &mut h.next_offset);
+    h.feed(b);
+    let delivered: Vec<RecordId> = deliveries(&h.events).iter().map(|d| d.0).collect();
+    assert_eq!(delivered, [x], "b waits for a");
+    for _ in 0..20 {
+        h.answer_all();
+        h.now += Duration::from_millis(100);
+        h.p.handle_timeout(h.now);
+    }
+    let delivered: Vec<RecordId> = deliveries(&h.events).iter().map(|d| d.0).collect();
+    assert_eq!(delivered, [x, ids[0], ids[1]]);
+    assert_eq!(h.p.pending_records(), 0);
+}

@@ -1682,11 +1682,9 @@ impl ProducerHandle {
     /// refused here (the `Err`, with the record inside) never calls it.
     ///
     /// It runs on the producer's task, outside the producer's lock, one outcome after
-    /// another in the order the producer learns them (a partition's records in the order
-    /// they were accepted, with one exception the Java client shares: a batch retried after
-    /// an answer that leaves it possibly written, such as NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    /// or waiting for a producer id, can resolve after later batches of its partition that
-    /// were answered or cut meanwhile): keep it short and non-blocking (count, store, or hand the
+    /// another in the order the producer learns them, a partition's records in the order
+    /// they were accepted (the core holds a later batch's outcome while an earlier batch of
+    /// its partition is retried, e.g. after NOT_ENOUGH_REPLICAS_AFTER_APPEND): keep it short and non-blocking (count, store, or hand the
     /// outcome to a channel), since the producer does nothing else meanwhile. A panic in it
     /// is caught and ignored (the panic hook reports it as usual). If the producer's task
     /// ends before a record's outcome (its runtime shut down), the callback is called with

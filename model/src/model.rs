@@ -359,6 +359,8 @@ pub struct State {
     pub outcomes: BTreeMap<RecordId, Outcome>,
     /// A record got a second outcome.
     pub double_outcome: bool,
+    /// A record's outcome came after the outcome of a later record of its partition.
+    pub outcome_reordered: bool,
     /// A record was reported with a log append time: the model's topics keep create times,
     /// so the time can only be a duplicate's stored timestamp taken for the log's.
     pub false_append_time: bool,
@@ -780,6 +782,13 @@ impl KafkaModel {
     fn resolve(&self, s: &mut State, id: RecordId, o: Outcome) {
         if s.outcomes.insert(id, o).is_some() {
             s.double_outcome = true;
+        }
+        // A partition's outcomes go out in send order (what the Java client documents for
+        // its callbacks).
+        if let Some(&(p, k)) = s.ids.get(&id) {
+            let later_resolved = (s.ids.iter())
+                .any(|(other, &(q, j))| q == p && j > k && s.outcomes.contains_key(other));
+            s.outcome_reordered |= later_resolved;
         }
         // A resolved batch is never sent again: forget its bytes, so that the P2 ghost holds
         // only the batches still open (and does not tell apart states by their history).
@@ -1257,6 +1266,7 @@ impl Model for KafkaModel {
             ids: BTreeMap::new(),
             outcomes: BTreeMap::new(),
             double_outcome: false,
+            outcome_reordered: false,
             false_append_time: false,
             fatal: false,
             data_loss: false,
@@ -1529,6 +1539,9 @@ impl Model for KafkaModel {
                             || !matches!(s.outcomes.get(id), Some(Outcome::Delivered(_)))
                     })
                 })
+            }),
+            Property::always("O1 a partition's outcomes in send order", |_, s: &State| {
+                !s.outcome_reordered
             }),
             Property::always("S4 truthful reports", |_, s: &State| {
                 !s.double_outcome

@@ -32,6 +32,7 @@ const NO_KIP360: &str = "a new producer id instead of a bump (no KIP-360)";
 const S1: &str = "S1 no duplicates";
 const S3_CUT: &str = "S3 a cut keeps a prefix";
 const S4: &str = "S4 truthful reports";
+const O1: &str = "O1 a partition's outcomes in send order";
 const S7: &str = "S7 in-flight bound";
 const S8: &str = "S8 a new producer id starts at 0";
 const S9: &str = "S9 no spurious fatal";
@@ -1003,6 +1004,12 @@ fn catches_gap_policies_that_do_not_cut() {
             S3_CUT,
         );
     }
+}
+
+#[test]
+fn catches_outcomes_out_of_send_order() {
+    let cfg = planted(after_append_cfg(), Core::OutcomesAsLearned);
+    expect_caught("outcomes as learned", cfg, O1);
 }
 
 #[test]

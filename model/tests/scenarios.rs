@@ -979,15 +979,21 @@ fn a_possibly_written_batch_stays_in_the_dedup_window_while_its_retries_fail() {
     let mut sim = sim(1, cfg());
     warm_up(&mut sim, 1);
     let c = produce_conn(&sim, 1);
-    // a is written but answered REQUEST_TIMED_OUT; b and d behind it are written and acked.
+    // a is written but answered REQUEST_TIMED_OUT; b and d behind it are written and acked,
+    // their outcomes held until a's (a partition's outcomes go out in send order).
     inject(&mut sim, 0, ErrorCode::RequestTimedOut, true);
     let a = sim.send(rec(1, 0));
     let b = sim.send(rec(2, 0));
     let d = sim.send(rec(3, 0));
     sim.process(c, usize::MAX);
     sim.deliver(c, usize::MAX);
-    assert_eq!(delivered(&sim, b), 2);
-    assert_eq!(delivered(&sim, d), 3);
+    assert_eq!(sim.outcomes.get(&b), None);
+    assert_eq!(sim.outcomes.get(&d), None);
+    assert_eq!(
+        sim.cluster.partition(T, 0).log.len(),
+        4,
+        "b and d are in the log"
+    );
     // a's next three retries are refused retriably while the application keeps sending.
     let mut later = Vec::new();
     for k in 0..3 {
@@ -1000,6 +1006,8 @@ fn a_possibly_written_batch_stays_in_the_dedup_window_while_its_retries_fail() {
     assert_eq!(sim.outcomes.get(&a), None);
     sim.run(STEPS);
     assert_eq!(delivered(&sim, a), 1);
+    assert_eq!(delivered(&sim, b), 2);
+    assert_eq!(delivered(&sim, d), 3);
     assert_eq!(sim.cluster.stats.deduplicated, 1);
     delivered_in_order(&sim, &later);
     check_all(&sim, 1);

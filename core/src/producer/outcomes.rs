@@ -17,6 +17,7 @@ use crate::protocol::ErrorCode;
 use crate::types::{
     ConnId, Delivered, DeliveryError, Diagnostic, Event, FatalError, Output, Persistence,
 };
+use crate::RecordId;
 
 impl Producer {
     pub(super) fn expire_deliveries(&mut self) {
@@ -140,13 +141,54 @@ impl Producer {
         self.on_batch_failed(ti, pi, &copy, &error, persisted);
         let topic = self.topics[ti].name.clone();
         for (id, record) in copy.into_failed_records(&topic, pi as i32) {
-            self.emit(Event::Failed {
+            let event = Event::Failed {
                 id,
                 error: error.clone(),
                 persisted,
                 record,
                 detail: None,
-            });
+            };
+            self.emit_in_order(ti, pi, id, event);
+        }
+        self.release_held(ti, pi);
+    }
+
+    /// The first record of partition `(ti, pi)` whose outcome is still to come.
+    fn first_unresolved(&self, ti: usize, pi: usize) -> Option<RecordId> {
+        let p = &self.topics[ti].partitions[pi];
+        (p.batches.iter().find(|b| !b.reported)).and_then(|b| b.records.first().copied())
+    }
+
+    /// Emits the outcome `event` of a record of partition `(ti, pi)` whose first record is
+    /// `first`, or holds it while an earlier record of the partition is unresolved: a
+    /// partition's outcomes go out in send order, as the Java client documents for its
+    /// callbacks. A later batch is answered first when an earlier one is retried after an
+    /// answer that leaves it possibly written (NOT_ENOUGH_REPLICAS_AFTER_APPEND), waits
+    /// for a producer id, or stays in flight while a cut fails what follows it (a review
+    /// finding: its records were reported first, Java's Sender does so too).
+    fn emit_in_order(&mut self, ti: usize, pi: usize, first: RecordId, event: Event) {
+        let held = self.first_unresolved(ti, pi).is_some_and(|u| u < first);
+        if held && !mutated!(self.cfg, OutcomesAsLearned) {
+            self.topics[ti].partitions[pi].held.push(event);
+        } else {
+            self.emit(event);
+        }
+    }
+
+    /// Emits the held outcomes of partition `(ti, pi)` no unresolved record precedes, in
+    /// send order.
+    pub(super) fn release_held(&mut self, ti: usize, pi: usize) {
+        if self.topics[ti].partitions[pi].held.is_empty() {
+            return;
+        }
+        let until = self.first_unresolved(ti, pi);
+        let mut held = std::mem::take(&mut self.topics[ti].partitions[pi].held);
+        held.sort_by_key(first_record);
+        let keep =
+            held.split_off(held.partition_point(|e| until.is_none_or(|u| first_record(e) < u)));
+        self.topics[ti].partitions[pi].held = keep;
+        for event in held {
+            self.emit(event);
         }
     }
 
@@ -201,14 +243,16 @@ impl Producer {
         let batch = b.id;
         for (k, (id, record)) in b.into_failed_records(&topic, pi as i32).enumerate() {
             let detail = refusal.as_ref().and_then(|r| r.detail(batch, k));
-            self.emit(Event::Failed {
+            let event = Event::Failed {
                 id,
                 error: error.clone(),
                 persisted,
                 record,
                 detail,
-            });
+            };
+            self.emit_in_order(ti, pi, id, event);
         }
+        self.release_held(ti, pi);
         self.request_paced_bump(ti, pi);
     }
 
@@ -293,13 +337,16 @@ impl Producer {
         }
         // One event for the batch: its record list goes with it (the next batch takes a new
         // one), the topic's name is shared once.
-        self.emit(Event::Delivered(Delivered {
+        let first = records[0];
+        let event = Event::Delivered(Delivered {
             topic,
             partition: pi as i32,
             base_offset,
             log_append_time,
             ids: records,
-        }));
+        });
+        self.emit_in_order(ti, pi, first, event);
+        self.release_held(ti, pi);
         if mutated!(self.cfg, ImplicitAckOvertaken) {
             // librdkafka's implicit acknowledgement: the earlier batches count as delivered.
             let p = &self.topics[ti].partitions[pi];
@@ -428,5 +475,14 @@ impl Producer {
         }
         self.conns.clear();
         self.node_conns.clear();
+    }
+}
+
+/// The first record an outcome event is about (`Delivered` and `Failed` only).
+fn first_record(event: &Event) -> RecordId {
+    match event {
+        Event::Delivered(d) => d.ids[0],
+        Event::Failed { id, .. } => *id,
+        _ => RecordId(u64::MAX),
     }
 }
