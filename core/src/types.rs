@@ -246,8 +246,8 @@ impl From<TopicName> for Arc<str> {
 
 /// A record to produce.
 ///
-/// Its `Debug` shows at most the first 64 bytes of the key and of the value, with their
-/// lengths: an error carrying a record handed back (`{:?}`, `unwrap`) must not print a
+/// Its `Debug` shows at most the first 64 bytes of the key, the value and each header's
+/// value, with their lengths: an error carrying a record handed back (`{:?}`, `unwrap`) must not print a
 /// megabyte value, or all of a value that may be sensitive.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Record {
@@ -287,6 +287,19 @@ impl std::fmt::Debug for Shown<'_> {
     }
 }
 
+/// A record's headers, each value shown as [`Shown`].
+struct ShownHeaders<'a>(&'a [Header]);
+
+impl std::fmt::Debug for ShownHeaders<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut list = f.debug_list();
+        for h in self.0 {
+            list.entry(&(&h.key, Shown(&h.value)));
+        }
+        list.finish()
+    }
+}
+
 impl std::fmt::Debug for Record {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Record")
@@ -294,7 +307,7 @@ impl std::fmt::Debug for Record {
             .field("partition", &self.partition)
             .field("key", &Shown(&self.key))
             .field("value", &Shown(&self.value))
-            .field("headers", &self.headers)
+            .field("headers", &ShownHeaders(&self.headers))
             .field("timestamp", &self.timestamp)
             .finish()
     }
@@ -889,7 +902,9 @@ pub enum Event {
         /// it said nothing more, and for failures of other kinds.
         detail: Option<Box<BrokerDetail>>,
     },
-    /// The producer stopped for good; every pending record also gets a `Failed`.
+    /// The producer stopped for good; every pending record also gets a `Failed` (and a
+    /// record whose outcome was held behind an earlier record of its partition, the
+    /// `Delivered` or `Failed` decided before: they follow this event).
     Fatal(FatalError),
     /// A notice for logs.
     Diagnostic(Diagnostic),

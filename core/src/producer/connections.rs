@@ -711,6 +711,13 @@ impl Producer {
     /// A connection finished its handshake (ApiVersions, and SASL if configured).
     pub(super) fn handshake_done(&mut self, target: Target) {
         self.backoff.remove(&target);
+        // A bootstrap server's refusal from before the cluster was reached is old news (it
+        // may never be tried again): a later outage must not be reported as it.
+        for (t, b) in self.backoff.iter_mut() {
+            if matches!(t, Target::Bootstrap(_)) {
+                b.refused = None;
+            }
+        }
         self.reached = true;
         self.bootstrap_refused = Vec::new();
         self.refusal = None;

@@ -69,7 +69,8 @@ impl Producer {
             c if c.is_retriable() || c == ErrorCode::None => self.retry_producer_id_later(),
             ErrorCode::ClusterAuthorizationFailed => {
                 // Not authorized to produce idempotently (no IdempotentWrite, no Write on
-                // any topic): ACLs can be granted later, so the producer is not stopped. The
+                // any topic): ACLs can be granted later, so the producer is not stopped
+                // (unless the gap policy is `Fatal` and a record fails here). The
                 // records that wait for an identity fail now with the refusal, not
                 // persisted (unless an earlier attempt of theirs went unanswered), and
                 // the producer asks again after the backoff, as the Java client does since

@@ -359,7 +359,8 @@ impl ErrorCode {
     /// Whether the attempt that drew this code from Produce may have been written to the log
     /// (§B.3 "Persisted?"). `None` (success) and `DUPLICATE_SEQUENCE_NUMBER` mean it *was*
     /// written; [`Self::is_definitely_persisted`] says so. A code Produce never answers
-    /// (OFFSET_OUT_OF_RANGE and INVALID_FETCH_SIZE are Fetch's) says as little about the
+    /// (OFFSET_OUT_OF_RANGE and INVALID_FETCH_SIZE are Fetch's, SASL_AUTHENTICATION_FAILED
+    /// is SASL's) says as little about the
     /// attempt as a code without a name, so it counts as one: before, such an answer failed
     /// its batch as not persisted.
     pub fn is_possibly_persisted(self) -> bool {
@@ -371,6 +372,7 @@ impl ErrorCode {
                 | Self::NetworkException
                 | Self::OffsetOutOfRange
                 | Self::InvalidFetchSize
+                | Self::SaslAuthenticationFailed
         ) || matches!(self, Self::Unknown(_))
     }
 
@@ -454,7 +456,12 @@ mod tests {
         assert!(E::CorruptMessage.is_retriable());
         assert!(!E::MessageTooLarge.is_retriable() && !E::MessageTooLarge.is_possibly_persisted());
         // Codes with no meaning for Produce are as unknown as unnamed ones.
-        for c in [E::OffsetOutOfRange, E::InvalidFetchSize, E::Unknown(9999)] {
+        for c in [
+            E::OffsetOutOfRange,
+            E::InvalidFetchSize,
+            E::SaslAuthenticationFailed,
+            E::Unknown(9999),
+        ] {
             assert!(
                 c.is_possibly_persisted() && !c.is_retriable() && !c.is_fatal(),
                 "{c}"
