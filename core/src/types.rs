@@ -512,7 +512,9 @@ pub enum DeliveryError {
         /// connection failed, or none got past its ApiVersions exchange: a wrong or dead
         /// bootstrap server) gets NETWORK_EXCEPTION. A batch never sent gets what held it
         /// back: LEADER_NOT_AVAILABLE when its partition had no leader, NETWORK_EXCEPTION
-        /// when no connection to its leader was ready. `None` when its topic is not known to
+        /// when no connection to its leader was ready. In both cases a handshake refused for
+        /// good (by the leader, or before any broker was reached) says so instead:
+        /// SASL_AUTHENTICATION_FAILED, or UNSUPPORTED_VERSION. `None` when its topic is not known to
         /// be missing and: its batch was never sent though a connection to its leader was
         /// ready (it waited its turn behind a full pipeline), or its batch's only attempt was
         /// still unanswered at the deadline (those records fail possibly persisted), or it
