@@ -523,6 +523,7 @@ impl Action {
                     "UnknownServerErrorAfterAppend" => Inject::UnknownServerErrorAfterAppend,
                     "NotEnoughReplicasAfterAppend" => Inject::NotEnoughReplicasAfterAppend,
                     "NotLeaderAfterAppend" => Inject::NotLeaderAfterAppend,
+                    "StorageErrorAfterAppend" => Inject::StorageErrorAfterAppend,
                     _ => return None,
                 };
                 Self::Inject(num(p)? as i32, k)

@@ -1006,6 +1006,51 @@ fn catches_gap_policies_that_do_not_cut() {
     }
 }
 
+/// The policies' cut of a refusal possibly persisted (UNKNOWN_SERVER_ERROR, not written by
+/// the strict broker here): ignored, the batch behind it is delivered past the gap.
+#[test]
+fn catches_gap_policies_that_do_not_cut_after_a_refusal_possibly_persisted() {
+    for policy in [GapPolicy::CutPartition, GapPolicy::Fatal] {
+        let cfg = ModelCfg {
+            records_per_partition: 3,
+            gap_policy: policy,
+            budget: Budget {
+                injections: 1,
+                disconnects: 1,
+                ..Budget::default()
+            },
+            injectable: vec![Inject::UnknownServerError],
+            ..base(BrokerMode::StrictNeverWritten)
+        };
+        expect_caught(
+            &format!("{policy:?} ignored after UNKNOWN_SERVER_ERROR"),
+            planted(cfg, Core::GapPolicyIgnored),
+            S3_CUT,
+        );
+    }
+}
+
+/// Every injectable error parses back from its `Debug` (a counterexample containing one must
+/// be replayable: `StorageErrorAfterAppend` was missing).
+#[test]
+fn every_injected_error_parses_back() {
+    use kprod_model::model::Action as A;
+    for k in [
+        Inject::NotEnoughReplicas,
+        Inject::TimedOutAfterAppend,
+        Inject::InvalidRecord,
+        Inject::MessageTooLarge,
+        Inject::UnknownServerError,
+        Inject::UnknownServerErrorAfterAppend,
+        Inject::NotEnoughReplicasAfterAppend,
+        Inject::NotLeaderAfterAppend,
+        Inject::StorageErrorAfterAppend,
+    ] {
+        let action = A::Inject(1, k);
+        assert_eq!(A::parse(&format!("{action:?}")), Some(action));
+    }
+}
+
 #[test]
 fn catches_outcomes_out_of_send_order() {
     let cfg = planted(after_append_cfg(), Core::OutcomesAsLearned);
