@@ -380,8 +380,18 @@ fn a_mechanism_the_broker_does_not_enable_is_a_clear_fatal_error() {
 /// likely means (a review finding, 2026-12-06).
 #[test]
 fn a_handshake_refused_illegal_sasl_state_names_the_likely_cause() {
+    let text = refused_handshake_failure(|b| b.handshake_error = Some(34));
+    assert!(
+        text.contains("ILLEGAL_SASL_STATE") && text.contains("security.protocol"),
+        "{text}"
+    );
+}
+
+/// A PLAIN producer against a broker set up by `tune` whose handshake is refused: its one
+/// record fails, not persisted; returns what the failure says.
+fn refused_handshake_failure(tune: impl FnOnce(&mut Broker)) -> String {
     let mut broker = plain_broker(0);
-    broker.handshake_error = Some(34);
+    tune(&mut broker);
     let mut h = Harness::new(
         SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD),
         broker,
@@ -390,12 +400,8 @@ fn a_handshake_refused_illegal_sasl_state_names_the_likely_cause() {
     h.answer_all();
     let failures = h.failures();
     assert_eq!(failures.len(), 1);
-    let text = failures[0].0.to_string();
-    assert!(
-        text.contains("ILLEGAL_SASL_STATE") && text.contains("security.protocol"),
-        "{text}"
-    );
     assert_eq!(failures[0].1, Persistence::NotPersisted);
+    failures[0].0.to_string()
 }
 
 /// A broker that refuses a mechanism it lists (Tansu without SASL set up answers
@@ -403,23 +409,12 @@ fn a_handshake_refused_illegal_sasl_state_names_the_likely_cause() {
 /// PLAIN (it enables: PLAIN)" as before (a contract probe's finding).
 #[test]
 fn a_mechanism_refused_though_listed_is_said_as_it_is() {
-    let mut broker = plain_broker(0);
-    broker.refuse_handshakes = true;
-    let mut h = Harness::new(
-        SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD),
-        broker,
-    );
-    h.p.send(h.now, record("a")).unwrap();
-    h.answer_all();
-    let failures = h.failures();
-    assert_eq!(failures.len(), 1);
-    let text = failures[0].0.to_string();
+    let text = refused_handshake_failure(|b| b.refuse_handshakes = true);
     assert!(
         text.contains("refused PLAIN (UNSUPPORTED_SASL_MECHANISM) though it lists it")
             && !text.contains("does not enable"),
         "{text}"
     );
-    assert_eq!(failures[0].1, Persistence::NotPersisted);
 }
 
 #[test]

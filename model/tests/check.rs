@@ -235,25 +235,32 @@ fn metadata_flaps_keep_sequence_state() {
     assert_eq!(n, 80_918, "unique states changed");
 }
 
+/// A strict broker, 1 partition × 3 records under `policy`, one error of `injectable` and
+/// `disconnects` disconnects.
+fn gap_policy_cfg(policy: GapPolicy, disconnects: u8, injectable: Vec<Inject>) -> ModelCfg {
+    ModelCfg {
+        records_per_partition: 3,
+        gap_policy: policy,
+        budget: Budget {
+            injections: 1,
+            disconnects,
+            ..Budget::default()
+        },
+        injectable,
+        ..base(BrokerMode::StrictNeverWritten)
+    }
+}
+
 #[test]
 fn gap_policies_on_a_permanent_error() {
     let mut counts = Vec::new();
     for policy in [GapPolicy::CutPartition, GapPolicy::Fatal] {
-        let cfg = ModelCfg {
-            records_per_partition: 3,
-            gap_policy: policy,
-            budget: Budget {
-                injections: 1,
-                disconnects: 1,
-                ..Budget::default()
-            },
-            injectable: vec![
-                Inject::InvalidRecord,
-                Inject::MessageTooLarge,
-                Inject::UnknownServerError,
-            ],
-            ..base(BrokerMode::StrictNeverWritten)
-        };
+        let injectable = vec![
+            Inject::InvalidRecord,
+            Inject::MessageTooLarge,
+            Inject::UnknownServerError,
+        ];
+        let cfg = gap_policy_cfg(policy, 1, injectable);
         counts.push(check(&format!("{policy:?}"), cfg, &[ALL_DELIVERED]));
     }
     // [6,128, 5,824] until `ACCEPTANCE_TIME`; [7,412, 7,094] until the policy applied to a
@@ -988,16 +995,7 @@ fn catches_a_new_producer_id_that_keeps_the_sequence() {
 #[test]
 fn catches_gap_policies_that_do_not_cut() {
     for policy in [GapPolicy::CutPartition, GapPolicy::Fatal] {
-        let cfg = ModelCfg {
-            records_per_partition: 3,
-            gap_policy: policy,
-            budget: Budget {
-                injections: 1,
-                ..Budget::default()
-            },
-            injectable: vec![Inject::InvalidRecord],
-            ..base(BrokerMode::StrictNeverWritten)
-        };
+        let cfg = gap_policy_cfg(policy, 0, vec![Inject::InvalidRecord]);
         expect_caught(
             &format!("{policy:?} ignored"),
             planted(cfg, Core::GapPolicyIgnored),
@@ -1011,17 +1009,7 @@ fn catches_gap_policies_that_do_not_cut() {
 #[test]
 fn catches_gap_policies_that_do_not_cut_after_a_refusal_possibly_persisted() {
     for policy in [GapPolicy::CutPartition, GapPolicy::Fatal] {
-        let cfg = ModelCfg {
-            records_per_partition: 3,
-            gap_policy: policy,
-            budget: Budget {
-                injections: 1,
-                disconnects: 1,
-                ..Budget::default()
-            },
-            injectable: vec![Inject::UnknownServerError],
-            ..base(BrokerMode::StrictNeverWritten)
-        };
+        let cfg = gap_policy_cfg(policy, 1, vec![Inject::UnknownServerError]);
         expect_caught(
             &format!("{policy:?} ignored after UNKNOWN_SERVER_ERROR"),
             planted(cfg, Core::GapPolicyIgnored),

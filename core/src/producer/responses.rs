@@ -299,14 +299,7 @@ impl Producer {
                 self.retry_batch(r, c, c.is_possibly_persisted() || after_append)
             }
             c if c.is_possibly_persisted() => {
-                self.fail_batch(
-                    ti,
-                    pi,
-                    i,
-                    DeliveryError::Broker(c),
-                    Persistence::PossiblyPersisted,
-                );
-                self.apply_gap_policy(ti, pi, c);
+                self.fail_refused(ti, pi, i, c, Persistence::PossiblyPersisted);
             }
             c => self.fail_permanently(ti, pi, i, c),
         }
@@ -409,14 +402,7 @@ impl Producer {
             let error = DeliveryError::Broker(code);
             self.fail_batch(ti, pi, i, error, Persistence::PossiblyPersisted);
         } else if b.maybe_persisted {
-            self.fail_batch(
-                ti,
-                pi,
-                i,
-                DeliveryError::Broker(code),
-                Persistence::PossiblyPersisted,
-            );
-            self.apply_gap_policy(ti, pi, code);
+            self.fail_refused(ti, pi, i, code, Persistence::PossiblyPersisted);
         } else if b.overtaken || p.cutting {
             let error = if p.cutting {
                 DeliveryError::PartitionCut
@@ -583,13 +569,20 @@ impl Producer {
     /// A permanent, record-level rejection: the batch is not in the log. The gap policy
     /// decides what else happens (§B.4).
     pub(super) fn fail_permanently(&mut self, ti: usize, pi: usize, i: usize, code: ErrorCode) {
-        self.fail_batch(
-            ti,
-            pi,
-            i,
-            DeliveryError::Broker(code),
-            Persistence::NotPersisted,
-        );
+        self.fail_refused(ti, pi, i, code, Persistence::NotPersisted);
+    }
+
+    /// Batch `i`, refused for good (`code`), fails `persisted`, and the gap policy applies.
+    fn fail_refused(
+        &mut self,
+        ti: usize,
+        pi: usize,
+        i: usize,
+        code: ErrorCode,
+        persisted: Persistence,
+    ) {
+        let error = DeliveryError::Broker(code);
+        self.fail_batch(ti, pi, i, error, persisted);
         self.apply_gap_policy(ti, pi, code);
     }
 
@@ -599,7 +592,7 @@ impl Producer {
     /// the log, later records landing would leave the very gap `CutPartition` and `Fatal`
     /// forbid (a review finding: only refusals not persisted applied the policy). A delivery
     /// timeout is not a refusal and applies none, as in librdkafka's gapless guarantee.
-    pub(super) fn apply_gap_policy(&mut self, ti: usize, pi: usize, code: ErrorCode) {
+    fn apply_gap_policy(&mut self, ti: usize, pi: usize, code: ErrorCode) {
         let policy = if mutated!(self.cfg, GapPolicyIgnored) {
             GapPolicy::ContinueWithGap
         } else {
