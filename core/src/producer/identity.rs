@@ -128,9 +128,7 @@ impl Producer {
                         self.fail_batch(ti, pi, i, error, Persistence::NotPersisted);
                         // Records sent later may land: a gap under `Fatal` (under
                         // `CutPartition` every batch buffered here fails with them).
-                        if self.cfg.gap_policy == GapPolicy::Fatal
-                            && !mutated!(self.cfg, GapPolicyIgnored)
-                        {
+                        if self.gap_policy() == GapPolicy::Fatal {
                             self.fail_fatal(FatalError::Gap(code));
                         }
                     }

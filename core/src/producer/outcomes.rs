@@ -177,7 +177,7 @@ impl Producer {
 
     /// Emits the held outcomes of partition `(ti, pi)` no unresolved record precedes, in
     /// send order.
-    pub(super) fn release_held(&mut self, ti: usize, pi: usize) {
+    fn release_held(&mut self, ti: usize, pi: usize) {
         if self.topics[ti].partitions[pi].held.is_empty() {
             return;
         }

@@ -586,6 +586,15 @@ impl Producer {
         self.apply_gap_policy(ti, pi, code);
     }
 
+    /// The gap policy in force (`ContinueWithGap` under the planted `GapPolicyIgnored`).
+    pub(super) fn gap_policy(&self) -> GapPolicy {
+        if mutated!(self.cfg, GapPolicyIgnored) {
+            GapPolicy::ContinueWithGap
+        } else {
+            self.cfg.gap_policy
+        }
+    }
+
     /// A batch of partition `(ti, pi)` failed for good (`code`), so the partition's log may
     /// miss it: the gap policy decides what else happens (§B.4). Also for a batch failed
     /// possibly persisted (UNKNOWN_SERVER_ERROR, an ambiguous retry refused): if it is not in
@@ -593,12 +602,7 @@ impl Producer {
     /// forbid (a review finding: only refusals not persisted applied the policy). A delivery
     /// timeout is not a refusal and applies none, as in librdkafka's gapless guarantee.
     fn apply_gap_policy(&mut self, ti: usize, pi: usize, code: ErrorCode) {
-        let policy = if mutated!(self.cfg, GapPolicyIgnored) {
-            GapPolicy::ContinueWithGap
-        } else {
-            self.cfg.gap_policy
-        };
-        match policy {
+        match self.gap_policy() {
             GapPolicy::ContinueWithGap => {}
             GapPolicy::Fatal => self.fail_fatal(FatalError::Gap(code)),
             GapPolicy::CutPartition => {
