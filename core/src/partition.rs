@@ -206,8 +206,10 @@ pub(crate) struct Partition {
     pub(crate) cutting: bool,
     /// Outcomes (`Delivered`, `Failed`) of records whose batch resolved while an earlier
     /// batch of the partition had not: held until it does, so that a partition's outcomes
-    /// go out in send order (`Producer::emit_in_order`).
-    pub(crate) held: Vec<crate::Event>,
+    /// go out in send order (`Producer::emit_in_order`), each with the bytes of
+    /// `buffer.memory` it still holds (a failed record goes back to the application with its
+    /// outcome, so its bytes stay charged until then).
+    pub(crate) held: Vec<(crate::Event, usize)>,
     /// The connection holding this partition's in-flight requests.
     pub(crate) inflight_conn: Option<ConnId>,
     /// The leader refused the partition (NOT_LEADER_OR_FOLLOWER and kin): send nothing until

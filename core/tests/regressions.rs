@@ -2384,3 +2384,53 @@ fn a_partitions_outcomes_go_out_in_send_order_around_a_retry() {
     assert_eq!(delivered, [x, ids[0], ids[1]]);
     assert_eq!(h.p.pending_records(), 0);
 }
+
+/// A failed record goes back to the application with its outcome, so while that outcome is
+/// held behind an earlier record of its partition, its bytes stay charged to
+/// `buffer.memory` (before, they were given back at once: a slow earlier batch could pile
+/// up failed records beyond the bound).
+#[test]
+fn a_held_failure_keeps_its_records_charged_until_it_goes_out() {
+    let mut h = Harness::new(|_| {});
+    let x = h.p.send(h.now, record("x")).unwrap();
+    h.answer_all();
+    let mut ids = Vec::new();
+    let mut requests = Vec::new();
+    for v in ["a", "b"] {
+        ids.push(h.p.send(h.now, record(v)).unwrap());
+        h.p.flush(h.now);
+        h.drain();
+        requests.push(h.next_frame().expect("a Produce request"));
+    }
+    let both = h.p.buffered_bytes();
+    h.feed(produce_error(
+        &requests[0],
+        ErrorCode::NotEnoughReplicasAfterAppend,
+    ));
+    h.feed(produce_error(&requests[1], ErrorCode::InvalidRecord));
+    assert!(
+        !h.events.iter().any(|e| matches!(e, Event::Failed { .. })),
+        "b's failure waits for a"
+    );
+    assert_eq!(
+        h.p.buffered_bytes(),
+        both,
+        "b's record is still held, and charged"
+    );
+    for _ in 0..20 {
+        h.answer_all();
+        h.now += Duration::from_millis(100);
+        h.p.handle_timeout(h.now);
+    }
+    let delivered: Vec<RecordId> = deliveries(&h.events).iter().map(|d| d.0).collect();
+    assert_eq!(delivered, [x, ids[0]]);
+    assert_eq!(
+        h.failures(),
+        [(
+            DeliveryError::Broker(ErrorCode::InvalidRecord),
+            Persistence::NotPersisted
+        )]
+    );
+    assert_eq!(h.p.buffered_bytes(), 0);
+    assert_eq!(h.p.pending_records(), 0);
+}

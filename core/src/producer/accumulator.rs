@@ -993,6 +993,10 @@ impl Producer {
                         .flat_map(|p| p.batches.iter())
                         .map(|b| b.size)
                         .sum::<usize>()
+                    + (t.partitions.iter())
+                        .flat_map(|p| p.held.iter())
+                        .map(|(_, charge)| charge)
+                        .sum::<usize>()
             })
             .sum();
         assert_eq!(self.buffered_bytes, held, "buffer.memory accounting");

@@ -130,13 +130,12 @@ impl Producer {
     fn report_in_flight(&mut self, ti: usize, pi: usize, i: usize) {
         let b = &mut self.topics[ti].partitions[pi].batches[i];
         b.reported = true;
-        let size = std::mem::take(&mut b.size);
+        let mut size = std::mem::take(&mut b.size);
         let copy = b.clone();
         let last_error = copy.last_error.0.or(self.topics[ti].missing);
         let error = DeliveryError::DeliveryTimeout { last_error };
         let persisted = Persistence::PossiblyPersisted;
         self.sync(ti, pi);
-        self.buffered_bytes -= size;
         self.pending_records -= copy.records.len();
         self.on_batch_failed(ti, pi, &copy, &error, persisted);
         let topic = self.topics[ti].name.clone();
@@ -148,7 +147,8 @@ impl Producer {
                 record,
                 detail: None,
             };
-            self.emit_in_order(ti, pi, id, event);
+            // The batch's charge goes with its first record's outcome.
+            self.emit_in_order(ti, pi, id, event, std::mem::take(&mut size));
         }
         self.release_held(ti, pi);
     }
@@ -166,11 +166,23 @@ impl Producer {
     /// answer that leaves it possibly written (NOT_ENOUGH_REPLICAS_AFTER_APPEND), waits
     /// for a producer id, or stays in flight while a cut fails what follows it (a review
     /// finding: its records were reported first, Java's Sender does so too).
-    fn emit_in_order(&mut self, ti: usize, pi: usize, first: RecordId, event: Event) {
+    ///
+    /// `charge` is the part of `buffer.memory` the outcome's records still hold: it is given
+    /// back when the outcome goes out, not while it is held (a failed record is handed back
+    /// with its outcome, so it is in memory until then).
+    fn emit_in_order(
+        &mut self,
+        ti: usize,
+        pi: usize,
+        first: RecordId,
+        event: Event,
+        charge: usize,
+    ) {
         let held = self.first_unresolved(ti, pi).is_some_and(|u| u < first);
         if held && !mutated!(self.cfg, OutcomesAsLearned) {
-            self.topics[ti].partitions[pi].held.push(event);
+            self.topics[ti].partitions[pi].held.push((event, charge));
         } else {
+            self.buffered_bytes -= charge;
             self.emit(event);
         }
     }
@@ -183,11 +195,12 @@ impl Producer {
         }
         let until = self.first_unresolved(ti, pi);
         let mut held = std::mem::take(&mut self.topics[ti].partitions[pi].held);
-        held.sort_by_key(first_record);
-        let keep =
-            held.split_off(held.partition_point(|e| until.is_none_or(|u| first_record(e) < u)));
+        held.sort_by_key(|(e, _)| first_record(e));
+        let keep = held
+            .split_off(held.partition_point(|(e, _)| until.is_none_or(|u| first_record(e) < u)));
         self.topics[ti].partitions[pi].held = keep;
-        for event in held {
+        for (event, charge) in held {
+            self.buffered_bytes -= charge;
             self.emit(event);
         }
     }
@@ -235,7 +248,7 @@ impl Producer {
             self.request_bump_for(ti, pi);
             return;
         }
-        self.buffered_bytes -= b.size;
+        let mut charge = b.size;
         self.pending_records -= b.records.len();
         self.on_batch_failed(ti, pi, &b, &error, persisted);
         let topic = self.topics[ti].name.clone();
@@ -250,7 +263,7 @@ impl Producer {
                 record,
                 detail,
             };
-            self.emit_in_order(ti, pi, id, event);
+            self.emit_in_order(ti, pi, id, event, std::mem::take(&mut charge));
         }
         self.release_held(ti, pi);
         self.request_paced_bump(ti, pi);
@@ -345,7 +358,7 @@ impl Producer {
             log_append_time,
             ids: records,
         });
-        self.emit_in_order(ti, pi, first, event);
+        self.emit_in_order(ti, pi, first, event, 0);
         self.release_held(ti, pi);
         if mutated!(self.cfg, ImplicitAckOvertaken) {
             // librdkafka's implicit acknowledgement: the earlier batches count as delivered.
