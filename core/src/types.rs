@@ -767,7 +767,8 @@ pub struct Delivered {
     /// Partition.
     pub partition: i32,
     /// The first record's offset; `None` when the broker confirmed a duplicate without one
-    /// (DUPLICATE_SEQUENCE_NUMBER).
+    /// (DUPLICATE_SEQUENCE_NUMBER), or answered success at offset -1 (what brokers that find
+    /// a retry already written without knowing where say; Java reports the offset unknown).
     pub base_offset: Option<i64>,
     /// The time the broker wrote the batch (ms since the Unix epoch) when the topic keeps
     /// `message.timestamp.type=LogAppendTime`: then it is every record's timestamp in the

@@ -917,3 +917,39 @@ fn a_topic_of_millions_of_partitions_is_not_believed() {
     assert!(net.delivered(id), "delivered after the next answer");
     assert_eq!(net.h.p.partition_count(TOPIC), Some(1));
 }
+
+/// A success at offset -1 (brokers that find a retry already written without knowing where
+/// answer so; Java takes it as success, the offset unknown) is an acknowledgement without an
+/// offset. Before (review finding, 2026-12-06), it was taken for a corrupt answer: the batch
+/// was sent again every backoff until its delivery timeout, then failed possibly persisted,
+/// and its partition waited behind it.
+#[test]
+fn a_success_at_offset_minus_one_is_delivered_without_an_offset() {
+    let mut net = Net::with(|_| {});
+    let a = net.h.p.send(net.h.now, record("a")).unwrap();
+    let mut produces = 0;
+    let mut off = 0i64;
+    for _ in 0..50 {
+        net.round(Duration::from_millis(100), &mut |_, _| {}, &mut |f| {
+            produces += 1;
+            Some(produce_rewrite(f, &mut off, |r| {
+                r.responses[0].partition_responses[0].base_offset = -1;
+            }))
+        });
+    }
+    assert_eq!(produces, 1, "sent once");
+    assert_eq!(deliveries(&net.h.events), [(a, 0, None)]);
+    // An offset no broker can give is still refused.
+    let b = net.h.p.send(net.h.now, record("b")).unwrap();
+    let mut sent = 0;
+    for _ in 0..5 {
+        net.round(Duration::from_millis(100), &mut |_, _| {}, &mut |f| {
+            sent += 1;
+            Some(produce_rewrite(f, &mut off, |r| {
+                r.responses[0].partition_responses[0].base_offset = -2;
+            }))
+        });
+    }
+    assert!(sent > 1, "an answer at -2 is retried ({sent})");
+    assert!(!net.delivered(b));
+}

@@ -338,13 +338,18 @@ impl Producer {
         }
     }
 
-    /// A success for batch `i` (`r`): acknowledged at `base_offset`, unless the offset is
-    /// impossible.
+    /// A success for batch `i` (`r`): acknowledged at `base_offset`, or without an offset
+    /// when the broker says -1 (brokers that find a retry already written without knowing
+    /// where: Java takes it as success with the offset unknown, as kprod takes
+    /// DUPLICATE_SEQUENCE_NUMBER), unless the offset is impossible.
     fn on_success(&mut self, r: BatchRef, i: usize, pr: &PartitionResult) {
         let (ti, pi) = (r.topic, r.partition);
         let base_offset = pr.base_offset;
         let count = i64::from(self.topics[ti].partitions[pi].batches[i].count());
-        if base_offset < 0 || base_offset.checked_add(count).is_none() {
+        if base_offset == -1 {
+            let stamp = self.log_append_time_of(ti, pi, i, pr);
+            self.ack_batch(ti, pi, i, None, stamp);
+        } else if base_offset < 0 || base_offset.checked_add(count).is_none() {
             // A success with an impossible offset is corrupt: its truth is unknown.
             self.sync(ti, pi);
             self.retry_batch(r, ErrorCode::CorruptMessage, true);
