@@ -113,7 +113,11 @@
 //! rather than refused); [`ProducerHandle::flush_timeout`] and
 //! [`ProducerHandle::close_timeout`] take a shorter deadline and report a [`Timeout`] without
 //! cancelling anything. Dropping every handle closes the producer the same way, in the
-//! background.
+//! background, for as long as its runtime runs: a runtime dropped first (`main` returning
+//! right after its last send) drops the producer's task with it, and the records it still
+//! held fail [`ErrorKind::DriverStopped`] (the ones never written not persisted, handed
+//! back), without reaching the broker. Await [`ProducerHandle::close`] before leaving
+//! `main`.
 //!
 //! An error that no retry can fix (an authorization failure, failed SASL authentication, a
 //! rejected certificate, the gap policy set to fail) fails the producer as a whole: every
@@ -123,7 +127,9 @@
 //! # Runtime
 //!
 //! A producer is a task on the tokio runtime it was started on (multi-threaded or not; it
-//! needs the time and IO drivers, `enable_all`). Starting one outside a runtime returns
+//! needs the time and IO drivers, `enable_all`). On a current-thread runtime the producer,
+//! its timers included, moves only while that runtime's `block_on` runs: a handle used from
+//! another thread while nothing runs it waits (as every task of such a runtime does). Starting one outside a runtime returns
 //! [`StartError::NoRuntime`], and on a runtime without one of those drivers
 //! [`StartError::DriverDisabled`]; it never panics. The handle and every future it returns are
 //! `Send`.
@@ -1407,7 +1413,8 @@ const DEFERRED_PURGE_FROM: usize = 64;
 const MAX_PER_WAKEUP: usize = 256;
 
 /// A cloneable handle to a producer driven by a tokio task. When every handle is dropped the
-/// producer closes: buffered records are still delivered.
+/// producer closes: buffered records are still delivered while its runtime runs (see the
+/// crate documentation: await [`Self::close`] before the runtime ends).
 ///
 /// `ProducerHandle` is `Send + Sync`, and so are the futures of its methods: share it between
 /// tasks by cloning it.
@@ -2072,7 +2079,8 @@ impl ProducerHandle {
 
     /// `tokio::time::timeout`, its timer set on the producer's runtime when called outside
     /// one (as every other method works there: a thread that is not a runtime's, awaiting
-    /// with any executor).
+    /// with any executor; a current-thread runtime's timers run only while its `block_on`
+    /// does).
     fn timeout<F: Future>(&self, timeout: Duration, future: F) -> tokio::time::Timeout<F> {
         let _entered =
             (tokio::runtime::Handle::try_current().is_err()).then(|| self.runtime.enter());
@@ -2369,13 +2377,20 @@ impl<C: Connector> Drop for Driver<C> {
     fn drop(&mut self) {
         self.deliver();
         let shared = Arc::clone(&self.shared);
+        // A panic while the core was locked may have left it half-way (the lock is poisoned
+        // then); any other panic (a current-thread runtime dropped while its thread unwinds
+        // from the application's own panic, which drops this task on that thread) left it
+        // whole. Before, any unwinding thread counted as half-way, and the lingering records
+        // of such a runtime were reported possibly persisted without their records (review
+        // finding, 2026-12-06).
+        let half_way = shared.core.is_poisoned();
         let mut core = shared.lock();
-        // Dropped with its runtime (not finished, not unwinding from a panic, which may have
-        // left the core half-way): the core says which of the records it holds were never
-        // sent (not persisted, handed back) and which may be in the log. Before, every one
-        // was reported possibly persisted without its record, so a `#[tokio::main]` ending
-        // with records still lingering lost them with no way to send them again.
-        if !core.stopped && !core.pending.is_empty() && !std::thread::panicking() {
+        // Dropped with its runtime (not finished, the core whole): the core says which of
+        // the records it holds were never sent (not persisted, handed back) and which may be
+        // in the log. Before, every one was reported possibly persisted without its record,
+        // so a `#[tokio::main]` ending with records still lingering lost them with no way to
+        // send them again.
+        if !core.stopped && !core.pending.is_empty() && !half_way {
             // A core already stopped (`ProducerHandle::abort`, a fatal error) still holds the
             // events that say so, which keep their own kind.
             let already = core.producer.fatal_error().is_some();
@@ -3281,7 +3296,7 @@ impl<C: Connector> Driver<C> {
                 if let Some(c @ Conn::Open { .. }) = self.conns.get(&conn) {
                     // A certificate rejected (by either side): the core decides whether
                     // that is this connection's failure or the producer's.
-                    if let Some(reason) = self.connector.fatal_reason(&e) {
+                    if let Some(reason) = self.fatal_reason(&e) {
                         debug!(conn = conn.0, addr = %c.addr(), %reason, "connection refused");
                         self.conns.remove(&conn);
                         core.producer.handle_connection_refused(now(), conn, reason);
@@ -3293,6 +3308,18 @@ impl<C: Connector> Driver<C> {
                 }
             }
         }
+    }
+
+    /// [`Connector::fatal_reason`], application code run on the driver's task: a panic in
+    /// it is taken for `None` (an ordinary failure, retried), not let through to end the
+    /// driver and fail every record `DriverStopped` (review finding, 2026-12-06).
+    fn fatal_reason(&self, e: &io::Error) -> Option<String> {
+        let connector = &self.connector;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| connector.fatal_reason(e)))
+            .unwrap_or_else(|_| {
+                warn!(error = %e, "the connector's fatal_reason panicked: taken for a retriable failure");
+                None
+            })
     }
 
     fn connect_done(
@@ -3324,7 +3351,7 @@ impl<C: Connector> Driver<C> {
                 core.producer.handle_connected(now(), conn);
             }
             Err(e) => {
-                if let Some(reason) = self.connector.fatal_reason(&e) {
+                if let Some(reason) = self.fatal_reason(&e) {
                     debug!(conn = conn.0, addr = %addr, %reason, "connection refused");
                     self.conns.remove(&conn);
                     core.producer.handle_connection_refused(now(), conn, reason);

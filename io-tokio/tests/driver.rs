@@ -2745,3 +2745,69 @@ async fn a_close_does_not_wait_for_a_writer_stuck_under_records_already_timed_ou
         "close took {closed:?} after every record was resolved"
     );
 }
+
+/// Review finding (2026-12-06): a current-thread runtime dropped while its thread unwinds
+/// from the application's own panic (`#[tokio::main(flavor = "current_thread")]` whose body
+/// panics) drops the driver on that unwinding thread, and the driver took that for a panic
+/// of its own that may have left the core half-way: lingering records, never written, were
+/// reported possibly persisted without their records. Only a poisoned core lock counts now.
+#[test]
+fn a_runtime_dropped_while_its_thread_unwinds_hands_back_the_records_never_sent() {
+    let rt_b = current_thread_runtime();
+    let broker = FakeBroker::new("t", 1);
+    let mut kept = None;
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let rt = current_thread_runtime();
+        rt.block_on(async {
+            let h =
+                ProducerHandle::with_connector(config(&[("linger.ms", "60000")]), broker.clone())
+                    .unwrap();
+            let f = h
+                .enqueue(Record::new("t", "kept").with_partition(0))
+                .await
+                .unwrap();
+            kept = Some((h, f));
+            panic!("the application's own task fails");
+        })
+    }));
+    assert!(unwound.is_err());
+    let (h, f) = kept.expect("enqueued");
+    let e = rt_b.block_on(f).unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::DriverStopped), "{e}");
+    assert_eq!(e.persisted, Persistence::NotPersisted, "never sent");
+    assert_eq!(
+        e.record().and_then(|r| r.value.clone()),
+        Some("kept".into()),
+        "handed back"
+    );
+    drop(h);
+}
+
+/// A [`FakeBroker`] whose `fatal_reason` panics: application code the driver runs.
+#[derive(Clone)]
+struct PanickingClassifier(FakeBroker);
+
+impl Connector for PanickingClassifier {
+    type Stream = DuplexStream;
+    async fn connect(&self, addr: &str) -> io::Result<DuplexStream> {
+        self.0.connect(addr).await
+    }
+    fn fatal_reason(&self, _: &io::Error) -> Option<String> {
+        panic!("the application's classifier fails");
+    }
+}
+
+/// Review finding (2026-12-06): a custom connector's `fatal_reason` panicking on a failed
+/// connect ended the driver task: every record failed `DriverStopped`. The panic is now
+/// taken for an ordinary, retried failure.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_fatal_reason_is_an_ordinary_connection_failure() {
+    let broker = FakeBroker::new("t", 1);
+    broker.script.lock().unwrap().fail_connects = 2;
+    let h =
+        ProducerHandle::with_connector(config(&[]), PanickingClassifier(broker.clone())).unwrap();
+    let outcomes = produce_all(&h, "t", 10).await;
+    all_delivered(&outcomes);
+    assert_eq!(broker.log("t", 0).len(), 10);
+    h.close().await;
+}
