@@ -357,6 +357,23 @@ fn bad_credentials_fail_every_record_once_not_persisted_and_nothing_reconnects()
     assert!(h.p.fatal_error().is_some());
 }
 
+/// A SaslHandshake answered with success and no mechanisms listed (a proxy or a
+/// Kafka-compatible broker): the authentication goes ahead, as the Java client's does; the
+/// authentication itself tells. Before (review finding, 2026-12-06), it failed "does not
+/// enable PLAIN (it enables: none)".
+#[test]
+fn a_handshake_success_listing_no_mechanisms_goes_on_to_authenticate() {
+    let cfg = SaslConfig::new(SaslMechanism::Plain, "alice", PASSWORD);
+    let mut broker = plain_broker(0);
+    broker.mechanisms = vec![];
+    broker.handshake_error = Some(0);
+    let mut h = Harness::new(cfg, broker);
+    h.p.send(h.now, record("a")).unwrap();
+    h.answer_all();
+    assert_eq!(h.delivered(), 1, "{:?}", h.events);
+    assert!(h.written.contains(&api_key::SASL_AUTHENTICATE));
+}
+
 #[test]
 fn a_mechanism_the_broker_does_not_enable_is_a_clear_fatal_error() {
     let mut broker = plain_broker(0);

@@ -215,7 +215,11 @@ impl Producer {
             .map_err(|_| "bad SaslHandshake response")?;
         let mechanism = cfg.mechanism.name();
         let enabled = resp.mechanisms.iter().any(|m| m == mechanism);
-        if resp.error_code == UNSUPPORTED_SASL_MECHANISM || (resp.error_code == 0 && !enabled) {
+        // Success goes on to authenticate whatever the list says, as the Java client does: a
+        // proxy or a Kafka-compatible broker may answer without listing its mechanisms (or
+        // list only some), and the authentication itself then tells (review finding,
+        // 2026-12-06: a success with an empty list was refused as "not enabled").
+        if resp.error_code == UNSUPPORTED_SASL_MECHANISM {
             let listed = if resp.mechanisms.is_empty() {
                 "none".to_owned()
             } else {
