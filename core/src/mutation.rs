@@ -46,6 +46,8 @@ pub enum Mutation {
     DuplicateTimeTrusted,
     /// Sequences wrap one early (at `max_sequence` instead of past it).
     EarlyWrap,
+    /// Sequences wrap one late (past `max_sequence + 1`: the next after the largest is sent).
+    LateWrap,
     /// A partition's outcomes go out as the producer learns them: a later batch answered
     /// while an earlier one is retried is reported first.
     OutcomesAsLearned,

@@ -460,6 +460,8 @@ impl Partition {
         b.state = BatchState::InFlight;
         let max_sequence = if mutated!(ctx, EarlyWrap) {
             ctx.max_sequence - 1
+        } else if mutated!(ctx, LateWrap) {
+            ctx.max_sequence.saturating_add(1)
         } else {
             ctx.max_sequence
         };

@@ -55,6 +55,8 @@ struct Net {
     hung: Option<String>,
     /// Produce requests the hung broker read.
     swallowed: usize,
+    /// Metadata requests the hung broker read.
+    swallowed_metadata: usize,
     /// Metadata requests to answer with a frame announcing 64 MiB (above a small
     /// `max_frame_size`), and when each metadata request was read.
     too_large: usize,
@@ -79,6 +81,7 @@ impl Net {
             addr_of: BTreeMap::new(),
             hung: None,
             swallowed: 0,
+            swallowed_metadata: 0,
             dead: Vec::new(),
             too_large: 0,
             metadata_at: Vec::new(),
@@ -153,6 +156,7 @@ impl Net {
                 let addr = self.addr_of.get(&conn).cloned().unwrap_or_default();
                 if self.hung.as_ref() == Some(&addr) {
                     self.swallowed += usize::from(key == api_key::PRODUCE);
+                    self.swallowed_metadata += usize::from(key == api_key::METADATA);
                     continue;
                 }
                 if key == api_key::METADATA {
@@ -2204,4 +2208,80 @@ fn an_init_producer_id_lost_with_its_connection_is_asked_again_after_the_backoff
     // After the backoff it is asked again and answered; d is delivered under the new id.
     net.run(20, &three_on_two_nodes, &mut |_| None);
     assert_eq!(net.pending(), 0, "d delivered");
+}
+
+/// Review finding (2026-12-06): with a bootstrap connection, a connection to node 1 and one
+/// to node 2 ready, a Metadata request went to the idle bootstrap connection (the least busy,
+/// and the first on a tie) although it reaches node 1, which had just stopped answering (a
+/// paused leader): the question hung there for `request.timeout.ms`, and the refresh the
+/// leader's own timeout then wanted waited behind it, so the record sent to the paused leader
+/// was delivered after two request timeouts. A node connection is now taken before any
+/// bootstrap one, as the Java client asks only the nodes metadata lists.
+#[test]
+fn a_metadata_request_goes_to_a_node_before_an_idle_bootstrap_connection() {
+    let timeout = Duration::from_secs(2);
+    let mut net = three_ready_connections(|c| c.request_timeout = timeout);
+    let moved = |m: &mut MetadataResponse| {
+        three_on_two_nodes(m);
+        let p = &mut m.topics[0].partitions[0];
+        (p.leader_id, p.leader_epoch) = (2, 6);
+    };
+    net.hung = Some("bench:9092".into());
+    let sent_at = net.h.now;
+    net.h
+        .p
+        .send(net.h.now, Record::new(TOPIC, "b").with_partition(0))
+        .unwrap();
+    net.run(9, &moved, &mut |_| None);
+    assert_eq!(net.swallowed, 1, "b went to the paused leader");
+    assert!(
+        net.h.p.want_topic(net.h.now, "u"),
+        "a new topic to ask about"
+    );
+    let mut delivered_after = None;
+    for _ in 0..40 {
+        net.run(1, &moved, &mut |_| None);
+        if net.pending() == 0 {
+            delivered_after = Some(net.h.now - sent_at);
+            break;
+        }
+    }
+    let after = delivered_after.expect("b delivered by node 2");
+    assert!(
+        after <= timeout + Duration::from_millis(600),
+        "b waited {after:?}: more than one request timeout ({timeout:?}) and a few rounds"
+    );
+    assert_eq!(
+        net.swallowed_metadata, 0,
+        "no Metadata request to the paused broker"
+    );
+}
+
+/// Review finding (2026-12-06): leader epochs of Metadata v7 and v8 were believed. A topic
+/// deleted and created again between two answers (no topic ids before v10) starts again at
+/// epoch 0 on its new leader, below the epoch the producer kept, so every later answer looked
+/// stale: the old leader refused the partition's batches NOT_LEADER_OR_FOLLOWER and the
+/// partition never had a leader again. The Java client believes epochs from v9 on only
+/// (KAFKA-9212: brokers before 2.4 could propagate stale ones).
+#[test]
+fn leader_epochs_below_metadata_v9_are_not_believed() {
+    let mut net = Net::with(|c| c.max_versions.metadata = Some(8));
+    let recreated = std::cell::Cell::new(false);
+    let meta = |m: &mut MetadataResponse| {
+        topic_on_two_nodes(m, 0, 1, 5);
+        if recreated.get() {
+            let p = &mut m.topics[0].partitions[0];
+            (p.leader_id, p.leader_epoch) = (2, 0);
+        }
+    };
+    net.send("a");
+    net.run(3, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 0, "a delivered by node 1");
+    recreated.set(true);
+    net.send("b");
+    net.run_at(40, &meta, &mut |addr, f| {
+        (addr == "bench:9092").then(|| produce_error(f, ErrorCode::NotLeaderOrFollower))
+    });
+    assert_eq!(net.pending(), 0, "b delivered by the new leader");
+    assert!(net.connects.iter().any(|a| a == "other:9092"));
 }

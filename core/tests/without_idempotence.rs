@@ -1549,3 +1549,69 @@ fn cut_ambiguous_without_idempotence() {
         "b written after the gap left by a"
     );
 }
+
+/// A broker that does not serve InitProducerId at all, answered by a producer with
+/// idempotence on and off. Without idempotence no InitProducerId is ever sent, so the
+/// records are delivered, as the Java client delivers them (it checks versions per request):
+/// OCI Streaming, KoP without transactions and the Kafka 2.8 KRaft preview are such brokers.
+/// Before (review finding, 2026-12-06), the handshake failed `UnsupportedVersions
+/// ("InitProducerId")` either way. With idempotence on it still does.
+fn to_a_broker_without_init_producer_id(idempotent: bool) -> harness::Harness {
+    let mut h = harness::Harness::new(|c| {
+        c.enable_idempotence = idempotent;
+        if !idempotent {
+            c.acks = 1;
+            c.max_in_flight = 1;
+        }
+    });
+    h.p.send(h.now, Record::new(TOPIC, "a")).unwrap();
+    h.drain();
+    for _ in 0..20 {
+        let Some(f) = h.next_frame() else { break };
+        let (key, version, corr) = api_of(&f);
+        let a = if key == api_key::API_VERSIONS {
+            use kprod_core::protocol::api_versions::{
+                ApiVersion, ApiVersionsRequest, ApiVersionsResponse,
+            };
+            let resp = ApiVersionsResponse {
+                error_code: 0,
+                api_keys: [
+                    (api_key::PRODUCE, 12),
+                    (api_key::METADATA, 12),
+                    (api_key::API_VERSIONS, 3),
+                ]
+                .map(|(api_key, max_version)| ApiVersion {
+                    api_key,
+                    min_version: 0,
+                    max_version,
+                })
+                .to_vec(),
+                throttle_time_ms: 0,
+            };
+            encode_response::<ApiVersionsRequest>(&resp, version, corr)
+        } else {
+            assert_ne!(key, api_key::INIT_PRODUCER_ID, "never asked");
+            respond(&f, &mut h.next_offset)
+        };
+        h.feed(a);
+    }
+    h
+}
+
+#[test]
+fn without_idempotence_a_broker_need_not_serve_init_producer_id() {
+    let h = to_a_broker_without_init_producer_id(false);
+    assert_eq!(harness::deliveries(&h.events).len(), 1, "{:?}", h.events);
+    let idempotent = to_a_broker_without_init_producer_id(true);
+    assert!(harness::deliveries(&idempotent.events).is_empty());
+    assert!(
+        idempotent.events.iter().any(|e| matches!(
+            e,
+            Event::Fatal(kprod_core::FatalError::UnsupportedVersions(
+                "InitProducerId"
+            ))
+        )),
+        "{:?}",
+        idempotent.events
+    );
+}

@@ -184,6 +184,13 @@ pub struct BrokerStats {
     pub new_epoch_nonzero_seq: u32,
     /// A same-epoch batch that overlapped a cached batch without matching it exactly.
     pub overlap: u32,
+    /// A batch whose base sequence is above the largest (a client that did not wrap: past
+    /// `i32::MAX` Kafka's sequence turns negative, refused INVALID_RECORD by `LogValidator`).
+    pub beyond_max_sequence: u32,
+    /// A Produce request of the idempotent producer with `acks` other than -1: the broker
+    /// model answers every request as if replicated, so it must not see one (Kafka answers
+    /// `acks=1` after the leader's own append, and `acks=0` not at all).
+    pub acks_not_all: u32,
     /// Highest epoch seen.
     pub max_epoch: i16,
     /// Whether a batch wrapped the sequence past its maximum.
@@ -537,6 +544,9 @@ impl Cluster {
     }
 
     fn produce(&mut self, node: i32, req: &ProduceRequest) -> ProduceResponse {
+        if req.acks != -1 {
+            self.stats.acks_not_all += 1;
+        }
         let mut responses = Vec::new();
         for t in &req.topic_data {
             let mut parts = Vec::new();
@@ -624,6 +634,14 @@ impl Cluster {
         let epoch = batch.producer_epoch;
         let first = batch.base_sequence;
         if pid >= 0 && first < 0 {
+            return Answer::refused(ErrorCode::InvalidRecord, log_start);
+        }
+        // With the small sequence spaces the model explores the wrap in, a client that does
+        // not wrap sends a sequence above the largest; at Kafka's `i32::MAX` it would have
+        // turned negative, refused above. (A model audit finding, 2026-12-06: it was taken
+        // as the next sequence and stored wrapped.)
+        if pid >= 0 && first > max_seq {
+            self.stats.beyond_max_sequence += 1;
             return Answer::refused(ErrorCode::InvalidRecord, log_start);
         }
         let modulus = i64::from(max_seq) + 1;

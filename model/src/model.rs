@@ -1628,7 +1628,11 @@ impl Model for KafkaModel {
             }),
             Property::always("S10 broker sees no client bug", |_, s: &State| {
                 let st = &s.cluster.stats;
-                st.invalid_epoch == 0 && st.new_epoch_nonzero_seq == 0 && st.overlap == 0
+                st.invalid_epoch == 0
+                    && st.new_epoch_nonzero_seq == 0
+                    && st.overlap == 0
+                    && st.beyond_max_sequence == 0
+                    && st.acks_not_all == 0
             }),
             Property::always(
                 "S11 S12 epochs and sequences in the log",

@@ -86,10 +86,14 @@ fn seed_many_overlapping_sends_max_in_flight_5() {
 // Leader change with requests in flight (P7).
 
 fn leader_change(processed_before_move: usize, hints: bool) {
-    let mut c = cluster(BrokerMode::Lenient, 2, 1);
+    let mut c = cluster(BrokerMode::Lenient, 2, 2);
     c.leader_hints = hints;
+    // Partition 1 is led by node 2, so a connection to node 2 is ready when partition 0
+    // moves there: the metadata refresh goes on it (a node's least busy connection) while
+    // the old leader's connection still has partition 0 in flight.
+    c.move_leader(T, 1, 2);
     let mut sim = Sim::new(c, cfg());
-    warm_up(&mut sim, 1);
+    warm_up(&mut sim, 2);
     let old = produce_conn(&sim, 1);
     let mut ids: Vec<RecordId> = (1..=3).map(|i| sim.send(rec(i, 0))).collect();
     assert_eq!(outstanding(&sim, old), 3);
@@ -113,7 +117,7 @@ fn leader_change(processed_before_move: usize, hints: bool) {
         "the producer should have connected to the new leader"
     );
     assert!(
-        sim.transmitted.iter().all(|w| w.node == 1),
+        (sim.transmitted.iter().filter(|w| w.partition == 0)).all(|w| w.node == 1),
         "P7: a batch went to the new leader while the old one had the partition in flight"
     );
     // The old leader's remaining answers arrive; then the retries go to the new leader.
@@ -122,13 +126,12 @@ fn leader_change(processed_before_move: usize, hints: bool) {
     sim.run(STEPS);
     all_delivered(&sim);
     delivered_in_order(&sim, &ids);
-    check_all(&sim, 1);
-    assert!(sim.transmitted.iter().any(|w| w.node == 2));
+    check_all(&sim, 2);
     // Batches the old leader wrote were not sent again; the rest were resent unchanged.
     let to_new: Vec<(i16, i32)> = sim
         .transmitted
         .iter()
-        .filter(|w| w.node == 2)
+        .filter(|w| w.node == 2 && w.partition == 0)
         .map(|w| (w.epoch, w.base_sequence))
         .collect();
     let expected: Vec<(i16, i32)> = (processed_before_move as i32 + 1..=4)
@@ -446,14 +449,18 @@ fn broker_model_handles_laps_of_a_small_sequence_space() {
 
 #[test]
 fn epoch_exhaustion_gets_a_new_producer_id() {
-    let mut sim = sim(
-        2,
+    // Partitions 0 and 1 on node 1; partition 2 on node 2, whose idle connection takes the
+    // InitProducerId request while p1's batches are in flight on node 1's.
+    let mut c = cluster(BrokerMode::Lenient, 2, 3);
+    c.move_leader(T, 2, 2);
+    let mut sim = Sim::new(
+        c,
         ProducerConfig {
             max_epoch: 2,
             ..cfg()
         },
     );
-    warm_up(&mut sim, 2);
+    warm_up(&mut sim, 3);
     let pid = sim.producer.identity().expect("identity").producer_id;
     // Two permanent failures bump to epoch 1, then 2.
     for i in 1..=2 {
@@ -484,7 +491,7 @@ fn epoch_exhaustion_gets_a_new_producer_id() {
     sim.deliver(c, 1);
     assert_eq!(failed(&sim, bad), Persistence::NotPersisted);
     assert_eq!(sim.producer.identity(), None);
-    pump_except(&mut sim, c); // InitProducerId on the other connection
+    pump_except(&mut sim, c); // InitProducerId on node 2's connection
     let new_pid = sim.producer.identity().expect("new identity");
     assert_eq!((new_pid.producer_id, new_pid.epoch), (pid + 1, 0));
     let good = sim.send(rec(6, 0));

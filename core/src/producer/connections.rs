@@ -415,7 +415,16 @@ impl Producer {
             .then_some(None)
     }
 
-    /// The ready connection with the fewest requests in flight among those `keep` takes.
+    /// The ready connection with the fewest requests in flight among those `keep` takes,
+    /// a connection to a known node before any to a bootstrap server.
+    ///
+    /// A bootstrap connection reaches a node kprod cannot name, so nothing it learns about
+    /// nodes (a hung leader, one the cluster no longer lists) keeps requests off it, and as it
+    /// is usually idle it would win every tie: a Metadata request would go to a paused broker
+    /// first and hang for `request.timeout.ms` (review finding, 2026-12-06). The Java client
+    /// drops bootstrap servers from its choice after the first metadata answer; here one is
+    /// used only while no node connection is ready, and closes once idle for
+    /// `connections.max.idle.ms`.
     fn least_busy(&self, keep: impl Fn(&ConnId, &Conn) -> bool) -> Option<ConnId> {
         (self.conns.iter())
             .filter(|(id, c)| c.state == ConnState::Ready && keep(id, c))
@@ -423,6 +432,7 @@ impl Producer {
             .min_by_key(|(_, c)| {
                 (
                     c.throttled_until.is_some_and(|t| t > self.now),
+                    matches!(c.target, Target::Bootstrap(_)),
                     c.inflight.len(),
                 )
             })
@@ -664,19 +674,21 @@ impl Producer {
         if !code.is_ok() {
             return Err("ApiVersions error");
         }
-        let versions = protocol::negotiate_versions(&resp, version, &self.cfg.version_caps())
-            .and_then(|v| {
-                // zstd batches need Produce v7+ (older versions draw
-                // UNSUPPORTED_COMPRESSION_TYPE).
-                let zstd = std::iter::once(&self.cfg.compression)
-                    .chain(self.cfg.topic_compression.values())
-                    .any(|c| c.codec == CompressionType::Zstd);
-                if zstd && v.produce < 7 {
-                    Err("Produce v7+ (zstd compression)")
-                } else {
-                    Ok(v)
-                }
-            });
+        let idempotent = self.cfg.enable_idempotence;
+        let versions =
+            protocol::negotiate_versions_for(&resp, version, &self.cfg.version_caps(), idempotent)
+                .and_then(|v| {
+                    // zstd batches need Produce v7+ (older versions draw
+                    // UNSUPPORTED_COMPRESSION_TYPE).
+                    let zstd = std::iter::once(&self.cfg.compression)
+                        .chain(self.cfg.topic_compression.values())
+                        .any(|c| c.codec == CompressionType::Zstd);
+                    if zstd && v.produce < 7 {
+                        Err("Produce v7+ (zstd compression)")
+                    } else {
+                        Ok(v)
+                    }
+                });
         match versions {
             Ok(v) => {
                 if !v.kip360() && !mutated!(self.cfg, LocalBumpWithoutKip360) {

@@ -55,10 +55,22 @@ impl Producer {
                 self.metadata.in_flight = false;
                 let r = decode_response::<MetadataRequest>(versions.metadata, frame);
                 match r {
-                    Ok((_, m)) => {
+                    Ok((_, mut m)) => {
                         // KIP-219: Metadata v6+ throttles are the client's to keep.
                         let kip219 = versions.metadata >= 6;
                         self.on_throttle(conn, kip219, m.throttle_time_ms, false);
+                        if versions.metadata < 9 {
+                            // Leader epochs in Metadata v7 and v8 are not to be trusted:
+                            // brokers before Kafka 2.4 could propagate stale ones
+                            // (KAFKA-9212), and a topic recreated without topic ids starts
+                            // again at epoch 0, below what the producer keeps, so every later
+                            // answer looked stale and the partition never had a leader again
+                            // (review finding, 2026-12-06). The Java client keeps epochs from
+                            // v9 on only (`MetadataResponse.hasReliableLeaderEpochs`).
+                            for p in m.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+                                p.leader_epoch = -1;
+                            }
+                        }
                         self.on_metadata(conn, m);
                         Ok(())
                     }

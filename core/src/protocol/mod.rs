@@ -29,7 +29,7 @@ pub use error_code::ErrorCode;
 pub use frame::FrameDecoder;
 pub use header::{RequestHeader, ResponseHeader};
 pub use primitives::{Reader, Writer};
-pub use versions::{negotiate_versions, MaxVersions, NegotiatedVersions};
+pub use versions::{negotiate_versions, negotiate_versions_for, MaxVersions, NegotiatedVersions};
 
 /// Why a buffer could not be decoded. Only ever produced by bytes from a peer.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

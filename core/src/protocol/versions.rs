@@ -179,7 +179,8 @@ pub struct NegotiatedVersions {
     pub produce: i16,
     /// Metadata.
     pub metadata: i16,
-    /// InitProducerId.
+    /// InitProducerId; -1 when the broker does not serve it and idempotence is off
+    /// ([`negotiate_versions_for`]).
     pub init_producer_id: i16,
 }
 
@@ -216,9 +217,13 @@ impl std::fmt::Display for NegotiatedVersions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "ApiVersions v{}, Produce v{}, Metadata v{}, InitProducerId v{}",
-            self.api_versions, self.produce, self.metadata, self.init_producer_id
-        )
+            "ApiVersions v{}, Produce v{}, Metadata v{}, ",
+            self.api_versions, self.produce, self.metadata
+        )?;
+        match self.init_producer_id {
+            v if v >= 0 => write!(f, "InitProducerId v{v}"),
+            _ => f.write_str("no InitProducerId"),
+        }
     }
 }
 
@@ -232,6 +237,19 @@ pub fn negotiate_versions(
     resp: &ApiVersionsResponse,
     api_versions: i16,
     caps: &MaxVersions,
+) -> Result<NegotiatedVersions, NegotiationError> {
+    negotiate_versions_for(resp, api_versions, caps, true)
+}
+
+/// [`negotiate_versions`] for a producer with idempotence on (`idempotent`) or off. Without
+/// idempotence no InitProducerId is ever sent, so a broker that does not serve it (OCI
+/// Streaming, KoP without transactions, the Kafka 2.8 KRaft preview) is fine: its
+/// `init_producer_id` is then -1.
+pub fn negotiate_versions_for(
+    resp: &ApiVersionsResponse,
+    api_versions: i16,
+    caps: &MaxVersions,
+    idempotent: bool,
 ) -> Result<NegotiatedVersions, NegotiationError> {
     let pick = |key: i16, ours: VersionRange, cap: Option<i16>, name: &'static str| {
         let ours = match cap {
@@ -259,12 +277,15 @@ pub fn negotiate_versions(
             caps.metadata,
             "Metadata",
         )?,
-        init_producer_id: pick(
+        init_producer_id: match pick(
             api_key::INIT_PRODUCER_ID,
             InitProducerIdRequest::VERSIONS,
             caps.init_producer_id,
             "InitProducerId",
-        )?,
+        ) {
+            Err(_) if !idempotent => -1,
+            r => r?,
+        },
     })
 }
 
@@ -335,6 +356,10 @@ mod tests {
             .api_keys
             .retain(|a| a.api_key != api_key::INIT_PRODUCER_ID);
         assert_eq!(negotiate_versions(&no_pid, 1, &none), Err("InitProducerId"));
+        // Without idempotence no InitProducerId is sent: it need not be served.
+        let n = negotiate_versions_for(&no_pid, 1, &none, false).unwrap();
+        assert_eq!((n.produce, n.metadata, n.init_producer_id), (8, 8, -1));
+        assert!(negotiate_versions_for(&k0102, 1, &none, false).is_err());
     }
 
     #[test]
