@@ -283,6 +283,10 @@ impl ClientConfig {
         // Whether it was given as librdkafka's `message.timeout.ms`, and whether
         // `request.timeout.ms` was given.
         let (mut message_timeout_set, mut request_timeout_set) = (false, false);
+        // Whether adaptive partitioning, the reconnect backoff and its maximum were given:
+        // Java turns adaptive partitioning off under any `partitioner.class`, and derives the
+        // reconnect backoff's maximum from `reconnect.backoff.ms` alone.
+        let (mut adaptive_set, mut reconnect_set) = (false, false);
         // The first property given for each setting (by `setting_of`).
         let mut given = BTreeMap::new();
         for &(name, value) in props {
@@ -291,6 +295,8 @@ impl ClientConfig {
             delivery_timeout_set |= matches!(name, "delivery.timeout.ms" | "message.timeout.ms");
             message_timeout_set |= name == "message.timeout.ms";
             request_timeout_set |= name == "request.timeout.ms";
+            adaptive_set |= name == "partitioner.adaptive.partitioning.enable";
+            reconnect_set |= name == "reconnect.backoff.ms";
             if !producer_property(&mut c, name, v)?
                 && !levels.property(name, v)?
                 && !compat_property(&mut later, name, v)?
@@ -333,8 +339,27 @@ impl ClientConfig {
             }
         }
         later.check(&c)?;
-        if let Some((_, max)) = &later.reconnect_backoff_max {
-            c.reconnect_backoff_max = Some(*max);
+        match &later.reconnect_backoff_max {
+            Some((_, max)) => c.reconnect_backoff_max = Some(*max),
+            // As Java (`postProcessReconnectBackoffConfigs`): `reconnect.backoff.ms` alone is
+            // a constant backoff, and otherwise the maximum is 1000 ms, whatever
+            // `retry.backoff.max.ms` says. Before (review finding, 2026-12-06), it was
+            // `retry.backoff.max.ms`: a file setting that to 30000 had reconnects to a
+            // restarted broker wait up to 30 s, where Java waits 1 s.
+            None if reconnect_set => {
+                tracing::warn!(
+                    "reconnect.backoff.ms is set and reconnect.backoff.max.ms is not: a \
+                     constant reconnect backoff, as in Java"
+                );
+                c.reconnect_backoff_max = Some(c.reconnect_backoff);
+            }
+            None => c.reconnect_backoff_max = Some(Duration::from_secs(1)),
+        }
+        if later.partitioner_class.is_some() && !adaptive_set {
+            // Java turns adaptive partitioning off whenever `partitioner.class` is set
+            // (`KafkaProducer`: the built-in partitioner only when none is named); the old
+            // classes move a sticky partition on at each new batch, not by load.
+            c.adaptive_partitioning = false;
         }
         if let Some((_, max)) = &later.connect_timeout_max {
             c.connect_timeout_max = Some(*max);
@@ -1363,7 +1388,7 @@ impl CodecLevels {
 /// | `retries` (`message.send.max.retries`) | kprod retries until `delivery.timeout.ms`: accepted when the count cannot end retrying first (`2147483647`, the default of both clients, or `retries x 0.8 x retry.backoff.ms >= delivery.timeout.ms`); `0` and smaller counts are refused, except with `acks=0`, whose requests are never retried |
 /// | `retry.backoff.ms`, `retry.backoff.max.ms` | backoff before a batch is retried, doubling up to the maximum, spread by 20 % either side unless constant (`kprod.backoff.jitter.percent`); a `retry.backoff.ms` above the maximum is a constant backoff of `retry.backoff.ms` (the Java client 3.7+ waits the maximum instead, with a warning) |
 /// | `reconnect.backoff.ms` | backoff before reconnecting to a broker, doubling, spread as the retry backoff |
-/// | `reconnect.backoff.max.ms` | the most the reconnect backoff doubles to ([`ProducerConfig::reconnect_backoff_max`]; `retry.backoff.max.ms` when not given, 1000 by default as in Java); a `reconnect.backoff.ms` above it is waited in full every time |
+/// | `reconnect.backoff.max.ms` | the most the reconnect backoff doubles to ([`ProducerConfig::reconnect_backoff_max`]); when not given, 1000 (whatever `retry.backoff.max.ms` says), or `reconnect.backoff.ms` when that is given alone (a constant backoff, with a warning), as in Java; a `reconnect.backoff.ms` above it is waited in full every time |
 /// | `metadata.max.age.ms` (`topic.metadata.refresh.interval.ms`) | periodic metadata refresh; librdkafka's `topic.metadata.refresh.interval.ms=-1` turns it off (metadata is asked for when something needs it) |
 /// | `metadata.max.idle.ms` | a topic not sent to for this long is left out of metadata requests until its next record (at least 5000, as in Java) |
 /// | `connections.max.idle.ms` | a connection with nothing in flight and no traffic for this long is closed, and opened again when needed ([`ProducerConfig::connections_max_idle`]; 540000 by default, as in Java); `-1` (Java) or `0` (librdkafka) never closes one |
@@ -1375,7 +1400,7 @@ impl CodecLevels {
 /// | `compression.level`, `compression.{gzip,lz4,zstd}.level` | the codec's level; `-1` is the default of `compression.level` and of gzip's (a zstd level like any other, refused for lz4, as in Java); librdkafka's `compression.level=0` is gzip's and lz4's fastest, 1 |
 /// | `enable.gapless.guarantee` (librdkafka) | `true`: [`GapPolicy::Fatal`], `false`: [`GapPolicy::ContinueWithGap`] |
 /// | `client.software.name`, `client.software.version` (librdkafka) | sent in ApiVersions (KIP-511) |
-/// | `partitioner.class` | empty, `org.apache.kafka.clients.producer.internals.DefaultPartitioner` (murmur2 keys, sticky batches for null keys: kprod's default) or `org.apache.kafka.clients.producer.UniformStickyPartitioner` (keys ignored); a librdkafka `partitioner` that contradicts it is refused |
+/// | `partitioner.class` | empty, `org.apache.kafka.clients.producer.internals.DefaultPartitioner` (murmur2 keys, sticky batches for null keys: kprod's default) or `org.apache.kafka.clients.producer.UniformStickyPartitioner` (keys ignored); either turns adaptive partitioning off unless `partitioner.adaptive.partitioning.enable` is given, as Java does for any class; a librdkafka `partitioner` that contradicts it is refused |
 /// | `partitioner.ignore.keys` | `true`: keys ignored, every record goes to the sticky partition (the `random` partitioner; as Java's `UniformStickyPartitioner`, also taken as `partitioner.class`) |
 /// | `partitioner.adaptive.partitioning.enable` | [`ProducerConfig::adaptive_partitioning`]: `true` (the default) moves a sticky partition to the least loaded of the next partitions with a leader, `false` to the next one |
 /// | `partitioner.availability.timeout.ms` | `0` |

@@ -742,7 +742,18 @@ fn retries_are_accepted_when_delivery_timeout_ends_retrying_first() {
 /// `retry.backoff.max.ms`, so a Java configuration tuning it (10 s is common) did not start.
 #[test]
 fn the_reconnect_backoff_maximum_is_its_own() {
-    assert_eq!(props(&[]).unwrap().reconnect_backoff_max, None);
+    // 1000 ms when not given, whatever retry.backoff.max.ms says, and reconnect.backoff.ms
+    // alone is a constant backoff, as Java's `postProcessReconnectBackoffConfigs` (review
+    // finding, 2026-12-06: it was retry.backoff.max.ms, 30 s for a file setting that).
+    assert_eq!(
+        props(&[]).unwrap().reconnect_backoff_max,
+        Some(Duration::from_secs(1))
+    );
+    let c = props(&[("retry.backoff.max.ms", "30000")]).unwrap();
+    assert_eq!(c.reconnect_backoff_max, Some(Duration::from_secs(1)));
+    assert_eq!(c.retry_backoff_max, Duration::from_secs(30));
+    let c = props(&[("reconnect.backoff.ms", "200")]).unwrap();
+    assert_eq!(c.reconnect_backoff_max, Some(Duration::from_millis(200)));
     for (v, ms) in [("1000", 1000), ("10000", 10_000), ("500", 500)] {
         let c = props(&[("reconnect.backoff.max.ms", v)]).unwrap();
         assert_eq!(c.reconnect_backoff_max, Some(Duration::from_millis(ms)));
@@ -1411,5 +1422,27 @@ fn every_java_and_librdkafka_producer_property_is_known() {
         }
         refused.sort_unstable();
         assert_eq!(refused, refused_at_default);
+    }
+}
+
+/// Java turns adaptive partitioning off whenever `partitioner.class` is set (review finding,
+/// 2026-12-06: naming `DefaultPartitioner` kept it on); given explicitly, it is kept.
+#[test]
+fn a_partitioner_class_turns_adaptive_partitioning_off_unless_asked_for() {
+    const DEFAULT: &str = "org.apache.kafka.clients.producer.internals.DefaultPartitioner";
+    const UNIFORM: &str = "org.apache.kafka.clients.producer.UniformStickyPartitioner";
+    assert!(props(&[]).unwrap().adaptive_partitioning);
+    for class in [DEFAULT, UNIFORM] {
+        assert!(
+            !props(&[("partitioner.class", class)])
+                .unwrap()
+                .adaptive_partitioning
+        );
+        let c = props(&[
+            ("partitioner.class", class),
+            ("partitioner.adaptive.partitioning.enable", "true"),
+        ])
+        .unwrap();
+        assert!(c.adaptive_partitioning);
     }
 }
