@@ -112,7 +112,8 @@ pub struct Metrics {
     /// Gauge: records accepted and not yet resolved
     /// (`records_accepted` minus the delivered, sent-unacknowledged and failed ones).
     pub buffered_records: usize,
-    /// Gauge: bytes those records hold against `buffer.memory`.
+    /// Gauge: bytes those records hold against `buffer.memory`, and the failed records whose
+    /// outcome waits for an earlier record of their partition (handed back with it).
     pub buffered_bytes: usize,
     /// The `buffer.memory` limit: [`crate::Producer::send`] refuses a record that would take
     /// `buffered_bytes` past it.

@@ -306,3 +306,36 @@ fn topics_left_idle_leave_the_requests() {
         "only the topic in use is asked about"
     );
 }
+
+/// A producer adding topics one by one (a record to a new topic every 20 ms, 200 topics):
+/// each metadata request names the topics no answer has described yet, not every topic in
+/// use, as Java's partial update for new topics (`requestUpdateForNewTopics`). Before (a
+/// review finding, 2026-12-06), the requests named 1, 2, ..., 200 topics: 20,100 names, and
+/// as many described in the answers, quadratic in the number of topics. The periodic refresh
+/// still names them all.
+#[test]
+fn new_topics_are_asked_about_alone() {
+    let mut s = Sim::new(|c| c.metadata_max_age = Duration::from_secs(10));
+    let mut ids = Vec::new();
+    for i in 0..200 {
+        ids.push(s.p.send(s.now, Record::new(format!("t{i}"), "v")).unwrap());
+        s.run_for(Duration::from_millis(20), STEP, &|_| {});
+    }
+    s.run_for(Duration::from_millis(200), STEP, &|_| {});
+    let delivered = deliveries(&s.events);
+    assert!(
+        ids.iter().all(|id| delivered.iter().any(|d| d.0 == *id)),
+        "every record delivered"
+    );
+    let names: usize = s.asked.iter().map(|(_, n)| n.len()).sum();
+    eprintln!("{names} topic names asked in {} requests", s.asked.len());
+    assert!(
+        names <= 600,
+        "{names} topic names asked in {} requests",
+        s.asked.len()
+    );
+    // The periodic refresh (10 s here) names every topic in use.
+    s.run_for(Duration::from_secs(10), Duration::from_millis(50), &|_| {});
+    let last = &s.asked.last().expect("asked").1;
+    assert_eq!(last.len(), 200, "the periodic refresh names them all");
+}

@@ -700,13 +700,15 @@ fn an_authorization_refusal_of_a_new_producer_id_cuts_the_partition_under_the_cu
         producer_id: -1,
         producer_epoch: -1,
     };
+    // Asked on the idle bootstrap connection (b is in flight on the leader's).
+    let answer = encode_response::<InitProducerIdRequest>(&refused, version, corr);
+    h.p.handle_read(h.now, ConnId(0), &mut BytesMut::from(&answer[..]));
+    h.drain();
     // b comes back refused out of order (a is not in the log).
     h.feed(produce_error(
         &requests[1],
         ErrorCode::OutOfOrderSequenceNumber,
     ));
-    let answer = encode_response::<InitProducerIdRequest>(&refused, version, corr);
-    h.feed(answer);
     h.answer_all();
     let failures = h.failures();
     assert_eq!(

@@ -2383,8 +2383,10 @@ impl<C: Connector> Drop for Driver<C> {
         // whole. Before, any unwinding thread counted as half-way, and the lingering records
         // of such a runtime were reported possibly persisted without their records (review
         // finding, 2026-12-06).
-        let half_way = shared.core.is_poisoned();
-        let mut core = shared.lock();
+        let (mut core, half_way) = match shared.core.lock() {
+            Ok(core) => (core, false),
+            Err(poisoned) => (poisoned.into_inner(), true),
+        };
         // Dropped with its runtime (not finished, the core whole): the core says which of
         // the records it holds were never sent (not persisted, handed back) and which may be
         // in the log. Before, every one was reported possibly persisted without its record,

@@ -349,7 +349,8 @@ impl ClientConfig {
             None if reconnect_set => {
                 tracing::warn!(
                     "reconnect.backoff.ms is set and reconnect.backoff.max.ms is not: a \
-                     constant reconnect backoff, as in Java"
+                     constant reconnect backoff, as in Java (librdkafka doubles it up to \
+                     10 s: set reconnect.backoff.max.ms for that)"
                 );
                 c.reconnect_backoff_max = Some(c.reconnect_backoff);
             }
@@ -1388,7 +1389,7 @@ impl CodecLevels {
 /// | `retries` (`message.send.max.retries`) | kprod retries until `delivery.timeout.ms`: accepted when the count cannot end retrying first (`2147483647`, the default of both clients, or `retries x 0.8 x retry.backoff.ms >= delivery.timeout.ms`); `0` and smaller counts are refused, except with `acks=0`, whose requests are never retried |
 /// | `retry.backoff.ms`, `retry.backoff.max.ms` | backoff before a batch is retried, doubling up to the maximum, spread by 20 % either side unless constant (`kprod.backoff.jitter.percent`); a `retry.backoff.ms` above the maximum is a constant backoff of `retry.backoff.ms` (the Java client 3.7+ waits the maximum instead, with a warning) |
 /// | `reconnect.backoff.ms` | backoff before reconnecting to a broker, doubling, spread as the retry backoff |
-/// | `reconnect.backoff.max.ms` | the most the reconnect backoff doubles to ([`ProducerConfig::reconnect_backoff_max`]); when not given, 1000 (whatever `retry.backoff.max.ms` says), or `reconnect.backoff.ms` when that is given alone (a constant backoff, with a warning), as in Java; a `reconnect.backoff.ms` above it is waited in full every time |
+/// | `reconnect.backoff.max.ms` | the most the reconnect backoff doubles to ([`ProducerConfig::reconnect_backoff_max`]); when not given, 1000 (whatever `retry.backoff.max.ms` says), or `reconnect.backoff.ms` when that is given alone (a constant backoff, with a warning), as in Java (librdkafka, which shares the name, doubles it up to 10 s by default); a `reconnect.backoff.ms` above it is waited in full every time |
 /// | `metadata.max.age.ms` (`topic.metadata.refresh.interval.ms`) | periodic metadata refresh; librdkafka's `topic.metadata.refresh.interval.ms=-1` turns it off (metadata is asked for when something needs it) |
 /// | `metadata.max.idle.ms` | a topic not sent to for this long is left out of metadata requests until its next record (at least 5000, as in Java) |
 /// | `connections.max.idle.ms` | a connection with nothing in flight and no traffic for this long is closed, and opened again when needed ([`ProducerConfig::connections_max_idle`]; 540000 by default, as in Java); `-1` (Java) or `0` (librdkafka) never closes one |
@@ -1400,7 +1401,7 @@ impl CodecLevels {
 /// | `compression.level`, `compression.{gzip,lz4,zstd}.level` | the codec's level; `-1` is the default of `compression.level` and of gzip's (a zstd level like any other, refused for lz4, as in Java); librdkafka's `compression.level=0` is gzip's and lz4's fastest, 1 |
 /// | `enable.gapless.guarantee` (librdkafka) | `true`: [`GapPolicy::Fatal`], `false`: [`GapPolicy::ContinueWithGap`] |
 /// | `client.software.name`, `client.software.version` (librdkafka) | sent in ApiVersions (KIP-511) |
-/// | `partitioner.class` | empty, `org.apache.kafka.clients.producer.internals.DefaultPartitioner` (murmur2 keys, sticky batches for null keys: kprod's default) or `org.apache.kafka.clients.producer.UniformStickyPartitioner` (keys ignored); either turns adaptive partitioning off unless `partitioner.adaptive.partitioning.enable` is given, as Java does for any class; a librdkafka `partitioner` that contradicts it is refused |
+/// | `partitioner.class` | empty, `org.apache.kafka.clients.producer.internals.DefaultPartitioner` (murmur2 keys, sticky batches for null keys: kprod's default) or `org.apache.kafka.clients.producer.UniformStickyPartitioner` (keys ignored); either turns adaptive partitioning off, as Java does for any class, unless `partitioner.adaptive.partitioning.enable` is given (which Java then ignores); a librdkafka `partitioner` that contradicts it is refused |
 /// | `partitioner.ignore.keys` | `true`: keys ignored, every record goes to the sticky partition (the `random` partitioner; as Java's `UniformStickyPartitioner`, also taken as `partitioner.class`) |
 /// | `partitioner.adaptive.partitioning.enable` | [`ProducerConfig::adaptive_partitioning`]: `true` (the default) moves a sticky partition to the least loaded of the next partitions with a leader, `false` to the next one |
 /// | `partitioner.availability.timeout.ms` | `0` |

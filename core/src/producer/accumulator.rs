@@ -534,7 +534,7 @@ impl Producer {
                 // backoff) and a new partition is taken once the answer names it.
                 let last = self.metadata.last_refresh;
                 if last.is_none_or(|t| t + self.cfg.retry_backoff <= self.now) {
-                    self.metadata.needed = true;
+                    self.need_metadata(Some(ti));
                     self.wakes.0 += 1;
                 }
                 return Err(SendError::InvalidPartition {
@@ -596,7 +596,7 @@ impl Producer {
             // A topic last seen missing is not asked about while nothing waits for it: this
             // record waits, so ask (the backoff still paces the requests).
             if self.topics[ti].missing.is_some() {
-                self.metadata.needed = true;
+                self.need_metadata(Some(ti));
             }
             self.push_pending(
                 ti,
@@ -649,7 +649,7 @@ impl Producer {
         // Said missing, and asked again only while a record waits for it: asked again, no
         // sooner than the backoff after the last answer.
         if t.missing.is_some() && !self.metadata.in_flight && !self.metadata.needed {
-            self.metadata.needed = true;
+            self.need_metadata(Some(ti));
             let next = self
                 .metadata
                 .last_refresh
@@ -703,7 +703,7 @@ impl Producer {
                 let compression = self.cfg.compression_for(name);
                 self.topics.push(Topic::new(shared.clone(), compression));
                 self.topic_index.insert(shared, self.topics.len() - 1);
-                self.want_fresh_metadata();
+                self.want_metadata_for_new_topic();
                 self.wakes.0 += 1;
                 self.topics.len() - 1
             }

@@ -338,7 +338,8 @@ impl Producer {
                 // answer already found unusable has scheduled its backoff.)
                 RequestKind::Metadata => {
                     self.metadata.in_flight = false;
-                    self.metadata.needed = true;
+                    let partial = std::mem::take(&mut self.metadata.partial);
+                    self.need_metadata_after(partial);
                     let scheduled = self.metadata.retry_at.is_some_and(|t| t > self.now);
                     if reason != MOVED && reason != UNLISTED && !scheduled {
                         self.metadata_again_after_backoff(false);
@@ -415,15 +416,19 @@ impl Producer {
             .then_some(None)
     }
 
-    /// The ready connection with the fewest requests in flight among those `keep` takes,
-    /// a connection to a known node before any to a bootstrap server.
+    /// The ready connection among those `keep` takes: an idle one (nothing in flight) to a
+    /// known node first, then an idle one to a bootstrap server, then the one with the fewest
+    /// requests in flight, a node's before a bootstrap server's.
     ///
     /// A bootstrap connection reaches a node kprod cannot name, so nothing it learns about
-    /// nodes (a hung leader, one the cluster no longer lists) keeps requests off it, and as it
-    /// is usually idle it would win every tie: a Metadata request would go to a paused broker
-    /// first and hang for `request.timeout.ms` (review finding, 2026-12-06). The Java client
-    /// drops bootstrap servers from its choice after the first metadata answer; here one is
-    /// used only while no node connection is ready, and closes once idle for
+    /// nodes (a hung leader, one the cluster no longer lists) keeps requests off it: as it is
+    /// usually idle it won every tie, and a Metadata request went to a broker that had just
+    /// paused and hung there for `request.timeout.ms` while another node's connection was
+    /// idle (review finding, 2026-12-06). An idle bootstrap connection still goes before a
+    /// busy node one: Kafka answers one request of a connection at a time, so a request
+    /// behind a node's Produce requests (acks=all, waiting for replication) waits for them
+    /// all (the Java client, which asks only nodes metadata lists, prefers a node with
+    /// nothing in flight too). A bootstrap connection left unused closes once idle for
     /// `connections.max.idle.ms`.
     fn least_busy(&self, keep: impl Fn(&ConnId, &Conn) -> bool) -> Option<ConnId> {
         (self.conns.iter())
@@ -432,6 +437,7 @@ impl Producer {
             .min_by_key(|(_, c)| {
                 (
                     c.throttled_until.is_some_and(|t| t > self.now),
+                    !c.inflight.is_empty(),
                     matches!(c.target, Target::Bootstrap(_)),
                     c.inflight.len(),
                 )
@@ -553,7 +559,7 @@ impl Producer {
             }
         }
         if unknown_leader && !self.metadata.in_flight {
-            self.metadata.needed = true;
+            self.need_metadata(None);
             self.maybe_request_metadata();
         }
         wanted.sort_unstable();

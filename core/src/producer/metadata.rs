@@ -60,6 +60,17 @@ pub(super) struct MetadataState {
     /// producer merely idle, its connections closed, dials its known brokers again, not the
     /// bootstrap servers.
     pub(super) failing_since: Option<Instant>,
+    /// The next request must name every topic in use: something wants fresh metadata about
+    /// a topic already described (a refusal, a lost connection, an incomplete answer), not
+    /// only about topics no answer has described yet. Kept only once a topic has been
+    /// described (`any_known`).
+    pub(super) full: bool,
+    /// The request in flight names only the topics no answer has described yet (Java's
+    /// partial update for new topics): its answer leaves the others as they are.
+    pub(super) partial: bool,
+    /// Some topic has been described (has partitions): from then on a request for new
+    /// topics alone can be partial.
+    pub(super) any_known: bool,
 }
 
 impl Producer {
@@ -90,6 +101,8 @@ impl Producer {
     /// broker) answering so had a connection closed, with its Produce requests in flight,
     /// on every answer (a review finding).
     pub(super) fn on_unusable_metadata(&mut self, conn: ConnId) {
+        let partial = std::mem::take(&mut self.metadata.partial);
+        self.need_metadata_after(partial);
         self.metadata_again_after_backoff(false);
         self.metadata.avoid = Some(conn);
     }
@@ -140,7 +153,41 @@ impl Producer {
     /// request goes no later than `retry.backoff.ms` after the last answer. (Needs that
     /// recur without news, such as a partition still leaderless, keep the grown backoff.)
     pub(super) fn want_fresh_metadata(&mut self) {
+        self.need_metadata(None);
+        self.restart_metadata_backoff();
+    }
+
+    /// [`Self::want_fresh_metadata`] for a topic named for the first time: only it needs
+    /// describing, so the request may name the new topics alone (Java's
+    /// `requestUpdateForNewTopics`). Before (a review finding, 2026-12-06), every request
+    /// named every topic in use, so a producer adding topics one by one asked about 1, 2,
+    /// ..., n topics: quadratic in the number of topics on the wire and in the work of each
+    /// answer.
+    pub(super) fn want_metadata_for_new_topic(&mut self) {
         self.metadata.needed = true;
+        self.restart_metadata_backoff();
+    }
+
+    /// Metadata is wanted about topic `ti` (or, `None`, about anything): the next request
+    /// names every topic in use unless `ti` is still undescribed.
+    pub(super) fn need_metadata(&mut self, ti: Option<usize>) {
+        self.metadata.needed = true;
+        if self.metadata.any_known && ti.is_none_or(|ti| !self.topics[ti].partitions.is_empty()) {
+            self.metadata.full = true;
+        }
+    }
+
+    /// A request lost, or an answer unusable or incomplete: the next one names every topic
+    /// unless this one was partial.
+    pub(super) fn need_metadata_after(&mut self, partial: bool) {
+        if partial {
+            self.metadata.needed = true;
+        } else {
+            self.need_metadata(None);
+        }
+    }
+
+    fn restart_metadata_backoff(&mut self) {
         self.metadata.unchanged = 0;
         if let (Some(at), Some(last)) = (self.metadata.retry_at, self.metadata.last_refresh) {
             self.metadata.retry_at = Some(at.min(last + self.cfg.retry_backoff));
@@ -162,11 +209,20 @@ impl Producer {
         };
         let version = self.conns[&conn].versions.metadata;
         self.sweep_idle_topics();
+        // Only the topics no answer has described yet, when nothing else is wanted and the
+        // periodic refresh is not due (and they are not all there is).
+        let periodic =
+            (self.metadata.last_refresh).is_none_or(|t| t + self.refresh_period() <= self.now);
+        let undescribed = |t: &super::accumulator::Topic| !t.idle && t.partitions.is_empty();
+        let partial = !self.metadata.full
+            && !periodic
+            && self.topics.iter().any(undescribed)
+            && self.topics.iter().any(|t| !t.idle && !undescribed(t));
         let req = MetadataRequest {
             topics: Some(
                 self.topics
                     .iter()
-                    .filter(|t| !t.idle)
+                    .filter(|t| !t.idle && (!partial || undescribed(t)))
                     .map(|t| MetadataRequestTopic {
                         topic_id: [0; 16],
                         name: Some(t.name.to_string()),
@@ -179,6 +235,8 @@ impl Producer {
         };
         self.metadata.in_flight = true;
         self.metadata.needed = false;
+        self.metadata.full = false;
+        self.metadata.partial = partial;
         self.stats.0.metadata_requests += 1;
         self.transmit(conn, &req, version, RequestKind::Metadata);
     }
@@ -218,6 +276,12 @@ impl Producer {
         // Something asked for fresh metadata since this request went out (a new topic, one
         // back from idleness): the next request goes at once.
         let wanted_again = self.metadata.needed;
+        let partial = std::mem::take(&mut self.metadata.partial);
+        // Every answer paces the next request (a partial one too: a topic asked about again
+        // and again while it is created must not be asked at the speed of the network), and
+        // so postpones the periodic refresh: a producer naming a new topic more often than
+        // `metadata.max.age.ms` refreshes the others only when something asks for it (a
+        // refusal, a lost connection), where Java's partial updates leave its timer alone.
         self.metadata.last_refresh = Some(self.now);
         self.metadata.failing_since = None;
         self.metadata.retry_at = None;
@@ -372,6 +436,7 @@ impl Producer {
             let count = t.partitions.len();
             if count > topic.partitions.len() {
                 topic.partitions.resize_with(count, Partition::default);
+                self.metadata.any_known = true;
             }
             // Kafka never takes partitions away: fewer from the same topic is an answer from
             // a broker that has not yet learned of partitions added. It is not believed at
@@ -513,11 +578,14 @@ impl Producer {
         // again after the backoff while records wait for it, as a topic listed without
         // partitions is. Not when a request is wanted anyway: a topic named only since this
         // request went out is not held back by the backoff.
+        // (A partial request asked only about topics still undescribed.)
         let omitted = !wanted_again
-            && (self.topics.iter().zip(&answered))
-                .any(|(t, answered)| !answered && !t.idle && t.holds_records());
+            && (self.topics.iter().zip(&answered)).any(|(t, answered)| {
+                !answered && !t.idle && t.holds_records() && (!partial || t.partitions.is_empty())
+            });
         incomplete |= omitted;
         if incomplete {
+            self.need_metadata_after(partial);
             self.metadata_again_after_backoff(changed);
         } else {
             self.metadata.unchanged = 0;

@@ -381,8 +381,9 @@ impl Producer {
     }
 
     /// Bytes charged against `buffer.memory`: the room of every batch held, the size of every
-    /// record waiting for metadata, and every held record's `record_overhead` (see
-    /// [`ProducerConfig::buffer_memory`]).
+    /// record waiting for metadata, every held record's `record_overhead` (see
+    /// [`ProducerConfig::buffer_memory`]), and the batches of failed records whose outcome
+    /// waits for an earlier record of their partition.
     pub fn buffered_bytes(&self) -> usize {
         self.buffered_bytes
     }

@@ -500,8 +500,9 @@ impl Producer {
             let p = &mut self.topics[ti].partitions[pi];
             // The offset right after the last acknowledged record, where the answer says
             // where the log starts.
+            // (Not known when the acknowledgements came without offsets: -1.)
             let next = (p.last_acked)
-                .filter(|_| self.log_start_known)
+                .filter(|&(_, offset)| self.log_start_known && offset >= 0)
                 .map(|(_, offset)| offset.saturating_add(1));
             let deleted_before = next == Some(log_start);
             let forgotten_idle = p.probe && next.is_some_and(|n| log_start <= n);
