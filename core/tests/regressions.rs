@@ -2434,3 +2434,49 @@ fn a_held_failure_keeps_its_records_charged_until_it_goes_out() {
     assert_eq!(h.p.buffered_bytes(), 0);
     assert_eq!(h.p.pending_records(), 0);
 }
+
+/// The diff review of 2026-12-06: a partition acknowledged only without an offset (a success
+/// at offset -1, or Tansu's DUPLICATE_SEQUENCE_NUMBER) keeps -1 as its last acknowledged
+/// offset, and "the offset right after it", 0, was compared with the log start of an
+/// UNKNOWN_PRODUCER_ID: a log starting at 0 made `a`, whose first attempt went unanswered,
+/// look refused before it was written, and it was sent again under a new identity (a
+/// possible duplicate). With the offset unknown, `a` stays possibly persisted.
+#[test]
+fn unknown_producer_id_is_not_judged_by_an_unknown_acknowledged_offset() {
+    use kprod_core::protocol::produce::ProduceRequest;
+
+    let mut h = Harness::new(|_| {});
+    h.p.send(h.now, record("x")).unwrap();
+    let f = h.answer_until_produce(&[]).expect("x's request");
+    let (_, version, corr) = api_of(&f);
+    let a = respond(&f, &mut h.next_offset);
+    let (_, mut resp) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
+    resp.responses[0].partition_responses[0].base_offset = -1;
+    h.feed(encode_response::<ProduceRequest>(&resp, version, corr));
+    assert_eq!(deliveries(&h.events), [(RecordId(0), 0, None)]);
+    h.drop_bootstrap_connection();
+    h.p.send(h.now, record("a")).unwrap();
+    h.answer_until_produce(&[]).expect("a's request");
+    // Its answer is lost with the connection.
+    let conn = h.conn.expect("connected");
+    h.p.handle_disconnected(h.now, conn);
+    h.drain();
+    h.now += Duration::from_secs(2);
+    h.p.handle_timeout(h.now);
+    let g = h.answer_until_produce(&[]).expect("a's retry");
+    h.events.clear();
+    h.feed(produce_error_with_log_start(
+        &g,
+        ErrorCode::UnknownProducerId,
+        0,
+    ));
+    assert_eq!(
+        h.failures(),
+        [(
+            DeliveryError::Broker(ErrorCode::UnknownProducerId),
+            Persistence::PossiblyPersisted
+        )],
+        "{:?}",
+        h.events
+    );
+}
