@@ -460,10 +460,9 @@ impl Partition {
         b.state = BatchState::InFlight;
         let max_sequence = if mutated!(ctx, EarlyWrap) {
             ctx.max_sequence - 1
-        } else if mutated!(ctx, LateWrap) {
-            ctx.max_sequence.saturating_add(1)
         } else {
-            ctx.max_sequence
+            // (`LateWrap`: one past the largest.)
+            (ctx.max_sequence).saturating_add(i32::from(mutated!(ctx, LateWrap)))
         };
         self.next_seq = seq_add(base, b.count(), max_sequence);
         self.inflight_conn = Some(ctx.conn);
