@@ -453,6 +453,13 @@ impl Topic {
     pub(super) fn holds_records(&self) -> bool {
         !self.pending.is_empty() || self.partitions.iter().any(|p| !p.batches.is_empty())
     }
+
+    /// Whether a metadata answer has described the topic (listed its partitions): until
+    /// then a request for it alone may be partial. Partitions are never taken away, so this
+    /// stays true once it is.
+    pub(super) fn described(&self) -> bool {
+        !self.partitions.is_empty()
+    }
 }
 
 /// The id and uncompressed record bytes of partition `p`'s first unsealed batch: if the

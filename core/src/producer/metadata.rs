@@ -63,14 +63,11 @@ pub(super) struct MetadataState {
     /// The next request must name every topic in use: something wants fresh metadata about
     /// a topic already described (a refusal, a lost connection, an incomplete answer), not
     /// only about topics no answer has described yet. Kept only once a topic has been
-    /// described (`any_known`).
+    /// described (`Topic::described`).
     pub(super) full: bool,
     /// The request in flight names only the topics no answer has described yet (Java's
     /// partial update for new topics): its answer leaves the others as they are.
     pub(super) partial: bool,
-    /// Some topic has been described (has partitions): from then on a request for new
-    /// topics alone can be partial.
-    pub(super) any_known: bool,
 }
 
 impl Producer {
@@ -172,9 +169,11 @@ impl Producer {
     /// names every topic in use unless `ti` is still undescribed.
     pub(super) fn need_metadata(&mut self, ti: Option<usize>) {
         self.metadata.needed = true;
-        if self.metadata.any_known && ti.is_none_or(|ti| !self.topics[ti].partitions.is_empty()) {
-            self.metadata.full = true;
-        }
+        let described = match ti {
+            Some(ti) => self.topics[ti].described(),
+            None => self.topics.iter().any(|t| t.described()),
+        };
+        self.metadata.full |= described;
     }
 
     /// A request lost, or an answer unusable or incomplete: the next one names every topic
@@ -213,16 +212,15 @@ impl Producer {
         // periodic refresh is not due (and they are not all there is).
         let periodic =
             (self.metadata.last_refresh).is_none_or(|t| t + self.refresh_period() <= self.now);
-        let undescribed = |t: &super::accumulator::Topic| !t.idle && t.partitions.is_empty();
+        let in_use = || self.topics.iter().filter(|t| !t.idle);
         let partial = !self.metadata.full
             && !periodic
-            && self.topics.iter().any(undescribed)
-            && self.topics.iter().any(|t| !t.idle && !undescribed(t));
+            && in_use().any(|t| !t.described())
+            && in_use().any(|t| t.described());
         let req = MetadataRequest {
             topics: Some(
-                self.topics
-                    .iter()
-                    .filter(|t| !t.idle && (!partial || undescribed(t)))
+                in_use()
+                    .filter(|t| !partial || !t.described())
                     .map(|t| MetadataRequestTopic {
                         topic_id: [0; 16],
                         name: Some(t.name.to_string()),
@@ -436,7 +434,6 @@ impl Producer {
             let count = t.partitions.len();
             if count > topic.partitions.len() {
                 topic.partitions.resize_with(count, Partition::default);
-                self.metadata.any_known = true;
             }
             // Kafka never takes partitions away: fewer from the same topic is an answer from
             // a broker that has not yet learned of partitions added. It is not believed at
@@ -581,7 +578,7 @@ impl Producer {
         // (A partial request asked only about topics still undescribed.)
         let omitted = !wanted_again
             && (self.topics.iter().zip(&answered)).any(|(t, answered)| {
-                !answered && !t.idle && t.holds_records() && (!partial || t.partitions.is_empty())
+                !answered && !t.idle && t.holds_records() && (!partial || !t.described())
             });
         incomplete |= omitted;
         if incomplete {
