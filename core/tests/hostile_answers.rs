@@ -9,9 +9,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use harness::{api_of, deliveries, produce_of, respond, Harness, TOPIC};
+use harness::{api_of, deliveries, produce_of, produce_rewrite, respond, Harness, TOPIC};
 use kprod_core::protocol::metadata::{MetadataRequest, MetadataResponse};
-use kprod_core::protocol::produce::{ProduceRequest, ProduceResponse};
 use kprod_core::protocol::{api_key, decode_response, encode_response, ErrorCode};
 use kprod_core::{ConnId, Event, Output, Record, RecordId};
 
@@ -111,15 +110,6 @@ impl Net {
             })
             .sum()
     }
-}
-
-/// Rewrites a healthy Produce answer.
-fn produce_rewrite(f: &Bytes, off: &mut i64, edit: impl FnOnce(&mut ProduceResponse)) -> Bytes {
-    let (_, version, corr) = api_of(f);
-    let a = respond(f, off);
-    let (_, mut r) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
-    edit(&mut r);
-    encode_response::<ProduceRequest>(&r, version, corr)
 }
 
 /// A metadata answer that leaves out the topic asked about (once): the record should be

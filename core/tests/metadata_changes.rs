@@ -233,6 +233,23 @@ impl Net {
         assert_eq!(self.bumps(), 1);
     }
 
+    /// Runs one round at a time (metadata rewritten by `meta`, Produce answered healthily),
+    /// at most `rounds`, until no record is pending: how long after `since` that was.
+    fn until_delivered(
+        &mut self,
+        rounds: usize,
+        since: std::time::Instant,
+        meta: &dyn Fn(&mut MetadataResponse),
+    ) -> Option<Duration> {
+        for _ in 0..rounds {
+            self.run(1, meta, &mut |_| None);
+            if self.pending() == 0 {
+                return Some(self.h.now - since);
+            }
+        }
+        None
+    }
+
     fn pending(&self) -> usize {
         self.h.p.pending_records()
     }
@@ -1502,15 +1519,7 @@ fn hung_leader_moves(leaders: (i32, i32), hung: &str) {
     moved.set(true);
     let sent_at = net.h.now;
     net.send("b");
-    let mut delivered_after = None;
-    for _ in 0..40 {
-        net.run(1, &meta, &mut |_| None);
-        if net.pending() == 0 {
-            delivered_after = Some(net.h.now - sent_at);
-            break;
-        }
-    }
-    let after = delivered_after.expect("b delivered by the new leader");
+    let after = (net.until_delivered(40, sent_at, &meta)).expect("b delivered by the new leader");
     eprintln!("b delivered {after:?} after it was sent");
     assert!(
         after < timeout * 2,
@@ -1719,15 +1728,7 @@ fn a_bootstrap_server_that_never_answers_does_not_hold_the_producer() {
     net.hung = Some("dead:9092".into());
     let sent_at = net.h.now;
     net.send("a");
-    let mut delivered_after = None;
-    for _ in 0..100 {
-        net.run(1, &|_| {}, &mut |_| None);
-        if net.pending() == 0 {
-            delivered_after = Some(net.h.now - sent_at);
-            break;
-        }
-    }
-    let after = delivered_after.expect("a delivered");
+    let after = (net.until_delivered(100, sent_at, &|_| {})).expect("a delivered");
     assert!(
         after >= Duration::from_secs(3) && after <= Duration::from_secs(4),
         "a waited {after:?} for a bootstrap server that never answers (patience 3 s)"
@@ -2238,15 +2239,7 @@ fn a_metadata_request_goes_to_a_node_before_an_idle_bootstrap_connection() {
         net.h.p.want_topic(net.h.now, "u"),
         "a new topic to ask about"
     );
-    let mut delivered_after = None;
-    for _ in 0..40 {
-        net.run(1, &moved, &mut |_| None);
-        if net.pending() == 0 {
-            delivered_after = Some(net.h.now - sent_at);
-            break;
-        }
-    }
-    let after = delivered_after.expect("b delivered by node 2");
+    let after = (net.until_delivered(40, sent_at, &moved)).expect("b delivered by node 2");
     assert!(
         after <= timeout + Duration::from_millis(600),
         "b waited {after:?}: more than one request timeout ({timeout:?}) and a few rounds"

@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use harness::{
     api_of, deliveries, epoch_and_sequence, produce_error, produce_error_with_log_start,
-    produce_of, respond, Harness, TOPIC,
+    produce_of, produce_rewrite, respond, Harness, TOPIC,
 };
 use kprod_core::protocol::metadata::MetadataRequest;
 use kprod_core::protocol::{api_key, decode_response, encode_response, ErrorCode};
@@ -246,17 +246,13 @@ fn after_idling_past_the_state_expiry_the_first_batch_goes_alone() {
 /// mutes it meanwhile), and wakes itself when it has.
 #[test]
 fn a_throttled_connection_waits_before_its_next_produce() {
-    use kprod_core::protocol::produce::ProduceRequest;
     use kprod_core::Output;
 
     let mut h = Harness::new(|_| {});
     h.p.send(h.now, record("a")).unwrap();
     let f = h.answer_until_produce(&[]).expect("a's request");
-    let (_, version, corr) = api_of(&f);
-    let a = respond(&f, &mut h.next_offset);
-    let (_, mut resp) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
-    resp.throttle_time_ms = 500;
-    h.feed(encode_response::<ProduceRequest>(&resp, version, corr));
+    let a = produce_rewrite(&f, &mut h.next_offset, |r| r.throttle_time_ms = 500);
+    h.feed(a);
     assert_eq!(h.p.pending_records(), 0, "a delivered");
     assert_eq!(h.p.metrics().produce_throttled, 1);
     h.p.send(h.now, record("b")).unwrap();
@@ -2056,6 +2052,14 @@ fn unknown_producer_id_on_a_retry_after(log_start: i64, idle: Duration) -> Harne
     h.now += idle;
     h.p.handle_timeout(h.now);
     h.drain();
+    a_lost_then_refused_unknown_producer_id(&mut h, log_start);
+    h
+}
+
+/// Record `a` sent, its first attempt's answer lost with the connection, its retry (the same
+/// attempt) refused UNKNOWN_PRODUCER_ID with the log starting at `log_start`; the events
+/// cleared before the refusal.
+fn a_lost_then_refused_unknown_producer_id(h: &mut Harness, log_start: i64) {
     h.p.send(h.now, record("a")).unwrap();
     let f = h.answer_until_produce(&[]).expect("a's request");
     let a_seq = epoch_and_sequence(&f);
@@ -2073,7 +2077,6 @@ fn unknown_producer_id_on_a_retry_after(log_start: i64, idle: Duration) -> Harne
         ErrorCode::UnknownProducerId,
         log_start,
     ));
-    h
 }
 
 /// A log that starts right after the last acknowledged record was cut before `a`'s first
@@ -2443,33 +2446,16 @@ fn a_held_failure_keeps_its_records_charged_until_it_goes_out() {
 /// possible duplicate). With the offset unknown, `a` stays possibly persisted.
 #[test]
 fn unknown_producer_id_is_not_judged_by_an_unknown_acknowledged_offset() {
-    use kprod_core::protocol::produce::ProduceRequest;
-
     let mut h = Harness::new(|_| {});
     h.p.send(h.now, record("x")).unwrap();
     let f = h.answer_until_produce(&[]).expect("x's request");
-    let (_, version, corr) = api_of(&f);
-    let a = respond(&f, &mut h.next_offset);
-    let (_, mut resp) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
-    resp.responses[0].partition_responses[0].base_offset = -1;
-    h.feed(encode_response::<ProduceRequest>(&resp, version, corr));
+    let a = produce_rewrite(&f, &mut h.next_offset, |r| {
+        r.responses[0].partition_responses[0].base_offset = -1
+    });
+    h.feed(a);
     assert_eq!(deliveries(&h.events), [(RecordId(0), 0, None)]);
     h.drop_bootstrap_connection();
-    h.p.send(h.now, record("a")).unwrap();
-    h.answer_until_produce(&[]).expect("a's request");
-    // Its answer is lost with the connection.
-    let conn = h.conn.expect("connected");
-    h.p.handle_disconnected(h.now, conn);
-    h.drain();
-    h.now += Duration::from_secs(2);
-    h.p.handle_timeout(h.now);
-    let g = h.answer_until_produce(&[]).expect("a's retry");
-    h.events.clear();
-    h.feed(produce_error_with_log_start(
-        &g,
-        ErrorCode::UnknownProducerId,
-        0,
-    ));
+    a_lost_then_refused_unknown_producer_id(&mut h, 0);
     assert_eq!(
         h.failures(),
         [(

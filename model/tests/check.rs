@@ -154,14 +154,18 @@ fn leader_change_with_requests_in_flight() {
     assert_eq!(n, PINNED[1], "unique states changed");
 }
 
-#[test]
-fn sequence_wraps() {
-    let cfg = ModelCfg {
+/// A strict broker, 1 partition × 7 records with sequences wrapping past 5.
+fn wrap_cfg() -> ModelCfg {
+    ModelCfg {
         records_per_partition: 7,
         max_sequence: 5,
         ..base(BrokerMode::StrictNeverWritten)
-    };
-    let n = check("wrap", cfg, &[ALL_DELIVERED, WRAP]);
+    }
+}
+
+#[test]
+fn sequence_wraps() {
+    let n = check("wrap", wrap_cfg(), &[ALL_DELIVERED, WRAP]);
     assert_eq!(n, PINNED[2], "unique states changed");
 }
 
@@ -1132,12 +1136,11 @@ fn catches_an_early_wrap() {
         planted(tansu_wrap_cfg(), Core::EarlyWrap),
         S5,
     );
-    let wrap = ModelCfg {
-        records_per_partition: 7,
-        max_sequence: 5,
-        ..base(BrokerMode::StrictNeverWritten)
-    };
-    expect_caught("early wrap (wrap)", planted(wrap, Core::EarlyWrap), S5);
+    expect_caught(
+        "early wrap (wrap)",
+        planted(wrap_cfg(), Core::EarlyWrap),
+        S5,
+    );
 }
 
 /// The other side of the wrap (a model audit finding, 2026-12-06): a producer that sends the
@@ -1146,12 +1149,7 @@ fn catches_an_early_wrap() {
 /// now refuses it and counts it a client bug.
 #[test]
 fn catches_a_late_wrap() {
-    let wrap = ModelCfg {
-        records_per_partition: 7,
-        max_sequence: 5,
-        ..base(BrokerMode::StrictNeverWritten)
-    };
-    expect_caught("late wrap (wrap)", planted(wrap, Core::LateWrap), S10);
+    expect_caught("late wrap (wrap)", planted(wrap_cfg(), Core::LateWrap), S10);
 }
 
 /// The configured window of two on Kafka 0.11: two batches' answers lost, the retry of the

@@ -158,6 +158,16 @@ pub fn epoch_and_sequence(frame: &Bytes) -> (i16, i32) {
 
 /// A Produce answer with `code` for every partition of the request `frame` (the log
 /// starting at 0).
+/// A healthy answer to the Produce request `f` (at offsets from `off`), rewritten by `edit`.
+pub fn produce_rewrite(f: &Bytes, off: &mut i64, edit: impl FnOnce(&mut ProduceResponse)) -> Bytes {
+    let (_, version, corr) = api_of(f);
+    let a = respond(f, off);
+    let (_, mut r) =
+        kprod_core::protocol::decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
+    edit(&mut r);
+    encode_response::<ProduceRequest>(&r, version, corr)
+}
+
 pub fn produce_error(frame: &Bytes, code: ErrorCode) -> Bytes {
     produce_error_with_log_start(frame, code, 0)
 }
