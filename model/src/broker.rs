@@ -378,6 +378,16 @@ impl Cluster {
         }
     }
 
+    /// Producer-state expiry of one partition: its producer entries are forgotten while the
+    /// other partitions keep theirs (Kafka expires each partition's state on its own, from
+    /// the time of that partition's last write by the producer, §A.4).
+    pub fn expire_partition(&mut self, topic: &str, p: i32) {
+        let part = self.partition_mut(topic, p);
+        part.producers.clear();
+        part.committed.clear();
+        part.above.iter_mut().for_each(|a| a.1.clear());
+    }
+
     /// Answers one request frame (without its size prefix) received by `node`. Returns the
     /// whole response frame, or `None` for a request the model cannot parse (the real broker
     /// would close the connection).

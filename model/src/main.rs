@@ -10,7 +10,7 @@ fn usage() -> ! {
     eprintln!(
         "usage: kprod-model <check|explore|simulate|replay> [--mode lenient|unknown-pid|strict|tansu] \
          [--partitions N] [--records N] [--inflight N] [--nodes N] [--max-seq N] [--max-epoch N] \
-         [--disconnects N] [--timeouts N] [--leader-changes N] [--restarts N] [--expiries N] \
+         [--disconnects N] [--timeouts N] [--leader-changes N] [--restarts N] [--expiries N] [--partition-expiries N] \
          [--injections N] [--flaps N] [--metadata-age MS] [--connect-failures N] [--max-transmits N] \
          [--mutation none|kafkajs|kafka-12152|d10|d12] [--seed N] [--seconds N] [--addr HOST:PORT] [--path FILE] \
          [--search bfs|dfs] (check: bfs finds the shortest violation, dfs needs little memory)"
@@ -52,6 +52,7 @@ fn main() {
             "--leader-changes" => cfg.budget.leader_changes = num() as u8,
             "--restarts" => cfg.budget.restarts = num() as u8,
             "--expiries" => cfg.budget.expiries = num() as u8,
+            "--partition-expiries" => cfg.budget.partition_expiries = num() as u8,
             "--injections" => {
                 cfg.budget.injections = num() as u8;
                 cfg.injectable = vec![

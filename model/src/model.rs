@@ -133,6 +133,10 @@ pub struct Budget {
     /// reads a request off the socket before it sees the close), and its answers never
     /// arrive.
     pub stalls: u8,
+    /// Producer-state expiry of one partition after `producer.id.expiration.ms` of idleness
+    /// (only while nothing is outstanding, as `expiries`), the other partitions keeping
+    /// theirs: their last write was later, so their state outlives it.
+    pub partition_expiries: u8,
 }
 
 /// A bounded model configuration.
@@ -468,6 +472,9 @@ pub enum Action {
     SilentExpire,
     /// DeleteRecords up to the end of a partition's log.
     DeleteRecords(i32),
+    /// The broker forgets every producer's state on one partition after the producer idled
+    /// `producer.id.expiration.ms` (the other partitions keep theirs).
+    ExpirePartition(i32),
     /// The broker side of a connection stalls: its answers are lost from now on, and its
     /// requests are acted on late, even after the connection closed.
     Stall(ConnId),
@@ -510,6 +517,7 @@ impl Action {
             "Flap" => Self::Flap,
             "SilentExpire" => Self::SilentExpire,
             "DeleteRecords" => Self::DeleteRecords(num(arg)? as i32),
+            "ExpirePartition" => Self::ExpirePartition(num(arg)? as i32),
             "Stall" => Self::Stall(conn(arg)?),
             "ProcessZombie" => Self::ProcessZombie(conn(arg)?),
             "Inject" => {
@@ -1359,7 +1367,10 @@ impl Model for KafkaModel {
         // broker documentation asks to be at least `delivery.timeout.ms`: so only when no
         // record is outstanding. (Expiry under an outstanding batch makes its retry look new
         // to the broker; no client can deduplicate that, spec §A.4.)
-        if (s.budget.expiries > 0 || s.budget.silent_expiries > 0 || s.budget.delete_records > 0)
+        if (s.budget.expiries > 0
+            || s.budget.silent_expiries > 0
+            || s.budget.delete_records > 0
+            || s.budget.partition_expiries > 0)
             && Self::all_resolved(s)
             && s.zombies.is_empty()
             && s.links
@@ -1375,6 +1386,14 @@ impl Model for KafkaModel {
             if s.budget.delete_records > 0 {
                 for p in 0..self.cfg.partitions {
                     actions.push(Action::DeleteRecords(p));
+                }
+            }
+            // One partition's state only: Kafka expires each partition's on its own, from the
+            // time of the producer's last write there (the batch's largest timestamp), so a
+            // partition written to later keeps its state past the other's expiry.
+            if s.budget.partition_expiries > 0 {
+                for p in 0..self.cfg.partitions {
+                    actions.push(Action::ExpirePartition(p));
                 }
             }
         }
@@ -1479,6 +1498,14 @@ impl Model for KafkaModel {
             Action::SilentExpire => {
                 s.budget.silent_expiries -= 1;
                 s.cluster.expire_producers();
+            }
+            Action::ExpirePartition(p) => {
+                // The producer idled this long; only partition `p`'s state is forgotten.
+                s.budget.partition_expiries -= 1;
+                s.clock_ms += self.cfg.producer_id_expiration_ms;
+                s.cluster.expire_partition(TOPIC, p);
+                let now = self.now(&s);
+                s.producer.handle_timeout(now);
             }
             Action::DeleteRecords(p) => {
                 s.budget.delete_records -= 1;

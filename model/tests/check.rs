@@ -912,6 +912,55 @@ fn catches_d12_resequenced_possibly_persisted_batch() {
 }
 
 /// A planted core bug (kprod-core's `mutations` feature) in `cfg`.
+/// One partition's producer state expires after the producer idled
+/// `producer.id.expiration.ms` while the other's is kept: Kafka expires each partition on its
+/// own, from the producer's last write there, so a partition written to later keeps its state.
+/// The records sent after it go to both partitions in any interleaving.
+fn partition_expiry_cfg(mode: BrokerMode, records_per_partition: u8) -> ModelCfg {
+    ModelCfg {
+        partitions: 2,
+        records_per_partition,
+        max_in_flight: 2,
+        budget: Budget {
+            partition_expiries: 1,
+            injections: 1,
+            ..Budget::default()
+        },
+        injectable: vec![Inject::NotEnoughReplicas],
+        ..base(mode)
+    }
+}
+
+#[test]
+fn one_partition_expires_while_another_is_busy() {
+    let mut counts = Vec::new();
+    for mode in [
+        BrokerMode::UnknownPidError,
+        BrokerMode::Lenient,
+        BrokerMode::StrictNeverWritten,
+    ] {
+        let name = format!("partition expiry {mode:?}");
+        counts.push(check(
+            &name,
+            partition_expiry_cfg(mode, 3),
+            &[ALL_DELIVERED],
+        ));
+    }
+    assert_eq!(counts, [210_534, 162_666, 162_666], "unique states changed");
+}
+
+/// The expired partition draws UNKNOWN_PRODUCER_ID on a broker before KIP-360's leniency
+/// (Kafka before 2.5) and the producer bumps its epoch: the partition that kept its state
+/// must restart its sequence too (checked by S10 on the broker's side).
+#[test]
+fn catches_kafka_12152_after_one_partition_expired() {
+    let cfg = ModelCfg {
+        mutation: Mutation::Kafka12152,
+        ..partition_expiry_cfg(BrokerMode::UnknownPidError, 2)
+    };
+    expect_caught("KAFKA-12152 after a partition expiry", cfg, S10);
+}
+
 fn planted(cfg: ModelCfg, bug: Core) -> ModelCfg {
     ModelCfg {
         core_mutation: bug,
