@@ -774,9 +774,10 @@ pub struct Delivered {
     /// `message.timestamp.type=LogAppendTime`: then it is every record's timestamp in the
     /// log, in place of the one it was sent with. `None` when the topic keeps the records'
     /// own (create) timestamps, and when it is not known: the broker did not say (a
-    /// duplicate confirmed without one), or the answer was to a retry before any first attempt on the topic showed it stamps
-    /// appends (Kafka answers a retry it finds already written with the stored batch's
-    /// largest timestamp, also on a CreateTime topic).
+    /// duplicate confirmed without one), or the answer was to a retry of a possibly written
+    /// attempt (one that may be a duplicate's) before an answer that could not be a
+    /// duplicate's showed the topic stamps appends: Kafka answers a retry it finds already
+    /// written with the stored batch's largest timestamp, also on a CreateTime topic.
     pub log_append_time: Option<i64>,
     /// The records, in the order they were sent (and written). Never empty.
     pub ids: Vec<RecordId>,

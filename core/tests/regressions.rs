@@ -724,19 +724,21 @@ fn an_authorization_refusal_of_a_new_producer_id_cuts_the_partition_under_the_cu
 
 /// Review finding: Kafka answers a retry it finds already written (a duplicate) with the
 /// stored batch's largest timestamp as `log_append_time_ms`, also on a CreateTime topic; the
-/// delivery then claimed a log append time. Now a time is believed on a first attempt
-/// (which shows the topic stamps appends) and on a retry only once the topic is known to.
+/// delivery then claimed a log append time. Now a time is believed on an attempt that cannot
+/// be a duplicate (which shows whether the topic stamps appends) and on a retry that may be
+/// one only once the topic is known to.
 #[test]
 fn a_retry_answered_with_a_time_is_not_taken_for_a_log_append_time_topic_unless_known() {
     use kprod_core::protocol::produce::ProduceRequest;
 
     let mut h = Harness::new(|_| {});
-    let stamped = |h: &mut Harness, value: &str, refuse_first: bool, stamp: i64| {
+    // `refuse_first`: the first attempt draws this error, and the retry is answered.
+    let stamped = |h: &mut Harness, value: &str, refuse_first: Option<ErrorCode>, stamp: i64| {
         h.events.clear();
         h.p.send(h.now, record(value)).unwrap();
         let mut f = h.answer_until_produce(&[]).expect("a Produce request");
-        if refuse_first {
-            h.feed(produce_error(&f, ErrorCode::NotEnoughReplicas));
+        if let Some(code) = refuse_first {
+            h.feed(produce_error(&f, code));
             h.now += Duration::from_secs(2);
             h.p.handle_timeout(h.now);
             f = h.answer_until_produce(&[]).expect("the retry");
@@ -753,19 +755,58 @@ fn a_retry_answered_with_a_time_is_not_taken_for_a_log_append_time_topic_unless_
             })
             .collect::<Vec<_>>()
     };
-    // A retry answered with a time on a topic not known to stamp appends: a duplicate's
-    // create time, perhaps.
-    assert_eq!(stamped(&mut h, "a", true, 1_700_000_000_001), [None]);
+    // A retry of a possibly written attempt (REQUEST_TIMED_OUT after the append) answered
+    // with a time on a topic not known to stamp appends: a duplicate's create time, perhaps.
+    let timed_out = Some(ErrorCode::RequestTimedOut);
+    assert_eq!(stamped(&mut h, "a", timed_out, 1_700_000_000_001), [None]);
     // A first attempt answered with one: the topic stamps appends.
     assert_eq!(
-        stamped(&mut h, "b", false, 1_700_000_000_002),
+        stamped(&mut h, "b", None, 1_700_000_000_002),
         [Some(1_700_000_000_002)]
     );
-    // From then on a retry's time is believed too.
+    // From then on a possible duplicate's time is believed too.
     assert_eq!(
-        stamped(&mut h, "c", true, 1_700_000_000_003),
+        stamped(&mut h, "c", timed_out, 1_700_000_000_003),
         [Some(1_700_000_000_003)]
     );
+    // A first attempt answered without one: the topic was switched back to CreateTime, and
+    // a possible duplicate's time is no longer believed.
+    assert_eq!(stamped(&mut h, "d", None, -1), [None]);
+    assert_eq!(stamped(&mut h, "e", timed_out, 1_700_000_000_005), [None]);
+}
+
+/// Review finding: a time was believed only on a first attempt, so on a LogAppendTime topic
+/// a batch retried after a refusal that proves it unwritten (a new topic's
+/// UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS) was reported with its create time. Its
+/// retry cannot be a duplicate: its time is the log's (as the Java client reports it).
+#[test]
+fn a_retry_of_an_unwritten_attempt_reports_the_log_append_time() {
+    use kprod_core::protocol::produce::ProduceRequest;
+
+    for code in [
+        ErrorCode::NotEnoughReplicas,
+        ErrorCode::UnknownTopicOrPartition,
+    ] {
+        let mut h = Harness::new(|_| {});
+        h.p.send(h.now, record("a")).unwrap();
+        let f = h.answer_until_produce(&[]).expect("a Produce request");
+        h.feed(produce_error(&f, code));
+        h.now += Duration::from_secs(2);
+        h.p.handle_timeout(h.now);
+        let f = h.answer_until_produce(&[]).expect("the retry");
+        let (_, version, corr) = api_of(&f);
+        let a = respond(&f, &mut h.next_offset);
+        let (_, mut resp) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
+        resp.responses[0].partition_responses[0].log_append_time_ms = 1_700_000_000_001;
+        h.feed(encode_response::<ProduceRequest>(&resp, version, corr));
+        let times: Vec<_> = (h.events.iter())
+            .filter_map(|e| match e {
+                Event::Delivered(d) => Some(d.log_append_time),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(times, [Some(1_700_000_000_001)], "after {code:?}");
+    }
 }
 
 /// Probe finding: a broker that refuses every batch (Tansu with its storage failing answers

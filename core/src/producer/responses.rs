@@ -374,8 +374,13 @@ impl Producer {
     /// The log append time an answer gives batch `i`, if it is one. Kafka answers an attempt
     /// it appends with the time on a LogAppendTime topic and -1 on a CreateTime one, but a
     /// retry it finds already written (a duplicate) with the stored batch's largest
-    /// timestamp, on either kind of topic. So a time is believed on a first attempt, which
-    /// marks the topic, and on a retry only for a marked topic.
+    /// timestamp, on either kind of topic. So the answer to an attempt that cannot be a
+    /// duplicate's (no earlier attempt may have been written, or without idempotence, where
+    /// the broker deduplicates nothing) is believed and tells whether the topic stamps
+    /// appends; the answer to a retry that may be a duplicate's is believed only for a topic
+    /// known to. (Before, only a first attempt's answer was believed: on a new topic, whose
+    /// first batches are often refused UNKNOWN_TOPIC_OR_PARTITION and retried, the log's
+    /// append time was reported as the create time; a review finding.)
     fn log_append_time_of(
         &mut self,
         ti: usize,
@@ -383,13 +388,17 @@ impl Producer {
         i: usize,
         pr: &PartitionResult,
     ) -> Option<i64> {
-        let stamp = log_append_time(pr)?;
-        let first_attempt = self.topics[ti].partitions[pi].batches[i].retries == 0;
-        if first_attempt {
-            self.topics[ti].stamps_appends = true;
+        let stamp = log_append_time(pr);
+        let b = &self.topics[ti].partitions[pi].batches[i];
+        let fresh = !b.maybe_persisted || !self.cfg.enable_idempotence;
+        if fresh {
+            // A topic switched back to CreateTime is seen so too.
+            self.topics[ti].stamps_appends = stamp.is_some();
         }
         let trusted = mutated!(self.cfg, DuplicateTimeTrusted);
-        (self.topics[ti].stamps_appends || trusted).then_some(stamp)
+        (self.topics[ti].stamps_appends || trusted)
+            .then_some(stamp)
+            .flatten()
     }
 
     /// CORRUPT_MESSAGE for batch `i` (`r`): retried `MAX_CORRUPT_RETRIES` times, then a

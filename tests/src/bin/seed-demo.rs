@@ -412,13 +412,13 @@ fn run(args: &Args) -> Result<bool, String> {
          {} disconnects, {} fatal",
         count("connected"),
         count("producer id"),
-        count("retrying batch"),
+        count("batch retry"),
         count("epoch bumped"),
         count("disconnected"),
         count("producer failed")
     );
     for (event, n) in counts.iter().filter(|(k, _)| {
-        k.starts_with("retrying batch")
+        k.starts_with("batch retry")
             || k.starts_with("disconnected")
             || k.starts_with("producer failed")
             || k.starts_with("broker lost")
