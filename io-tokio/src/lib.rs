@@ -1773,7 +1773,17 @@ impl ProducerHandle {
             return Accept::Refused(refused_after_stop(self.fatal.get(), record));
         }
         if core.backlogged || shared.waiting.load(Ordering::SeqCst) > 0 {
-            return Accept::Wait(record, done, Ticket::new(shared));
+            // A record the core refuses whatever the room (a bad topic name or partition, too
+            // large) is refused now, not after waiting behind the others for memory it does
+            // not need (and then refused `QueueFull` at `max.block.ms`; a review finding).
+            let before = core.producer.wake_generation();
+            return match core.producer.precheck(at, record) {
+                Ok(record) => Accept::Wait(record, done, Ticket::new(shared)),
+                Err(e) => {
+                    wake_if_changed(shared, core, before);
+                    Accept::Refused(refused(e))
+                }
+            };
         }
         let before = core.producer.wake_generation();
         let timestamp = record.timestamp;

@@ -1148,6 +1148,57 @@ mod handle_api {
         h.close().await;
     }
 
+    /// A record refused whatever the room (too large, a bad topic name, a partition beyond
+    /// the count) is refused at once while other sends wait for `buffer.memory`, with its own
+    /// error. Before, it went behind them and, the memory staying full, was refused
+    /// `QueueFull` at `max.block.ms` (a review finding).
+    #[tokio::test(start_paused = true)]
+    async fn a_bad_record_is_refused_at_once_while_sends_wait_for_memory() {
+        let broker = FakeBroker::new("t", 1);
+        broker.script.lock().unwrap().latency = Duration::from_secs(10);
+        let cfg = config(&[
+            ("buffer.memory", "1024"),
+            ("max.request.size", "1024"),
+            ("max.block.ms", "2000"),
+        ]);
+        let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+        let big = |name: &str| format!("{name}-{}", "x".repeat(600));
+        // Accepted at once: it holds the buffer until acknowledged, 10 s later.
+        let held = h.enqueue(Record::new("t", big("held"))).await.unwrap();
+        assert_eq!(h.partition_count("t").await.unwrap(), 1);
+        // One send waits for memory (polled once, so that it is queued for the driver).
+        let mut waiting = Box::pin(h.send(Record::new("t", big("waiting"))));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(waiting.as_mut().poll(&mut cx).is_pending());
+        let start = Instant::now();
+        let too_large = h
+            .send(Record::new("t", "y".repeat(2000)))
+            .await
+            .unwrap_err();
+        let bad_topic = h.send(Record::new("bad topic!", "v")).await.unwrap_err();
+        let beyond = (h.send(Record::new("t", "v").with_partition(7)).await).unwrap_err();
+        assert_eq!(start.elapsed(), Duration::ZERO, "refused at once");
+        let refusal = |e: &DeliveryError| match &e.kind {
+            ErrorKind::Refused(r) => format!("{r:?}"),
+            other => panic!("not refused: {other:?}"),
+        };
+        assert!(refusal(&too_large).starts_with("TooLarge"), "{too_large}");
+        assert!(
+            refusal(&bad_topic).starts_with("InvalidTopic"),
+            "{bad_topic}"
+        );
+        assert!(refusal(&beyond).starts_with("InvalidPartition"), "{beyond}");
+        assert_eq!(
+            too_large.record().unwrap().value.as_deref(),
+            Some("y".repeat(2000).as_bytes())
+        );
+        // The waiting send is still refused `QueueFull` at its own `max.block.ms`.
+        let e = waiting.await.unwrap_err();
+        assert!(refusal(&e).starts_with("QueueFull"), "{e}");
+        assert_eq!(held.await.unwrap().offset, Some(0));
+        h.close().await;
+    }
+
     /// A send waiting for `buffer.memory` waits at most `max.block.ms` from the call, as the
     /// Java client's `send` blocks: then it is refused `QueueFull`, not persisted, with its
     /// record handed back (each record of an `enqueue_many` too), and the producer goes on.

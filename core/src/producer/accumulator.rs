@@ -487,7 +487,97 @@ pub(super) fn observe_compression(
     }
 }
 
+/// Why a record is refused whatever room the buffer has ([`Producer::refusal`]).
+enum Refusal {
+    InvalidTopic,
+    InvalidPartition(Option<usize>),
+    InvalidTimestamp,
+    TooLarge(usize),
+}
+
+impl Refusal {
+    /// The error, the record handed back in it.
+    fn with(self, record: Record) -> SendError {
+        match self {
+            Self::InvalidTopic => SendError::InvalidTopic(record),
+            Self::InvalidPartition(partitions) => {
+                SendError::InvalidPartition { record, partitions }
+            }
+            Self::InvalidTimestamp => SendError::InvalidTimestamp(record),
+            Self::TooLarge(max_request_size) => SendError::TooLarge {
+                record,
+                max_request_size,
+            },
+        }
+    }
+}
+
 impl Producer {
+    /// The checks of [`Self::send`] that do not depend on the room in `buffer.memory` or on
+    /// the producer being open: a valid topic name, a partition that is not negative and
+    /// not beyond the topic's known count, a timestamp that is not negative, a record that
+    /// fits `max.request.size`. `Ok` hands the record back, to be sent; `Err` is the error
+    /// `send` would give, the record in it. A driver that queues records while the buffer
+    /// is full refuses a bad one at once with it, instead of letting it wait for room it
+    /// does not need (and then report it `QueueFull`). A partition beyond the count asks
+    /// for fresh metadata, as `send` does.
+    #[allow(clippy::result_large_err)]
+    pub fn precheck(&mut self, now: Instant, record: Record) -> Result<Record, SendError> {
+        self.advance(now);
+        let known = self.known_topic(&record.topic);
+        let size = encoded_len(payload_of(&record)) + 10;
+        match self.refusal(&record, known, size) {
+            Some(refusal) => Err(refusal.with(record)),
+            None => Ok(record),
+        }
+    }
+
+    /// Why `record` (of encoded `size`, its topic at `known` if registered) is refused
+    /// whatever the buffer's room, if it is.
+    fn refusal(&mut self, record: &Record, known: Option<usize>, size: usize) -> Option<Refusal> {
+        if known.is_none() && !is_valid_topic_name(&record.topic) {
+            return Some(Refusal::InvalidTopic);
+        }
+        if record.partition.is_some_and(|p| p < 0) {
+            return Some(Refusal::InvalidPartition(None));
+        }
+        if record.timestamp < 0 {
+            return Some(Refusal::InvalidTimestamp);
+        }
+        // Java's rule: the record's batch, holding it alone, within `max.request.size`. Such
+        // a batch goes alone in a request, larger by the request's own framing, which must
+        // still fit a frame's length field.
+        if size + HEADER_LEN > self.cfg.max_request_size
+            || request_base(&self.cfg) + request_share(size + HEADER_LEN, &record.topic)
+                > i32::MAX as usize
+        {
+            return Some(Refusal::TooLarge(self.cfg.max_request_size));
+        }
+        // A record that waits for metadata (a topic back from idleness, or one whose records
+        // already wait) has its partition checked once the answer arrives: an explicit
+        // partition beyond the count then fails, and one the topic gained meanwhile is taken.
+        // Checked before the room in the buffer, so that a full buffer does not report a
+        // wrong partition as `QueueFull` (a review finding: an application retrying on it
+        // retried, flushing every lingering batch each time, until memory freed).
+        let ti = known?;
+        let t = &self.topics[ti];
+        let n = t.count as i32;
+        let placeable = t.usable_count().is_some() && t.pending.is_empty();
+        if placeable && n > 0 && record.partition.is_some_and(|p| p >= n) {
+            // Refused at once rather than held (Java blocks `send` up to `max.block.ms`), so
+            // that a wrong partition never holds up the topic's other records; but the topic
+            // may just have grown, so metadata is asked for (at most once per backoff) and a
+            // new partition is taken once the answer names it.
+            let last = self.metadata.last_refresh;
+            if last.is_none_or(|t| t + self.cfg.retry_backoff <= self.now) {
+                self.need_metadata(Some(ti));
+                self.wakes.0 += 1;
+            }
+            return Some(Refusal::InvalidPartition(Some(self.topics[ti].count)));
+        }
+        None
+    }
+
     /// The rules of [`Producer::send`] once the producer takes records: a valid topic name and
     /// partition, a record that fits a request (`max.request.size`) and the buffer
     /// (`buffer.memory`). An accepted record goes straight into its partition's batch, or
@@ -497,58 +587,11 @@ impl Producer {
     pub(super) fn accept(&mut self, now: Instant, record: Record) -> Result<RecordId, SendError> {
         // A registered topic's name was checked when it was registered.
         let known = self.known_topic(&record.topic);
-        if known.is_none() && !is_valid_topic_name(&record.topic) {
-            return Err(SendError::InvalidTopic(record));
-        }
-        if record.partition.is_some_and(|p| p < 0) {
-            return Err(SendError::InvalidPartition {
-                record,
-                partitions: None,
-            });
-        }
-        if record.timestamp < 0 {
-            return Err(SendError::InvalidTimestamp(record));
-        }
         // Measured once: `append` places the record in a batch from this.
         let payload = payload_of(&record);
         let size = encoded_len(payload) + 10;
-        // Java's rule: the record's batch, holding it alone, within `max.request.size`. Such
-        // a batch goes alone in a request, larger by the request's own framing, which must
-        // still fit a frame's length field.
-        if size + HEADER_LEN > self.cfg.max_request_size
-            || request_base(&self.cfg) + request_share(size + HEADER_LEN, &record.topic)
-                > i32::MAX as usize
-        {
-            return Err(SendError::TooLarge {
-                record,
-                max_request_size: self.cfg.max_request_size,
-            });
-        }
-        // A record that waits for metadata (a topic back from idleness, or one whose records
-        // already wait) has its partition checked once the answer arrives: an explicit
-        // partition beyond the count then fails, and one the topic gained meanwhile is taken.
-        // Checked before the room in the buffer, so that a full buffer does not report a
-        // wrong partition as `QueueFull` (a review finding: an application retrying on it
-        // retried, flushing every lingering batch each time, until memory freed).
-        if let Some(ti) = known {
-            let t = &self.topics[ti];
-            let n = t.count as i32;
-            let placeable = t.usable_count().is_some() && t.pending.is_empty();
-            if placeable && n > 0 && record.partition.is_some_and(|p| p >= n) {
-                // Refused at once rather than held (Java blocks `send` up to `max.block.ms`),
-                // so that a wrong partition never holds up the topic's other records; but the
-                // topic may just have grown, so metadata is asked for (at most once per
-                // backoff) and a new partition is taken once the answer names it.
-                let last = self.metadata.last_refresh;
-                if last.is_none_or(|t| t + self.cfg.retry_backoff <= self.now) {
-                    self.need_metadata(Some(ti));
-                    self.wakes.0 += 1;
-                }
-                return Err(SendError::InvalidPartition {
-                    record,
-                    partitions: Some(self.topics[ti].count),
-                });
-            }
+        if let Some(refusal) = self.refusal(&record, known, size) {
+            return Err(refusal.with(record));
         }
         // librdkafka's count limit (`queue.buffering.max.messages`), refused as a full
         // `buffer.memory` is (below).
