@@ -85,8 +85,8 @@ pub struct ProducerConfig {
     /// yet resolved); past it a record is refused [`crate::SendError::QueueFull`], as when
     /// `buffer.memory` is full (kprod-tokio's `send` then waits up to `max.block.ms`). A
     /// record reported at its delivery timeout while its batch is still in flight no longer
-    /// counts (nor is charged against `buffer.memory`), so the batches in flight can briefly
-    /// hold more. `None` (the default): no count limit, as in the Java client.
+    /// counts (nor is charged against `buffer.memory`, once its outcome goes out), so the
+    /// batches in flight can briefly hold more. `None` (the default): no count limit, as in the Java client.
     pub max_buffered_records: Option<usize>,
     /// librdkafka's `batch.num.messages`: the most records in one batch, which is sent once
     /// it holds them (as when it reaches `batch.size`). `None` (the default): as many as

@@ -54,11 +54,14 @@
 //!
 //! - application commands: [`Producer::send`] (accepts a record and returns its
 //!   [`RecordId`], or hands it back in a [`SendError`]), [`Producer::flush`],
-//!   [`Producer::close`]; and [`Producer::abort`], for a driver that meets an error no
-//!   retry can fix (a rejected certificate): every record fails, handed back;
+//!   [`Producer::close`]; [`Producer::precheck`] (the refusals that do not depend on the
+//!   buffer's room, for a driver that queues records while it is full); and
+//!   [`Producer::abort`], for a driver that meets an error no retry can fix: every record
+//!   fails, handed back;
 //! - connection results: [`Producer::handle_connected`] and
 //!   [`Producer::handle_connect_failed`], exactly one of them for each `Connect`, under its
-//!   [`ConnId`];
+//!   [`ConnId`]; [`Producer::handle_connection_refused`] when the transport refuses a
+//!   connection for a reason no retry fixes (a rejected certificate);
 //! - bytes: [`Producer::handle_read`]`(now, conn, &mut buf)` with a buffer the driver keeps
 //!   per connection and appends every byte read to, in order. The producer takes the whole
 //!   frames off its front and leaves a partial frame there for the next read;
@@ -131,10 +134,9 @@
 //! - **It does not report a disconnect** (or drops `Transmit`s silently): the requests in
 //!   flight on the connection time out after `request.timeout.ms`, and the producer closes it
 //!   and retries. An idle dead connection is noticed only when its next request times out.
-//! - **It moves time backwards**: an earlier `now` is ignored; the producer's clock never goes
-//!   back. One exception: `send` stamps a record that has to wait for its topic's metadata
-//!   with the `now` it was given, so its `delivery.timeout.ms` counts from there (it still
-//!   expires no earlier than the records queued before it).
+//! - **It moves time backwards**: an earlier `now` is ignored everywhere, `send` included
+//!   (a record is stamped with the producer's latest time); the producer's clock never goes
+//!   back.
 //! - **It jumps time forward** (a suspended machine, a virtual clock): every deadline up to
 //!   the new `now` passes at once, as if the time had gone by: requests time out, records
 //!   expire.

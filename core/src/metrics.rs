@@ -109,8 +109,10 @@ pub struct Metrics {
     pub requests_in_flight: usize,
     /// Gauge: of those, Produce requests.
     pub produce_requests_in_flight: usize,
-    /// Gauge: records accepted and not yet resolved
-    /// (`records_accepted` minus the delivered, sent-unacknowledged and failed ones).
+    /// Gauge: records accepted whose outcome is not yet decided (`records_accepted` minus
+    /// the delivered, sent-unacknowledged and failed ones, except while an outcome decided
+    /// is held behind an earlier record of its partition: it no longer counts here and is
+    /// not yet in those counters).
     pub buffered_records: usize,
     /// Gauge: bytes those records hold against `buffer.memory`, and the failed records whose
     /// outcome waits for an earlier record of their partition (handed back with it).

@@ -158,8 +158,8 @@ pub fn murmur2(data: &[u8]) -> i32 {
 }
 
 /// The Java default partitioner's choice for a keyed record: `toPositive(murmur2(key)) % n`.
+/// `num_partitions` should be above 0; 0 or less is taken as 1.
 pub fn partition_for_key(key: &[u8], num_partitions: i32) -> i32 {
-    debug_assert!(num_partitions > 0);
     (murmur2(key) & 0x7fff_ffff) % num_partitions.max(1)
 }
 

@@ -622,7 +622,8 @@ pub enum Diagnostic {
         /// Address.
         addr: Arc<str>,
         /// The versions this connection speaks: the highest both sides support, under
-        /// [`crate::ProducerConfig::max_versions`].
+        /// [`crate::ProducerConfig::version_caps`] (`max_versions` lowered by
+        /// `broker_version_max`).
         versions: crate::protocol::NegotiatedVersions,
     },
     /// A connection authenticated with SASL (after ApiVersions, before any other request),
@@ -704,7 +705,8 @@ pub enum Diagnostic {
         partition: i32,
         /// The batch.
         batch: u64,
-        /// Its first record's offset, `None` for a duplicate the broker confirmed without one.
+        /// Its first record's offset, `None` for a duplicate the broker confirmed without one
+        /// or a success at offset -1 (offset unknown).
         base_offset: Option<i64>,
         /// Records in it.
         records: usize,
@@ -791,7 +793,7 @@ impl Delivered {
     }
 
     /// The offset of `id`, if it is one of these records (`Some(None)` for a duplicate
-    /// confirmed without offsets).
+    /// confirmed without offsets, or a success at offset -1).
     pub fn offset_of(&self, id: RecordId) -> Option<Option<i64>> {
         let k = self.ids.iter().position(|&i| i == id)?;
         Some(self.base_offset.map(|o| o + k as i64))
@@ -948,9 +950,10 @@ pub enum Output {
         /// requests' records are already reported `Sent` (an idle connection has nothing
         /// left to write: one that carried `acks=0` requests is never idle; the flag there
         /// is a safeguard). `false`: drop it at once (it failed: a request timeout, a
-        /// protocol error; its broker left the cluster or moved; or the producer closed
-        /// while a Produce answer was awaited, its records already reported at their
-        /// delivery timeout).
+        /// protocol error; its broker left the cluster or moved; the producer closed while a
+        /// Produce answer was awaited, its records already reported at their delivery
+        /// timeout; or the producer failed or was aborted, [`Event::Fatal`]: under `acks=0`
+        /// requests already reported `Sent` may then never be written).
         flush: bool,
     },
     /// An event for the application.

@@ -119,8 +119,11 @@
 //! back), without reaching the broker. Await [`ProducerHandle::close`] before leaving
 //! `main`.
 //!
-//! An error that no retry can fix (an authorization failure, failed SASL authentication, a
-//! rejected certificate, the gap policy set to fail) fails the producer as a whole: every
+//! An error that no retry can fix (CLUSTER_AUTHORIZATION_FAILED on a Produce request, failed
+//! SASL authentication or a rejected certificate before any broker was reached, the gap or
+//! data-loss policy set to `Fatal`) fails the producer as a whole (a topic's authorization
+//! failure fails only that topic's records; a refused InitProducerId fails the records
+//! waiting for a producer id, and is asked again): every
 //! pending record fails with it, every later `send` and `enqueue` is refused with it, and
 //! [`ProducerHandle::fatal`] returns it ([`Fatal`]).
 //!
@@ -136,9 +139,10 @@
 //!
 //! # How it works
 //!
-//! One task drives the sans-IO core. It applies exactly one input at a time (an application
-//! command, bytes or a disconnect from a connection, a finished connect, or the timer), then
-//! drains [`Producer::poll_output`] until `Wait`. Per-connection reader and writer tasks only
+//! One task drives the sans-IO core. It applies the inputs that are ready, one at a time (an
+//! application command, bytes or a disconnect from a connection, a finished connect, or the
+//! timer; up to 256 commands or 256 reads per wake-up), then drains
+//! [`Producer::poll_output`] until `Wait`. Per-connection reader and writer tasks only
 //! move bytes. The adapter makes no protocol decisions: it never retries, re-sends or looks
 //! inside a frame.
 //!
@@ -510,8 +514,9 @@ pub struct Delivery {
     pub topic: Arc<str>,
     /// Partition.
     pub partition: i32,
-    /// Offset; `None` when the broker confirmed a duplicate without one, and always `None`
-    /// under `acks=0` ([`Acknowledgement::Unacknowledged`]).
+    /// Offset; `None` when the broker confirmed a duplicate without one or answered success
+    /// at offset -1 (offset unknown), and always `None` under `acks=0`
+    /// ([`Acknowledgement::Unacknowledged`]).
     pub offset: Option<i64>,
     /// The record's timestamp in the log (ms since the Unix epoch): the one it was sent with
     /// (its create time, or the wall-clock time at `enqueue` for a zero one, worked out from
@@ -529,9 +534,9 @@ pub struct Delivery {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TimestampType {
     /// The record's own, as sent; also when the log's is not known: the broker did not say
-    /// (a duplicate confirmed without offsets, `acks=0`), or it answered a retry before any
-    /// first attempt on the topic showed that it stamps appends
-    /// ([`kprod_core::Delivered::log_append_time`]).
+    /// (a duplicate confirmed without offsets, `acks=0`), or it answered a retry of a
+    /// possibly written attempt before an answer that could not be a duplicate's showed the
+    /// topic stamps appends ([`kprod_core::Delivered::log_append_time`]).
     CreateTime,
     /// The broker's, when it wrote the record's batch.
     LogAppendTime,
@@ -590,9 +595,9 @@ impl std::error::Error for ConnectionError {}
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Fatal {
-    /// The core stopped ([`kprod_core::Event::Fatal`]): a broker error no retry can fix (an
-    /// authorization failure, say), failed SASL authentication, no common API version, or the
-    /// gap or data-loss policy set to `Fatal`. Records fail with
+    /// The core stopped ([`kprod_core::Event::Fatal`]): a broker error no retry can fix
+    /// (CLUSTER_AUTHORIZATION_FAILED on a Produce request, say), failed SASL authentication,
+    /// no common API version, or the gap or data-loss policy set to `Fatal`. Records fail with
     /// [`ErrorKind::Failed`]`(`[`FailureReason::Fatal`]`)`.
     Producer(FatalError),
     /// A connection error no retry can fix (a certificate rejected by either side) on every
@@ -1436,7 +1441,8 @@ impl ProducerHandle {
     ///
     /// # Errors
     /// [`StartError::Config`] names the setting that does not validate;
-    /// [`StartError::NoRuntime`] when called outside a tokio runtime (this never panics).
+    /// [`StartError::NoRuntime`] when called outside a tokio runtime (this never panics);
+    /// [`StartError::DriverDisabled`] when the runtime lacks its time or IO driver.
     pub fn connect(config: ProducerConfig) -> Result<Self, StartError> {
         Self::with_connector(config, TcpConnector::default())
     }
@@ -1673,8 +1679,12 @@ impl ProducerHandle {
     /// future. Dropping the returned [`DeliveryFuture`] cancels nothing.
     ///
     /// # Errors
-    /// [`ErrorKind::Refused`] (invalid topic or partition, too large, producer closed), or
-    /// the [`Fatal`] error once the producer has failed.
+    /// [`ErrorKind::Refused`]: an invalid topic name or partition, a negative timestamp, too
+    /// large, the producer closed, or `QueueFull` after `max.block.ms` without room; once
+    /// the producer has failed, the [`Fatal`] error ([`ErrorKind::Failed`] with
+    /// [`FailureReason::Fatal`], or [`ErrorKind::Connection`]); [`ErrorKind::DriverStopped`]
+    /// (not persisted, the record handed back) if the producer's task stopped before
+    /// answering. Every refusal hands the record back.
     pub async fn enqueue(&self, record: Record) -> Result<DeliveryFuture, DeliveryError> {
         match self.accept(record, Done::Future).await? {
             (timestamp, Some(slot)) => Ok(DeliveryFuture::new(slot, timestamp)),

@@ -1380,7 +1380,7 @@ impl CodecLevels {
 /// | `enable.idempotence` | `true` (the default) or `false`: no producer id, so a retry may duplicate a record and, with more than one request in flight, reorder it; `true` with `acks` `0` or `1` is refused, as in the Java client |
 /// | `linger.ms` (`queue.buffering.max.ms`) | how long a batch waits to fill (a fraction of a millisecond too, as librdkafka takes: `0.5`) |
 /// | `batch.size` | bytes per batch, measured as Kafka does (compressed estimate); `0` disables batching (one record per batch), as in Java |
-/// | `buffer.memory` (`queue.buffering.max.kbytes`, in KiB) | bytes of records held until they resolve (with the driver's own memory for each, about 140 B); beyond it `send` waits |
+/// | `buffer.memory` (`queue.buffering.max.kbytes`, in KiB) | bytes of records held until they resolve (with the driver's own memory for each, 77 B on 64-bit Linux); beyond it `send` waits |
 /// | `max.request.size` (`message.max.bytes`) | the most bytes of batches in one Produce request; a record whose batch alone would be larger is refused (Java's rule) |
 /// | `partitioner` (librdkafka) | the key hash that places keyed records ([`kprod_core::Partitioner`]): `murmur2_random` (Java's, the default) or `murmur2`, `consistent_random` (librdkafka's default, CRC-32; an empty key is placed as none) or `consistent`, `fnv1a_random` or `fnv1a`, `random` (keys ignored); a record without a key goes to the sticky partition under every one |
 /// | `max.in.flight.requests.per.connection` (`max.in.flight`) | 1..=5, also the per-partition bound across connections |

@@ -103,7 +103,8 @@ impl TlsConnector {
     /// # Errors
     /// A [`PropertyError::File`] naming the property whose file cannot be read or parsed, or
     /// whose key does not match its certificate; [`PropertyError::Invalid`] when no trusted
-    /// root is left.
+    /// root is left, no TLS version is enabled (or the provider refuses those that are), or
+    /// only one of the client certificate and its key is given.
     pub fn new(options: &TlsOptions) -> Result<Self, PropertyError> {
         let mut roots = RootCertStore::empty();
         match &options.ca_location {

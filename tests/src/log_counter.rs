@@ -1,5 +1,5 @@
 //! Counts kprod-tokio's log events (info and above) by message, for the bench binaries'
-//! summaries (`seed-demo`, `outage-probe`); for "retrying batch" and "disconnected" the
+//! summaries (`seed-demo`, `outage-probe`); for "batch retry" and "disconnected" the
 //! error or reason is part of the name.
 
 use std::collections::BTreeMap;

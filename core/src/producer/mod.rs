@@ -61,14 +61,18 @@ const DEBUG_CHECKS_UP_TO_PARTITIONS: usize = 256;
 /// feeds it inputs and carries out its outputs:
 ///
 /// 1. **Mutate**: call one of
-///    - the application commands [`send`](Self::send), [`flush`](Self::flush),
-///      [`close`](Self::close);
+///    - the application commands [`send`](Self::send), [`precheck`](Self::precheck),
+///      [`flush`](Self::flush), [`close`](Self::close), [`abort`](Self::abort),
+///      [`want_topic`](Self::want_topic);
 ///    - the driver inputs [`handle_connected`](Self::handle_connected),
 ///      [`handle_connect_failed`](Self::handle_connect_failed),
+///      [`handle_connection_refused`](Self::handle_connection_refused),
 ///      [`handle_read`](Self::handle_read), [`handle_disconnected`](Self::handle_disconnected),
+///      [`handle_sasl_input`](Self::handle_sasl_input),
 ///      [`handle_timeout`](Self::handle_timeout).
 ///
-///    Every mutator takes `now`, which must never go backwards.
+///    Every mutator takes `now`, which should never go backwards (an earlier one is ignored:
+///    the producer's clock never goes back).
 /// 2. **Drain**: call [`poll_output`](Self::poll_output) until it returns [`Output::Wait`],
 ///    carrying out each output in order: write `Transmit` bytes to their connection (one
 ///    request may come as several consecutive `Transmit`s, so that record batches are never
@@ -423,10 +427,12 @@ impl Producer {
         RecordId(self.next_record)
     }
 
-    /// A number that changes whenever [`Self::send`] accepted a record in a way that may give
-    /// the drain something to do before the deadline of the last [`Output::Wait`]: the record
-    /// opened a new batch (a new linger deadline), filled one (sendable now), waits for its
-    /// topic's metadata (a new topic, a delivery deadline) or failed at once (an event). A
+    /// A number that changes whenever an input outside the drain ([`Self::send`],
+    /// [`Self::precheck`], [`Self::want_topic`]) may have given the drain something to do
+    /// before the deadline of the last [`Output::Wait`]: an accepted record opened a new batch
+    /// (a new linger deadline), filled one (sendable now), waits for its topic's metadata (a
+    /// new topic, a delivery deadline) or failed at once (an event); a refused record or a
+    /// wanted topic asked for metadata. A
     /// record that joined an open batch which still has room leaves it unchanged: until the
     /// deadline the driver already waits for, the drain would do nothing more than before.
     ///
