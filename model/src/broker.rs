@@ -199,6 +199,9 @@ pub struct BrokerStats {
     pub producer_ids: u32,
 }
 
+/// The first producer id the model's brokers hand out (then counting up).
+pub const FIRST_PRODUCER_ID: i64 = 1000;
+
 /// The cluster: nodes, topics and partition logs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Cluster {
@@ -251,7 +254,7 @@ impl Cluster {
             ),
             partitions: BTreeMap::new(),
             max_sequence: i32::MAX,
-            next_producer_id: 1000,
+            next_producer_id: FIRST_PRODUCER_ID,
             hidden_topics: Vec::new(),
             stats: BrokerStats::default(),
             auto_create_partitions: 0,
@@ -454,8 +457,19 @@ impl Cluster {
                 Some(encode_response::<MetadataRequest>(&resp, version, corr))
             }
             api_key::INIT_PRODUCER_ID => {
-                InitProducerIdRequest::decode_exact(version, body).ok()?;
-                if let Some(code) = self.init_producer_id_errors.pop_front() {
+                let req = InitProducerIdRequest::decode_exact(version, body).ok()?;
+                // Tansu 0.6 grants an idempotent producer only a fresh id, asked for with
+                // producer id and epoch -1 (v3 and later): an older version, or a request to
+                // bump a given id, is answered -1 (UNKNOWN_SERVER_ERROR) with id -1
+                // (dynostore.rs `init_producer`, v0.6.0).
+                let tansu_refuses = self.mode == BrokerMode::TansuLike
+                    && (version < 3 || req.producer_id != -1 || req.producer_epoch != -1);
+                let refusal = if tansu_refuses {
+                    Some(ErrorCode::UnknownServerError)
+                } else {
+                    self.init_producer_id_errors.pop_front()
+                };
+                if let Some(code) = refusal {
                     let resp = InitProducerIdResponse {
                         throttle_time_ms: 0,
                         error_code: code.as_i16(),
@@ -664,6 +678,20 @@ impl Cluster {
             }
             return answer(injected, base_offset, NO_TIMESTAMP, log_start);
         }
+        // Tansu 0.6 keeps its idempotence state per producer id, not per partition: an id it
+        // did not hand out is UNKNOWN_PRODUCER_ID, and an epoch other than the id's (always
+        // 0: it bumps none) is PRODUCER_FENCED, before any sequence is looked at, on a
+        // partition it holds no state for too (dynostore.rs, v0.6.0; a model audit finding,
+        // 2026-12-06: the model took a bumped epoch on a partition without state).
+        if mode == BrokerMode::TansuLike {
+            if !(FIRST_PRODUCER_ID..self.next_producer_id).contains(&pid) {
+                return Answer::refused(ErrorCode::UnknownProducerId, log_start);
+            }
+            if epoch != 0 {
+                self.stats.max_epoch = self.stats.max_epoch.max(epoch);
+                return Answer::refused(ErrorCode::ProducerFenced, log_start);
+            }
+        }
         let last = ((i64::from(first) + i64::from(count) - 1) % modulus) as i32;
         if i64::from(first) + i64::from(count) - 1 > i64::from(max_seq) {
             self.stats.wrapped = true;
@@ -761,7 +789,13 @@ impl Cluster {
                             self.stats.out_of_order += 1;
                             return Answer::refused(ErrorCode::OutOfOrderSequenceNumber, log_start);
                         }
-                        BrokerMode::StrictNeverWritten | BrokerMode::TansuLike if never_written => {
+                        // Tansu expects sequence 0 wherever it holds no state for the id,
+                        // written to before or not.
+                        BrokerMode::StrictNeverWritten if never_written => {
+                            self.stats.out_of_order += 1;
+                            return Answer::refused(ErrorCode::OutOfOrderSequenceNumber, log_start);
+                        }
+                        BrokerMode::TansuLike => {
                             self.stats.out_of_order += 1;
                             return Answer::refused(ErrorCode::OutOfOrderSequenceNumber, log_start);
                         }

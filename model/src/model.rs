@@ -1367,10 +1367,12 @@ impl Model for KafkaModel {
         // broker documentation asks to be at least `delivery.timeout.ms`: so only when no
         // record is outstanding. (Expiry under an outstanding batch makes its retry look new
         // to the broker; no client can deduplicate that, spec §A.4.)
+        // Tansu 0.6 never expires a producer's state and does not implement DeleteRecords.
         if (s.budget.expiries > 0
             || s.budget.silent_expiries > 0
             || s.budget.delete_records > 0
             || s.budget.partition_expiries > 0)
+            && self.cfg.mode != BrokerMode::TansuLike
             && Self::all_resolved(s)
             && s.zombies.is_empty()
             && s.links

@@ -16,7 +16,7 @@ use kprod_core::protocol::{api_key, ErrorCode};
 use kprod_core::{
     ConnId, DeliveryError, FatalError, GapPolicy, Persistence, ProducerConfig, RecordId,
 };
-use kprod_model::broker::{split_frames, BrokerMode};
+use kprod_model::broker::{split_frames, BrokerMode, Cluster, FIRST_PRODUCER_ID};
 use kprod_model::sim::{Outcome, Sim};
 
 // ---------------------------------------------------------------------------------------
@@ -279,7 +279,7 @@ fn epoch_bump_while_another_partition_is_in_flight() {
 // ---------------------------------------------------------------------------------------
 // Sequence wrap (S12): a small max_sequence makes the wrap reachable.
 
-fn wrap_cluster() -> kprod_model::broker::Cluster {
+fn wrap_cluster() -> Cluster {
     let mut c = cluster(BrokerMode::Lenient, 1, 1);
     c.max_sequence = 7;
     c
@@ -423,25 +423,86 @@ fn broker_model_handles_laps_of_a_small_sequence_space() {
     // Continues from (0,1): new data, not an overlap with (2,3) of the last lap.
     assert_eq!(produce_raw(&mut c, 5, 0, 2, 2), (ErrorCode::None, 0));
     assert_eq!((c.stats.deduplicated, c.stats.overlap), (0, 0));
-    // Tansu: 0 after 5 is the next lap behind a gap, not an old sequence.
+    // Tansu: 0 after 5 is the next lap behind a gap, not an old sequence. (Tansu knows only
+    // the ids it handed out.)
     let mut c = cluster(BrokerMode::TansuLike, 1, 1);
     c.max_sequence = 7;
+    let pid = FIRST_PRODUCER_ID;
+    c.next_producer_id = pid + 1;
     c.partition_mut(T, 0)
         .producers
-        .insert(5, Box::new(entry(&[(2, 3, 0), (4, 5, 2)])));
+        .insert(pid, Box::new(entry(&[(2, 3, 0), (4, 5, 2)])));
     assert_eq!(
-        produce_raw(&mut c, 5, 0, 0, 1).0,
+        produce_raw(&mut c, pid, 0, 0, 1).0,
         ErrorCode::OutOfOrderSequenceNumber
     );
     assert_eq!(
-        produce_raw(&mut c, 5, 0, 3, 1).0,
+        produce_raw(&mut c, pid, 0, 3, 1).0,
         ErrorCode::DuplicateSequenceNumber
     );
     assert_eq!(
-        produce_raw(&mut c, 5, 0, 4, 2).0,
+        produce_raw(&mut c, pid, 0, 4, 2).0,
         ErrorCode::DuplicateSequenceNumber
     );
     assert!(c.partition(T, 0).log.is_empty());
+}
+
+/// The Tansu-like broker follows Tansu 0.6's per-producer rules (dynostore.rs at v0.6.0, a
+/// model audit of 2026-12-06): an id it did not hand out is UNKNOWN_PRODUCER_ID, an epoch
+/// other than 0 is PRODUCER_FENCED even where it holds no state for the id, a first batch
+/// without state must start at sequence 0 on a partition written before too, and
+/// InitProducerId grants only a fresh id (v3+, id and epoch -1). Before, the model took a
+/// bumped epoch or a non-zero sequence on a partition it held no state for.
+#[test]
+fn tansu_like_broker_keeps_state_per_producer_as_tansu_0_6() {
+    use kprod_core::protocol::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
+    use kprod_core::protocol::{decode_response, encode_request, Message};
+
+    let mut c = cluster(BrokerMode::TansuLike, 1, 1);
+    let init = |c: &mut Cluster, version: i16, pid: i64, epoch: i16| {
+        let req = InitProducerIdRequest {
+            producer_id: pid,
+            producer_epoch: epoch,
+            ..InitProducerIdRequest::default()
+        };
+        let frame = encode_request(&req, version, 7, None).slice(4..);
+        let resp = c.handle(1, frame).expect("answered").slice(4..);
+        let (_, r): (_, InitProducerIdResponse) =
+            decode_response::<InitProducerIdRequest>(version, resp).expect("decodes");
+        (ErrorCode::from_i16(r.error_code), r.producer_id)
+    };
+    // Not handed out yet.
+    assert_eq!(
+        produce_raw(&mut c, FIRST_PRODUCER_ID, 0, 0, 1),
+        (ErrorCode::UnknownProducerId, -1)
+    );
+    let max = InitProducerIdRequest::VERSIONS.max;
+    let (code, pid) = init(&mut c, max, -1, -1);
+    assert_eq!((code, pid), (ErrorCode::None, FIRST_PRODUCER_ID));
+    // A bump of a given id, or a version without those fields, is refused.
+    assert_eq!(
+        init(&mut c, max, pid, 0),
+        (ErrorCode::UnknownServerError, -1)
+    );
+    assert_eq!(init(&mut c, 2, -1, -1), (ErrorCode::UnknownServerError, -1));
+    // A bumped epoch is fenced on a partition without state for the id.
+    assert_eq!(
+        produce_raw(&mut c, pid, 1, 0, 1),
+        (ErrorCode::ProducerFenced, -1)
+    );
+    // Another id writes to the partition; the first id's first batch there must start at 0.
+    let (_, other) = init(&mut c, max, -1, -1);
+    assert_eq!(produce_raw(&mut c, other, 0, 0, 2), (ErrorCode::None, 0));
+    assert_eq!(
+        produce_raw(&mut c, pid, 0, 3, 1),
+        (ErrorCode::OutOfOrderSequenceNumber, -1)
+    );
+    assert_eq!(produce_raw(&mut c, pid, 0, 0, 1), (ErrorCode::None, 2));
+    assert_eq!(
+        produce_raw(&mut c, pid, 1, 1, 1),
+        (ErrorCode::ProducerFenced, -1)
+    );
+    assert_eq!(c.stats.invalid_epoch, 0);
 }
 
 // ---------------------------------------------------------------------------------------
