@@ -63,8 +63,9 @@ const KAFKA_RELEASES: &[((u16, u16), [i16; 4])] = &[
     ((3, 7), [10, 12, 4, 3]),
     ((3, 8), [11, 12, 5, 3]),
     ((3, 9), [11, 12, 5, 3]),
-    // 4.x: at least what kprod speaks (4.4 probed: Produce 3-13, Metadata 0-13,
-    // InitProducerId 0-5); negotiation still takes a lower broker maximum.
+    // 4.x: at least what kprod speaks (4.4 probed: Produce 0-13, of which it refuses 0-2,
+    // KAFKA-18659; Metadata 0-13, InitProducerId 0-5); negotiation still takes a lower
+    // broker maximum.
     ((4, 0), [12, 12, 5, 3]),
     ((4, 1), [12, 12, 5, 3]),
     ((4, 2), [12, 12, 5, 3]),
@@ -324,8 +325,9 @@ mod tests {
     #[test]
     fn the_brokers_of_the_readme_table() {
         let none = MaxVersions::NONE;
-        // Apache Kafka 4.4 (probed): Produce 3-13, Metadata 0-13, InitProducerId 0-5.
-        let k44 = broker((3, 13), (0, 13), (0, 5));
+        // Apache Kafka 4.4 (probed): Produce 0-13 (0-2 refused, KAFKA-18659), Metadata 0-13,
+        // InitProducerId 0-5.
+        let k44 = broker((0, 13), (0, 13), (0, 5));
         assert_eq!(negotiate_versions(&k44, 3, &none), Ok(v(3, 12, 12, 5)));
         // Apache Kafka 3.9: Produce 0-11, Metadata 0-12, InitProducerId 0-5.
         let k39 = broker((0, 11), (0, 12), (0, 5));
