@@ -1608,6 +1608,7 @@ impl ProducerHandle {
             to_wake: Vec::new(),
             deferred: VecDeque::new(),
             deferred_purge_at: DEFERRED_PURGE_FROM,
+            metrics_snapshot: None,
             deferred_barriers: 0,
             refused_at: None,
             flushes: Vec::new(),
@@ -2320,6 +2321,11 @@ struct Driver<C: Connector> {
     /// Wakers of futures whose outcomes came, to wake once the lock is released
     /// (`slots.rs`).
     to_wake: Vec<std::task::Waker>,
+    /// The metrics taken for a `metrics()` call in the current hold of the lock, while no
+    /// other command has changed the core since: the next calls in the same burst get a
+    /// copy. (Taking them walks every partition: 10,000 partitions and tasks calling
+    /// `metrics()` in a loop held the lock for the whole burst; a review finding.)
+    metrics_snapshot: Option<Metrics>,
     /// Commands waiting behind a record refused with `QueueFull`, in arrival order.
     deferred: VecDeque<Command>,
     /// The length of `deferred` at which the sends their callers gave up are purged.
@@ -2494,6 +2500,8 @@ impl<C: Connector> Driver<C> {
                 let mut guard = shared.lock();
                 let core = &mut *guard;
                 core.notified = false;
+                // Handles may have changed the core since the last hold.
+                self.metrics_snapshot = None;
                 match input.take() {
                     Some(Input::Command(cmd)) => {
                         self.command(core, cmd);
@@ -2962,7 +2970,8 @@ impl<C: Connector> Driver<C> {
         let cmd = match cmd {
             // Never behind a record waiting for memory.
             Command::Metrics(tx) => {
-                let _ = tx.send(core.producer.metrics());
+                let m = (self.metrics_snapshot).get_or_insert_with(|| core.producer.metrics());
+                let _ = tx.send(m.clone());
                 return;
             }
             Command::PartitionCount { topic, since, tx } => {
@@ -2976,6 +2985,7 @@ impl<C: Connector> Driver<C> {
             }
             cmd => cmd,
         };
+        self.metrics_snapshot = None;
         if !self.deferred.is_empty()
             || (self.write_backlogged() && !core.producer.is_closed() && cmd.is_send())
         {
