@@ -1324,6 +1324,20 @@ impl Drop for Ticket {
     }
 }
 
+/// Records [`ProducerHandle::accept_many`] offers the core under one hold of the lock.
+const MANY_PER_LOCK: usize = 1024;
+
+/// How far [`ProducerHandle::accept_many`] got.
+enum Many {
+    /// Every record accepted or refused.
+    Done,
+    /// One must wait for room (or records wait before them): the rest go to the driver,
+    /// counted as waiting by the ticket.
+    Wait(Ticket),
+    /// [`MANY_PER_LOCK`] records offered: the rest after the lock was let go a moment.
+    Paused,
+}
+
 /// What [`ProducerHandle::try_accept`] did with a record.
 enum Accept {
     /// Accepted, with the record's timestamp (and a future's slot).
@@ -1817,33 +1831,48 @@ impl ProducerHandle {
     /// [`Self::try_accept`] for the front of `queued`, under one lock: each record accepted or
     /// refused is taken off with its verdict pushed to `results`, until one must wait (the
     /// rest stay in `queued`, for the driver, and the ticket taken under the lock counts
-    /// them as waiting before any later record can be accepted).
+    /// them as waiting before any later record can be accepted), or until
+    /// [`MANY_PER_LOCK`] records were offered ([`Many::Paused`]: the caller lets go of the
+    /// lock a moment and goes on).
     fn accept_many(
         &self,
         queued: &mut VecDeque<(Record, Done)>,
         results: &mut Vec<Verdicts>,
-    ) -> Option<Ticket> {
+    ) -> Many {
         let shared = &self.shared;
         let mut core = shared.lock();
         if core.stopped || core.backlogged || shared.waiting.load(Ordering::SeqCst) > 0 {
             // The driver refuses them, or accepts them in order.
-            return Some(Ticket::new(shared));
+            return Many::Wait(Ticket::new(shared));
         }
         let before = core.producer.wake_generation();
         let at = now();
-        while let Some((record, done)) = queued.pop_front() {
+        let mut offered = 0;
+        let mut full = false;
+        while offered < MANY_PER_LOCK {
+            let Some((record, done)) = queued.pop_front() else {
+                break;
+            };
+            offered += 1;
             match core.offer(self.fatal.get(), at, record, done) {
                 Verdict::Accepted(slot) => results.push(Ok(slot)),
                 Verdict::Full(record, done) => {
                     queued.push_front((record, done));
+                    full = true;
                     break;
                 }
                 Verdict::Refused(e) => results.push(Err(e)),
             }
         }
-        let ticket = (!queued.is_empty()).then(|| Ticket::new(shared));
+        let many = if queued.is_empty() {
+            Many::Done
+        } else if full {
+            Many::Wait(Ticket::new(shared))
+        } else {
+            Many::Paused
+        };
         wake_if_changed(shared, core, before);
-        ticket
+        many
     }
 
     /// Sends a record and waits for its outcome: [`Self::enqueue`], then the
@@ -1861,7 +1890,8 @@ impl ProducerHandle {
     }
 
     /// [`Self::enqueue`] for several records at once: one lock (and at most one wake-up of
-    /// the producer task) for the lot. Returns one result per record, in order, once every
+    /// the producer task) per 1,024 records, the lock let go between them (so a sender on
+    /// another task may get a record in between, and the producer's task moves). Returns one result per record, in order, once every
     /// record was accepted or refused; records are accepted in order, and while
     /// `buffer.memory` is full (or the record-count limit reached) the rest wait (handed to
     /// the producer task in one message) as a loop of `enqueue` would: refused `QueueFull`
@@ -1898,7 +1928,16 @@ impl ProducerHandle {
         }
         let n = timestamps.len();
         let mut results = Vec::with_capacity(n);
-        let ticket = self.accept_many(&mut queued, &mut results);
+        // A long list is taken in pieces, the lock let go between them, so that the
+        // producer's task (acknowledgements, linger timers) and other senders are not held
+        // up for the whole list (200,000 records under one hold took tens of milliseconds).
+        let ticket = loop {
+            match self.accept_many(&mut queued, &mut results) {
+                Many::Done => break None,
+                Many::Wait(ticket) => break Some(ticket),
+                Many::Paused => tokio::task::yield_now().await,
+            }
+        };
         let verdicts = if queued.is_empty() {
             tokio::task::coop::consume_budget().await;
             results

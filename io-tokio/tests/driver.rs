@@ -1644,6 +1644,39 @@ async fn enqueue_many_waits_for_memory_keeps_order_and_refuses_in_place() {
     assert_eq!(err.persisted, Persistence::NotPersisted);
 }
 
+/// `enqueue_many` takes a long list in pieces of 1,024 records and lets go of the lock between
+/// them: another sender (here a task on the same current-thread runtime, which runs only when
+/// the call yields) gets its record in after the first piece. Before, the whole list was
+/// taken under one hold (200,000 records: tens of milliseconds in which no acknowledgement,
+/// timer or other sender moved; a review finding).
+#[tokio::test(start_paused = true)]
+async fn enqueue_many_lets_go_of_the_lock_between_pieces() {
+    let broker = FakeBroker::new("t", 1);
+    let h =
+        ProducerHandle::with_connector(config(&[("linger.ms", "100")]), broker.clone()).unwrap();
+    let other = tokio::spawn({
+        let h = h.clone();
+        async move { h.send(Record::new("t", "other").with_partition(0)).await }
+    });
+    let records: Vec<Record> = (0..3000)
+        .map(|i| Record::new("t", format!("{i}")).with_partition(0))
+        .collect();
+    let results = h.enqueue_many(records).await;
+    let mut offsets = Vec::new();
+    for r in results {
+        offsets.push(r.expect("accepted").await.unwrap().offset.unwrap());
+    }
+    let other = other.await.unwrap().unwrap();
+    assert_eq!(
+        other.offset,
+        Some(1024),
+        "accepted between the first two pieces"
+    );
+    let expected: Vec<i64> = (0..1024).chain(1025..3001).collect();
+    assert_eq!(offsets, expected, "the list's own order kept");
+    h.close().await;
+}
+
 /// Load probe: `enqueue_many` bounded the whole call by `max.block.ms` (measured from the
 /// call), so a call of more records than `buffer.memory` holds had its tail refused
 /// `QueueFull` while memory freed steadily: 16 callers of 3,125 records each, 4 MiB of
