@@ -527,22 +527,30 @@ impl Producer {
         let known = self.known_topic(&record.topic);
         let size = encoded_len(payload_of(&record)) + 10;
         match self.refusal(&record, known, size) {
-            Some(refusal) => Err(refusal.with(record)),
-            None => Ok(record),
+            Err(refusal) => Err(refusal.with(record)),
+            Ok(_) => Ok(record),
         }
     }
 
     /// Why `record` (of encoded `size`, its topic at `known` if registered) is refused
-    /// whatever the buffer's room, if it is.
-    fn refusal(&mut self, record: &Record, known: Option<usize>, size: usize) -> Option<Refusal> {
+    /// whatever the buffer's room, if it is; else its topic's index if its records can be
+    /// placed now (described, nothing waiting for metadata before it). (Inlined: `accept`'s
+    /// per-record path.)
+    #[inline(always)]
+    fn refusal(
+        &mut self,
+        record: &Record,
+        known: Option<usize>,
+        size: usize,
+    ) -> Result<Option<usize>, Refusal> {
         if known.is_none() && !is_valid_topic_name(&record.topic) {
-            return Some(Refusal::InvalidTopic);
+            return Err(Refusal::InvalidTopic);
         }
         if record.partition.is_some_and(|p| p < 0) {
-            return Some(Refusal::InvalidPartition(None));
+            return Err(Refusal::InvalidPartition(None));
         }
         if record.timestamp < 0 {
-            return Some(Refusal::InvalidTimestamp);
+            return Err(Refusal::InvalidTimestamp);
         }
         // Java's rule: the record's batch, holding it alone, within `max.request.size`. Such
         // a batch goes alone in a request, larger by the request's own framing, which must
@@ -551,7 +559,7 @@ impl Producer {
             || request_base(&self.cfg) + request_share(size + HEADER_LEN, &record.topic)
                 > i32::MAX as usize
         {
-            return Some(Refusal::TooLarge(self.cfg.max_request_size));
+            return Err(Refusal::TooLarge(self.cfg.max_request_size));
         }
         // A record that waits for metadata (a topic back from idleness, or one whose records
         // already wait) has its partition checked once the answer arrives: an explicit
@@ -559,7 +567,9 @@ impl Producer {
         // Checked before the room in the buffer, so that a full buffer does not report a
         // wrong partition as `QueueFull` (a review finding: an application retrying on it
         // retried, flushing every lingering batch each time, until memory freed).
-        let ti = known?;
+        let Some(ti) = known else {
+            return Ok(None);
+        };
         let t = &self.topics[ti];
         let n = t.count as i32;
         let placeable = t.usable_count().is_some() && t.pending.is_empty();
@@ -573,9 +583,9 @@ impl Producer {
                 self.need_metadata(Some(ti));
                 self.wakes.0 += 1;
             }
-            return Some(Refusal::InvalidPartition(Some(self.topics[ti].count)));
+            return Err(Refusal::InvalidPartition(Some(self.topics[ti].count)));
         }
-        None
+        Ok(placeable.then_some(ti))
     }
 
     /// The rules of [`Producer::send`] once the producer takes records: a valid topic name and
@@ -590,9 +600,10 @@ impl Producer {
         // Measured once: `append` places the record in a batch from this.
         let payload = payload_of(&record);
         let size = encoded_len(payload) + 10;
-        if let Some(refusal) = self.refusal(&record, known, size) {
-            return Err(refusal.with(record));
-        }
+        let placeable = match self.refusal(&record, known, size) {
+            Ok(placeable) => placeable,
+            Err(refusal) => return Err(refusal.with(record)),
+        };
         // librdkafka's count limit (`queue.buffering.max.messages`), refused as a full
         // `buffer.memory` is (below).
         if (self.cfg.max_buffered_records).is_some_and(|max| self.pending_records >= max) {
@@ -608,12 +619,7 @@ impl Producer {
         // A topic left idle (`metadata.max.idle.ms`) is not placed by what was known when it
         // went idle: its record waits for the fresh answer its return asks for (below), as a
         // new topic's does.
-        let placed = (known)
-            .filter(|&ti| {
-                let t = &self.topics[ti];
-                t.usable_count().is_some() && t.pending.is_empty()
-            })
-            .map(|ti| self.place(ti, &record, payload, now));
+        let placed = placeable.map(|ti| self.place(ti, &record, payload, now));
         let need = placed.map_or(size + PENDING_CHARGE + self.cfg.record_overhead, |p| {
             p.charge
         });
