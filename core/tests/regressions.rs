@@ -2507,3 +2507,34 @@ fn unknown_producer_id_is_not_judged_by_an_unknown_acknowledged_offset() {
         h.events
     );
 }
+
+/// Review finding: `precheck` (the refusals kprod-tokio applies to a record queued behind
+/// others waiting for memory) gave a closed or failed producer's record its own refusal
+/// (too large, say) where `send` says `Closed` first; now it says `Closed` first too, and
+/// otherwise refuses what `send` refuses, whatever the buffer's room.
+#[test]
+fn precheck_says_closed_first_and_refuses_what_send_refuses() {
+    let mut h = Harness::new(|c| c.max_request_size = 1024);
+    let big = || Record::new("t", "x".repeat(2000));
+    let ok =
+        h.p.precheck(h.now, record("fine"))
+            .expect("nothing to refuse");
+    assert_eq!(ok.value.as_deref(), Some(&b"fine"[..]));
+    assert!(matches!(
+        h.p.precheck(h.now, big()),
+        Err(kprod_core::SendError::TooLarge { .. })
+    ));
+    assert!(matches!(
+        h.p.precheck(h.now, Record::new("bad topic!", "v")),
+        Err(kprod_core::SendError::InvalidTopic(_))
+    ));
+    h.p.close(h.now);
+    assert!(matches!(
+        h.p.precheck(h.now, big()),
+        Err(kprod_core::SendError::Closed(_))
+    ));
+    assert!(matches!(
+        h.p.send(h.now, big()),
+        Err(kprod_core::SendError::Closed(_))
+    ));
+}

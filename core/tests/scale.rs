@@ -282,8 +282,11 @@ impl Sim {
         };
         tune(&mut cfg);
         let next_app = broker.topics.iter().map(|t| vec![0; t.1.len()]).collect();
+        let mut p = Producer::new(cfg, now).unwrap();
+        // The debug checks of the derived state at every drain, past 256 partitions too.
+        p.check_every_drain();
         Self {
-            p: Producer::new(cfg, now).unwrap(),
+            p,
             now,
             broker,
             sent: HashMap::new(),

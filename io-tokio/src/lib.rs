@@ -1698,8 +1698,8 @@ impl ProducerHandle {
     /// large, the producer closed, or `QueueFull` after `max.block.ms` without room; once
     /// the producer has failed, the [`Fatal`] error ([`ErrorKind::Failed`] with
     /// [`FailureReason::Fatal`], or [`ErrorKind::Connection`]); [`ErrorKind::DriverStopped`]
-    /// (not persisted, the record handed back) if the producer's task stopped before
-    /// answering. Every refusal hands the record back.
+    /// (not persisted, without its record) if the producer's task died before answering.
+    /// Every other refusal hands the record back.
     pub async fn enqueue(&self, record: Record) -> Result<DeliveryFuture, DeliveryError> {
         match self.accept(record, Done::Future).await? {
             (timestamp, Some(slot)) => Ok(DeliveryFuture::new(slot, timestamp)),
@@ -1804,6 +1804,11 @@ impl ProducerHandle {
             let before = core.producer.wake_generation();
             return match core.producer.precheck(at, record) {
                 Ok(record) => Accept::Wait(record, done, Ticket::new(shared)),
+                // A failed core refuses every record as closed: say why instead.
+                Err(SendError::Closed(record)) => {
+                    drop(core);
+                    Accept::Refused(refused_after_stop(self.fatal.get(), record))
+                }
                 Err(e) => {
                     wake_if_changed(shared, core, before);
                     Accept::Refused(refused(e))
@@ -1891,7 +1896,9 @@ impl ProducerHandle {
 
     /// [`Self::enqueue`] for several records at once: one lock (and at most one wake-up of
     /// the producer task) per 1,024 records, the lock let go between them (so a sender on
-    /// another task may get a record in between, and the producer's task moves). Returns one result per record, in order, once every
+    /// another task may get a record in between, and the producer's task moves; a `close`
+    /// called meanwhile refuses the records not yet taken, `Closed`, and a `flush` covers
+    /// only those taken before it). Returns one result per record, in order, once every
     /// record was accepted or refused; records are accepted in order, and while
     /// `buffer.memory` is full (or the record-count limit reached) the rest wait (handed to
     /// the producer task in one message) as a loop of `enqueue` would: refused `QueueFull`
@@ -1901,7 +1908,8 @@ impl ProducerHandle {
     /// some of its records were taken, the next memory freed goes to those first (not while
     /// a `flush` or `close` called meanwhile waits: it keeps its place before them). So the
     /// records of calls made at the same time (from several tasks, or joined on one) may be
-    /// accepted interleaved while they wait for memory; await a call before making the next
+    /// accepted interleaved (between pieces, and while they wait for memory); await a call
+    /// before making the next
     /// when their records must stay in call order, as a loop of `enqueue` does. A zero
     /// timestamp is set to the current wall-clock time.
     ///

@@ -917,7 +917,6 @@ fn catches_d12_resequenced_possibly_persisted_batch() {
     expect_caught("D12", cfg, S1);
 }
 
-/// A planted core bug (kprod-core's `mutations` feature) in `cfg`.
 /// One partition's producer state expires after the producer idled
 /// `producer.id.expiration.ms` while the other's is kept: Kafka expires each partition on its
 /// own, from the producer's last write there, so a partition written to later keeps its state.
@@ -938,7 +937,7 @@ fn partition_expiry_cfg(mode: BrokerMode, records_per_partition: u8) -> ModelCfg
 }
 
 #[test]
-fn one_partition_expires_while_another_is_busy() {
+fn one_partition_expires_while_the_other_keeps_its_state() {
     let mut counts = Vec::new();
     for mode in [
         BrokerMode::UnknownPidError,
@@ -967,6 +966,7 @@ fn catches_kafka_12152_after_one_partition_expired() {
     expect_caught("KAFKA-12152 after a partition expiry", cfg, S10);
 }
 
+/// A planted core bug (kprod-core's `mutations` feature) in `cfg`.
 fn planted(cfg: ModelCfg, bug: Core) -> ModelCfg {
     ModelCfg {
         core_mutation: bug,

@@ -513,8 +513,8 @@ impl Refusal {
 }
 
 impl Producer {
-    /// The checks of [`Self::send`] that do not depend on the room in `buffer.memory` or on
-    /// the producer being open: a valid topic name, a partition that is not negative and
+    /// The checks of [`Self::send`] that do not depend on the room in `buffer.memory` (after,
+    /// as `send`, [`SendError::Closed`] once the producer closed or failed): a valid topic name, a partition that is not negative and
     /// not beyond the topic's known count, a timestamp that is not negative, a record that
     /// fits `max.request.size`. `Ok` hands the record back, to be sent; `Err` is the error
     /// `send` would give, the record in it. A driver that queues records while the buffer
@@ -524,6 +524,10 @@ impl Producer {
     #[allow(clippy::result_large_err)]
     pub fn precheck(&mut self, now: Instant, record: Record) -> Result<Record, SendError> {
         self.advance(now);
+        // As `send`: a closed or failed producer says so first.
+        if self.fatal.is_some() || self.closing {
+            return Err(SendError::Closed(record));
+        }
         let known = self.known_topic(&record.topic);
         let size = encoded_len(payload_of(&record)) + 10;
         match self.refusal(&record, known, size) {

@@ -6,8 +6,9 @@
 //! each change to partition `(ti, pi)` (and wholesale after a change of producer identity),
 //! and nothing the producer decides depends on it except *which* partitions it looks at. A
 //! partition the indexes leave out is one that the old walk would have visited without
-//! effect. [`Producer::check_index`] (debug builds: every unit test and every state of the
-//! model check, at the end of every drain) proves both halves: the exact indexes equal a
+//! effect. [`Producer::check_index`] (debug builds: every state of the model check and every
+//! unit test, at the end of every drain, up to 256 partitions unless the test asks for it
+//! beyond, as `core/tests/scale.rs` does) proves both halves: the exact indexes equal a
 //! recomputation from scratch, and a partition missing from `sendable` would pick nothing.
 //!
 //! The whole index is wrapped in [`Derived`], whose `PartialEq` and `Hash` ignore it: it is

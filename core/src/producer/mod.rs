@@ -192,6 +192,9 @@ pub struct Producer {
     /// [`Self::wake_generation`]: a count for drivers, not behaviour (ignored by `PartialEq`
     /// and `Hash`).
     wakes: Derived<u64>,
+    /// Debug builds check the derived state at every drain whatever the partition count
+    /// ([`Self::check_every_drain`]; tests of many partitions).
+    check_every_drain: Derived<bool>,
 }
 
 /// Whether `name` is a legal Kafka topic name.
@@ -374,6 +377,7 @@ impl Producer {
             request_pool: Derived(requests::RequestPool::default()),
             batch_pool: Derived(pool::BatchPool::default()),
             wakes: Derived(0),
+            check_every_drain: Derived(false),
             cfg: config.with_durations_capped(),
         })
     }
@@ -629,6 +633,14 @@ impl Producer {
         self.advance(now);
     }
 
+    /// In debug builds, check the derived state at every drain however many partitions
+    /// there are (by default only up to 256): for tests of many partitions. Does nothing in
+    /// release builds.
+    #[doc(hidden)]
+    pub fn check_every_drain(&mut self) {
+        self.check_every_drain.0 = true;
+    }
+
     /// The next thing for the driver to do. Call until it returns [`Output::Wait`].
     ///
     /// In debug builds it also checks the producer's derived state (its index, its memory
@@ -648,14 +660,15 @@ impl Producer {
                 // hundred partitions that walk, under the adapter's lock, is what a debug
                 // build of an application under load would spend its time on (a review
                 // estimate: tens of milliseconds per drain at 10,000 partitions), so it
-                // stops there.
+                // stops there, unless a test asks for it (`check_every_drain`).
                 #[cfg(debug_assertions)]
-                if self
-                    .topics
-                    .iter()
-                    .map(|t| t.partitions.len())
-                    .sum::<usize>()
-                    <= DEBUG_CHECKS_UP_TO_PARTITIONS
+                if self.check_every_drain.0
+                    || self
+                        .topics
+                        .iter()
+                        .map(|t| t.partitions.len())
+                        .sum::<usize>()
+                        <= DEBUG_CHECKS_UP_TO_PARTITIONS
                 {
                     self.check_index();
                     self.check_accounting();
