@@ -1625,6 +1625,7 @@ impl ProducerHandle {
             metrics_snapshot: None,
             deferred_barriers: 0,
             refused_at: None,
+            paused_many: false,
             flushes: Vec::new(),
             closers: Vec::new(),
             close_requested: false,
@@ -2383,6 +2384,9 @@ struct Driver<C: Connector> {
     /// What the core held ([`held`]: bytes and records) when the front of `deferred` was
     /// last refused.
     refused_at: Option<(usize, usize)>,
+    /// The last `apply` stopped a `SendMany` after [`MANY_PER_LOCK`] records, room left:
+    /// it goes on after the lock was let go ([`Self::pump_deferred`]).
+    paused_many: bool,
     /// Flush waiters: resolved once no pending record is below the bound.
     flushes: Vec<(RecordId, oneshot::Sender<()>)>,
     closers: Vec<oneshot::Sender<()>>,
@@ -3040,6 +3044,9 @@ impl<C: Connector> Driver<C> {
             // accepted in order once there is room, or refused at `max.block.ms`.
             self.defer(cmd);
         } else if let Some(cmd) = self.apply(core, cmd) {
+            // Refused for lack of room, or a `SendMany` paused after a piece: at the front
+            // now, and the pump after the commands goes on with it (pausing again there).
+            self.paused_many = false;
             self.defer(cmd);
         }
     }
@@ -3114,7 +3121,22 @@ impl<C: Connector> Driver<C> {
                 }
                 let at = now();
                 let taken = results.len();
+                let mut offered = 0;
                 while let Some((record, done)) = records.pop_front() {
+                    if offered == MANY_PER_LOCK {
+                        // Enough under one hold of the lock (the handles' own pieces are as
+                        // large): the rest after a pause, in its place.
+                        records.push_front((record, done));
+                        self.paused_many = true;
+                        return Some(Command::SendMany {
+                            records,
+                            results,
+                            accepted,
+                            since: at,
+                            _ticket,
+                        });
+                    }
+                    offered += 1;
                     match core.offer(self.fatal.get(), at, record, done) {
                         Verdict::Accepted(slot) => {
                             self.refused_at = None;
@@ -3312,6 +3334,17 @@ impl<C: Connector> Driver<C> {
             self.deferred_barriers -= usize::from(!cmd.is_send());
             let waiting = cmd.waiting();
             if let Some(cmd) = self.apply(core, cmd) {
+                if std::mem::take(&mut self.paused_many) {
+                    // Not refused: it stopped to let go of the lock. It keeps its place and
+                    // goes on at the next wake-up, which is asked for now.
+                    self.deferred.push_front(cmd);
+                    self.drain(core);
+                    if !core.notified {
+                        core.notified = true;
+                        self.shared.wake.notify_one();
+                    }
+                    return;
+                }
                 // Refused again: the refusal made what is buffered sendable, and with acks=0
                 // the drain hands it over and frees its memory at once (no answer, no timer
                 // will come to retry), so the loop checks for freed memory again; if the

@@ -1677,6 +1677,48 @@ async fn enqueue_many_lets_go_of_the_lock_between_pieces() {
     h.close().await;
 }
 
+/// The producer's task takes an `enqueue_many` that waited for memory in pieces of 1,024
+/// records too, letting go of the lock (and draining: with `linger.ms=0` the open batch goes)
+/// between them. Before, once memory freed it took the whole list under one hold (the diff
+/// review of 2026-12-06): here one batch of 3,000 records instead of three.
+#[tokio::test(start_paused = true)]
+async fn enqueue_many_waiting_for_memory_is_taken_in_pieces_too() {
+    let broker = FakeBroker::new("t", 1);
+    broker.script.lock().unwrap().latency = Duration::from_secs(1);
+    let cfg = config(&[
+        ("buffer.memory", "2097152"),
+        ("max.request.size", "2097152"),
+        ("batch.size", "1048576"),
+        ("linger.ms", "0"),
+    ]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    // Accepted at once (nothing else held): it holds the buffer until acknowledged, 1 s later.
+    let held = h
+        .enqueue(Record::new("t", "x".repeat(2_000_000)).with_partition(0))
+        .await
+        .unwrap();
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    // A send that must wait for room, then a list behind it.
+    let mut waiting = Box::pin(h.send(Record::new("t", "w").with_partition(0)));
+    assert!(std::future::Future::poll(waiting.as_mut(), &mut cx).is_pending());
+    let records: Vec<Record> = (0..3000)
+        .map(|i| Record::new("t", format!("{i}")).with_partition(0))
+        .collect();
+    let mut many = Box::pin(h.enqueue_many(records));
+    assert!(std::future::Future::poll(many.as_mut(), &mut cx).is_pending());
+    assert_eq!(held.await.unwrap().offset, Some(0));
+    assert_eq!(waiting.await.unwrap().offset, Some(1));
+    let mut offsets = Vec::new();
+    for r in many.await {
+        offsets.push(r.expect("accepted").await.unwrap().offset.unwrap());
+    }
+    assert_eq!(offsets, (2..3002).collect::<Vec<i64>>());
+    // The held record's batch, the waiting send's (drained once it is taken), and one batch
+    // per piece of the list (1,024, 1,024, 952).
+    assert_eq!(h.metrics().await.batches_sent, 5);
+    h.close().await;
+}
+
 /// Load probe: `enqueue_many` bounded the whole call by `max.block.ms` (measured from the
 /// call), so a call of more records than `buffer.memory` holds had its tail refused
 /// `QueueFull` while memory freed steadily: 16 callers of 3,125 records each, 4 MiB of
