@@ -1902,7 +1902,8 @@ impl ProducerHandle {
     /// only those taken before it). Returns one result per record, in order, once every
     /// record was accepted or refused; records are accepted in order, and while
     /// `buffer.memory` is full (or the record-count limit reached) the rest wait (handed to
-    /// the producer task in one message) as a loop of `enqueue` would: refused `QueueFull`
+    /// the producer task in one message, which takes them 1,024 at a time too, in their
+    /// place before later sends, flushes and closes) as a loop of `enqueue` would: refused `QueueFull`
     /// once `max.block.ms` passes with none of them taken (accepted, or refused for a reason
     /// of its own): a wait per record taken, not one bound for the whole call, also while a
     /// `flush` or `close` waits behind it. It takes turns with the other sends waiting: once
