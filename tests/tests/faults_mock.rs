@@ -207,9 +207,38 @@ async fn injected(topic: &str, errors: &[RDKafkaRespErr], max_in_flight: usize) 
     // One wave first, so the errors hit an established producer.
     l.enqueue_n(&p, 30).await;
     l.resolve(RESOLVE).await;
+    let before = p.metrics().await;
     mock.request_errors(RDKafkaApiKey::Produce, errors);
     l.enqueue_n(&p, 120).await;
     l.resolve(RESOLVE).await;
+    // The injected errors reached batches: each refused a request's batches (a retry), or
+    // its producer epoch (a bump or a new producer id); without this the test would pass had
+    // nothing been injected.
+    let after = p.metrics().await;
+    let (retries, bumps, ids) = (
+        after.retries - before.retries,
+        after.epoch_bumps - before.epoch_bumps,
+        after.producer_ids - before.producer_ids,
+    );
+    eprintln!("{topic}: {retries} retries, {bumps} epoch bumps, {ids} new producer ids");
+    // An epoch refusal waits for a bump (refusals in a row may share one); every other
+    // injected error refuses at least one batch, retried.
+    let epoch_errors = (errors.iter())
+        .filter(|e| {
+            matches!(
+                e,
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH
+                    | RDKafkaRespErr::RD_KAFKA_RESP_ERR_INVALID_PRODUCER_ID_MAPPING
+            )
+        })
+        .count() as u64;
+    let others = errors.len() as u64 - epoch_errors;
+    assert!(
+        retries >= others && (epoch_errors == 0 || bumps + ids >= 1),
+        "{} errors injected ({epoch_errors} epoch refusals): {retries} retries, {bumps} epoch \
+         bumps, {ids} new producer ids",
+        errors.len()
+    );
     p.close().await;
     let log = read_log(&mock.bootstrap_servers(), topic, PARTITIONS).await;
     let s = if max_in_flight == 1 {
@@ -371,12 +400,11 @@ async fn leader_down_then_up() {
 /// mock does not move it by itself). kprod must learn the new leader from fresh metadata and
 /// deliver there before delivery.timeout.ms.
 ///
-/// FAILS (kprod bug, reported): a failed connect to a partition leader does not make kprod ask
-/// for fresh metadata, so it keeps reconnecting to the dead leader until metadata.max.age.ms
-/// (5 min by default, more than the default delivery.timeout.ms of 2 min) and the records fail
-/// with DeliveryTimeout (NotPersisted, truthfully). With metadata.max.age.ms at 1 s the same
-/// scenario delivers everything. The Java client asks for a metadata update on any failed
-/// connect or disconnect (`NetworkClient` → `handleServerDisconnect`).
+/// Regression test: a failed connect to a partition leader did not make kprod ask for fresh
+/// metadata, so it kept reconnecting to the dead leader until metadata.max.age.ms (5 min by
+/// default, more than the default delivery.timeout.ms of 2 min) and the records failed with
+/// DeliveryTimeout (NotPersisted, truthfully). Since the fix a failed connect to a leader
+/// asks, as the Java client does (`NetworkClient` → `handleServerDisconnect`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_down_and_moved() {
     let topic = "mock-leader-moved-down";

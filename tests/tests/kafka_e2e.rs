@@ -792,10 +792,11 @@ fn a_deleted_topic_the_producer_no_longer_uses_is_not_created_again() {
     let (idle, busy) = ("kprod-idle-deleted", "kprod-idle-busy");
     kafka.create_topic(idle, 1, 1, None);
     kafka.create_topic(busy, 1, 1, None);
+    // A Metadata answer is required: a cluster that did not answer must not read as "the
+    // topic does not exist".
     let exists = |topic: &str| {
-        kafka.metadata(topic).is_some_and(|m| {
-            (m.topics.iter()).any(|t| t.name.as_deref() == Some(topic) && t.error_code == 0)
-        })
+        let m = (kafka.metadata(topic)).expect("a Metadata answer from the cluster");
+        (m.topics.iter()).any(|t| t.name.as_deref() == Some(topic) && t.error_code == 0)
     };
     let rt = kprod_tests::e2e::runtime();
     let config = ProducerConfig {

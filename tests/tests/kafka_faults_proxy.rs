@@ -89,6 +89,18 @@ fn fault_scenarios_on_three_kafka_nodes() {
         !scenarios.is_empty(),
         "no scenario named in KPROD_FAULT_SCENARIOS"
     );
+    // A selection is for local runs; under CI every scenario runs.
+    assert!(
+        only.is_none() || std::env::var_os("CI").is_none(),
+        "KPROD_FAULT_SCENARIOS is set under CI: every scenario must run"
+    );
+    if only.is_some() {
+        let skipped: Vec<&str> = (faults::ALL.iter())
+            .filter(|s| !scenarios.iter().any(|k| k.name == s.name))
+            .map(|s| s.name)
+            .collect();
+        eprintln!("KPROD_FAULT_SCENARIOS: skipping {skipped:?}");
+    }
     let started = Instant::now();
     let outcomes = runtime().block_on(async {
         let cluster = ProxiedKafka::start(3).await;

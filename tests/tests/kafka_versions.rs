@@ -337,6 +337,7 @@ fn kafka_4_4_leader_change_at_old_versions() {
         paced(&mut ledger, 600);
         rt.block_on(ledger.resolve(TIMEOUT));
         let summary = rt.block_on(ledger.read_and_check(&kafka.bootstrap()));
+        let metrics = rt.block_on(producer.metrics());
         rt.block_on(async {
             tokio::time::timeout(Duration::from_secs(30), producer.close())
                 .await
@@ -352,6 +353,11 @@ fn kafka_4_4_leader_change_at_old_versions() {
         assert!(summary.all_delivered(), "{summary:?}");
         assert_eq!(summary.in_log, summary.sent, "{summary:?}");
         assert_eq!(summary.delivered_without_offset, 0, "{summary:?}");
+        // Without KIP-360 (InitProducerId below v3) a bump is a new producer id, never a
+        // local epoch bump.
+        if i < 3 {
+            assert_eq!(metrics.epoch_bumps, 0, "{metrics:?}");
+        }
     }
 }
 

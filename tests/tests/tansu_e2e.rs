@@ -300,6 +300,9 @@ fn a_bootstrap_server_that_never_answers_is_passed_over() {
         d.offset, m.connections_opened, m.requests_in_flight
     );
     assert_eq!(d.offset, Some(0));
+    // Far below the 30 s request timeout the hung server's request would take (the bootstrap
+    // patience is 1 s; the bound leaves room for a slow machine).
+    assert!(took < Duration::from_secs(10), "took {took:?}");
     assert!(
         m.requests_in_flight >= 1,
         "the hung server's ApiVersions should still be unanswered, not timed out: {m:?}"
