@@ -263,8 +263,13 @@ mod tests {
         for v in 0..=2 {
             for len in 0..24 {
                 let junk: Vec<u8> = (0..len).map(|i| (i * 37 + v as usize) as u8).collect();
-                let _ = SaslAuthenticateResponse::decode_exact(v, Bytes::from(junk.clone()));
-                let _ = SaslHandshakeResponse::decode_exact(v.min(1), Bytes::from(junk));
+                let auth = SaslAuthenticateResponse::decode_exact(v, Bytes::from(junk.clone()));
+                let handshake = SaslHandshakeResponse::decode_exact(v.min(1), Bytes::from(junk));
+                // Shorter than an error code and a length: an error, never a made-up answer.
+                if len < 4 {
+                    assert!(auth.is_err(), "v{v}, {len} bytes: {auth:?}");
+                    assert!(handshake.is_err(), "v{v}, {len} bytes: {handshake:?}");
+                }
             }
         }
     }
