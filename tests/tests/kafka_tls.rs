@@ -485,6 +485,18 @@ fn kafka_tls() {
         topic,
         &["refused the handshake"],
     );
+    // Java's `ssl.enabled.protocols` binds as well (the runs above that set it would pass
+    // were it ignored).
+    assert_fails_fast(
+        "TLS 1.2 enabled only, against a TLS 1.3-only listener",
+        &[
+            ("bootstrap.servers", &kafka.ssl_bootstrap("TLS13")),
+            ("ssl.ca.location", ca),
+            ("ssl.enabled.protocols", "TLSv1.2"),
+        ],
+        topic,
+        &["refused the handshake"],
+    );
 
     assert_fails_fast(
         "wrong CA",
