@@ -2125,6 +2125,19 @@ fn a_lost_then_refused_unknown_producer_id(h: &mut Harness, log_start: i64) {
 /// too, and `a` goes again under the next identity, delivered.
 /// `a`, refused UNKNOWN_PRODUCER_ID on its retry, failed nothing: past the backoff it goes
 /// again and is delivered.
+/// The only failure: UNKNOWN_PRODUCER_ID, possibly persisted (an attempt may be in the log).
+fn assert_failed_possibly_persisted_unknown_producer_id(h: &Harness) {
+    assert_eq!(
+        h.failures(),
+        [(
+            DeliveryError::Broker(ErrorCode::UnknownProducerId),
+            Persistence::PossiblyPersisted
+        )],
+        "{:?}",
+        h.events
+    );
+}
+
 fn assert_sent_again_and_delivered(mut h: Harness) {
     assert!(h.failures().is_empty(), "{:?}", h.events);
     h.now += Duration::from_secs(2);
@@ -2148,15 +2161,7 @@ fn unknown_producer_id_after_a_cut_before_the_first_attempt_resends() {
 fn unknown_producer_id_on_the_retry_of_an_unanswered_batch_is_not_written_again() {
     // The log starts past `a`'s offset (1): `a` may have been written, and cut.
     let mut h = unknown_producer_id_on_a_retry(2);
-    assert_eq!(
-        h.failures(),
-        [(
-            DeliveryError::Broker(ErrorCode::UnknownProducerId),
-            Persistence::PossiblyPersisted
-        )],
-        "{:?}",
-        h.events
-    );
+    assert_failed_possibly_persisted_unknown_producer_id(&h);
     // Nothing of a is written again; the next record goes under the next identity.
     h.p.send(h.now, record("b")).unwrap();
     h.now += Duration::from_secs(2);
@@ -2197,15 +2202,7 @@ fn unknown_producer_id_after_idling_resends_unless_the_log_was_cut_past_the_batc
     let h = unknown_producer_id_on_a_retry_after(1, idle);
     assert_sent_again_and_delivered(h);
     let h = unknown_producer_id_on_a_retry_after(2, idle);
-    assert_eq!(
-        h.failures(),
-        [(
-            DeliveryError::Broker(ErrorCode::UnknownProducerId),
-            Persistence::PossiblyPersisted
-        )],
-        "{:?}",
-        h.events
-    );
+    assert_failed_possibly_persisted_unknown_producer_id(&h);
 }
 
 /// Review finding: UNKNOWN_PRODUCER_ID on a batch at sequence 0 asks for a new producer id
@@ -2497,15 +2494,7 @@ fn unknown_producer_id_is_not_judged_by_an_unknown_acknowledged_offset() {
     assert_eq!(deliveries(&h.events), [(RecordId(0), 0, None)]);
     h.drop_bootstrap_connection();
     a_lost_then_refused_unknown_producer_id(&mut h, 0);
-    assert_eq!(
-        h.failures(),
-        [(
-            DeliveryError::Broker(ErrorCode::UnknownProducerId),
-            Persistence::PossiblyPersisted
-        )],
-        "{:?}",
-        h.events
-    );
+    assert_failed_possibly_persisted_unknown_producer_id(&h);
 }
 
 /// Review finding: `precheck` (the refusals kprod-tokio applies to a record queued behind

@@ -1164,9 +1164,7 @@ impl Core {
                 Verdict::Accepted(slot)
             }
             Err(SendError::QueueFull(record)) => Verdict::Full(record, done),
-            // A failed core refuses every record as closed: say why instead.
-            Err(SendError::Closed(record)) => Verdict::Refused(refused_after_stop(fatal, record)),
-            Err(e) => Verdict::Refused(refused(e)),
+            Err(e) => Verdict::Refused(refusal(fatal, e)),
         }
     }
 }
@@ -1805,14 +1803,9 @@ impl ProducerHandle {
             let before = core.producer.wake_generation();
             return match core.producer.precheck(at, record) {
                 Ok(record) => Accept::Wait(record, done, Ticket::new(shared)),
-                // A failed core refuses every record as closed: say why instead.
-                Err(SendError::Closed(record)) => {
-                    drop(core);
-                    Accept::Refused(refused_after_stop(self.fatal.get(), record))
-                }
                 Err(e) => {
                     wake_if_changed(shared, core, before);
-                    Accept::Refused(refused(e))
+                    Accept::Refused(refusal(self.fatal.get(), e))
                 }
             };
         }
@@ -2197,6 +2190,15 @@ fn stopped_before_acceptance() -> DeliveryError {
 
 fn refused(e: SendError) -> DeliveryError {
     DeliveryError::new(ErrorKind::Refused(Box::new(e)), Persistence::NotPersisted)
+}
+
+/// The core's refusal of a record, for its sender: a failed core refuses every record as
+/// closed, so that one says why instead ([`refused_after_stop`]).
+fn refusal(fatal: Option<&Fatal>, e: SendError) -> DeliveryError {
+    match e {
+        SendError::Closed(record) => refused_after_stop(fatal, record),
+        e => refused(e),
+    }
 }
 
 /// Answers a `Send` or `SendMany` that arrived once the producer stopped: every record is

@@ -1138,7 +1138,6 @@ mod handle_api {
         // Room for one of these records at a time: the second waits for the first.
         let cfg = config(&[("buffer.memory", "1024"), ("max.request.size", "1024")]);
         let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
-        let big = |name: &str| format!("{name}-{}", "x".repeat(600));
         h.send(Record::new("t", big("first"))).await.unwrap();
         // Accepted at once (there is room): it holds the buffer until acknowledged.
         let held = h.enqueue(Record::new("t", big("held"))).await.unwrap();
@@ -1161,12 +1160,14 @@ mod handle_api {
         h.close().await;
     }
 
-    /// A record refused whatever the room (too large, a bad topic name, a partition beyond
-    /// the count) is refused at once while other sends wait for `buffer.memory`, with its own
-    /// error. Before, it went behind them and, the memory staying full, was refused
-    /// `QueueFull` at `max.block.ms` (a review finding).
-    #[tokio::test(start_paused = true)]
-    async fn a_bad_record_is_refused_at_once_while_sends_wait_for_memory() {
+    /// A 600-byte value named `name`: one fills a 1 KiB `buffer.memory`.
+    fn big(name: &str) -> String {
+        format!("{name}-{}", "x".repeat(600))
+    }
+
+    /// A producer with a 1 KiB `buffer.memory` and `max.block.ms` of 2 s, its buffer held by
+    /// a [`big`] record ("held") accepted at once, which the broker acknowledges 10 s later.
+    async fn buffer_held_for_10_s() -> (FakeBroker, ProducerHandle, DeliveryFuture) {
         let broker = FakeBroker::new("t", 1);
         broker.script.lock().unwrap().latency = Duration::from_secs(10);
         let cfg = config(&[
@@ -1175,9 +1176,17 @@ mod handle_api {
             ("max.block.ms", "2000"),
         ]);
         let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
-        let big = |name: &str| format!("{name}-{}", "x".repeat(600));
-        // Accepted at once: it holds the buffer until acknowledged, 10 s later.
         let held = h.enqueue(Record::new("t", big("held"))).await.unwrap();
+        (broker, h, held)
+    }
+
+    /// A record refused whatever the room (too large, a bad topic name, a partition beyond
+    /// the count) is refused at once while other sends wait for `buffer.memory`, with its own
+    /// error. Before, it went behind them and, the memory staying full, was refused
+    /// `QueueFull` at `max.block.ms` (a review finding).
+    #[tokio::test(start_paused = true)]
+    async fn a_bad_record_is_refused_at_once_while_sends_wait_for_memory() {
+        let (_broker, h, held) = buffer_held_for_10_s().await;
         assert_eq!(h.partition_count("t").await.unwrap(), 1);
         // One send waits for memory (polled once, so that it is queued for the driver).
         let mut waiting = Box::pin(h.send(Record::new("t", big("waiting"))));
@@ -1219,17 +1228,7 @@ mod handle_api {
     /// default) behind a broker that does not answer.
     #[tokio::test(start_paused = true)]
     async fn a_send_waits_for_memory_at_most_max_block_ms() {
-        let broker = FakeBroker::new("t", 1);
-        broker.script.lock().unwrap().latency = Duration::from_secs(10);
-        let cfg = config(&[
-            ("buffer.memory", "1024"),
-            ("max.request.size", "1024"),
-            ("max.block.ms", "2000"),
-        ]);
-        let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
-        let big = |name: &str| format!("{name}-{}", "x".repeat(600));
-        // Accepted at once: it holds the buffer until acknowledged, 10 s later.
-        let held = h.enqueue(Record::new("t", big("held"))).await.unwrap();
+        let (broker, h, held) = buffer_held_for_10_s().await;
         let start = Instant::now();
         let e = h.send(Record::new("t", big("blocked"))).await.unwrap_err();
         assert_eq!(
@@ -1271,7 +1270,6 @@ mod handle_api {
         let broker = FakeBroker::new("t", 1);
         let cfg = config(&[("buffer.memory", "1024"), ("max.request.size", "1024")]);
         let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
-        let big = |name: &str| format!("{name}-{}", "x".repeat(600));
         let held = h.enqueue(Record::new("t", big("held"))).await.unwrap();
         let mut cx = Context::from_waker(Waker::noop());
         // Too big for what is left: it waits for `held` to be acknowledged.

@@ -156,6 +156,14 @@ pub struct PartitionLog {
 }
 
 impl PartitionLog {
+    /// Producer-state expiry here: every producer entry is forgotten, the committed state
+    /// and that after each batch above the high watermark too.
+    fn forget_producers(&mut self) {
+        self.producers.clear();
+        self.committed.clear();
+        self.above.iter_mut().for_each(|a| a.1.clear());
+    }
+
     fn new(leader: i32) -> Self {
         Self {
             leader,
@@ -375,9 +383,7 @@ impl Cluster {
     /// Producer-state expiry: every producer entry is forgotten (§A.4).
     pub fn expire_producers(&mut self) {
         for part in self.partitions.values_mut() {
-            part.producers.clear();
-            part.committed.clear();
-            part.above.iter_mut().for_each(|a| a.1.clear());
+            part.forget_producers();
         }
     }
 
@@ -385,10 +391,7 @@ impl Cluster {
     /// other partitions keep theirs (Kafka expires each partition's state on its own, from
     /// the time of that partition's last write by the producer, §A.4).
     pub fn expire_partition(&mut self, topic: &str, p: i32) {
-        let part = self.partition_mut(topic, p);
-        part.producers.clear();
-        part.committed.clear();
-        part.above.iter_mut().for_each(|a| a.1.clear());
+        self.partition_mut(topic, p).forget_producers();
     }
 
     /// Answers one request frame (without its size prefix) received by `node`. Returns the
