@@ -60,6 +60,11 @@ pub(crate) struct Batch {
     /// A later batch of the same identity was acknowledged first; re-sequencing this one
     /// would reorder the log, so it can only be acknowledged or failed.
     pub(crate) overtaken: bool,
+    /// Refused OUT_OF_ORDER_SEQUENCE_NUMBER by a broker that did not know the log start
+    /// (-1) once already, and asked again of the leader metadata names: a second such answer
+    /// is not waited out (a broker that never reports its log start, Redpanda, answers -1
+    /// every time).
+    pub(crate) asked_without_log_start: bool,
     /// Its records were already reported failed, possibly persisted, at their delivery
     /// timeout while the batch was in flight: it stays (uncharged) only until its request
     /// resolves, which then settles the partition's sequence state and reports nothing, and
@@ -123,6 +128,7 @@ impl Batch {
             state: BatchState::Open,
             maybe_persisted: false,
             overtaken: false,
+            asked_without_log_start: false,
             reported: false,
             retries: 0,
             corrupt_retries: 0,

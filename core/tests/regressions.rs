@@ -2071,6 +2071,69 @@ fn an_out_of_order_answer_without_a_log_start_is_asked_again_not_taken_as_data_l
     );
 }
 
+/// Review finding (2026-12-06, against franz-go): a broker that never reports its log start
+/// (Redpanda answers -1 in every Produce answer) refused the retry of a head-of-line
+/// OUT_OF_ORDER_SEQUENCE_NUMBER alike, and the batch was asked again under the same epoch
+/// and sequence until its delivery timeout, its partition stalled. The second refusal
+/// without a log start starts a new epoch and the batch goes again, without a data-loss
+/// signal (an unknown log start tells none).
+#[test]
+fn a_second_out_of_order_answer_without_a_log_start_starts_a_new_epoch() {
+    let mut h = Harness::new(|c| c.data_loss_policy = kprod_core::DataLossPolicy::Fatal);
+    h.p.send(h.now, record("x")).unwrap();
+    h.answer_all();
+    h.drop_bootstrap_connection();
+    h.p.send(h.now, record("b")).unwrap();
+    let f = h.answer_until_produce(&[]).expect("b's request");
+    let first = epoch_and_sequence(&f);
+    h.events.clear();
+    let mut attempts = 0;
+    let mut f = f;
+    // Every attempt under the first epoch is refused so, as Redpanda does.
+    let again = loop {
+        attempts += 1;
+        assert!(
+            attempts <= 3,
+            "b asked again under the same epoch: {attempts} attempts"
+        );
+        h.feed(produce_error_with_log_start(
+            &f,
+            ErrorCode::OutOfOrderSequenceNumber,
+            -1,
+        ));
+        h.now += Duration::from_secs(2);
+        h.p.handle_timeout(h.now);
+        let g = h.answer_until_produce(&[]).expect("b again");
+        if epoch_and_sequence(&g) != first {
+            break g;
+        }
+        f = g;
+    };
+    assert_eq!(attempts, 2, "asked again once under the same epoch");
+    let (epoch, seq) = epoch_and_sequence(&again);
+    assert!(
+        epoch > first.0 && seq == 0,
+        "{first:?} -> {:?}",
+        (epoch, seq)
+    );
+    assert!(
+        !(h.events.iter()).any(|e| matches!(
+            e,
+            Event::Diagnostic(Diagnostic::DataLoss { .. }) | Event::Fatal(_)
+        )),
+        "{:?}",
+        h.events
+    );
+    let a = respond(&again, &mut h.next_offset);
+    h.feed(a);
+    assert_eq!(
+        deliveries(&h.events).len(),
+        1,
+        "b delivered: {:?}",
+        h.events
+    );
+}
+
 /// Review finding (2026-12-05): UNKNOWN_PRODUCER_ID on the retry of a batch whose first
 /// attempt went unanswered was taken to mean the first attempt did not land, and the batch
 /// was written again under the next identity. Brokers before 2.4 forget a producer whose

@@ -552,16 +552,26 @@ impl Producer {
         // and the refusal says nothing about our state. Asked again of the leader metadata
         // names, not judged (before, it was taken as data loss: a spurious signal, and the
         // producer stopped under the fatal data-loss policy). As the Java client did before
-        // KIP-360.
+        // KIP-360. Once: a broker that never reports its log start (Redpanda answers -1 in
+        // every Produce answer) refuses the retry alike, and the batch was asked again until
+        // its delivery timeout, its partition stalled (a review finding against franz-go).
+        // The second such refusal cannot be judged either: the partition starts a new epoch
+        // and the batch goes again, as the Java client does for any such refusal, without a
+        // data-loss signal (none can be told from an unknown log start).
         if code == ErrorCode::OutOfOrderSequenceNumber
             && self.log_start_known
             && log_start < 0
             && p.last_acked.is_some()
         {
+            let b = &mut self.topics[ti].partitions[pi].batches[i];
+            if std::mem::replace(&mut b.asked_without_log_start, true) {
+                self.reject_for_rebase(ti, pi, i, code);
+                return;
+            }
             let r = BatchRef {
                 topic: ti,
                 partition: pi,
-                batch: p.batches[i].id,
+                batch: b.id,
             };
             self.want_fresh_metadata();
             self.retry_batch(r, code, false);
@@ -732,6 +742,7 @@ impl Producer {
                 state: BatchState::Retry { at: self.now },
                 maybe_persisted: false,
                 overtaken: old.overtaken,
+                asked_without_log_start: false,
                 reported: false,
                 retries: old.retries,
                 corrupt_retries: 0,
