@@ -220,6 +220,13 @@ fn replay(model: &kprod_model::model::KafkaModel, path: &str) {
                 println!("    log {k:?}: {log:?}");
             }
         }
+        // The safety properties this step breaks (that held before it).
+        for p in model.properties() {
+            let always = !matches!(p.expectation, stateright::Expectation::Sometimes);
+            if always && (p.condition)(model, &before) && !(p.condition)(model, &s) {
+                println!("    VIOLATES {}", p.name);
+            }
+        }
     }
     println!(
         "final outcomes {:?}\nids {:?}\nstats {:?}",

@@ -380,8 +380,14 @@ pub struct State {
     pub permanent_injected: Vec<bool>,
     /// Per partition, how many records (from the first) have been on the wire.
     pub on_wire: Vec<u8>,
-    /// Records that failed by delivery timeout before ever going on the wire (S9 allows them).
-    pub timed_out_unsent: BTreeSet<(i32, u8)>,
+    /// Records that failed by delivery timeout, not persisted, and are not in the log, nor in
+    /// any request still on its way to a broker (S9 allows them): never sent, or every attempt
+    /// refused or lost before the broker read it. (Only never-sent ones until 2026-12-06: a
+    /// seeded simulation refused a record NOT_ENOUGH_REPLICAS, its retry due after its
+    /// delivery timeout, and S9 called its truthful failure spurious. A report that is true
+    /// by luck, an attempt lost that the producer cannot know unwritten, is S4's to find, on
+    /// the path where that attempt was written.)
+    pub timed_out_not_persisted: BTreeSet<(i32, u8)>,
     /// A record that had been on the wire reached its delivery timeout (§C.4).
     pub timed_out_sent: bool,
     /// P2 ghost: the bytes of each (partition, pid, epoch, seq, count, first record) sent.
@@ -739,16 +745,20 @@ impl KafkaModel {
             } => {
                 if let Some(&(p, k)) = s.ids.get(&id) {
                     let unsent = s.on_wire.get(p as usize).is_none_or(|w| k >= *w);
-                    match (&error, persisted) {
-                        (DeliveryError::DeliveryTimeout { .. }, Persistence::NotPersisted)
-                            if unsent =>
+                    if let DeliveryError::DeliveryTimeout { .. } = error {
+                        let carries = |g: &Ghost| {
+                            (g.batches.iter())
+                                .any(|b| b.partition == p && (b.first..=b.last).contains(&k))
+                        };
+                        let on_its_way =
+                            (s.links.values()).any(|l| l.to_broker.iter().any(|(_, g)| carries(g)));
+                        let in_log = Self::log_values(s, p).contains(&(p, k));
+                        if persisted == Persistence::NotPersisted
+                            && (unsent || (!on_its_way && !in_log))
                         {
-                            s.timed_out_unsent.insert((p, k));
+                            s.timed_out_not_persisted.insert((p, k));
                         }
-                        (DeliveryError::DeliveryTimeout { .. }, _) if !unsent => {
-                            s.timed_out_sent = true
-                        }
-                        _ => {}
+                        s.timed_out_sent |= !unsent;
                     }
                     // A cut (§B.4): a record refused for good takes every later record already
                     // sent with it.
@@ -1283,7 +1293,7 @@ impl Model for KafkaModel {
             transmits: 0,
             permanent_injected: vec![false; self.cfg.partitions as usize],
             on_wire: vec![0; self.cfg.partitions as usize],
-            timed_out_unsent: BTreeSet::new(),
+            timed_out_not_persisted: BTreeSet::new(),
             timed_out_sent: false,
             wire_hashes: BTreeMap::new(),
             reencoded: false,
@@ -1604,13 +1614,14 @@ impl Model for KafkaModel {
                 }
                 // Record-level errors the broker was told to give may fail records of that
                 // partition, and stop the producer under the fatal gap policy; a record that
-                // never went on the wire may fail by delivery timeout; nothing else may.
+                // is nowhere (not sent, or its attempts refused or lost) may fail by its
+                // delivery timeout; nothing else may.
                 let given = s.permanent_injected.iter().any(|g| *g);
                 let fatal_allowed = given && m.cfg.gap_policy == kprod_core::GapPolicy::Fatal;
                 let spurious = s.ids.iter().any(|(id, (p, k))| {
                     let allowed = s.permanent_injected[*p as usize]
                         || (fatal_allowed && s.fatal)
-                        || s.timed_out_unsent.contains(&(*p, *k));
+                        || s.timed_out_not_persisted.contains(&(*p, *k));
                     s.outcomes.get(id) == Some(&Outcome::Failed(Persistence::NotPersisted))
                         && !allowed
                 });

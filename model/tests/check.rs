@@ -106,6 +106,87 @@ fn two_partitions_three_records_two_disconnects() {
     assert_eq!(n, PINNED[0], "unique states changed");
 }
 
+/// Found by a seeded simulation (`kprod-model simulate`, 2026-12-06): a record refused
+/// NOT_ENOUGH_REPLICAS on its one attempt, its retry due after its delivery timeout, fails
+/// then, not persisted: true, and no spurious failure. S9 allowed only records never sent to
+/// fail by their delivery timeout and called this one spurious. The path, replayed: every
+/// safety property holds at every step, and the case is met (a record that was on the wire
+/// fails by its delivery timeout, not persisted).
+#[test]
+fn a_record_refused_then_timed_out_is_no_spurious_failure() {
+    let cfg = ModelCfg {
+        partitions: 2,
+        records_per_partition: 3,
+        max_in_flight: 5,
+        nodes: 2,
+        budget: Budget {
+            disconnects: 3,
+            timeouts: 2,
+            leader_changes: 2,
+            restarts: 1,
+            expiries: 1,
+            partition_expiries: 1,
+            injections: 2,
+            flaps: 1,
+            connect_failures: 2,
+            ..Budget::default()
+        },
+        ..ModelCfg::default()
+    };
+    let model: KafkaModel = cfg.into_model();
+    let path = "ConnectOk(ConnId(0)), Inject(0, NotEnoughReplicas), Send(1), \
+        Inject(1, NotEnoughReplicas), Disconnect(ConnId(0)), ConnectOk(ConnId(1)), \
+        LeaderChange(1), Disconnect(ConnId(1)), Tick, Send(0), ConnectOk(ConnId(2)), \
+        Process(ConnId(2)), Restart, Send(0), Deliver(ConnId(2)), Disconnect(ConnId(2)), Tick, \
+        LeaderChange(1), Flap, Send(0), ConnectFail(ConnId(3)), ConnectOk(ConnId(4)), Send(1), \
+        Process(ConnId(4)), Deliver(ConnId(4)), Process(ConnId(4)), Process(ConnId(4)), \
+        Deliver(ConnId(4)), Deliver(ConnId(4)), Send(1), Tick, Tick, Tick, Tick, \
+        ConnectOk(ConnId(5)), Process(ConnId(5)), Deliver(ConnId(5)), Process(ConnId(5)), \
+        Deliver(ConnId(5)), Process(ConnId(5)), Deliver(ConnId(5)), Tick, Tick, \
+        Process(ConnId(5)), Deliver(ConnId(5)), Expire, ExpirePartition(0)";
+    let mut s = model.init_states().pop().expect("an initial state");
+    let mut met = false;
+    for step in split_actions(path) {
+        let a = Action::parse(&step).unwrap_or_else(|| panic!("{step}"));
+        s = model
+            .next_state(&s, a)
+            .unwrap_or_else(|| panic!("{step} applies"));
+        for p in model.properties() {
+            if !matches!(p.expectation, Expectation::Sometimes) {
+                assert!((p.condition)(&model, &s), "{} after {step}", p.name);
+            }
+        }
+        met |= s.ids.iter().any(|(id, &(p, k))| {
+            s.on_wire[p as usize] > k
+                && s.outcomes.get(id)
+                    == Some(&kprod_model::model::Outcome::Failed(
+                        kprod_core::Persistence::NotPersisted,
+                    ))
+        });
+    }
+    assert!(met, "a record sent and failed not persisted");
+}
+
+/// The actions of a path printed as `[A, B(x, y), ...]`, split at top-level commas.
+fn split_actions(path: &str) -> Vec<String> {
+    let (mut parts, mut cur, mut depth) = (Vec::new(), String::new(), 0);
+    for ch in path.chars() {
+        match ch {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(std::mem::take(&mut cur).trim().to_owned());
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(ch);
+    }
+    parts.push(cur.trim().to_owned());
+    parts.retain(|p| !p.is_empty());
+    parts
+}
+
 #[test]
 fn disconnect_and_injected_errors_on_every_broker_mode() {
     let mut counts = Vec::new();
