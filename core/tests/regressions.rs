@@ -663,6 +663,84 @@ fn unknown_producer_id_at_sequence_zero_takes_a_new_producer_id() {
     assert_eq!(delivered.len(), 2, "a and b delivered: {delivered:?}");
 }
 
+/// Review finding (2026-12-06, against librdkafka): an InitProducerId answered
+/// UNKNOWN_SERVER_ERROR (Kafka's id allocation failing, its ZooKeeper or controller out of
+/// reach) stopped the producer for good, every record it held failed `Fatal`. It is asked
+/// again after the backoff, as librdkafka does: a record whose delivery timeout passes
+/// meanwhile fails with that error, not persisted, and once an id is granted the next
+/// record is delivered. No fatal error.
+#[test]
+fn an_init_producer_id_refused_unknown_server_error_is_asked_again() {
+    use kprod_core::protocol::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
+    let mut h = Harness::new(|c| {
+        c.delivery_timeout = Duration::from_secs(2);
+        c.request_timeout = Duration::from_secs(1);
+    });
+    h.p.send(h.now, record("a")).unwrap();
+    let mut wires = Wires::new();
+    let (inits, grant) = (std::cell::Cell::new(0), std::cell::Cell::new(false));
+    let mut answer = |h: &mut Harness, _: ConnId, f: Bytes| {
+        let (key, version, corr) = api_of(&f);
+        Some(match key {
+            api_key::INIT_PRODUCER_ID => {
+                inits.set(inits.get() + 1);
+                let granted = grant.get();
+                let a = InitProducerIdResponse {
+                    throttle_time_ms: 0,
+                    error_code: if granted { 0 } else { -1 },
+                    producer_id: if granted { 8 } else { -1 },
+                    producer_epoch: if granted { 0 } else { -1 },
+                };
+                encode_response::<InitProducerIdRequest>(&a, version, corr)
+            }
+            _ => respond(&f, &mut h.next_offset),
+        })
+    };
+    // Refused for 3 s: `a` reaches its delivery timeout waiting for an id.
+    for _ in 0..300 {
+        pump(&mut h, &mut wires, &mut answer);
+        h.now += Duration::from_millis(10);
+        h.p.handle_timeout(h.now);
+    }
+    pump(&mut h, &mut wires, &mut answer);
+    assert!(
+        !h.events.iter().any(|e| matches!(e, Event::Fatal(_))),
+        "{:?}",
+        h.events
+    );
+    assert_eq!(
+        h.failures(),
+        vec![(
+            DeliveryError::DeliveryTimeout {
+                last_error: Some(ErrorCode::UnknownServerError)
+            },
+            Persistence::NotPersisted
+        )]
+    );
+    grant.set(true);
+    h.p.send(h.now, record("b")).unwrap();
+    for _ in 0..300 {
+        pump(&mut h, &mut wires, &mut answer);
+        if h.p.pending_records() == 0 {
+            break;
+        }
+        h.now += Duration::from_millis(10);
+        h.p.handle_timeout(h.now);
+    }
+    pump(&mut h, &mut wires, &mut answer);
+    assert_eq!(
+        deliveries(&h.events).len(),
+        1,
+        "b delivered: {:?}",
+        h.events
+    );
+    assert!(
+        inits.get() >= 3,
+        "asked again after each refusal: {}",
+        inits.get()
+    );
+}
+
 /// Review finding: CLUSTER_AUTHORIZATION_FAILED on InitProducerId fails the batches waiting
 /// for an identity, and one already sequenced leaves a gap; the gap policy did not apply, so
 /// under `CutPartition` a later batch in flight was re-sequenced and delivered past the

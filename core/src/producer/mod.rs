@@ -166,6 +166,10 @@ pub struct Producer {
     fatal: Option<FatalError>,
     /// Counters for [`Self::metrics`]: observability, not behaviour (equal in every state).
     stats: Observed<Counters>,
+    /// The error the last InitProducerId answer drew, while no later one granted an id: what
+    /// held back a batch that waited for an identity, reported with its delivery timeout.
+    /// Observability, not behaviour.
+    pid_refused: Observed<Option<crate::protocol::ErrorCode>>,
     /// Which partitions have work (`index.rs`): derived, ignored by `PartialEq` and `Hash`.
     index: Derived<Index>,
     /// Per broker node: the partition the next Produce request to it starts its walk at
@@ -369,6 +373,7 @@ impl Producer {
             closed: false,
             fatal: None,
             stats: Observed::default(),
+            pid_refused: Observed::default(),
             index: Derived(Index::new()),
             drain_start: BTreeMap::new(),
             linger_start: BTreeMap::new(),

@@ -107,6 +107,10 @@ impl Producer {
     /// connection is ready (then the partition waited for its turn: a full in-flight window,
     /// a retry's order). Only what a user reads: no decision depends on it.
     fn held_back(&self, ti: usize, pi: usize) -> Option<ErrorCode> {
+        // Waiting for a producer id the brokers refused so far.
+        if self.identity.is_none() && self.pid_refused.0.is_some() {
+            return self.pid_refused.0;
+        }
         let Some(node) = self.topics[ti].partitions[pi].leader else {
             return Some(ErrorCode::LeaderNotAvailable);
         };
