@@ -2668,3 +2668,56 @@ fn precheck_says_closed_first_and_refuses_what_send_refuses() {
         Err(kprod_core::SendError::Closed(_))
     ));
 }
+
+/// Review finding (2026-12-06, Redpanda's source): Redpanda refuses a batch whose sequence
+/// range wraps past the largest sequence (its last below its first) with INVALID_REQUEST,
+/// and its leader steps down, where Kafka takes it: once every 2^31 records of a partition
+/// the batch failed and those behind it became possibly persisted. A batch is now closed at
+/// the wrap: with sequences up to 7 and five acknowledged, five more records go as 5..=7 and
+/// 0..=1, never one batch 5..=1.
+#[test]
+fn no_batch_crosses_the_sequence_wrap() {
+    let mut h = Harness::new(|c| c.max_sequence = 7);
+    for i in 0..5 {
+        h.p.send(h.now, record(&format!("a{i}"))).unwrap();
+    }
+    h.answer_all();
+    h.drop_bootstrap_connection();
+    assert_eq!(deliveries(&h.events).len(), 5, "{:?}", h.events);
+    for i in 0..5 {
+        h.p.send(h.now, record(&format!("b{i}"))).unwrap();
+    }
+    let mut batches = Vec::new();
+    while let Some(f) = h.answer_until_produce(&[]) {
+        let records = produce_of(&f).topic_data[0].partition_data[0]
+            .records
+            .clone()
+            .unwrap();
+        let count = i32::from_be_bytes(records[57..61].try_into().unwrap());
+        batches.push((epoch_and_sequence(&f).1, count));
+        let a = respond(&f, &mut h.next_offset);
+        h.feed(a);
+    }
+    assert_eq!(batches, vec![(5, 3), (0, 2)]);
+    assert_eq!(deliveries(&h.events).len(), 10, "{:?}", h.events);
+}
+
+/// Review finding (2026-12-06, Redpanda's source): Redpanda answers POLICY_VIOLATION (44) to
+/// every Produce in its recovery mode and past a virtual cluster's producer limit, before
+/// writing anything. kprod did not know the code and failed the batch possibly persisted;
+/// it is now refused for good, not persisted.
+#[test]
+fn policy_violation_fails_the_batch_not_persisted() {
+    let mut h = Harness::new(|_| {});
+    h.p.send(h.now, record("a")).unwrap();
+    let f = h.answer_until_produce(&[]).expect("a's request");
+    h.events.clear();
+    h.feed(produce_error(&f, ErrorCode::PolicyViolation));
+    assert_eq!(
+        h.failures(),
+        vec![(
+            DeliveryError::Broker(ErrorCode::PolicyViolation),
+            Persistence::NotPersisted
+        )]
+    );
+}

@@ -1004,6 +1004,11 @@ impl Producer {
             // `batch.size` bytes in batches that left before filling.
             move_sticky = keyless && (had_open || t.sticky_bytes >= batch_size);
         }
+        // The sequence numbers left before the wrap, near it (idempotence only: without it
+        // the wire carries no sequence).
+        let before_wrap = (self.cfg.enable_idempotence)
+            .then(|| p.sequences_before_wrap(self.cfg.max_sequence))
+            .flatten();
         let b = p.batches.back_mut().expect("just ensured");
         // No record is older than its batch (so its delivery timeout is not stretched):
         // records go into batches in the order they were accepted (those waiting for
@@ -1018,7 +1023,8 @@ impl Producer {
         builder.push_measured(record.timestamp, key, value, &record.headers, body);
         b.records.push(id);
         let full = builder.is_full(self.cfg.batch_fill())
-            || (self.cfg.max_batch_records).is_some_and(|max| b.records.len() >= max);
+            || (self.cfg.max_batch_records).is_some_and(|max| b.records.len() >= max)
+            || before_wrap.is_some_and(|left| b.records.len() >= left);
         // A new batch is charged its room; a record adds only what it outgrew it by.
         b.size += placed.charge;
         debug_assert_eq!(

@@ -63,6 +63,9 @@ pub enum ErrorCode {
     InvalidRequest,
     /// UNSUPPORTED_FOR_MESSAGE_FORMAT (43).
     UnsupportedForMessageFormat,
+    /// POLICY_VIOLATION (44). Redpanda refuses every Produce so, before writing, in its
+    /// recovery mode and past a virtual cluster's producer limit: not persisted.
+    PolicyViolation,
     /// OUT_OF_ORDER_SEQUENCE_NUMBER (45).
     OutOfOrderSequenceNumber,
     /// DUPLICATE_SEQUENCE_NUMBER (46).
@@ -134,6 +137,7 @@ impl ErrorCode {
         Self::UnsupportedVersion,
         Self::InvalidRequest,
         Self::UnsupportedForMessageFormat,
+        Self::PolicyViolation,
         Self::OutOfOrderSequenceNumber,
         Self::DuplicateSequenceNumber,
         Self::InvalidProducerEpoch,
@@ -184,6 +188,7 @@ impl ErrorCode {
             35 => Self::UnsupportedVersion,
             42 => Self::InvalidRequest,
             43 => Self::UnsupportedForMessageFormat,
+            44 => Self::PolicyViolation,
             45 => Self::OutOfOrderSequenceNumber,
             46 => Self::DuplicateSequenceNumber,
             47 => Self::InvalidProducerEpoch,
@@ -236,6 +241,7 @@ impl ErrorCode {
             Self::UnsupportedVersion => 35,
             Self::InvalidRequest => 42,
             Self::UnsupportedForMessageFormat => 43,
+            Self::PolicyViolation => 44,
             Self::OutOfOrderSequenceNumber => 45,
             Self::DuplicateSequenceNumber => 46,
             Self::InvalidProducerEpoch => 47,
@@ -288,6 +294,7 @@ impl ErrorCode {
             Self::UnsupportedVersion => "UNSUPPORTED_VERSION",
             Self::InvalidRequest => "INVALID_REQUEST",
             Self::UnsupportedForMessageFormat => "UNSUPPORTED_FOR_MESSAGE_FORMAT",
+            Self::PolicyViolation => "POLICY_VIOLATION",
             Self::OutOfOrderSequenceNumber => "OUT_OF_ORDER_SEQUENCE_NUMBER",
             Self::DuplicateSequenceNumber => "DUPLICATE_SEQUENCE_NUMBER",
             Self::InvalidProducerEpoch => "INVALID_PRODUCER_EPOCH",
@@ -455,6 +462,12 @@ mod tests {
         assert!(E::ClusterAuthorizationFailed.is_fatal());
         assert!(E::CorruptMessage.is_retriable());
         assert!(!E::MessageTooLarge.is_retriable() && !E::MessageTooLarge.is_possibly_persisted());
+        // Redpanda's refusal before any write (recovery mode, a producer limit).
+        assert!(
+            !E::PolicyViolation.is_retriable()
+                && !E::PolicyViolation.is_possibly_persisted()
+                && !E::PolicyViolation.is_fatal()
+        );
         // Codes with no meaning for Produce are as unknown as unnamed ones.
         for c in [
             E::OffsetOutOfRange,
