@@ -276,29 +276,27 @@ pub(crate) fn seq_add(base: i32, count: i32, max: i32) -> i32 {
 
 /// How close to the wrap a partition's next sequence must be before the open batch is sized
 /// against it ([`Partition::sequences_before_wrap`]): more records than any buffer holds.
-const WRAP_WATCH: i32 = 1 << 24;
+pub(crate) const WRAP_WATCH: i32 = 1 << 24;
 
 impl Partition {
     /// How many records the open batch (the last) may hold before its sequence range would
     /// cross the wrap past `max_sequence`, once the unsequenced batches ahead of it take
-    /// theirs; `None` while the next sequence is far from the wrap. Kafka takes a batch
+    /// theirs (asked only near the wrap: [`WRAP_WATCH`]). Kafka takes a batch
     /// whose range wraps (its last sequence below its first), but Redpanda refuses it
     /// INVALID_REQUEST and its leader steps down (`producer_state::try_emplace_request`),
     /// which failed the batch and made every batch behind it possibly persisted, once every
     /// 2^31 records of a partition (a review of Redpanda's source). So a batch is closed at
     /// the wrap, and the next one starts at 0. (A rebase moving the sequences later, rare,
     /// can still make one wrap: Kafka takes it.)
-    pub(crate) fn sequences_before_wrap(&self, max_sequence: i32) -> Option<usize> {
-        if max_sequence.saturating_sub(self.next_seq) >= WRAP_WATCH {
-            return None;
-        }
+    #[cold]
+    pub(crate) fn sequences_before_wrap(&self, max_sequence: i32) -> usize {
         let ahead: i64 = (self.batches.iter().rev().skip(1))
             .take_while(|b| b.seq.is_none())
             .map(|b| b.records.len() as i64)
             .sum();
         let modulus = i64::from(max_sequence) + 1;
         let base = (i64::from(self.next_seq) + ahead) % modulus;
-        Some((modulus - base) as usize)
+        (modulus - base) as usize
     }
 
     /// The sequenced batches. They always form a prefix of `batches`: sequences are given in

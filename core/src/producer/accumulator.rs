@@ -1006,9 +1006,11 @@ impl Producer {
         }
         // The sequence numbers left before the wrap, near it (idempotence only: without it
         // the wire carries no sequence).
-        let before_wrap = (self.cfg.enable_idempotence)
-            .then(|| p.sequences_before_wrap(self.cfg.max_sequence))
-            .flatten();
+        // With `batch.num.messages` (`max_batch_records`), the records a batch holds.
+        let mut most_records = self.record_limit;
+        if p.next_seq >= self.wrap_watch_from && self.cfg.enable_idempotence {
+            most_records = most_records.min(p.sequences_before_wrap(self.cfg.max_sequence));
+        }
         let b = p.batches.back_mut().expect("just ensured");
         // No record is older than its batch (so its delivery timeout is not stretched):
         // records go into batches in the order they were accepted (those waiting for
@@ -1022,9 +1024,7 @@ impl Producer {
         };
         builder.push_measured(record.timestamp, key, value, &record.headers, body);
         b.records.push(id);
-        let full = builder.is_full(self.cfg.batch_fill())
-            || (self.cfg.max_batch_records).is_some_and(|max| b.records.len() >= max)
-            || before_wrap.is_some_and(|left| b.records.len() >= left);
+        let full = builder.is_full(self.cfg.batch_fill()) || b.records.len() >= most_records;
         // A new batch is charged its room; a record adds only what it outgrew it by.
         b.size += placed.charge;
         debug_assert_eq!(

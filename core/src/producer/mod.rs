@@ -170,6 +170,12 @@ pub struct Producer {
     /// held back a batch that waited for an identity, reported with its delivery timeout.
     /// Observability, not behaviour.
     pid_refused: Observed<Option<crate::protocol::ErrorCode>>,
+    /// From which next sequence a partition's open batch is sized against the wrap
+    /// ([`crate::partition::Partition::sequences_before_wrap`]): a constant of the
+    /// configuration, kept here so that the per-record check is one comparison.
+    wrap_watch_from: i32,
+    /// `max_batch_records`, `usize::MAX` without one (a constant of the configuration).
+    record_limit: usize,
     /// Which partitions have work (`index.rs`): derived, ignored by `PartialEq` and `Hash`.
     index: Derived<Index>,
     /// Per broker node: the partition the next Produce request to it starts its walk at
@@ -374,6 +380,10 @@ impl Producer {
             fatal: None,
             stats: Observed::default(),
             pid_refused: Observed::default(),
+            record_limit: config.max_batch_records.unwrap_or(usize::MAX),
+            wrap_watch_from: config
+                .max_sequence
+                .saturating_sub(crate::partition::WRAP_WATCH),
             index: Derived(Index::new()),
             drain_start: BTreeMap::new(),
             linger_start: BTreeMap::new(),

@@ -1,0 +1,19 @@
+/work/main/target-wt/release/deps/crc32c-da83e64c737cf5ed.d: /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/lib.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/combine.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/hasher.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/hw_tables.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/hw_x86_64.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/io.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/sw.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/util.rs /work/main/target-wt/release/build/crc32c-f2e0711b992c78c2/out/hw.long.table /work/main/target-wt/release/build/crc32c-f2e0711b992c78c2/out/hw.short.table /work/main/target-wt/release/build/crc32c-f2e0711b992c78c2/out/sw.table
+
+/work/main/target-wt/release/deps/libcrc32c-da83e64c737cf5ed.rlib: /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/lib.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/combine.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/hasher.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/hw_tables.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/hw_x86_64.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/io.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/sw.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/util.rs /work/main/target-wt/release/build/crc32c-f2e0711b992c78c2/out/hw.long.table /work/main/target-wt/release/build/crc32c-f2e0711b992c78c2/out/hw.short.table /work/main/target-wt/release/build/crc32c-f2e0711b992c78c2/out/sw.table
+
+/work/main/target-wt/release/deps/libcrc32c-da83e64c737cf5ed.rmeta: /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/lib.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/combine.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/hasher.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/hw_tables.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/hw_x86_64.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/io.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/sw.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/util.rs /work/main/target-wt/release/build/crc32c-f2e0711b992c78c2/out/hw.long.table /work/main/target-wt/release/build/crc32c-f2e0711b992c78c2/out/hw.short.table /work/main/target-wt/release/build/crc32c-f2e0711b992c78c2/out/sw.table
+
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/lib.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/combine.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/hasher.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/hw_tables.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/hw_x86_64.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/io.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/sw.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/crc32c-0.6.9/src/util.rs:
+/work/main/target-wt/release/build/crc32c-f2e0711b992c78c2/out/hw.long.table:
+/work/main/target-wt/release/build/crc32c-f2e0711b992c78c2/out/hw.short.table:
+/work/main/target-wt/release/build/crc32c-f2e0711b992c78c2/out/sw.table:
+
+# env-dep:OUT_DIR=/work/main/target-wt/release/build/crc32c-f2e0711b992c78c2/out
