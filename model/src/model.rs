@@ -244,6 +244,22 @@ impl Default for ModelCfg {
 impl ModelCfg {
     /// Builds the model.
     pub fn into_model(self) -> KafkaModel {
+        // The Tansu-like broker answers DUPLICATE_SEQUENCE_NUMBER for a sequence at or below
+        // its last (Tansu compares i32 sequences that never wrap in practice); on the model's
+        // small circle of sequences "below" is the nearer half, so a batch further ahead than
+        // half the circle would be taken for a duplicate, as no real broker would (a seeded
+        // simulation with sequences up to 7 and five batches in flight found exactly that,
+        // 2026-12-06: a record reported delivered that was never written). So the batches in
+        // flight must span less than half the circle.
+        let modulus = i64::from(self.max_sequence) + 1;
+        let ahead = (self.max_in_flight.max(1) as i64 - 1) * self.records_per_batch.max(1) as i64;
+        assert!(
+            self.mode != BrokerMode::TansuLike || 2 * (ahead + 1) <= modulus,
+            "the Tansu-like broker needs max_sequence + 1 >= 2 x (the records in flight ahead \
+             of the next, {ahead}, + 1): max_sequence {} is too small for {} in flight",
+            self.max_sequence,
+            self.max_in_flight
+        );
         KafkaModel {
             cfg: self,
             epoch: Instant::now(),

@@ -1615,3 +1615,20 @@ fn catches_an_error_after_the_append_taken_for_a_delivery_only_with_truncation()
         "without truncation the report is true: the batch stays in the log"
     );
 }
+
+/// The Tansu-like broker takes a sequence at or below its last for a duplicate, "below"
+/// meaning the nearer half of the model's small circle of sequences: with sequences up to 7
+/// and five batches in flight, the fifth (four ahead) looked four behind, and a seeded
+/// simulation saw it answered DUPLICATE_SEQUENCE_NUMBER, reported delivered and never
+/// written: a model artefact no broker with 2^31 sequences shows. Such a configuration is
+/// refused when the model is made.
+#[test]
+#[should_panic(expected = "the Tansu-like broker needs")]
+fn a_tansu_like_broker_refuses_a_circle_of_sequences_too_small_for_the_window() {
+    let cfg = ModelCfg {
+        max_in_flight: 5,
+        max_sequence: 7,
+        ..base(BrokerMode::TansuLike)
+    };
+    let _ = cfg.into_model();
+}
