@@ -155,27 +155,10 @@ fn report<C: Checker<kprod_model::model::KafkaModel>>(
 
 /// Replays a counterexample path step by step, printing what changed.
 fn replay(model: &kprod_model::model::KafkaModel, path: &str) {
-    let path = path.trim().trim_start_matches('[').trim_end_matches(']');
-    let mut parts = Vec::new();
-    let mut depth = 0;
-    let mut cur = String::new();
-    for ch in path.chars() {
-        match ch {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(std::mem::take(&mut cur));
-                continue;
-            }
-            _ => {}
-        }
-        cur.push(ch);
-    }
-    parts.push(cur);
+    let actions = kprod_model::model::Action::parse_path(path)
+        .unwrap_or_else(|p| panic!("cannot parse action {p:?}"));
     let mut s = model.init_states().pop().expect("init");
-    for p in parts.iter().filter(|p| !p.trim().is_empty()) {
-        let a = kprod_model::model::Action::parse(p)
-            .unwrap_or_else(|| panic!("cannot parse action {p:?}"));
+    for a in actions {
         let before = s.clone();
         s = model.next_state(&s, a.clone()).expect("action applies");
         let new_outcomes: Vec<_> = s

@@ -505,6 +505,31 @@ pub enum Action {
 }
 
 impl Action {
+    /// Parses a path as a checker prints it (`[Send(0), Inject(1, InvalidRecord)]`, the
+    /// brackets optional): its actions split at the top-level commas, each as
+    /// [`Self::parse`] reads it; the text of the first action it cannot read as the error.
+    pub fn parse_path(path: &str) -> Result<Vec<Self>, String> {
+        let path = path.trim().trim_start_matches('[').trim_end_matches(']');
+        let (mut parts, mut cur, mut depth) = (Vec::new(), String::new(), 0);
+        for ch in path.chars() {
+            match ch {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                ',' if depth == 0 => {
+                    parts.push(std::mem::take(&mut cur));
+                    continue;
+                }
+                _ => {}
+            }
+            cur.push(ch);
+        }
+        parts.push(cur);
+        (parts.iter())
+            .filter(|p| !p.trim().is_empty())
+            .map(|p| Self::parse(p).ok_or_else(|| p.trim().to_owned()))
+            .collect()
+    }
+
     /// Parses an action as its `Debug` form prints it (`Process(ConnId(2))`,
     /// `Inject(1, InvalidRecord)`), so that a counterexample path can be replayed.
     pub fn parse(s: &str) -> Option<Self> {

@@ -146,8 +146,8 @@ fn a_record_refused_then_timed_out_is_no_spurious_failure() {
         Process(ConnId(5)), Deliver(ConnId(5)), Expire, ExpirePartition(0)";
     let mut s = model.init_states().pop().expect("an initial state");
     let mut met = false;
-    for step in split_actions(path) {
-        let a = Action::parse(&step).unwrap_or_else(|| panic!("{step}"));
+    for a in Action::parse_path(path).expect("a path") {
+        let step = format!("{a:?}");
         s = model
             .next_state(&s, a)
             .unwrap_or_else(|| panic!("{step} applies"));
@@ -165,26 +165,6 @@ fn a_record_refused_then_timed_out_is_no_spurious_failure() {
         });
     }
     assert!(met, "a record sent and failed not persisted");
-}
-
-/// The actions of a path printed as `[A, B(x, y), ...]`, split at top-level commas.
-fn split_actions(path: &str) -> Vec<String> {
-    let (mut parts, mut cur, mut depth) = (Vec::new(), String::new(), 0);
-    for ch in path.chars() {
-        match ch {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(std::mem::take(&mut cur).trim().to_owned());
-                continue;
-            }
-            _ => {}
-        }
-        cur.push(ch);
-    }
-    parts.push(cur.trim().to_owned());
-    parts.retain(|p| !p.is_empty());
-    parts
 }
 
 #[test]
