@@ -1004,9 +1004,9 @@ impl Producer {
             // `batch.size` bytes in batches that left before filling.
             move_sticky = keyless && (had_open || t.sticky_bytes >= batch_size);
         }
-        // The sequence numbers left before the wrap, near it (idempotence only: without it
-        // the wire carries no sequence).
-        // With `batch.num.messages` (`max_batch_records`), the records a batch holds.
+        // The records the batch may hold: `batch.num.messages` (`max_batch_records`), and near
+        // the wrap the sequence numbers left before it (idempotence only: without it the wire
+        // carries no sequence).
         let mut most_records = self.record_limit;
         if p.next_seq >= self.wrap_watch_from && self.cfg.enable_idempotence {
             most_records = most_records.min(p.sequences_before_wrap(self.cfg.max_sequence));

@@ -67,20 +67,22 @@ impl Producer {
                 self.pid_retry_at = None;
                 self.diag(Diagnostic::ProducerId(id));
             }
-            c if c.is_retriable() || c == ErrorCode::None => {
+            // Asked again after the backoff: a retriable error, an answer without an id, and
+            // also an error the broker could not name (UNKNOWN_SERVER_ERROR: Kafka's id
+            // allocation failed, its ZooKeeper or controller unreachable) or one this client
+            // does not know, as librdkafka does, rather than stopping the producer for good
+            // (the Java client's and the spec's choice): a producer running for months asks
+            // for ids during its life (a bump refused, an epoch run out, Tansu at every gap),
+            // and one hiccup of the broker's id storage failed every record it held (a review
+            // against librdkafka). Records waiting for an id meanwhile fail at their delivery
+            // timeout, with the error.
+            c if c.is_retriable()
+                || matches!(
+                    c,
+                    ErrorCode::None | ErrorCode::UnknownServerError | ErrorCode::Unknown(_)
+                ) =>
+            {
                 self.pid_refused.0 = (c != ErrorCode::None).then_some(c);
-                self.retry_producer_id_later();
-            }
-            // An error the broker could not name (UNKNOWN_SERVER_ERROR: Kafka's id allocation
-            // failed, its ZooKeeper or controller unreachable) or one this client does not
-            // know: asked again after the backoff, as librdkafka does, rather than stopping
-            // the producer for good (the Java client's and the spec's choice): a producer
-            // running for months asks for ids during its life (a bump refused, an epoch run
-            // out, Tansu at every gap), and one hiccup of the broker's id storage failed
-            // every record it held (a review against librdkafka). Records waiting for an id
-            // meanwhile fail at their delivery timeout, with this error.
-            c @ (ErrorCode::UnknownServerError | ErrorCode::Unknown(_)) => {
-                self.pid_refused.0 = Some(c);
                 self.retry_producer_id_later();
             }
             ErrorCode::ClusterAuthorizationFailed => {
