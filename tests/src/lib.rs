@@ -22,6 +22,7 @@ pub mod franz;
 pub mod fuzz;
 pub mod javaref;
 pub mod kafka;
+pub mod kfake;
 pub mod ledger;
 pub mod log_counter;
 pub mod proxy;

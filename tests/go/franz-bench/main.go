@@ -172,8 +172,11 @@ func main() {
 	if len(os.Args) >= 2 && os.Args[1] == "seed" {
 		os.Exit(seed(os.Args[2:]))
 	}
+	if len(os.Args) >= 2 && os.Args[1] == "kfake" {
+		os.Exit(kfakeMain(os.Args[2:]))
+	}
 	if len(os.Args) < 2 || os.Args[1] != "bench" {
-		fmt.Fprintln(os.Stderr, "usage: franz-bench bench|seed (seed: see seed.go) --bootstrap B [--size BYTES] [--partitions P] [--keyless yes|no] [--linger-ms MS] [--batch-size BYTES] [--timeout-ms MS] [--max-kafka-version V]")
+		fmt.Fprintln(os.Stderr, "usage: franz-bench bench|seed|kfake (seed: see seed.go; kfake: see kfake.go) --bootstrap B [--size BYTES] [--partitions P] [--keyless yes|no] [--linger-ms MS] [--batch-size BYTES] [--timeout-ms MS] [--max-kafka-version V]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)

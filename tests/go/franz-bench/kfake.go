@@ -1,0 +1,282 @@
+package main
+
+// `franz-bench kfake`: franz-go's fake cluster (github.com/twmb/franz-go/pkg/kfake) as a test
+// broker for kprod. kfake validates idempotent sequences per producer id and partition as
+// Kafka does (the last five batches kept; a duplicate of one answered success at its offset;
+// any other first sequence but the next refused OUT_OF_ORDER_SEQUENCE_NUMBER), with several
+// brokers, and leader moves cheap enough to make hundreds a second.
+//
+// Usage: franz-bench kfake --brokers N --topics NAME:PARTITIONS[,NAME:PARTITIONS...]
+//
+// It prints "READY addr,addr,..." (the brokers, node 0 first), then takes one command a line
+// on stdin and answers each with one line, "OK ..." or "ERR ...":
+//
+//	SHUFFLE               every partition gets a random leader, its leader epoch bumped
+//	MOVE TOPIC P NODE     partition P of TOPIC moves to NODE, its leader epoch bumped
+//	LEADER TOPIC P        OK NODE
+//	FAIL CODE COUNT       the next COUNT Produce requests are answered CODE for every
+//	                      partition, unprocessed (nothing written)
+//	DROP COUNT            the next COUNT Produce requests close their connection unprocessed
+//	AFTER CODE COUNT      the next COUNT Produce requests are processed (written, when the
+//	                      broker takes them) and answered CODE for every partition: 7
+//	                      (REQUEST_TIMED_OUT) or 20 (NOT_ENOUGH_REPLICAS_AFTER_APPEND), as
+//	                      Kafka answers when replication did not finish in time (kfake's
+//	                      Fault API)
+//	LOSE COUNT            the next COUNT Produce requests are processed (written, when the
+//	                      broker takes them) and then their connection is closed without the
+//	                      answer: the fault an idempotent producer exists for
+//	STATS                 OK produce=N failed=N dropped=N lost=N lost_written=N after=N (Produce
+//	                      requests seen; faults applied; lost answers whose batches were all
+//	                      answered success or duplicate, i.e. written)
+//
+// End of input closes the cluster and exits 0.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+)
+
+// forwardTimeout marks a Produce request that this program forwards to the cluster itself
+// (for LOSE): kfake ignores the timeout, and the control function lets it through.
+const forwardTimeout = 987_654
+
+type faults struct {
+	mu                                          sync.Mutex
+	code                                        int16
+	fail, drop, lose                            int
+	produce, failed, dropped, lost, lostWritten int
+	after                                       []*kfake.FaultHandle
+}
+
+func kfakeMain(args []string) int {
+	fs := flag.NewFlagSet("kfake", flag.ExitOnError)
+	brokers := fs.Int("brokers", 3, "number of brokers")
+	topics := fs.String("topics", "", "NAME:PARTITIONS, comma-separated")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	opts := []kfake.Opt{kfake.NumBrokers(*brokers)}
+	for _, t := range strings.Split(*topics, ",") {
+		name, p, ok := strings.Cut(t, ":")
+		n, err := strconv.Atoi(p)
+		if !ok || err != nil || n < 1 || name == "" {
+			fmt.Fprintf(os.Stderr, "franz-bench kfake: --topics: %q is not NAME:PARTITIONS\n", t)
+			return 2
+		}
+		opts = append(opts, kfake.SeedTopics(int32(n), name))
+	}
+	if *brokers < 1 {
+		fmt.Fprintln(os.Stderr, "franz-bench kfake: --brokers must be at least 1")
+		return 2
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "franz-bench kfake: %v\n", err)
+		return 1
+	}
+	defer c.Close()
+	addrs := c.ListenAddrs()
+
+	// One raw client per broker, for LOSE's forwarded requests: at most Produce v12, which
+	// names topics (v13 names them by id, which a copy of a v12 request does not carry).
+	forwarders := make([]*kgo.Client, len(addrs))
+	for i, a := range addrs {
+		if forwarders[i], err = kgo.NewClient(kgo.SeedBrokers(a), kgo.MaxVersions(kversion.V4_0_0())); err != nil {
+			fmt.Fprintf(os.Stderr, "franz-bench kfake: %v\n", err)
+			return 1
+		}
+		defer forwarders[i].Close()
+	}
+
+	f := &faults{}
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := r.(*kmsg.ProduceRequest)
+		if req.TimeoutMillis == forwardTimeout {
+			return nil, nil, false
+		}
+		f.mu.Lock()
+		f.produce++
+		switch {
+		case f.drop > 0:
+			f.drop--
+			f.dropped++
+			f.mu.Unlock()
+			return nil, errors.New("injected: connection dropped"), true
+		case f.fail > 0:
+			f.fail--
+			f.failed++
+			code := f.code
+			f.mu.Unlock()
+			return refuseAll(req, code), nil, true
+		case f.lose > 0 && req.Acks != 0:
+			f.lose--
+			f.lost++
+			f.mu.Unlock()
+		default:
+			f.mu.Unlock()
+			return nil, nil, false
+		}
+		// LOSE: the same request goes to the same broker on another connection, and the
+		// client's connection is then closed without an answer.
+		node := c.CurrentNode()
+		written := false
+		c.SleepControl(func() {
+			if node < 0 || int(node) >= len(forwarders) {
+				return
+			}
+			fwd := *req
+			fwd.TimeoutMillis = forwardTimeout
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			resp, err := forwarders[node].SeedBrokers()[0].Request(ctx, &fwd)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "franz-bench kfake: LOSE: forwarding to node %d: %v\n", node, err)
+				return
+			}
+			written = allWritten(resp.(*kmsg.ProduceResponse))
+		})
+		if written {
+			f.mu.Lock()
+			f.lostWritten++
+			f.mu.Unlock()
+		}
+		return nil, errors.New("injected: answer lost"), true
+	})
+
+	say("READY %s", strings.Join(addrs, ","))
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		say("%s", command(c, f, strings.Fields(in.Text())))
+	}
+	return 0
+}
+
+func command(c *kfake.Cluster, f *faults, w []string) string {
+	num := func(i int) (int, bool) {
+		if i >= len(w) {
+			return 0, false
+		}
+		n, err := strconv.Atoi(w[i])
+		return n, err == nil && n >= 0
+	}
+	if len(w) == 0 {
+		return "ERR empty command"
+	}
+	switch w[0] {
+	case "SHUFFLE":
+		c.ShufflePartitionLeaders()
+		return "OK"
+	case "MOVE":
+		p, ok1 := num(2)
+		n, ok2 := num(3)
+		if len(w) != 4 || !ok1 || !ok2 {
+			return "ERR usage: MOVE TOPIC PARTITION NODE"
+		}
+		if err := c.MoveTopicPartition(w[1], int32(p), int32(n)); err != nil {
+			return "ERR " + err.Error()
+		}
+		return "OK"
+	case "LEADER":
+		p, ok := num(2)
+		if len(w) != 3 || !ok {
+			return "ERR usage: LEADER TOPIC PARTITION"
+		}
+		return fmt.Sprintf("OK %d", c.LeaderFor(w[1], int32(p)))
+	case "FAIL":
+		code, ok1 := num(1)
+		n, ok2 := num(2)
+		if len(w) != 3 || !ok1 || !ok2 || code > 32767 {
+			return "ERR usage: FAIL CODE COUNT"
+		}
+		f.mu.Lock()
+		f.code, f.fail = int16(code), n
+		f.mu.Unlock()
+		return "OK"
+	case "AFTER":
+		code, ok1 := num(1)
+		n, ok2 := num(2)
+		if len(w) != 3 || !ok1 || !ok2 || n < 1 || (code != 7 && code != 20) {
+			return "ERR usage: AFTER 7|20 COUNT"
+		}
+		h := c.Fault(kfake.Fault{
+			Keys:  []kmsg.Key{kmsg.Produce},
+			Err:   kerr.ErrorForCode(int16(code)).(*kerr.Error),
+			Count: n,
+		})
+		f.mu.Lock()
+		f.after = append(f.after, h)
+		f.mu.Unlock()
+		return "OK"
+	case "DROP", "LOSE":
+		n, ok := num(1)
+		if len(w) != 2 || !ok {
+			return "ERR usage: " + w[0] + " COUNT"
+		}
+		f.mu.Lock()
+		if w[0] == "DROP" {
+			f.drop = n
+		} else {
+			f.lose = n
+		}
+		f.mu.Unlock()
+		return "OK"
+	case "STATS":
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		after := 0
+		for _, h := range f.after {
+			after += h.Hits()
+		}
+		return fmt.Sprintf("OK produce=%d failed=%d dropped=%d lost=%d lost_written=%d after=%d",
+			f.produce, f.failed, f.dropped, f.lost, f.lostWritten, after)
+	}
+	return fmt.Sprintf("ERR unknown command %q", w[0])
+}
+
+// refuseAll answers every partition of req with code, as a broker that wrote nothing.
+func refuseAll(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = t.Topic
+		rt.TopicID = t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.ErrorCode = code
+			rp.BaseOffset = -1
+			rp.LogAppendTime = -1
+			rp.LogStartOffset = -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// allWritten: every partition answered success or DUPLICATE_SEQUENCE_NUMBER.
+func allWritten(resp *kmsg.ProduceResponse) bool {
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 && p.ErrorCode != 46 {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,202 @@
+//! kprod against franz-go's fake cluster (kfake, 3 brokers), a third broker that validates
+//! idempotent sequences as Kafka does: leaders move every few milliseconds while records flow,
+//! and Produce requests are refused (nothing written), dropped with their connection (nothing
+//! written) or have their answers lost (written, then the connection closed), in an order
+//! drawn from a seeded generator (`KPROD_KFAKE_SEED` replays a run's faults; the seed is
+//! printed).
+//!
+//! No fault here loses broker state, so a correct producer never meets an
+//! OUT_OF_ORDER_SEQUENCE_NUMBER or needs a new epoch: the producer keeps its one producer id
+//! and epoch throughout, every record is delivered with its offset (a retry of a written
+//! batch is answered as a duplicate at the original offset), and the independent reader
+//! (librdkafka's consumer) finds each record once, in send order, at its offset.
+//!
+//! Needs `scripts/install-franz-bench.sh` (Go, from the Go module proxy).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kprod_core::ProducerConfig;
+use kprod_tests::e2e::runtime;
+use kprod_tests::kfake::{FaultStats, Kfake};
+use kprod_tests::ledger::Ledger;
+use kprod_tokio::ProducerHandle;
+
+/// Records per burst; a burst every millisecond at most.
+const BURST: usize = 20;
+
+/// A small xorshift generator: a run's faults are replayable from its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+fn seed() -> u64 {
+    let seed = std::env::var("KPROD_KFAKE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock after 1970")
+                .as_nanos() as u64
+                | 1
+        });
+    println!("KPROD_KFAKE_SEED={seed}");
+    seed
+}
+
+/// The producer's settings for these runs: short timeouts and backoffs, so that faults are
+/// recovered from quickly, and a delivery timeout no fault here may reach.
+fn config(kfake: &Kfake, client_id: &str) -> ProducerConfig {
+    ProducerConfig {
+        bootstrap_servers: kfake.bootstrap().split(',').map(str::to_owned).collect(),
+        client_id: Some(client_id.into()),
+        linger: Duration::from_millis(2),
+        batch_size: 4_000,
+        request_timeout: Duration::from_secs(2),
+        retry_backoff: Duration::from_millis(5),
+        retry_backoff_max: Duration::from_millis(100),
+        reconnect_backoff: Duration::from_millis(5),
+        delivery_timeout: Duration::from_secs(120),
+        allow_auto_topic_creation: false,
+        ..ProducerConfig::default()
+    }
+}
+
+/// Runs `records` records over `partitions` partitions of a new 3-broker cluster while
+/// `faults` runs `fault` once after another until the records are all sent, then resolves
+/// and checks everything. Returns the fault counts.
+fn under_faults(
+    topic: &str,
+    partitions: i32,
+    records: usize,
+    mut fault: impl FnMut(&mut Kfake, &mut Rng) -> String,
+) -> FaultStats {
+    let seed = seed();
+    let mut rng = Rng(seed);
+    let mut kfake = Kfake::start(3, &[(topic, partitions)]);
+    let rt = runtime();
+    let producer = rt
+        .block_on(async { ProducerHandle::connect(config(&kfake, topic)).expect("valid config") });
+
+    let done = Arc::new(AtomicBool::new(false));
+    let sender = rt.spawn({
+        let (done, producer, topic) = (done.clone(), producer.clone(), topic.to_owned());
+        async move {
+            let mut ledger = Ledger::new(&topic, partitions);
+            let mut k = 0usize;
+            while k < records {
+                for _ in 0..BURST.min(records - k) {
+                    ledger
+                        .enqueue(&producer, (k % partitions as usize) as i32)
+                        .await;
+                    k += 1;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            done.store(true, Ordering::Relaxed);
+            ledger
+        }
+    });
+
+    let mut faults = Vec::new();
+    while !done.load(Ordering::Relaxed) {
+        faults.push(fault(&mut kfake, &mut rng));
+        // The pace of the faults (load shaping, not a synchronisation).
+        std::thread::sleep(Duration::from_millis(2 + rng.below(10)));
+    }
+    let mut ledger = rt.block_on(sender).expect("the sender task");
+    let stats = kfake.stats();
+    println!("seed {seed}: {} faults issued, {stats:?}", faults.len());
+
+    rt.block_on(ledger.resolve(Duration::from_secs(150)));
+    let summary = rt.block_on(ledger.read_and_check(&kfake.bootstrap()));
+    let m = rt.block_on(producer.metrics());
+    println!("seed {seed}: {summary:?}");
+    println!(
+        "batches sent {}, retries {}, epoch bumps {}, producer ids {}, connections opened {}",
+        m.batches_sent, m.retries, m.epoch_bumps, m.producer_ids, m.connections_opened
+    );
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(30), producer.close())
+            .await
+            .expect("close() finishes")
+    });
+
+    assert_eq!(summary.sent, records, "{summary:?}");
+    assert!(summary.all_delivered(), "seed {seed}: {summary:?}");
+    assert_eq!(
+        summary.delivered_without_offset, 0,
+        "seed {seed}: {summary:?}"
+    );
+    assert_eq!(summary.in_log, summary.sent, "seed {seed}: {summary:?}");
+    // No fault lost broker state: one producer id, one epoch, no sequence ever refused.
+    assert_eq!(
+        (m.producer_ids, m.epoch_bumps),
+        (1, 0),
+        "seed {seed}: a new producer id or epoch without any broker state lost ({stats:?})"
+    );
+    assert!(
+        m.retries > 0,
+        "seed {seed}: no batch was retried ({stats:?})"
+    );
+    stats
+}
+
+/// Leaders move every few milliseconds while keyed records flow over six partitions: batches
+/// in flight to a node that stopped leading are refused NOT_LEADER_OR_FOLLOWER (kfake writes
+/// nothing there) and retried at the new leader under the same sequences.
+#[test]
+fn leaders_move_every_few_milliseconds() {
+    under_faults("kfake-leaders", 6, 40_000, |kfake, _rng| {
+        kfake.shuffle_leaders();
+        "shuffle".into()
+    });
+}
+
+/// Leader moves, refusals (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT:
+/// nothing written), refusals after the append (REQUEST_TIMED_OUT and
+/// NOT_ENOUGH_REPLICAS_AFTER_APPEND: written), connections dropped before the request is
+/// read, and answers lost after the batch was written, in a seeded order. Every kind of fault
+/// must have met requests, and some lost answers must have been of written batches: their
+/// retries, and those of the batches refused after the append, are the duplicates kfake
+/// answers at the original offsets.
+#[test]
+fn refusals_dropped_connections_and_lost_answers() {
+    let stats = under_faults("kfake-faults", 6, 40_000, |kfake, rng| match rng.below(7) {
+        0 => {
+            kfake.shuffle_leaders();
+            "shuffle".into()
+        }
+        1 => {
+            let code = [6, 19, 7][rng.below(3) as usize];
+            kfake.fail_produce(code, 1 + rng.below(3) as u32);
+            format!("fail {code}")
+        }
+        2 => {
+            let code = [7, 20][rng.below(2) as usize];
+            kfake.fail_produce_after_append(code, 1 + rng.below(2) as u32);
+            format!("after {code}")
+        }
+        3 => {
+            kfake.drop_produce(1);
+            "drop".into()
+        }
+        _ => {
+            kfake.lose_produce_answers(1);
+            "lose".into()
+        }
+    });
+    assert!(stats.failed > 0, "{stats:?}");
+    assert!(stats.dropped > 0, "{stats:?}");
+    assert!(stats.lost_written > 0, "{stats:?}");
+    assert!(stats.after > 0, "{stats:?}");
+}
