@@ -33,7 +33,8 @@ pub struct Kfake {
 pub struct FaultStats {
     /// Produce requests the cluster read (the program's own forwarded ones not counted).
     pub produce: u64,
-    /// Answered with an injected error code for every partition, nothing written.
+    /// Answered with an injected error code (for every partition or for one), that
+    /// partition's batch unwritten.
     pub failed: u64,
     /// Connection closed, the request unprocessed.
     pub dropped: u64,
@@ -41,7 +42,8 @@ pub struct FaultStats {
     pub lost: u64,
     /// Of `lost`, those whose every batch the cluster took (success or duplicate).
     pub lost_written: u64,
-    /// Processed, then answered REQUEST_TIMED_OUT or NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+    /// Processed, then answered REQUEST_TIMED_OUT or NOT_ENOUGH_REPLICAS_AFTER_APPEND (for
+    /// every partition or for one).
     pub after: u64,
 }
 
@@ -112,16 +114,19 @@ impl Kfake {
         self.command("SHUFFLE");
     }
 
-    /// The next `count` Produce requests are answered `code` for every partition, unwritten.
-    pub fn fail_produce(&mut self, code: i16, count: u32) {
-        self.command(&format!("FAIL {code} {count}"));
+    /// The next `count` Produce requests are answered `code` for every partition, unwritten;
+    /// with `only` (topic, partition), the next `count` carrying it are answered `code` for
+    /// that partition alone, unwritten, their other partitions processed as usual. Not 7 or
+    /// 20, which kfake answers after writing (see [`Self::fail_produce_after_append`]).
+    pub fn fail_produce(&mut self, code: i16, count: u32, only: Option<(&str, i32)>) {
+        self.command(&format!("FAIL {code} {count}{}", selector(only)));
     }
 
-    /// The next `count` Produce requests are processed (written where the broker takes them)
-    /// and then answered `code` for every partition: 7 (REQUEST_TIMED_OUT) or 20
+    /// As [`Self::fail_produce`], but the faulted partitions are processed (written where the
+    /// broker takes them) before they are answered `code`: 7 (REQUEST_TIMED_OUT) or 20
     /// (NOT_ENOUGH_REPLICAS_AFTER_APPEND), as Kafka answers when replication did not finish.
-    pub fn fail_produce_after_append(&mut self, code: i16, count: u32) {
-        self.command(&format!("AFTER {code} {count}"));
+    pub fn fail_produce_after_append(&mut self, code: i16, count: u32, only: Option<(&str, i32)>) {
+        self.command(&format!("AFTER {code} {count}{}", selector(only)));
     }
 
     /// The next `count` Produce requests close their connection, unwritten.
@@ -176,6 +181,10 @@ impl Drop for Kfake {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn selector(only: Option<(&str, i32)>) -> String {
+    only.map(|(t, p)| format!(" {t} {p}")).unwrap_or_default()
 }
 
 fn read_lines(out: ChildStdout) -> mpsc::Receiver<String> {

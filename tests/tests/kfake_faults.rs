@@ -72,20 +72,21 @@ fn config(kfake: &Kfake, client_id: &str) -> ProducerConfig {
 }
 
 /// Runs `records` records over `partitions` partitions of a new 3-broker cluster while
-/// `faults` runs `fault` once after another until the records are all sent, then resolves
-/// and checks everything. Returns the fault counts.
+/// `fault` runs again and again until the records are all sent (the producer configured by
+/// `tweak` from [`config`]), then resolves and checks everything. Returns the fault counts.
 fn under_faults(
     topic: &str,
     partitions: i32,
     records: usize,
+    tweak: impl FnOnce(ProducerConfig) -> ProducerConfig,
     mut fault: impl FnMut(&mut Kfake, &mut Rng) -> String,
 ) -> FaultStats {
     let seed = seed();
     let mut rng = Rng(seed);
     let mut kfake = Kfake::start(3, &[(topic, partitions)]);
     let rt = runtime();
-    let producer = rt
-        .block_on(async { ProducerHandle::connect(config(&kfake, topic)).expect("valid config") });
+    let config = tweak(config(&kfake, topic));
+    let producer = rt.block_on(async { ProducerHandle::connect(config).expect("valid config") });
 
     let done = Arc::new(AtomicBool::new(false));
     let sender = rt.spawn({
@@ -156,47 +157,111 @@ fn under_faults(
 /// nothing there) and retried at the new leader under the same sequences.
 #[test]
 fn leaders_move_every_few_milliseconds() {
-    under_faults("kfake-leaders", 6, 40_000, |kfake, _rng| {
-        kfake.shuffle_leaders();
-        "shuffle".into()
-    });
-}
-
-/// Leader moves, refusals (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT:
-/// nothing written), refusals after the append (REQUEST_TIMED_OUT and
-/// NOT_ENOUGH_REPLICAS_AFTER_APPEND: written), connections dropped before the request is
-/// read, and answers lost after the batch was written, in a seeded order. Every kind of fault
-/// must have met requests, and some lost answers must have been of written batches: their
-/// retries, and those of the batches refused after the append, are the duplicates kfake
-/// answers at the original offsets.
-#[test]
-fn refusals_dropped_connections_and_lost_answers() {
-    let stats = under_faults("kfake-faults", 6, 40_000, |kfake, rng| match rng.below(7) {
-        0 => {
+    under_faults(
+        "kfake-leaders",
+        6,
+        40_000,
+        |c| c,
+        |kfake, _rng| {
             kfake.shuffle_leaders();
             "shuffle".into()
+        },
+    );
+}
+
+/// One fault drawn from `rng`: a leader shuffle; a refusal (NOT_LEADER_OR_FOLLOWER,
+/// NOT_ENOUGH_REPLICAS, UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR: nothing written); a
+/// refusal after the append (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND: written);
+/// each of those two for a whole request or for one partition of it; a connection dropped
+/// before the request is read; or an answer lost after the request was processed.
+fn mixed_fault(topic: &str, partitions: i32) -> impl FnMut(&mut Kfake, &mut Rng) -> String {
+    let topic = topic.to_owned();
+    move |kfake, rng| {
+        let partition = rng.below(partitions as u64 + 1) as i32;
+        // One partition of a request, or (partition == partitions) all of it.
+        let only = (partition < partitions).then_some((topic.as_str(), partition));
+        match rng.below(7) {
+            0 => {
+                kfake.shuffle_leaders();
+                "shuffle".into()
+            }
+            1 | 2 => {
+                let code = [6, 19, 3, 56][rng.below(4) as usize];
+                kfake.fail_produce(code, 1 + rng.below(3) as u32, only);
+                format!("fail {code} {only:?}")
+            }
+            3 => {
+                let code = [7, 20][rng.below(2) as usize];
+                kfake.fail_produce_after_append(code, 1 + rng.below(2) as u32, only);
+                format!("after {code} {only:?}")
+            }
+            4 => {
+                kfake.drop_produce(1);
+                "drop".into()
+            }
+            _ => {
+                kfake.lose_produce_answers(1);
+                "lose".into()
+            }
         }
-        1 => {
-            let code = [6, 19, 7][rng.below(3) as usize];
-            kfake.fail_produce(code, 1 + rng.below(3) as u32);
-            format!("fail {code}")
-        }
-        2 => {
-            let code = [7, 20][rng.below(2) as usize];
-            kfake.fail_produce_after_append(code, 1 + rng.below(2) as u32);
-            format!("after {code}")
-        }
-        3 => {
-            kfake.drop_produce(1);
-            "drop".into()
-        }
-        _ => {
-            kfake.lose_produce_answers(1);
-            "lose".into()
-        }
-    });
+    }
+}
+
+/// Asserts that every kind of fault met requests, and that some lost answers were of written
+/// batches: their retries, and those of the batches refused after the append, are the
+/// duplicates kfake answers at the original offsets.
+fn assert_every_fault_met(stats: FaultStats) {
     assert!(stats.failed > 0, "{stats:?}");
+    assert!(stats.after > 0, "{stats:?}");
     assert!(stats.dropped > 0, "{stats:?}");
     assert!(stats.lost_written > 0, "{stats:?}");
-    assert!(stats.after > 0, "{stats:?}");
+}
+
+/// Six partitions, five requests in flight per connection: leader moves, refusals before and
+/// after the append (of whole requests and of single partitions), dropped connections and
+/// lost answers, in a seeded order.
+#[test]
+fn refusals_dropped_connections_and_lost_answers() {
+    let stats = under_faults(
+        "kfake-faults",
+        6,
+        40_000,
+        |c| c,
+        mixed_fault("kfake-faults", 6),
+    );
+    assert_every_fault_met(stats);
+}
+
+/// The same faults over 48 partitions with no linger, so requests carry many partitions'
+/// batches and a single-partition fault leaves the rest of its request written.
+#[test]
+fn faults_on_single_partitions_of_many_partition_requests() {
+    let stats = under_faults(
+        "kfake-many",
+        48,
+        40_000,
+        |c| ProducerConfig {
+            linger: Duration::ZERO,
+            ..c
+        },
+        mixed_fault("kfake-many", 48),
+    );
+    assert_every_fault_met(stats);
+}
+
+/// The same faults with one request in flight per connection
+/// (`max.in.flight.requests.per.connection=1`).
+#[test]
+fn faults_with_one_request_in_flight() {
+    let stats = under_faults(
+        "kfake-one",
+        6,
+        20_000,
+        |c| ProducerConfig {
+            max_in_flight: 1,
+            ..c
+        },
+        mixed_fault("kfake-one", 6),
+    );
+    assert_every_fault_met(stats);
 }

@@ -14,11 +14,15 @@ package main
 //	SHUFFLE               every partition gets a random leader, its leader epoch bumped
 //	MOVE TOPIC P NODE     partition P of TOPIC moves to NODE, its leader epoch bumped
 //	LEADER TOPIC P        OK NODE
-//	FAIL CODE COUNT       the next COUNT Produce requests are answered CODE for every
-//	                      partition, unprocessed (nothing written)
+//	FAIL CODE COUNT [TOPIC PARTITION]
+//	                      the next COUNT Produce requests (with TOPIC PARTITION: the next
+//	                      COUNT carrying it) are answered CODE for every partition (only for
+//	                      that one), unprocessed (nothing written; the other partitions of the
+//	                      request are processed as usual)
 //	DROP COUNT            the next COUNT Produce requests close their connection unprocessed
-//	AFTER CODE COUNT      the next COUNT Produce requests are processed (written, when the
-//	                      broker takes them) and answered CODE for every partition: 7
+//	AFTER CODE COUNT [TOPIC PARTITION]
+//	                      as FAIL, but the partitions are processed (written, when the
+//	                      broker takes them) and then answered CODE: 7
 //	                      (REQUEST_TIMED_OUT) or 20 (NOT_ENOUGH_REPLICAS_AFTER_APPEND), as
 //	                      Kafka answers when replication did not finish in time (kfake's
 //	                      Fault API)
@@ -55,11 +59,10 @@ import (
 const forwardTimeout = 987_654
 
 type faults struct {
-	mu                                          sync.Mutex
-	code                                        int16
-	fail, drop, lose                            int
-	produce, failed, dropped, lost, lostWritten int
-	after                                       []*kfake.FaultHandle
+	mu                                  sync.Mutex
+	drop, lose                          int
+	produce, dropped, lost, lostWritten int
+	fail, after                         []*kfake.FaultHandle
 }
 
 func kfakeMain(args []string) int {
@@ -117,12 +120,6 @@ func kfakeMain(args []string) int {
 			f.dropped++
 			f.mu.Unlock()
 			return nil, errors.New("injected: connection dropped"), true
-		case f.fail > 0:
-			f.fail--
-			f.failed++
-			code := f.code
-			f.mu.Unlock()
-			return refuseAll(req, code), nil, true
 		case f.lose > 0 && req.Acks != 0:
 			f.lose--
 			f.lost++
@@ -197,29 +194,38 @@ func command(c *kfake.Cluster, f *faults, w []string) string {
 			return "ERR usage: LEADER TOPIC PARTITION"
 		}
 		return fmt.Sprintf("OK %d", c.LeaderFor(w[1], int32(p)))
-	case "FAIL":
+	case "FAIL", "AFTER":
 		code, ok1 := num(1)
 		n, ok2 := num(2)
-		if len(w) != 3 || !ok1 || !ok2 || code > 32767 {
-			return "ERR usage: FAIL CODE COUNT"
+		fault := kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Count: n}
+		if len(w) == 5 {
+			p, ok := num(4)
+			if !ok {
+				return "ERR " + w[0] + ": " + w[4] + " is not a partition"
+			}
+			fault.Topic, fault.Partitions = w[3], []int32{int32(p)}
 		}
-		f.mu.Lock()
-		f.code, f.fail = int16(code), n
-		f.mu.Unlock()
-		return "OK"
-	case "AFTER":
-		code, ok1 := num(1)
-		n, ok2 := num(2)
-		if len(w) != 3 || !ok1 || !ok2 || n < 1 || (code != 7 && code != 20) {
-			return "ERR usage: AFTER 7|20 COUNT"
+		after := w[0] == "AFTER"
+		if len(w) != 3 && len(w) != 5 || !ok1 || !ok2 || n < 1 || code < 1 || code > 32767 ||
+			after && code != 7 && code != 20 {
+			return "ERR usage: FAIL CODE COUNT [TOPIC PARTITION] or AFTER 7|20 COUNT [TOPIC PARTITION]"
 		}
-		h := c.Fault(kfake.Fault{
-			Keys:  []kmsg.Key{kmsg.Produce},
-			Err:   kerr.ErrorForCode(int16(code)).(*kerr.Error),
-			Count: n,
-		})
+		e, ok := kerr.ErrorForCode(int16(code)).(*kerr.Error)
+		if !ok {
+			return fmt.Sprintf("ERR %d is not an error code franz-go knows", code)
+		}
+		if !after && (code == 7 || code == 20) {
+			// kfake writes before answering these two; FAIL promises nothing written.
+			return "ERR FAIL writes nothing: use AFTER for 7 and 20, or another code"
+		}
+		fault.Err = e
+		h := c.Fault(fault)
 		f.mu.Lock()
-		f.after = append(f.after, h)
+		if after {
+			f.after = append(f.after, h)
+		} else {
+			f.fail = append(f.fail, h)
+		}
 		f.mu.Unlock()
 		return "OK"
 	case "DROP", "LOSE":
@@ -238,35 +244,16 @@ func command(c *kfake.Cluster, f *faults, w []string) string {
 	case "STATS":
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		after := 0
-		for _, h := range f.after {
-			after += h.Hits()
+		hits := func(hs []*kfake.FaultHandle) (n int) {
+			for _, h := range hs {
+				n += h.Hits()
+			}
+			return n
 		}
 		return fmt.Sprintf("OK produce=%d failed=%d dropped=%d lost=%d lost_written=%d after=%d",
-			f.produce, f.failed, f.dropped, f.lost, f.lostWritten, after)
+			f.produce, hits(f.fail), f.dropped, f.lost, f.lostWritten, hits(f.after))
 	}
 	return fmt.Sprintf("ERR unknown command %q", w[0])
-}
-
-// refuseAll answers every partition of req with code, as a broker that wrote nothing.
-func refuseAll(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
-	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	for _, t := range req.Topics {
-		rt := kmsg.NewProduceResponseTopic()
-		rt.Topic = t.Topic
-		rt.TopicID = t.TopicID
-		for _, p := range t.Partitions {
-			rp := kmsg.NewProduceResponseTopicPartition()
-			rp.Partition = p.Partition
-			rp.ErrorCode = code
-			rp.BaseOffset = -1
-			rp.LogAppendTime = -1
-			rp.LogStartOffset = -1
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return resp
 }
 
 // allWritten: every partition answered success or DUPLICATE_SEQUENCE_NUMBER.
