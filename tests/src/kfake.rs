@@ -140,6 +140,12 @@ impl Kfake {
         self.command(&format!("LOSE {count}"));
     }
 
+    /// Withdraws every fault still waiting for requests. (A fault command replaces one of its
+    /// kind still waiting, so faults never pile up while requests are scarce.)
+    pub fn clear_faults(&mut self) {
+        self.command("CLEAR");
+    }
+
     /// The faults applied so far.
     pub fn stats(&mut self) -> FaultStats {
         let text = self.command("STATS");

@@ -13,6 +13,7 @@
 //!
 //! Needs `scripts/install-franz-bench.sh` (Go, from the Go module proxy).
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,11 +21,13 @@ use std::time::Duration;
 use kprod_core::ProducerConfig;
 use kprod_tests::e2e::runtime;
 use kprod_tests::kfake::{FaultStats, Kfake};
-use kprod_tests::ledger::Ledger;
+use kprod_tests::ledger::{Ledger, Summary};
 use kprod_tokio::ProducerHandle;
 
 /// Records per burst; a burst every millisecond at most.
 const BURST: usize = 20;
+/// Produce requests the cluster reads between two faults, at least.
+const FAULT_GAP: u64 = 3;
 
 /// A small xorshift generator: a run's faults are replayable from its seed.
 struct Rng(u64);
@@ -71,16 +74,63 @@ fn config(kfake: &Kfake, client_id: &str) -> ProducerConfig {
     }
 }
 
+/// What a run met.
+struct Run {
+    seed: u64,
+    stats: FaultStats,
+    summary: Summary,
+    /// Failed records by `"{kind:?} {persisted:?}"`.
+    failures: BTreeMap<String, usize>,
+    producer_ids: u64,
+    epoch_bumps: u64,
+}
+
+impl Run {
+    /// Every record delivered with its offset and in the log (the ledger's checks, run for
+    /// every test, already found each once, in send order, at its offset).
+    fn assert_all_delivered(&self) {
+        let s = &self.summary;
+        assert!(
+            s.all_delivered() && s.in_log == s.sent,
+            "seed {}: {s:?}, failures {:?}",
+            self.seed,
+            self.failures
+        );
+    }
+
+    /// No fault lost broker state: one producer id, one epoch, no sequence ever refused.
+    fn assert_one_identity(&self) {
+        assert_eq!(
+            (self.producer_ids, self.epoch_bumps),
+            (1, 0),
+            "seed {}: a new producer id or epoch without any broker state lost ({:?})",
+            self.seed,
+            self.stats
+        );
+    }
+
+    /// Every kind of fault met requests, and some lost answers were of written batches:
+    /// their retries, and those of the batches refused after the append, are the duplicates
+    /// kfake answers at the original offsets.
+    fn assert_every_fault_met(&self) {
+        let stats = self.stats;
+        assert!(stats.failed > 0, "{stats:?}");
+        assert!(stats.after > 0, "{stats:?}");
+        assert!(stats.dropped > 0, "{stats:?}");
+        assert!(stats.lost_written > 0, "{stats:?}");
+    }
+}
+
 /// Runs `records` records over `partitions` partitions of a new 3-broker cluster while
-/// `fault` runs again and again until the records are all sent (the producer configured by
-/// `tweak` from [`config`]), then resolves and checks everything. Returns the fault counts.
+/// `fault` runs again and again until every record has its outcome (the producer configured by
+/// `tweak` from [`config`]), then resolves and checks everything. Returns what it met.
 fn under_faults(
     topic: &str,
     partitions: i32,
     records: usize,
     tweak: impl FnOnce(ProducerConfig) -> ProducerConfig,
     mut fault: impl FnMut(&mut Kfake, &mut Rng) -> String,
-) -> FaultStats {
+) -> Run {
     let seed = seed();
     let mut rng = Rng(seed);
     let mut kfake = Kfake::start(3, &[(topic, partitions)]);
@@ -103,18 +153,29 @@ fn under_faults(
                 }
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
+            // Faults go on until every record has its outcome.
+            producer.flush().await;
             done.store(true, Ordering::Relaxed);
             ledger
         }
     });
 
     let mut faults = Vec::new();
+    let mut mark = 0;
     while !done.load(Ordering::Relaxed) {
-        faults.push(fault(&mut kfake, &mut rng));
+        // At most one fault per FAULT_GAP Produce requests: where requests are scarce (one
+        // partition, one in flight, a producer in its backoffs) faults every few milliseconds
+        // would meet every request, and no producer could make progress.
+        let produce = kfake.stats().produce;
+        if produce >= mark + FAULT_GAP {
+            faults.push(fault(&mut kfake, &mut rng));
+            mark = produce;
+        }
         // The pace of the faults (load shaping, not a synchronisation).
         std::thread::sleep(Duration::from_millis(2 + rng.below(10)));
     }
     let mut ledger = rt.block_on(sender).expect("the sender task");
+    kfake.clear_faults();
     let stats = kfake.stats();
     println!("seed {seed}: {} faults issued, {stats:?}", faults.len());
 
@@ -122,6 +183,15 @@ fn under_faults(
     let summary = rt.block_on(ledger.read_and_check(&kfake.bootstrap()));
     let m = rt.block_on(producer.metrics());
     println!("seed {seed}: {summary:?}");
+    let mut failures = BTreeMap::<String, usize>::new();
+    for e in ledger.entries() {
+        if let Some(Err(e)) = &e.outcome {
+            *failures
+                .entry(format!("{:?} {:?}", e.kind, e.persisted))
+                .or_default() += 1;
+        }
+    }
+    println!("seed {seed}: failures {failures:?}");
     println!(
         "batches sent {}, retries {}, epoch bumps {}, producer ids {}, connections opened {}",
         m.batches_sent, m.retries, m.epoch_bumps, m.producer_ids, m.connections_opened
@@ -133,23 +203,22 @@ fn under_faults(
     });
 
     assert_eq!(summary.sent, records, "{summary:?}");
-    assert!(summary.all_delivered(), "seed {seed}: {summary:?}");
     assert_eq!(
         summary.delivered_without_offset, 0,
         "seed {seed}: {summary:?}"
-    );
-    assert_eq!(summary.in_log, summary.sent, "seed {seed}: {summary:?}");
-    // No fault lost broker state: one producer id, one epoch, no sequence ever refused.
-    assert_eq!(
-        (m.producer_ids, m.epoch_bumps),
-        (1, 0),
-        "seed {seed}: a new producer id or epoch without any broker state lost ({stats:?})"
     );
     assert!(
         m.retries > 0,
         "seed {seed}: no batch was retried ({stats:?})"
     );
-    stats
+    Run {
+        seed,
+        stats,
+        summary,
+        failures,
+        producer_ids: m.producer_ids,
+        epoch_bumps: m.epoch_bumps,
+    }
 }
 
 /// Leaders move every few milliseconds while keyed records flow over six partitions: batches
@@ -157,7 +226,7 @@ fn under_faults(
 /// nothing there) and retried at the new leader under the same sequences.
 #[test]
 fn leaders_move_every_few_milliseconds() {
-    under_faults(
+    let run = under_faults(
         "kfake-leaders",
         6,
         40_000,
@@ -167,6 +236,8 @@ fn leaders_move_every_few_milliseconds() {
             "shuffle".into()
         },
     );
+    run.assert_all_delivered();
+    run.assert_one_identity();
 }
 
 /// One fault drawn from `rng`: a leader shuffle; a refusal (NOT_LEADER_OR_FOLLOWER,
@@ -207,36 +278,28 @@ fn mixed_fault(topic: &str, partitions: i32) -> impl FnMut(&mut Kfake, &mut Rng)
     }
 }
 
-/// Asserts that every kind of fault met requests, and that some lost answers were of written
-/// batches: their retries, and those of the batches refused after the append, are the
-/// duplicates kfake answers at the original offsets.
-fn assert_every_fault_met(stats: FaultStats) {
-    assert!(stats.failed > 0, "{stats:?}");
-    assert!(stats.after > 0, "{stats:?}");
-    assert!(stats.dropped > 0, "{stats:?}");
-    assert!(stats.lost_written > 0, "{stats:?}");
-}
-
 /// Six partitions, five requests in flight per connection: leader moves, refusals before and
 /// after the append (of whole requests and of single partitions), dropped connections and
 /// lost answers, in a seeded order.
 #[test]
 fn refusals_dropped_connections_and_lost_answers() {
-    let stats = under_faults(
+    let run = under_faults(
         "kfake-faults",
         6,
         40_000,
         |c| c,
         mixed_fault("kfake-faults", 6),
     );
-    assert_every_fault_met(stats);
+    run.assert_all_delivered();
+    run.assert_one_identity();
+    run.assert_every_fault_met();
 }
 
 /// The same faults over 48 partitions with no linger, so requests carry many partitions'
 /// batches and a single-partition fault leaves the rest of its request written.
 #[test]
 fn faults_on_single_partitions_of_many_partition_requests() {
-    let stats = under_faults(
+    let run = under_faults(
         "kfake-many",
         48,
         40_000,
@@ -246,14 +309,16 @@ fn faults_on_single_partitions_of_many_partition_requests() {
         },
         mixed_fault("kfake-many", 48),
     );
-    assert_every_fault_met(stats);
+    run.assert_all_delivered();
+    run.assert_one_identity();
+    run.assert_every_fault_met();
 }
 
 /// The same faults with one request in flight per connection
 /// (`max.in.flight.requests.per.connection=1`).
 #[test]
 fn faults_with_one_request_in_flight() {
-    let stats = under_faults(
+    let run = under_faults(
         "kfake-one",
         6,
         20_000,
@@ -263,5 +328,93 @@ fn faults_with_one_request_in_flight() {
         },
         mixed_fault("kfake-one", 6),
     );
-    assert_every_fault_met(stats);
+    run.assert_all_delivered();
+    run.assert_one_identity();
+    run.assert_every_fault_met();
+}
+
+/// The mix of faults on one partition with, now and then, a request refused
+/// UNKNOWN_PRODUCER_ID (nothing written), as a broker answers once it lost the producer's
+/// state. kprod takes a new epoch. A batch refused so whose earlier attempt may have been
+/// written (its answer lost, or refused after the append) fails `PossiblyPersisted`: sent again
+/// under the new epoch it would be a second copy if the first is in the log. Every other
+/// record must be delivered once, in order.
+///
+/// One partition, because kfake keeps a producer's epoch per producer id rather than per
+/// partition as Kafka does: over several partitions, batches of the old epoch still in flight
+/// to the others are refused INVALID_PRODUCER_EPOCH once one partition moved to the new epoch
+/// (kprod then fails the possibly written ones `PossiblyPersisted`, truthfully, where Kafka
+/// would have taken or deduplicated them).
+#[test]
+fn unknown_producer_id_mid_run_moves_to_a_new_epoch() {
+    let mut mixed = mixed_fault("kfake-pid", 1);
+    let run = under_faults(
+        "kfake-pid",
+        1,
+        20_000,
+        |c| c,
+        move |kfake, rng| {
+            if rng.below(8) == 0 {
+                kfake.fail_produce(59, 1, None);
+                "fail 59".into()
+            } else {
+                mixed(kfake, rng)
+            }
+        },
+    );
+    assert!(
+        run.producer_ids + run.epoch_bumps > 1,
+        "seed {}: no new identity ({:?})",
+        run.seed,
+        run.stats
+    );
+    let allowed = "Failed(Broker(UnknownProducerId)) PossiblyPersisted";
+    assert!(
+        run.failures.keys().all(|k| k == allowed),
+        "seed {}: failures other than {allowed}: {:?}",
+        run.seed,
+        run.failures
+    );
+    let s = &run.summary;
+    assert_eq!(s.delivered + s.failed_possibly_persisted, s.sent, "{s:?}");
+    run.assert_every_fault_met();
+}
+
+/// One UNKNOWN_PRODUCER_ID, with nothing else wrong: kprod bumps its epoch locally (KIP-360;
+/// kfake takes the new epoch at sequence 0), keeps its producer id, and every record is
+/// delivered once, in order, at its offset.
+#[test]
+fn one_unknown_producer_id_costs_one_epoch_and_no_record() {
+    let topic = "kfake-one-pid";
+    let mut kfake = Kfake::start(3, &[(topic, 1)]);
+    let rt = runtime();
+    let producer = rt
+        .block_on(async { ProducerHandle::connect(config(&kfake, topic)).expect("valid config") });
+    let mut ledger = Ledger::new(topic, 1);
+    rt.block_on(async {
+        for _ in 0..500 {
+            ledger.enqueue(&producer, 0).await;
+        }
+        producer.flush().await;
+    });
+    kfake.fail_produce(59, 1, None);
+    rt.block_on(async {
+        for _ in 0..2_000 {
+            ledger.enqueue(&producer, 0).await;
+        }
+    });
+    rt.block_on(ledger.resolve(Duration::from_secs(60)));
+    let summary = rt.block_on(ledger.read_and_check(&kfake.bootstrap()));
+    let m = rt.block_on(producer.metrics());
+    let stats = kfake.stats();
+    assert_eq!(stats.failed, 1, "{stats:?}");
+    assert!(
+        summary.all_delivered() && summary.in_log == 2_500,
+        "{summary:?}"
+    );
+    assert_eq!(
+        (m.producer_ids, m.epoch_bumps),
+        (1, 1),
+        "{summary:?} {stats:?}"
+    );
 }

@@ -19,6 +19,10 @@ package main
 //	                      COUNT carrying it) are answered CODE for every partition (only for
 //	                      that one), unprocessed (nothing written; the other partitions of the
 //	                      request are processed as usual)
+//	                      (FAIL and AFTER replace a FAIL or AFTER still waiting for requests,
+//	                      as DROP and LOSE replace their own count: faults do not pile up
+//	                      while requests are scarce)
+//	CLEAR                 every fault still waiting for requests is withdrawn
 //	DROP COUNT            the next COUNT Produce requests close their connection unprocessed
 //	AFTER CODE COUNT [TOPIC PARTITION]
 //	                      as FAIL, but the partitions are processed (written, when the
@@ -63,6 +67,7 @@ type faults struct {
 	drop, lose                          int
 	produce, dropped, lost, lostWritten int
 	fail, after                         []*kfake.FaultHandle
+	armed                               *kfake.FaultHandle
 }
 
 func kfakeMain(args []string) int {
@@ -219,8 +224,12 @@ func command(c *kfake.Cluster, f *faults, w []string) string {
 			return "ERR FAIL writes nothing: use AFTER for 7 and 20, or another code"
 		}
 		fault.Err = e
-		h := c.Fault(fault)
 		f.mu.Lock()
+		if f.armed != nil {
+			f.armed.Remove()
+		}
+		h := c.Fault(fault)
+		f.armed = h
 		if after {
 			f.after = append(f.after, h)
 		} else {
@@ -240,6 +249,14 @@ func command(c *kfake.Cluster, f *faults, w []string) string {
 			f.lose = n
 		}
 		f.mu.Unlock()
+		return "OK"
+	case "CLEAR":
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.armed != nil {
+			f.armed.Remove()
+		}
+		f.armed, f.drop, f.lose = nil, 0, 0
 		return "OK"
 	case "STATS":
 		f.mu.Lock()
