@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds franz-bench (tests/go/franz-bench: franz-go, the Go client, as a client of the e2e
-# bench) with the machine's Go into ${KPROD_CACHE:-$HOME/.cache/kprod}/franz-bench-<hash>/.
+# bench, and `franz-bench kfake`, franz-go's fake cluster as a test broker) with the machine's
+# Go into ${KPROD_CACHE:-$HOME/.cache/kprod}/franz-bench-<hash>/.
 # <hash> covers every file of tests/go/franz-bench (go.mod and go.sum pin franz-go), so a
 # changed source builds anew. Modules come from the Go module proxy (GOPROXY as set, else
 # Go's default). Idempotent: a complete build is reused.

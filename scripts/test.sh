@@ -9,7 +9,8 @@ KPROD_KAFKA="${KPROD_KAFKA:-$(./scripts/install-kafka.sh | tail -n 1)}"
 # Apache Kafka 3.9.1 for the old-protocol-version tests (found in the cache by the harness).
 ./scripts/install-kafka.sh kafka-3 >/dev/null
 KPROD_JAVA_REF="${KPROD_JAVA_REF:-$(./scripts/install-java-ref.sh | tail -n 1)}"
-# franz-go's bench client (Go, from the Go module proxy), checked against Tansu.
+# franz-go's bench client (Go, from the Go module proxy), checked against Tansu; it also runs
+# franz-go's fake cluster (kfake) for tests/tests/kfake_faults.rs.
 KPROD_FRANZ_BENCH="${KPROD_FRANZ_BENCH:-$(./scripts/install-franz-bench.sh | tail -n 1)}"
 export KPROD_TANSU KPROD_KAFKA KPROD_JAVA_REF KPROD_FRANZ_BENCH
 cargo test --workspace --all-targets "$@"

@@ -2,7 +2,7 @@
 // (seed.go) runs the latency bench's seed scenario; `bench` serves the e2e bench
 // (tests/src/bin/bench-e2e.rs), speaking the same stdin/stdout protocol as the Java
 // reference producer's `bench` command (tests/java, Bench.java), so that the bench drives
-// both alike:
+// both alike (`kfake`, in kfake.go, runs franz-go's fake cluster as a test broker instead):
 //
 //	franz-bench --bootstrap B [--size BYTES] [--partitions P] [--keyless yes|no]
 //	    [--linger-ms MS] [--batch-size BYTES] [--timeout-ms MS] [--max-kafka-version V]
