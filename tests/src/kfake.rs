@@ -7,7 +7,8 @@
 //! sequence but the next refused OUT_OF_ORDER_SEQUENCE_NUMBER), over several brokers whose
 //! producer state is shared, so a leader move keeps it as replication does in Kafka. Its leader
 //! moves are cheap (hundreds a second), and the program injects Produce faults: refusals
-//! (nothing written), refusals after the append (written, then answered REQUEST_TIMED_OUT or
+//! (nothing written), requests held past the producer's request timeout and then processed
+//! (zombies), refusals after the append (written, then answered REQUEST_TIMED_OUT or
 //! NOT_ENOUGH_REPLICAS_AFTER_APPEND), dropped connections (nothing written) and lost answers
 //! (written, then the connection closed without the answer).
 
@@ -42,6 +43,8 @@ pub struct FaultStats {
     pub lost: u64,
     /// Of `lost`, those whose every batch the cluster took (success or duplicate).
     pub lost_written: u64,
+    /// Held for a while, then processed as usual.
+    pub held: u64,
     /// Processed, then answered REQUEST_TIMED_OUT or NOT_ENOUGH_REPLICAS_AFTER_APPEND (for
     /// every partition or for one).
     pub after: u64,
@@ -140,8 +143,14 @@ impl Kfake {
         self.command(&format!("LOSE {count}"));
     }
 
-    /// Withdraws every fault still waiting for requests. (A fault command replaces one of its
-    /// kind still waiting, so faults never pile up while requests are scarce.)
+    /// The next `count` Produce requests are held `ms` milliseconds, then processed as usual:
+    /// a producer that gave up on one meanwhile (its request timeout) meets its write late,
+    /// after its retry, as a zombie.
+    pub fn hold_produce(&mut self, ms: u64, count: u32) {
+        self.command(&format!("HOLD {ms} {count}"));
+    }
+
+    /// Withdraws every fault still waiting for requests.
     pub fn clear_faults(&mut self) {
         self.command("CLEAR");
     }
@@ -162,6 +171,7 @@ impl Kfake {
                 "lost" => s.lost = v,
                 "lost_written" => s.lost_written = v,
                 "after" => s.after = v,
+                "held" => s.held = v,
                 _ => panic!("franz-bench kfake STATS: unknown field in {text:?}"),
             }
         }

@@ -418,3 +418,40 @@ fn one_unknown_producer_id_costs_one_epoch_and_no_record() {
         "{summary:?} {stats:?}"
     );
 }
+
+/// The mix of faults over 12 partitions (batches of at most 1,000 bytes, for many requests)
+/// with, one fault in eight, a request held 2.5 s and then processed: past the
+/// producer's 2 s request timeout, so kprod gives the connection up and sends the batch again,
+/// and the held request is written afterwards (kfake takes it for the duplicate it is, or
+/// writes it first if it is processed before the retry). Every record must be delivered once,
+/// in order, with its one producer id and epoch.
+#[test]
+fn requests_held_past_the_request_timeout_then_written() {
+    let mut mixed = mixed_fault("kfake-held", 12);
+    let run = under_faults(
+        "kfake-held",
+        12,
+        40_000,
+        |c| ProducerConfig {
+            batch_size: 1_000,
+            ..c
+        },
+        move |kfake, rng| {
+            if rng.below(8) == 0 {
+                kfake.hold_produce(2_500, 1);
+                "hold".into()
+            } else {
+                mixed(kfake, rng)
+            }
+        },
+    );
+    // Holds stall the flow, so fewer faults of each other kind meet requests here: those
+    // that write are asserted, as the held ones.
+    let stats = run.stats;
+    assert!(
+        stats.held > 0 && stats.lost_written + stats.after > 0,
+        "{stats:?}"
+    );
+    run.assert_all_delivered();
+    run.assert_one_identity();
+}

@@ -19,9 +19,8 @@ package main
 //	                      COUNT carrying it) are answered CODE for every partition (only for
 //	                      that one), unprocessed (nothing written; the other partitions of the
 //	                      request are processed as usual)
-//	                      (FAIL and AFTER replace a FAIL or AFTER still waiting for requests,
-//	                      as DROP and LOSE replace their own count: faults do not pile up
-//	                      while requests are scarce)
+//	                      (FAIL and AFTER add to those still waiting for requests; DROP,
+//	                      LOSE and HOLD set their own count)
 //	CLEAR                 every fault still waiting for requests is withdrawn
 //	DROP COUNT            the next COUNT Produce requests close their connection unprocessed
 //	AFTER CODE COUNT [TOPIC PARTITION]
@@ -33,7 +32,10 @@ package main
 //	LOSE COUNT            the next COUNT Produce requests are processed (written, when the
 //	                      broker takes them) and then their connection is closed without the
 //	                      answer: the fault an idempotent producer exists for
-//	STATS                 OK produce=N failed=N dropped=N lost=N lost_written=N after=N (Produce
+//	HOLD MS COUNT         the next COUNT Produce requests are held MS milliseconds, then
+//	                      processed as usual, answered or not (a producer that gave up on the
+//	                      request meanwhile meets its write late: a zombie)
+//	STATS                 OK produce=N failed=N dropped=N lost=N lost_written=N after=N held=N (Produce
 //	                      requests seen; faults applied; lost answers whose batches were all
 //	                      answered success or duplicate, i.e. written)
 //
@@ -64,10 +66,12 @@ const forwardTimeout = 987_654
 
 type faults struct {
 	mu                                  sync.Mutex
-	drop, lose                          int
+	drop, lose, hold                    int
+	holdFor                             time.Duration
 	produce, dropped, lost, lostWritten int
+	held                                int
 	fail, after                         []*kfake.FaultHandle
-	armed                               *kfake.FaultHandle
+	armed                               []*kfake.FaultHandle
 }
 
 func kfakeMain(args []string) int {
@@ -125,6 +129,13 @@ func kfakeMain(args []string) int {
 			f.dropped++
 			f.mu.Unlock()
 			return nil, errors.New("injected: connection dropped"), true
+		case f.hold > 0:
+			f.hold--
+			f.held++
+			d := f.holdFor
+			f.mu.Unlock()
+			c.SleepControl(func() { time.Sleep(d) })
+			return nil, nil, false
 		case f.lose > 0 && req.Acks != 0:
 			f.lose--
 			f.lost++
@@ -225,11 +236,8 @@ func command(c *kfake.Cluster, f *faults, w []string) string {
 		}
 		fault.Err = e
 		f.mu.Lock()
-		if f.armed != nil {
-			f.armed.Remove()
-		}
 		h := c.Fault(fault)
-		f.armed = h
+		f.armed = append(f.armed, h)
 		if after {
 			f.after = append(f.after, h)
 		} else {
@@ -253,10 +261,20 @@ func command(c *kfake.Cluster, f *faults, w []string) string {
 	case "CLEAR":
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		if f.armed != nil {
-			f.armed.Remove()
+		for _, h := range f.armed {
+			h.Remove()
 		}
-		f.armed, f.drop, f.lose = nil, 0, 0
+		f.armed, f.drop, f.lose, f.hold = nil, 0, 0, 0
+		return "OK"
+	case "HOLD":
+		ms, ok1 := num(1)
+		n, ok2 := num(2)
+		if len(w) != 3 || !ok1 || !ok2 {
+			return "ERR usage: HOLD MS COUNT"
+		}
+		f.mu.Lock()
+		f.hold, f.holdFor = n, time.Duration(ms)*time.Millisecond
+		f.mu.Unlock()
 		return "OK"
 	case "STATS":
 		f.mu.Lock()
@@ -267,8 +285,8 @@ func command(c *kfake.Cluster, f *faults, w []string) string {
 			}
 			return n
 		}
-		return fmt.Sprintf("OK produce=%d failed=%d dropped=%d lost=%d lost_written=%d after=%d",
-			f.produce, hits(f.fail), f.dropped, f.lost, f.lostWritten, hits(f.after))
+		return fmt.Sprintf("OK produce=%d failed=%d dropped=%d lost=%d lost_written=%d after=%d held=%d",
+			f.produce, hits(f.fail), f.dropped, f.lost, f.lostWritten, hits(f.after), f.held)
 	}
 	return fmt.Sprintf("ERR unknown command %q", w[0])
 }
