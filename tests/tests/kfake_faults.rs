@@ -1,15 +1,17 @@
 //! kprod against franz-go's fake cluster (kfake, 3 brokers), a third broker that validates
 //! idempotent sequences as Kafka does: leaders move every few milliseconds while records flow,
-//! and Produce requests are refused (nothing written), dropped with their connection (nothing
-//! written) or have their answers lost (written, then the connection closed), in an order
-//! drawn from a seeded generator (`KPROD_KFAKE_SEED` replays a run's faults; the seed is
+//! and Produce requests are refused (nothing written), refused after the append (written),
+//! dropped with their connection (nothing written), have their answers lost (written, then the
+//! connection closed) or are held past the request timeout and then written, in an order
+//! drawn from a seeded generator (`KPROD_KFAKE_SEED` replays the choices; the seed is
 //! printed).
 //!
-//! No fault here loses broker state, so a correct producer never meets an
-//! OUT_OF_ORDER_SEQUENCE_NUMBER or needs a new epoch: the producer keeps its one producer id
-//! and epoch throughout, every record is delivered with its offset (a retry of a written
-//! batch is answered as a duplicate at the original offset), and the independent reader
-//! (librdkafka's consumer) finds each record once, in send order, at its offset.
+//! But for the UNKNOWN_PRODUCER_ID tests, no fault here loses broker state, so a correct
+//! producer needs no new epoch (the OUT_OF_ORDER_SEQUENCE_NUMBER answers it meets are for
+//! batches behind a refused one, retried after it): the producer keeps its one producer id and
+//! epoch throughout, every record is delivered with its offset (a retry of a written batch is
+//! answered as a duplicate at the original offset), and the independent reader (librdkafka's
+//! consumer) finds each record once, in send order, at its offset.
 //!
 //! Needs `scripts/install-franz-bench.sh` (Go, from the Go module proxy).
 
