@@ -43,8 +43,10 @@ pub struct FaultStats {
     pub lost: u64,
     /// Of `lost`, those whose every batch the cluster took (success or duplicate).
     pub lost_written: u64,
-    /// Held for a while, then processed as usual.
+    /// Held for a while, then processed and answered.
     pub held: u64,
+    /// Of `held`, those whose every batch the cluster took or found a duplicate of.
+    pub held_taken: u64,
     /// Processed, then answered REQUEST_TIMED_OUT or NOT_ENOUGH_REPLICAS_AFTER_APPEND (for
     /// every partition or for one).
     pub after: u64,
@@ -143,9 +145,10 @@ impl Kfake {
         self.command(&format!("LOSE {count}"));
     }
 
-    /// The next `count` Produce requests are held `ms` milliseconds, then processed as usual:
-    /// a producer that gave up on one meanwhile (its request timeout) meets its write late,
-    /// after its retry, as a zombie.
+    /// The next `count` Produce requests are held `ms` milliseconds, then processed and
+    /// answered: a producer that gave up on one meanwhile (its request timeout) meets it late,
+    /// a zombie, written if it reaches the broker before the retry, else found a duplicate
+    /// (or refused, once the retry's batch left the broker's last five).
     pub fn hold_produce(&mut self, ms: u64, count: u32) {
         self.command(&format!("HOLD {ms} {count}"));
     }
@@ -172,6 +175,7 @@ impl Kfake {
                 "lost_written" => s.lost_written = v,
                 "after" => s.after = v,
                 "held" => s.held = v,
+                "held_taken" => s.held_taken = v,
                 _ => panic!("franz-bench kfake STATS: unknown field in {text:?}"),
             }
         }

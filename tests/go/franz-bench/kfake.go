@@ -33,11 +33,13 @@ package main
 //	                      broker takes them) and then their connection is closed without the
 //	                      answer: the fault an idempotent producer exists for
 //	HOLD MS COUNT         the next COUNT Produce requests are held MS milliseconds, then
-//	                      processed as usual, answered or not (a producer that gave up on the
-//	                      request meanwhile meets its write late: a zombie)
-//	STATS                 OK produce=N failed=N dropped=N lost=N lost_written=N after=N held=N (Produce
+//	                      processed and answered (a producer that gave up on the request
+//	                      meanwhile, its request timeout, meets it late: a zombie, taken by
+//	                      the broker if it comes before the retry, else a duplicate or refused)
+//	STATS                 OK produce=N failed=N dropped=N lost=N lost_written=N after=N held=N held_taken=N (Produce
 //	                      requests seen; faults applied; lost answers whose batches were all
-//	                      answered success or duplicate, i.e. written)
+//	                      answered success or duplicate, i.e. written; held requests whose
+//	                      batches were all answered success or duplicate)
 //
 // End of input closes the cluster and exits 0.
 
@@ -69,7 +71,7 @@ type faults struct {
 	drop, lose, hold                    int
 	holdFor                             time.Duration
 	produce, dropped, lost, lostWritten int
-	held                                int
+	held, heldTaken                     int
 	fail, after                         []*kfake.FaultHandle
 	armed                               []*kfake.FaultHandle
 }
@@ -134,8 +136,24 @@ func kfakeMain(args []string) int {
 			f.held++
 			d := f.holdFor
 			f.mu.Unlock()
-			c.SleepControl(func() { time.Sleep(d) })
-			return nil, nil, false
+			// Held, then processed on a connection of our own (so that its answer can be
+			// seen), and the answer given to the producer's connection if it is still open.
+			node := c.CurrentNode()
+			var resp *kmsg.ProduceResponse
+			c.SleepControl(func() {
+				time.Sleep(d)
+				resp = forward(forwarders, node, req)
+			})
+			if resp == nil {
+				return nil, errors.New("held: the forwarded request failed"), true
+			}
+			if allWritten(resp) {
+				f.mu.Lock()
+				f.heldTaken++
+				f.mu.Unlock()
+			}
+			resp.Version = req.Version
+			return resp, nil, true
 		case f.lose > 0 && req.Acks != 0:
 			f.lose--
 			f.lost++
@@ -149,19 +167,8 @@ func kfakeMain(args []string) int {
 		node := c.CurrentNode()
 		written := false
 		c.SleepControl(func() {
-			if node < 0 || int(node) >= len(forwarders) {
-				return
-			}
-			fwd := *req
-			fwd.TimeoutMillis = forwardTimeout
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			resp, err := forwarders[node].SeedBrokers()[0].Request(ctx, &fwd)
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "franz-bench kfake: LOSE: forwarding to node %d: %v\n", node, err)
-				return
-			}
-			written = allWritten(resp.(*kmsg.ProduceResponse))
+			resp := forward(forwarders, node, req)
+			written = resp != nil && allWritten(resp)
 		})
 		if written {
 			f.mu.Lock()
@@ -213,7 +220,16 @@ func command(c *kfake.Cluster, f *faults, w []string) string {
 	case "FAIL", "AFTER":
 		code, ok1 := num(1)
 		n, ok2 := num(2)
-		fault := kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Count: n}
+		fault := kfake.Fault{
+			Keys:  []kmsg.Key{kmsg.Produce},
+			Count: n,
+			// Not the requests this program forwards itself (LOSE, HOLD): the producer
+			// would never meet the fault.
+			When: func(r kmsg.Request) bool {
+				p, ok := r.(*kmsg.ProduceRequest)
+				return !ok || p.TimeoutMillis != forwardTimeout
+			},
+		}
 		if len(w) == 5 {
 			p, ok := num(4)
 			if !ok {
@@ -285,10 +301,28 @@ func command(c *kfake.Cluster, f *faults, w []string) string {
 			}
 			return n
 		}
-		return fmt.Sprintf("OK produce=%d failed=%d dropped=%d lost=%d lost_written=%d after=%d held=%d",
-			f.produce, hits(f.fail), f.dropped, f.lost, f.lostWritten, hits(f.after), f.held)
+		return fmt.Sprintf("OK produce=%d failed=%d dropped=%d lost=%d lost_written=%d after=%d held=%d held_taken=%d",
+			f.produce, hits(f.fail), f.dropped, f.lost, f.lostWritten, hits(f.after), f.held, f.heldTaken)
 	}
 	return fmt.Sprintf("ERR unknown command %q", w[0])
+}
+
+// forward sends a copy of req to node on a connection of our own, marked so that the control
+// function lets it through, and returns the answer (nil if it failed).
+func forward(forwarders []*kgo.Client, node int32, req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
+	if node < 0 || int(node) >= len(forwarders) {
+		return nil
+	}
+	fwd := *req
+	fwd.TimeoutMillis = forwardTimeout
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := forwarders[node].SeedBrokers()[0].Request(ctx, &fwd)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "franz-bench kfake: forwarding to node %d: %v\n", node, err)
+		return nil
+	}
+	return resp.(*kmsg.ProduceResponse)
 }
 
 // allWritten: every partition answered success or DUPLICATE_SEQUENCE_NUMBER.
