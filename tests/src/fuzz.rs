@@ -96,6 +96,11 @@ impl Rng {
         }
     }
 
+    /// A duration of `from..to` milliseconds.
+    pub fn millis(&mut self, from: u64, to: u64) -> Duration {
+        Duration::from_millis(from + self.below(to - from))
+    }
+
     /// A `usize` in `lo..=hi`.
     pub fn range(&mut self, lo: usize, hi: usize) -> usize {
         lo + self.below((hi - lo + 1) as u64) as usize

@@ -12,8 +12,8 @@
 //! NOT_ENOUGH_REPLICAS_AFTER_APPEND), dropped connections (nothing written) and lost answers
 //! (written, then the connection closed without the answer).
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::io::Write;
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -78,7 +78,7 @@ impl Kfake {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", exe.display()));
         let stdin = child.stdin.take().expect("piped stdin");
-        let lines = read_lines(child.stdout.take().expect("piped stdout"));
+        let lines = crate::read_lines(child.stdout.take().expect("piped stdout"));
         let mut kfake = Self {
             child,
             stdin,
@@ -205,17 +205,4 @@ impl Drop for Kfake {
 
 fn selector(only: Option<(&str, i32)>) -> String {
     only.map(|(t, p)| format!(" {t} {p}")).unwrap_or_default()
-}
-
-fn read_lines(out: ChildStdout) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    rx
 }

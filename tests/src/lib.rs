@@ -297,6 +297,37 @@ fn spawn_broker(binary: &Path, port: u16, advertised_port: u16, log: &Path) -> C
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()))
 }
 
+/// A run's seed: `$var` if it holds a number, else one from the clock; printed as
+/// `var=SEED` so that a run can be replayed.
+pub fn seed_from_env(var: &str) -> u64 {
+    let seed = std::env::var(var)
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .expect("clock after 1970")
+                .as_nanos() as u64
+        });
+    println!("{var}={seed}");
+    seed
+}
+
+/// The lines a child writes to `out`, read on a thread of their own until it closes or the
+/// receiver is dropped.
+pub(crate) fn read_lines(out: std::process::ChildStdout) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in io::BufRead::lines(io::BufReader::new(out)) {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
 /// The install cache of `scripts/install-*.sh`: `$KPROD_CACHE`, else `$HOME/.cache/kprod`.
 pub fn cache_dir() -> PathBuf {
     match std::env::var_os("KPROD_CACHE") {

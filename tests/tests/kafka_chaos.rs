@@ -25,9 +25,10 @@ use std::time::{Duration, Instant};
 
 use kprod_core::ProducerConfig;
 use kprod_tests::e2e::runtime;
+use kprod_tests::fuzz::Rng;
 use kprod_tests::kafka::KafkaOptions;
 use kprod_tests::ledger::{Ledger, Summary};
-use kprod_tests::Kafka;
+use kprod_tests::{seed_from_env, Kafka};
 use kprod_tokio::ProducerHandle;
 
 const PARTITIONS: i32 = 6;
@@ -35,22 +36,6 @@ const PARTITIONS: i32 = 6;
 const FAULTS: usize = 6;
 /// Records per burst; a burst every millisecond at most.
 const BURST: usize = 20;
-
-/// A small xorshift generator: the run is replayable from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-
-    fn millis(&mut self, from: u64, to: u64) -> Duration {
-        Duration::from_millis(from + self.below(to - from))
-    }
-}
 
 #[derive(Debug, Clone, Copy)]
 enum Fault {
@@ -137,18 +122,8 @@ fn under_load(
     delivery_timeout: Duration,
     faults: impl FnOnce(&mut Kafka, &mut Rng, &str) -> Vec<String>,
 ) -> Summary {
-    let seed = std::env::var("KPROD_CHAOS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .expect("clock after 1970")
-                .as_nanos() as u64
-                | 1
-        });
-    println!("KPROD_CHAOS_SEED={seed}");
-    let mut rng = Rng(seed);
+    let seed = seed_from_env("KPROD_CHAOS_SEED");
+    let mut rng = Rng::new(seed);
     let mut kafka = Kafka::start_with(KafkaOptions::new(3));
     kafka.create_topic(topic, PARTITIONS, replication, Some(2));
 

@@ -22,43 +22,16 @@ use std::time::Duration;
 
 use kprod_core::ProducerConfig;
 use kprod_tests::e2e::runtime;
+use kprod_tests::fuzz::Rng;
 use kprod_tests::kfake::{FaultStats, Kfake};
 use kprod_tests::ledger::{Ledger, Summary};
+use kprod_tests::seed_from_env;
 use kprod_tokio::ProducerHandle;
 
 /// Records per burst; a burst every millisecond at most.
 const BURST: usize = 20;
 /// Produce requests the cluster reads between two faults, at least.
 const FAULT_GAP: u64 = 3;
-
-/// A small xorshift generator: a run's faults are replayable from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
-fn seed() -> u64 {
-    let seed = std::env::var("KPROD_KFAKE_SEED")
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-        // xorshift stays at 0 from 0.
-        .map(|s| s | 1)
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .expect("clock after 1970")
-                .as_nanos() as u64
-                | 1
-        });
-    println!("KPROD_KFAKE_SEED={seed}");
-    seed
-}
 
 /// The producer's settings for these runs: short timeouts and backoffs, so that faults are
 /// recovered from quickly, and a delivery timeout no fault here may reach.
@@ -136,11 +109,11 @@ fn under_faults(
     tweak: impl FnOnce(ProducerConfig) -> ProducerConfig,
     mut fault: impl FnMut(&mut Kfake, &mut Rng) -> String,
 ) -> Run {
-    let seed = seed();
+    let seed = seed_from_env("KPROD_KFAKE_SEED");
     // The choices of faults from one generator, the pauses between them from another, so
     // that a seed replays the choices whatever the timing.
-    let mut rng = Rng(seed);
-    let mut pace = Rng(seed.rotate_left(32) | 1);
+    let mut rng = Rng::new(seed);
+    let mut pace = Rng::new(!seed);
     let mut kfake = Kfake::start(3, &[(topic, partitions)]);
     let rt = runtime();
     let config = tweak(config(&kfake, topic));
