@@ -63,7 +63,7 @@ import (
 )
 
 // forwardTimeout marks a Produce request that this program forwards to the cluster itself
-// (for LOSE): kfake ignores the timeout, and the control function lets it through.
+// (for LOSE and HOLD): kfake ignores the timeout, and the control function lets it through.
 const forwardTimeout = 987_654
 
 type faults struct {
@@ -73,7 +73,6 @@ type faults struct {
 	produce, dropped, lost, lostWritten int
 	held, heldTaken                     int
 	fail, after                         []*kfake.FaultHandle
-	armed                               []*kfake.FaultHandle
 }
 
 func kfakeMain(args []string) int {
@@ -105,7 +104,7 @@ func kfakeMain(args []string) int {
 	defer c.Close()
 	addrs := c.ListenAddrs()
 
-	// One raw client per broker, for LOSE's forwarded requests: at most Produce v12, which
+	// One raw client per broker, for the forwarded requests: at most Produce v12, which
 	// names topics (v13 names them by id, which a copy of a v12 request does not carry).
 	forwarders := make([]*kgo.Client, len(addrs))
 	for i, a := range addrs {
@@ -117,6 +116,18 @@ func kfakeMain(args []string) int {
 	}
 
 	f := &faults{}
+	// The request the control function is running for, sent after `d` to the broker that
+	// read it, on a connection of our own (so that its answer can be seen); nil if that
+	// failed. While it sleeps, the cluster serves other connections.
+	forwardAfter := func(req *kmsg.ProduceRequest, d time.Duration) *kmsg.ProduceResponse {
+		node := c.CurrentNode()
+		var resp *kmsg.ProduceResponse
+		c.SleepControl(func() {
+			time.Sleep(d)
+			resp = forward(forwarders, node, req)
+		})
+		return resp
+	}
 	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		req := r.(*kmsg.ProduceRequest)
@@ -136,14 +147,9 @@ func kfakeMain(args []string) int {
 			f.held++
 			d := f.holdFor
 			f.mu.Unlock()
-			// Held, then processed on a connection of our own (so that its answer can be
-			// seen), and the answer given to the producer's connection if it is still open.
-			node := c.CurrentNode()
-			var resp *kmsg.ProduceResponse
-			c.SleepControl(func() {
-				time.Sleep(d)
-				resp = forward(forwarders, node, req)
-			})
+			// Held, then processed, and the answer given to the producer's connection if
+			// it is still open.
+			resp := forwardAfter(req, d)
 			if resp == nil {
 				return nil, errors.New("held: the forwarded request failed"), true
 			}
@@ -162,15 +168,9 @@ func kfakeMain(args []string) int {
 			f.mu.Unlock()
 			return nil, nil, false
 		}
-		// LOSE: the same request goes to the same broker on another connection, and the
-		// client's connection is then closed without an answer.
-		node := c.CurrentNode()
-		written := false
-		c.SleepControl(func() {
-			resp := forward(forwarders, node, req)
-			written = resp != nil && allWritten(resp)
-		})
-		if written {
+		// LOSE: the request is processed, and the client's connection is then closed without
+		// an answer.
+		if resp := forwardAfter(req, 0); resp != nil && allWritten(resp) {
 			f.mu.Lock()
 			f.lostWritten++
 			f.mu.Unlock()
@@ -253,7 +253,6 @@ func command(c *kfake.Cluster, f *faults, w []string) string {
 		fault.Err = e
 		f.mu.Lock()
 		h := c.Fault(fault)
-		f.armed = append(f.armed, h)
 		if after {
 			f.after = append(f.after, h)
 		} else {
@@ -277,10 +276,13 @@ func command(c *kfake.Cluster, f *faults, w []string) string {
 	case "CLEAR":
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		for _, h := range f.armed {
-			h.Remove()
+		// Removing a fault that answered all its requests already does nothing.
+		for _, hs := range [][]*kfake.FaultHandle{f.fail, f.after} {
+			for _, h := range hs {
+				h.Remove()
+			}
 		}
-		f.armed, f.drop, f.lose, f.hold = nil, 0, 0, 0
+		f.drop, f.lose, f.hold = 0, 0, 0
 		return "OK"
 	case "HOLD":
 		ms, ok1 := num(1)
