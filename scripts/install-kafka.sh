@@ -7,7 +7,9 @@
 #
 # Usage: scripts/install-kafka.sh [POM_DIR]
 #   POM_DIR is a folder under scripts/ holding the pom.xml to install: `kafka` (the default,
-#   Apache Kafka 4.4.0) or `kafka-3` (Apache Kafka 3.9.1, for the old-protocol-version tests).
+#   Apache Kafka 4.4.0), `kafka-3` (Apache Kafka 3.9.1), `kafka-2` (2.3.1) or `kafka-0.11`
+#   (0.11.0.3), the last three for the old-broker tests (2.3.1 and 0.11.0.3 run with
+#   ZooKeeper, from the same folder).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 pom_dir="${1:-kafka}"
@@ -31,7 +33,18 @@ rm -rf "$dest.tmp"
 mkdir -p "$dest.tmp/libs"
 mvn -q -B -f "$pom" dependency:copy-dependencies \
   -DincludeScope=runtime -DoutputDirectory="$dest.tmp/libs" >&2
-for jar in "kafka_2.13-$KAFKA_VERSION.jar" "kafka-tools-$KAFKA_VERSION.jar" "kafka-clients-$KAFKA_VERSION.jar"; do
+# The broker (kafka_2.13, or kafka_2.12 before 3.x) and the clients; the tools where the pom
+# names them (3.x and later).
+jars=("kafka-clients-$KAFKA_VERSION.jar")
+if grep -q '<artifactId>kafka_2.12</artifactId>' "$pom"; then
+  jars+=("kafka_2.12-$KAFKA_VERSION.jar")
+else
+  jars+=("kafka_2.13-$KAFKA_VERSION.jar")
+fi
+if grep -q '<artifactId>kafka-tools</artifactId>' "$pom"; then
+  jars+=("kafka-tools-$KAFKA_VERSION.jar")
+fi
+for jar in "${jars[@]}"; do
   [ -f "$dest.tmp/libs/$jar" ] || { echo "install-kafka: $jar missing after Maven ran" >&2; exit 1; }
 done
 cp "$pom" "$dest.tmp/.complete"

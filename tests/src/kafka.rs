@@ -1,4 +1,6 @@
-//! Apache Kafka in the test suite: a KRaft cluster of 1 or 3 nodes in child JVMs.
+//! Apache Kafka in the test suite: a KRaft cluster of 1 or 3 nodes in child JVMs, or, for the
+//! releases before KRaft ([`KAFKA_2_VERSION`], [`KAFKA_0_11_VERSION`]), brokers beside one
+//! ZooKeeper server in a JVM of its own.
 //!
 //! Install Kafka with `scripts/install-kafka.sh` (Maven Central → `~/.cache/kprod/kafka-<v>/libs`);
 //! `KPROD_KAFKA` may point at another install folder. Java 17+ must be on the `PATH`.
@@ -37,6 +39,32 @@ pub const KAFKA_VERSION: &str = "4.4.0";
 /// which still serves the protocol versions KIP-896 removed in 4.0.
 pub const KAFKA_3_VERSION: &str = "3.9.1";
 
+/// Apache Kafka 2.3.1 (`scripts/install-kafka.sh kafka-2`), run with ZooKeeper: the last
+/// release line without KIP-360 (InitProducerId v1 at most) whose broker forgets a producer
+/// once its last batch falls below the log start (KAFKA-7190, fixed in 2.4).
+pub const KAFKA_2_VERSION: &str = "2.3.1";
+
+/// Apache Kafka 0.11.0.3 (`scripts/install-kafka.sh kafka-0.11`), run with ZooKeeper: the
+/// first release with idempotence (Produce v3, Metadata v4, InitProducerId v0; a producer's
+/// last batch per partition is the whole deduplication window).
+pub const KAFKA_0_11_VERSION: &str = "0.11.0.3";
+
+/// Whether Apache Kafka `version` runs with ZooKeeper here (every release before 3.0; the
+/// suite runs 2.3.1 and 0.11.0.3 so).
+fn zookeeper_mode(version: &str) -> bool {
+    ["0.", "1.", "2."].iter().any(|p| version.starts_with(p))
+}
+
+/// The folder under `scripts/` whose pom installs Apache Kafka `version`.
+fn pom_dir(version: &str) -> &'static str {
+    match version {
+        KAFKA_3_VERSION => "kafka-3",
+        KAFKA_2_VERSION => "kafka-2",
+        KAFKA_0_11_VERSION => "kafka-0.11",
+        _ => "kafka",
+    }
+}
+
 /// How long a node may take to join the cluster.
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long a topic may take to get a leader for every partition.
@@ -61,7 +89,9 @@ pub struct KafkaOptions {
     pub ssl: Vec<SslListener>,
     /// Extra SASL listeners for clients on every node ([`Self::sasl`]).
     pub sasl: Vec<SaslListener>,
-    /// The Apache Kafka version to run: [`KAFKA_VERSION`] (default) or [`KAFKA_3_VERSION`].
+    /// The Apache Kafka version to run: [`KAFKA_VERSION`] (default), [`KAFKA_3_VERSION`], or
+    /// with ZooKeeper [`KAFKA_2_VERSION`] or [`KAFKA_0_11_VERSION`] (no TLS or SASL listeners
+    /// there).
     pub version: &'static str,
     /// Run each node's JVM as `kafka-server-start.sh` does (1 GiB heap, G1, both JIT
     /// compilers: [`SHIPPED_JVM_FLAGS`]) instead of the suite's lean settings
@@ -282,7 +312,8 @@ impl KafkaOptions {
     }
 
     /// Runs Apache Kafka `version` (installed by `scripts/install-kafka.sh`, or
-    /// `scripts/install-kafka.sh kafka-3` for [`KAFKA_3_VERSION`]).
+    /// `scripts/install-kafka.sh kafka-3` for [`KAFKA_3_VERSION`], `kafka-2` for
+    /// [`KAFKA_2_VERSION`], `kafka-0.11` for [`KAFKA_0_11_VERSION`]).
     pub fn version(mut self, version: &'static str) -> Self {
         self.version = version;
         self
@@ -346,7 +377,16 @@ struct Node {
     jvm: Option<Jvm>,
 }
 
-/// A running Apache Kafka cluster (KRaft).
+/// The ZooKeeper server of a cluster of a release before KRaft.
+#[derive(Debug)]
+struct ZooKeeper {
+    port: u16,
+    config: PathBuf,
+    log: PathBuf,
+    jvm: Option<Jvm>,
+}
+
+/// A running Apache Kafka cluster (KRaft, or ZooKeeper before 3.0).
 #[derive(Debug)]
 pub struct Kafka {
     version: &'static str,
@@ -357,6 +397,8 @@ pub struct Kafka {
     nodes: Vec<Node>,
     /// `--add-scram` arguments for `StorageTool format`.
     scram: Vec<String>,
+    /// The ZooKeeper server, for a release before KRaft.
+    zookeeper: Option<ZooKeeper>,
 }
 
 impl Kafka {
@@ -379,11 +421,17 @@ impl Kafka {
             Some(p) if version == KAFKA_VERSION => PathBuf::from(p),
             _ => crate::cache_dir().join(format!("kafka-{version}")),
         };
-        let jar = dir.join("libs").join(format!("kafka_2.13-{version}.jar"));
-        let script = if version == KAFKA_VERSION {
-            "scripts/install-kafka.sh"
+        let scala = if zookeeper_mode(version) {
+            "2.12"
         } else {
-            "scripts/install-kafka.sh kafka-3"
+            "2.13"
+        };
+        let jar = dir
+            .join("libs")
+            .join(format!("kafka_{scala}-{version}.jar"));
+        let script = match pom_dir(version) {
+            "kafka" => "scripts/install-kafka.sh".to_owned(),
+            other => format!("scripts/install-kafka.sh {other}"),
         };
         assert!(
             jar.is_file(),
@@ -414,8 +462,36 @@ impl Kafka {
     /// 90 s (the message carries the tail of its log).
     pub fn start_with(opts: KafkaOptions) -> Self {
         assert!(opts.brokers >= 1, "a cluster needs at least one node");
+        let zk = zookeeper_mode(opts.version);
+        assert!(
+            !zk || (opts.ssl.is_empty() && opts.sasl.is_empty()),
+            "the suite runs Kafka {} without TLS or SASL listeners",
+            opts.version
+        );
         let install = Self::install_dir_of(opts.version);
         let dir = temp_dir("kafka");
+        let zookeeper = zk.then(|| {
+            let zk_dir = dir.join("zookeeper");
+            std::fs::create_dir_all(&zk_dir).expect("create the ZooKeeper dir");
+            let port = free_port();
+            let config = zk_dir.join("zookeeper.properties");
+            // A short tick, so that a session (a killed broker's registration) can expire
+            // within the 3 s the brokers ask for, as a KRaft broker is fenced here.
+            write_file(
+                &config,
+                &format!(
+                    "dataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
+                     tickTime=500\nmaxClientCnxns=0\nadmin.enableServer=false\n",
+                    zk_dir.join("data").display()
+                ),
+            );
+            ZooKeeper {
+                port,
+                config,
+                log: zk_dir.join("zookeeper.log"),
+                jvm: None,
+            }
+        });
         let ports: Vec<(u16, u16)> = (0..opts.brokers)
             .map(|_| (free_port(), free_port()))
             .collect();
@@ -428,8 +504,11 @@ impl Kafka {
             .map(|(i, (_, c))| format!("{}@127.0.0.1:{c}", i + 1))
             .collect::<Vec<_>>()
             .join(",");
-        let log4j = dir.join("log4j2.properties");
-        write_file(&log4j, LOG4J);
+        if zk {
+            write_file(&dir.join("log4j.properties"), LOG4J_1);
+        } else {
+            write_file(&dir.join("log4j2.properties"), LOG4J);
+        }
         let replication = opts.brokers.min(3);
         let mut nodes = Vec::new();
         for (i, &(port, controller_port)) in ports.iter().enumerate() {
@@ -466,7 +545,39 @@ impl Kafka {
                         .map(|l| format!(",{}:{}", l.name, l.protocol())),
                 )
                 .collect();
-            let mut props = format!(
+            let data = node_dir.join("data");
+            let mut props = if let Some(z) = &zookeeper {
+                format!(
+                    "broker.id={id}\n\
+                     zookeeper.connect=127.0.0.1:{}\n\
+                     zookeeper.session.timeout.ms=3000\n\
+                     listeners=PLAINTEXT://127.0.0.1:{port}{client_listener}\n\
+                     advertised.listeners=PLAINTEXT://127.0.0.1:{port}{client_advertised}\n\
+                     listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:PLAINTEXT\n\
+                     inter.broker.listener.name=PLAINTEXT\n\
+                     log.dirs={}\n\
+                     num.partitions=1\n\
+                     default.replication.factor={replication}\n\
+                     auto.create.topics.enable=false\n\
+                     offsets.topic.replication.factor={replication}\n\
+                     offsets.topic.num.partitions=3\n\
+                     transaction.state.log.replication.factor={replication}\n\
+                     transaction.state.log.min.isr=1\n\
+                     group.initial.rebalance.delay.ms=0\n\
+                     replica.lag.time.max.ms=5000\n\
+                     replica.socket.timeout.ms=5000\n\
+                     replica.fetch.wait.max.ms=200\n\
+                     controlled.shutdown.enable=true\n\
+                     num.network.threads=2\n\
+                     num.io.threads=2\n\
+                     num.replica.fetchers=1\n\
+                     background.threads=2\n\
+                     log.cleaner.enable=false\n",
+                    z.port,
+                    data.display()
+                )
+            } else {
+                format!(
                 "process.roles=broker,controller\n\
                  node.id={id}\n\
                  controller.quorum.voters={voters}\n\
@@ -497,8 +608,9 @@ impl Kafka {
                  num.replica.fetchers=1\n\
                  background.threads=2\n\
                  log.cleaner.enable=false\n",
-                node_dir.join("data").display()
-            );
+                data.display()
+            )
+            };
             for l in &opts.ssl {
                 props.push_str(&l.properties());
             }
@@ -536,10 +648,15 @@ impl Kafka {
                 .iter()
                 .flat_map(SaslListener::scram_args)
                 .collect(),
+            zookeeper,
         };
-        let cluster_id = "kprodTestCluster00000A";
-        for i in 0..kafka.nodes.len() {
-            kafka.format(i, cluster_id);
+        if kafka.zookeeper.is_some() {
+            kafka.start_zookeeper();
+        } else {
+            let cluster_id = "kprodTestCluster00000A";
+            for i in 0..kafka.nodes.len() {
+                kafka.format(i, cluster_id);
+            }
         }
         for i in 0..kafka.nodes.len() {
             kafka.spawn(i);
@@ -578,10 +695,7 @@ impl Kafka {
                 "-cp",
             ])
             .arg(self.classpath())
-            .arg(format!(
-                "-Dlog4j2.configurationFile={}",
-                self.dir.join("log4j2.properties").display()
-            ))
+            .arg(self.log4j_flag())
             .arg(class)
             .args(args)
             .stdin(Stdio::null())
@@ -720,16 +834,29 @@ impl Kafka {
         );
     }
 
-    fn spawn(&mut self, i: usize) {
-        let cp = self.classpath();
-        let log4j = self.dir.join("log4j2.properties");
-        let node = &mut self.nodes[i];
-        assert!(node.jvm.is_none(), "node {} is already running", node.id);
-        let log = std::fs::OpenOptions::new()
+    /// The JVM flag naming the log configuration: log4j 2 for KRaft releases, log4j 1
+    /// (reload4j) before.
+    fn log4j_flag(&self) -> String {
+        if self.zookeeper.is_some() {
+            format!(
+                "-Dlog4j.configuration=file:{}",
+                self.dir.join("log4j.properties").display()
+            )
+        } else {
+            format!(
+                "-Dlog4j2.configurationFile={}",
+                self.dir.join("log4j2.properties").display()
+            )
+        }
+    }
+
+    /// Starts `class` with `args` in a JVM under a watchdog, its output appended to `log`.
+    fn spawn_jvm(&self, flags: &[&str], class: &str, args: &[&Path], log: &Path) -> Jvm {
+        let out = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&node.log)
-            .unwrap_or_else(|e| panic!("cannot open {}: {e}", node.log.display()));
+            .open(log)
+            .unwrap_or_else(|e| panic!("cannot open {}: {e}", log.display()));
         // The watchdog: starts the JVM, prints its pid, then waits for its stdin to close
         // (the test process ended or dropped it) and kills the JVM.
         let mut watchdog = Command::new("bash")
@@ -737,16 +864,16 @@ impl Kafka {
             .arg(r#""$@" </dev/null & pid=$!; echo "$pid"; cat >/dev/null; kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; exit 0"#)
             .arg("kafka-watchdog")
             .arg("java")
-            .args(self.jvm_flags)
+            .args(flags)
             .arg("-Djava.awt.headless=true")
-            .arg(format!("-Dlog4j2.configurationFile={}", log4j.display()))
+            .arg(self.log4j_flag())
             .arg("-cp")
-            .arg(&cp)
-            .arg("kafka.Kafka")
-            .arg(&node.config)
+            .arg(self.classpath())
+            .arg(class)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(log)
+            .stderr(out)
             .spawn()
             .expect("spawn bash for the Kafka watchdog");
         let mut line = String::new();
@@ -757,11 +884,46 @@ impl Kafka {
             .trim()
             .parse()
             .unwrap_or_else(|_| panic!("watchdog printed {line:?} instead of a pid"));
-        node.jvm = Some(Jvm {
+        Jvm {
             lifeline: watchdog.stdin.take(),
             watchdog,
             pid,
-        });
+        }
+    }
+
+    fn spawn(&mut self, i: usize) {
+        let node = &self.nodes[i];
+        assert!(node.jvm.is_none(), "node {} is already running", node.id);
+        let jvm = self.spawn_jvm(self.jvm_flags, "kafka.Kafka", &[&node.config], &node.log);
+        self.nodes[i].jvm = Some(jvm);
+    }
+
+    /// Starts the ZooKeeper server and waits until it takes connections.
+    fn start_zookeeper(&mut self) {
+        let z = self.zookeeper.as_ref().expect("a ZooKeeper cluster");
+        let flags = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"];
+        let class = "org.apache.zookeeper.server.ZooKeeperServerMain";
+        let jvm = self.spawn_jvm(&flags, class, &[&z.config], &z.log);
+        let z = self.zookeeper.as_mut().expect("a ZooKeeper cluster");
+        let jvm = z.jvm.insert(jvm);
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while !port_open(z.port) {
+            if let Ok(Some(status)) = jvm.watchdog.try_wait() {
+                panic!(
+                    "ZooKeeper exited ({status}); log {}:\n{}",
+                    z.log.display(),
+                    tail(&z.log, 40)
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "ZooKeeper did not listen on {} within {READY_TIMEOUT:?}; log {}:\n{}",
+                z.port,
+                z.log.display(),
+                tail(&z.log, 40)
+            );
+            std::thread::sleep(PROBE_PAUSE);
+        }
     }
 
     /// Waits until every node in `live` is a registered, unfenced broker (listed in Metadata
@@ -824,7 +986,17 @@ impl Kafka {
             include_cluster_authorized_operations: false,
             include_topic_authorized_operations: false,
         };
-        c.call(&req, 12).ok()
+        c.call(&req, self.metadata_version()).ok()
+    }
+
+    /// The Metadata version the harness asks this release with: 12, or the release's
+    /// highest before 2.8 (Kafka 2.3: 8, 0.11: 4).
+    fn metadata_version(&self) -> i16 {
+        match self.version {
+            KAFKA_2_VERSION => 8,
+            KAFKA_0_11_VERSION => 4,
+            _ => 12,
+        }
     }
 
     /// Metadata for `topic` from any running node.
@@ -1194,6 +1366,9 @@ impl Drop for Kafka {
                 jvm.kill();
             }
         }
+        if let Some(jvm) = self.zookeeper.as_mut().and_then(|z| z.jvm.take()) {
+            jvm.kill();
+        }
         if std::thread::panicking() {
             eprintln!("Kafka logs kept under {}", self.dir.display());
         } else {
@@ -1304,6 +1479,16 @@ pub fn port_open(port: u16) -> bool {
     )
     .is_ok()
 }
+
+/// Broker and ZooKeeper logging before KRaft (log4j 1, reload4j): as [`LOG4J`].
+const LOG4J_1: &str = "\
+log4j.rootLogger=WARN, stderr
+log4j.appender.stderr=org.apache.log4j.ConsoleAppender
+log4j.appender.stderr.Target=System.err
+log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
+log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.server.KafkaServer=INFO
+";
 
 /// Broker logging: warnings and errors only, to stderr (the node's log file).
 const LOG4J: &str = "\

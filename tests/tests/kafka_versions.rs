@@ -1,14 +1,16 @@
 //! Old protocol versions against real brokers (issue 14): kprod forced (by
 //! `ProducerConfig::max_versions`) to every Produce version Apache Kafka 4.4.0 still serves, and
-//! to every Metadata and InitProducerId version, then Apache Kafka 3.9.1 and librdkafka's mock
-//! cluster with their own maximum versions.
+//! to every Metadata and InitProducerId version, then Apache Kafka 3.9.1, 2.3.1 and 0.11.0.3
+//! (the last two with ZooKeeper) and librdkafka's mock cluster with their own maximum
+//! versions, and a leader killed at old versions on 4.4.0 and at 2.3.1's own.
 //!
 //! Every run is checked twice: a connector that reads the request headers on the wire asserts
 //! that exactly the expected (api key, version) pairs were sent, and the independent reader
 //! (librdkafka's consumer) asserts the log: every record acknowledged, present once, in order,
 //! at its offset.
 //!
-//! Needs `scripts/install-kafka.sh` and `scripts/install-kafka.sh kafka-3`, and Java 17+; each
+//! Needs `scripts/install-kafka.sh` and `scripts/install-kafka.sh kafka-3` (`kafka-2`,
+//! `kafka-0.11`), and Java 17+; each
 //! test starts its own cluster and fails if it cannot.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,7 +23,7 @@ use std::time::{Duration, Instant};
 use kprod_core::protocol::{api_key, MaxVersions};
 use kprod_core::ProducerConfig;
 use kprod_tests::e2e::{assert_complete, close, runtime};
-use kprod_tests::kafka::{KafkaOptions, KAFKA_3_VERSION};
+use kprod_tests::kafka::{KafkaOptions, KAFKA_0_11_VERSION, KAFKA_2_VERSION, KAFKA_3_VERSION};
 use kprod_tests::ledger::Ledger;
 use kprod_tests::reader::read_topic;
 use kprod_tests::seed::{fresh_run_id, run_seed, SeedPlan, Source, Verdict};
@@ -305,59 +307,80 @@ fn kafka_4_4_at_every_version() {
 fn kafka_4_4_leader_change_at_old_versions() {
     let mut kafka = Kafka::start_with(KafkaOptions::new(3));
     for (p, m, i) in [(3, 1, 0), (7, 5, 1)] {
-        let started = Instant::now();
-        let topic = format!("kprod-versions-leader-p{p}");
-        kafka.create_topic(&topic, PARTITIONS, 3, Some(2));
-        let rt = runtime();
-        let sniffer = Sniffer::default();
-        let producer = rt.block_on(async {
-            ProducerHandle::with_connector(
-                config(&kafka.bootstrap(), caps(p, m, i)),
-                sniffer.clone(),
-            )
-            .expect("valid config")
-        });
-        let mut ledger = Ledger::new(&topic, PARTITIONS);
-        let paced = |ledger: &mut Ledger, n: usize| {
-            rt.block_on(async {
-                for k in 0..n {
-                    ledger
-                        .enqueue(&producer, (k % PARTITIONS as usize) as i32)
-                        .await;
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-            })
-        };
-        paced(&mut ledger, 600);
-        let leader = kafka.leader(&topic, 0);
-        kafka.kill(leader);
-        paced(&mut ledger, 600);
-        let new_leader = kafka.wait_leader_moved(&topic, 0, leader);
-        kafka.restart(leader);
-        paced(&mut ledger, 600);
-        rt.block_on(ledger.resolve(TIMEOUT));
-        let summary = rt.block_on(ledger.read_and_check(&kafka.bootstrap()));
-        let metrics = rt.block_on(producer.metrics());
-        rt.block_on(async {
-            tokio::time::timeout(Duration::from_secs(30), producer.close())
-                .await
-                .expect("close() finishes")
-        });
-        println!(
-            "Produce v{p}/Metadata v{m}/InitProducerId v{i}: node {leader} killed, leader \
-             {new_leader}, {summary:?}, {:.2?}",
-            started.elapsed()
+        leader_change(
+            &mut kafka,
+            &format!("p{p}"),
+            caps(p, m, i),
+            expected(p, m, i),
         );
-        assert_eq!(sniffer.data_apis(), expected(p, m, i));
-        assert_eq!(summary.sent, 1_800);
-        assert!(summary.all_delivered(), "{summary:?}");
-        assert_eq!(summary.in_log, summary.sent, "{summary:?}");
-        assert_eq!(summary.delivered_without_offset, 0, "{summary:?}");
-        // Without KIP-360 (InitProducerId below v3) a bump is a new producer id, never a
-        // local epoch bump.
-        if i < 3 {
-            assert_eq!(metrics.epoch_bumps, 0, "{metrics:?}");
-        }
+    }
+}
+
+/// On 3 nodes (replication 3, `min.insync.replicas=2`): 600 paced records, the leader of
+/// partition 0 SIGKILLed, 600 more while its leaderships move, the node restarted, 600 more;
+/// asserts the versions on the wire, every record delivered once, in order, at its offset,
+/// and no local epoch bump where the broker has no KIP-360 (InitProducerId below v3).
+fn leader_change(
+    kafka: &mut Kafka,
+    label: &str,
+    max_versions: MaxVersions,
+    want: BTreeSet<(i16, i16)>,
+) {
+    let started = Instant::now();
+    let topic = format!("kprod-versions-leader-{label}");
+    kafka.create_topic(&topic, PARTITIONS, 3, Some(2));
+    let rt = runtime();
+    let sniffer = Sniffer::default();
+    let producer = rt.block_on(async {
+        ProducerHandle::with_connector(config(&kafka.bootstrap(), max_versions), sniffer.clone())
+            .expect("valid config")
+    });
+    let mut ledger = Ledger::new(&topic, PARTITIONS);
+    let paced = |ledger: &mut Ledger, n: usize| {
+        rt.block_on(async {
+            for k in 0..n {
+                ledger
+                    .enqueue(&producer, (k % PARTITIONS as usize) as i32)
+                    .await;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+    };
+    paced(&mut ledger, 600);
+    let leader = kafka.leader(&topic, 0);
+    kafka.kill(leader);
+    paced(&mut ledger, 600);
+    let new_leader = kafka.wait_leader_moved(&topic, 0, leader);
+    kafka.restart(leader);
+    paced(&mut ledger, 600);
+    rt.block_on(ledger.resolve(TIMEOUT));
+    let summary = rt.block_on(ledger.read_and_check(&kafka.bootstrap()));
+    let metrics = rt.block_on(producer.metrics());
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(30), producer.close())
+            .await
+            .expect("close() finishes")
+    });
+    let seen = sniffer.data_apis();
+    println!(
+        "Kafka {} {label}: versions on the wire {seen:?}, node {leader} killed, leader \
+         {new_leader}, {summary:?}, {:.2?}",
+        kafka.version(),
+        started.elapsed()
+    );
+    assert_eq!(seen, want, "{label}: versions on the wire");
+    assert_eq!(summary.sent, 1_800);
+    assert!(summary.all_delivered(), "{summary:?}");
+    assert_eq!(summary.in_log, summary.sent, "{summary:?}");
+    assert_eq!(summary.delivered_without_offset, 0, "{summary:?}");
+    // Without KIP-360 (InitProducerId below v3) a bump is a new producer id, never a local
+    // epoch bump.
+    let init = want
+        .iter()
+        .find(|(k, _)| *k == api_key::INIT_PRODUCER_ID)
+        .map_or(i16::MAX, |&(_, v)| v);
+    if init < 3 {
+        assert_eq!(metrics.epoch_bumps, 0, "{metrics:?}");
     }
 }
 
@@ -375,6 +398,40 @@ fn kafka_3_9_own_versions_and_old_ones() {
     );
     seed_like(&kafka, "k39-p3-m1-i0", caps(3, 1, 0), expected(3, 1, 0));
     seed_like(&kafka, "k39-p8-m9-i2", caps(8, 9, 2), expected(8, 9, 2));
+}
+
+/// Apache Kafka 2.3.1, with ZooKeeper, negotiates its own versions: Produce v7, Metadata v8,
+/// InitProducerId v1 (no KIP-360, so any bump is a new producer id); then forced down to
+/// Produce v3, Metadata v1, InitProducerId v0.
+#[test]
+fn kafka_2_3_own_versions_and_old_ones() {
+    let kafka = Kafka::start_with(KafkaOptions::new(1).version(KAFKA_2_VERSION));
+    assert_eq!(kafka.version(), "2.3.1");
+    seed_like(&kafka, "k23-uncapped", MaxVersions::NONE, expected(7, 8, 1));
+    seed_like(&kafka, "k23-p3-m1-i0", caps(3, 1, 0), expected(3, 1, 0));
+}
+
+/// A leader SIGKILLed and restarted on three Apache Kafka 2.3.1 nodes (ZooKeeper's session
+/// expiry and the ZooKeeper controller move the leaderships), at the broker's own versions.
+#[test]
+fn kafka_2_3_leader_change_on_three_nodes() {
+    let mut kafka = Kafka::start_with(KafkaOptions::new(3).version(KAFKA_2_VERSION));
+    leader_change(&mut kafka, "k23", MaxVersions::NONE, expected(7, 8, 1));
+}
+
+/// Apache Kafka 0.11.0.3, the first release with idempotence, with ZooKeeper: Produce v3
+/// (deduplication against the last batch only, so one batch of a partition in flight at a
+/// time), Metadata v4, InitProducerId v0.
+#[test]
+fn kafka_0_11_own_versions() {
+    let kafka = Kafka::start_with(KafkaOptions::new(1).version(KAFKA_0_11_VERSION));
+    assert_eq!(kafka.version(), "0.11.0.3");
+    seed_like(
+        &kafka,
+        "k011-uncapped",
+        MaxVersions::NONE,
+        expected(3, 4, 0),
+    );
 }
 
 /// The pairing above covers every Metadata and InitProducerId version (checked without a
