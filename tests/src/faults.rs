@@ -375,14 +375,21 @@ impl ProxiedKafka {
     /// # Panics
     /// If a proxy cannot bind, or Kafka cannot start (with the harness's message).
     pub async fn start(nodes: usize) -> Self {
+        Self::start_with(KafkaOptions::new(nodes)).await
+    }
+
+    /// [`Self::start`] with `opts` (its node count; the advertised ports are the proxies').
+    ///
+    /// # Panics
+    /// As [`Self::start`].
+    pub async fn start_with(opts: KafkaOptions) -> Self {
+        let nodes = opts.brokers;
         let mut proxies = Vec::new();
         for _ in 0..nodes {
             proxies.push(Proxy::bind().await.expect("bind proxy"));
         }
         let ports = proxies.iter().map(Proxy::port).collect();
-        let kafka = tokio::task::block_in_place(|| {
-            Kafka::start_with(KafkaOptions::new(nodes).advertise(ports))
-        });
+        let kafka = tokio::task::block_in_place(|| Kafka::start_with(opts.advertise(ports)));
         for (i, p) in proxies.iter().enumerate() {
             p.set_upstream(kafka.client_addr(i));
         }

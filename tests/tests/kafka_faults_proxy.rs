@@ -1,6 +1,7 @@
 //! The fault-proxy scenarios of `faults_tansu.rs` (shared in `kprod_tests::faults`) against a
-//! 3-node Apache Kafka 4.4.0 cluster (KRaft), with one fault proxy in front of each node's
-//! client listener. Every node advertises its proxy's port to clients, so every connection
+//! 3-node Apache Kafka 4.4.0 cluster (KRaft), then one node of Apache Kafka 2.3.1 and one of
+//! 0.11.0.3 (ZooKeeper; their own protocol versions), with one fault proxy in front of each
+//! node's client listener. Every node advertises its proxy's port to clients, so every connection
 //! kprod opens goes through a proxy, while the brokers replicate directly and the independent
 //! reader (librdkafka's consumer) reads unproxied.
 //!
@@ -17,12 +18,13 @@
 //! in one test; a failing scenario does not stop the others, and the test fails at the end
 //! naming every failed scenario. `KPROD_FAULT_SCENARIOS=name,name` runs only those.
 //!
-//! Needs `scripts/install-kafka.sh` and Java 17+.
+//! Needs `scripts/install-kafka.sh` (and `kafka-2`, `kafka-0.11`) and Java 17+.
 
 use std::time::{Duration, Instant};
 
 use kprod_tests::e2e::runtime;
 use kprod_tests::faults::{self, ProxiedKafka};
+use kprod_tests::kafka::{KafkaOptions, KAFKA_0_11_VERSION, KAFKA_2_VERSION};
 use kprod_tests::ledger::Summary;
 
 /// One scenario's result.
@@ -78,6 +80,27 @@ fn table(outcomes: &[Outcome]) -> String {
 /// Every scenario of `faults_tansu.rs` on three Kafka nodes behind three proxies.
 #[test]
 fn fault_scenarios_on_three_kafka_nodes() {
+    run_scenarios(KafkaOptions::new(3));
+}
+
+/// The same scenarios on one Apache Kafka 2.3.1 node (ZooKeeper; no KIP-360, so a needed bump
+/// is a new producer id).
+#[test]
+fn fault_scenarios_on_kafka_2_3() {
+    run_scenarios(KafkaOptions::new(1).version(KAFKA_2_VERSION));
+}
+
+/// The same scenarios on one Apache Kafka 0.11.0.3 node (ZooKeeper; Produce v3: the broker
+/// deduplicates against a producer's last batch of a partition only, and kprod keeps one
+/// batch of a partition in flight there).
+#[test]
+fn fault_scenarios_on_kafka_0_11() {
+    run_scenarios(KafkaOptions::new(1).version(KAFKA_0_11_VERSION));
+}
+
+/// Runs every scenario (or those `KPROD_FAULT_SCENARIOS` names, outside CI) on one cluster
+/// started as `opts` says, and fails naming every scenario that failed.
+fn run_scenarios(opts: KafkaOptions) {
     let only: Option<Vec<String>> = std::env::var("KPROD_FAULT_SCENARIOS")
         .ok()
         .map(|v| v.split(',').map(|s| s.trim().to_owned()).collect());
@@ -102,9 +125,13 @@ fn fault_scenarios_on_three_kafka_nodes() {
         eprintln!("KPROD_FAULT_SCENARIOS: skipping {skipped:?}");
     }
     let started = Instant::now();
+    let (nodes, version) = (opts.brokers, opts.version);
     let outcomes = runtime().block_on(async {
-        let cluster = ProxiedKafka::start(3).await;
-        eprintln!("3 Kafka nodes up in {:.1?}", started.elapsed());
+        let cluster = ProxiedKafka::start_with(opts).await;
+        eprintln!(
+            "{nodes} Kafka {version} node(s) up in {:.1?}",
+            started.elapsed()
+        );
         let mut outcomes = Vec::new();
         for s in scenarios {
             let t0 = Instant::now();
@@ -124,7 +151,10 @@ fn fault_scenarios_on_three_kafka_nodes() {
         outcomes
     });
     let t = table(&outcomes);
-    println!("{t}\ntotal {:.1?}", started.elapsed());
+    println!(
+        "Kafka {version}, {nodes} node(s)\n{t}\ntotal {:.1?}",
+        started.elapsed()
+    );
     let failed: Vec<String> = outcomes
         .iter()
         .filter_map(|o| o.result.as_ref().err().map(|e| format!("{}: {e}", o.name)))
