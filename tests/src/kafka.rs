@@ -1151,6 +1151,21 @@ impl Kafka {
         self.wait_topic(topic, partitions, replication as usize);
     }
 
+    /// Deletes the records of partitions `0..partitions` of `topic` up to their high
+    /// watermarks (DeleteRecords, as `kafka-delete-records.sh` and Kafka Streams' purge of
+    /// its repartition topics do) and returns each partition's new log start.
+    ///
+    /// # Panics
+    /// If the admin request fails for any partition.
+    pub fn delete_records(&self, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
+        let bootstrap = self.bootstrap();
+        let name = topic.to_owned();
+        std::thread::spawn(move || delete_records_rdkafka(&bootstrap, &name, partitions))
+            .join()
+            .expect("admin thread panicked")
+            .unwrap_or_else(|e| panic!("deleting records of {topic}: {e}"))
+    }
+
     /// Deletes `topic` and waits until no node's metadata lists it.
     ///
     /// # Panics
@@ -1410,6 +1425,55 @@ fn create_topic_rdkafka(
             r.map_err(|(t, e)| format!("CreateTopics {t}: {e}"))?;
         }
         Ok(())
+    })
+}
+
+/// DeleteRecords up to the high watermark of `partitions` of `topic` (librdkafka's admin
+/// client): the new log start of each.
+fn delete_records_rdkafka(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+) -> Result<BTreeMap<i32, i64>, String> {
+    use rdkafka::admin::{AdminClient, AdminOptions};
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::config::ClientConfig;
+    use rdkafka::{Offset, TopicPartitionList};
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .create()
+            .map_err(|e| format!("admin client: {e}"))?;
+        let mut list = TopicPartitionList::new();
+        for p in 0..partitions {
+            list.add_partition_offset(topic, p, Offset::End)
+                .map_err(|e| e.to_string())?;
+        }
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        let result = admin
+            .delete_records(&list, &opts)
+            .await
+            .map_err(|e| format!("DeleteRecords: {e}"))?;
+        let mut starts = BTreeMap::new();
+        for e in result.elements() {
+            e.error()
+                .map_err(|err| format!("DeleteRecords {topic}-{}: {err}", e.partition()))?;
+            match e.offset() {
+                Offset::Offset(o) => starts.insert(e.partition(), o),
+                other => {
+                    return Err(format!(
+                        "DeleteRecords {topic}-{}: {other:?}",
+                        e.partition()
+                    ))
+                }
+            };
+        }
+        Ok(starts)
     })
 }
 

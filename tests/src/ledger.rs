@@ -591,6 +591,36 @@ impl Ledger {
         a.summary
     }
 
+    /// As [`Self::read_and_check`], for a topic whose records the test deleted
+    /// (DeleteRecords) up to `log_start` (partition → the log start after the last
+    /// deletion): a record delivered below its partition's log start is left out of the
+    /// check (its absence is the deletion's); every other check holds as is.
+    ///
+    /// # Panics
+    /// If the read fails or a check fails.
+    pub async fn read_and_check_from(
+        &self,
+        brokers: &str,
+        log_start: &BTreeMap<i32, i64>,
+    ) -> Summary {
+        let log = read_log(brokers, &self.topic, self.partitions).await;
+        let deleted = |e: &Entry| {
+            matches!(&e.outcome, Some(Ok(d))
+                if d.offset.is_some_and(|o| o < log_start.get(&e.partition).copied().unwrap_or(0)))
+        };
+        let records: Vec<Checked<'_>> = (self.entries.iter())
+            .filter(|e| !deleted(e))
+            .map(|e| Checked {
+                partition: e.partition,
+                value: &e.value,
+                outcome: e.outcome.as_ref().map(Reported::from_kprod),
+            })
+            .collect();
+        let a = audit(&self.topic, &records, &log);
+        a.assert_clean(&self.topic, true);
+        a.summary
+    }
+
     /// Checks the log against what was sent and reported, counting every problem instead of
     /// panicking (for a comparison table: [`Audit::row`]).
     pub fn audit(&self, log: &BTreeMap<i32, Vec<ReadRecord>>) -> Audit {

@@ -1,0 +1,156 @@
+//! Records deleted under a running producer (DeleteRecords up to the high watermark, as
+//! `kafka-delete-records.sh` and Kafka Streams' purge of its repartition topics do), on real
+//! Apache Kafka brokers of three generations.
+//!
+//! Before 2.4, a broker forgets a producer once the log start passes its last batch
+//! (KAFKA-7190): the producer's next batch, sequenced after the deleted ones, meets no state.
+//! Kafka 2.3.1 then answers UNKNOWN_PRODUCER_ID with a log start right after the last
+//! acknowledged record, which kprod takes as benign state loss: without KIP-360 on that
+//! broker, the partition moves to a new producer id and starts its sequences over, and no
+//! record is lost or failed. Kafka 0.11.0.3 has no UNKNOWN_PRODUCER_ID (nor a log start in
+//! Produce v3 answers): it refuses such a batch OUT_OF_ORDER_SEQUENCE_NUMBER. Kafka 4.4.0
+//! keeps the producer's state, so nothing happens there: the control.
+//!
+//! Each test: one node, 3 partitions; seven rounds of 300 records, paced (a millisecond
+//! every third record) so that batches are in flight when the records are deleted after
+//! each of the first six rounds. The independent reader then checks the log against every
+//! outcome: every record still above the log start once, in order, at its reported offset,
+//! no `NotPersisted` record in the log.
+//!
+//! Needs `scripts/install-kafka.sh` (`kafka-2`, `kafka-0.11`) and Java 17+.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use kprod_core::{DataLossPolicy, Metrics};
+use kprod_tests::e2e::runtime;
+use kprod_tests::kafka::{KafkaOptions, KAFKA_0_11_VERSION, KAFKA_2_VERSION, KAFKA_VERSION};
+use kprod_tests::ledger::{Ledger, Summary};
+use kprod_tests::Kafka;
+use kprod_tokio::ProducerHandle;
+
+const PARTITIONS: i32 = 3;
+const ROUNDS: usize = 7;
+const PER_ROUND: usize = 300;
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Runs the rounds on one node of Apache Kafka `version`; returns the outcomes of every
+/// record (the log's check, which leaves out records deleted, passed), the producer's
+/// metrics and the failures' error kinds (debug-printed).
+fn deleted_under_load(
+    version: &'static str,
+    policy: DataLossPolicy,
+) -> (Summary, Metrics, Vec<String>) {
+    let started = Instant::now();
+    let kafka = Kafka::start_with(KafkaOptions::new(1).version(version));
+    let topic = "kprod-delete-records";
+    kafka.create_topic(topic, PARTITIONS, 1, None);
+    let rt = runtime();
+    let mut cfg = kafka.fault_config("kprod-delete-records");
+    cfg.delivery_timeout = Duration::from_secs(60);
+    cfg.data_loss_policy = policy;
+    let producer = rt.block_on(async { ProducerHandle::connect(cfg).expect("valid config") });
+    // The sender goes on without a pause while the records are deleted: it says when each
+    // round is enqueued, and the deletion after it meets that round's last batches lingering
+    // or in flight and the next round's first ones.
+    let (rounds_tx, rounds_rx) = std::sync::mpsc::channel::<usize>();
+    let sender = {
+        let producer = producer.clone();
+        rt.spawn(async move {
+            let mut ledger = Ledger::new(topic, PARTITIONS);
+            for round in 0..ROUNDS {
+                for k in 0..PER_ROUND {
+                    ledger
+                        .enqueue(&producer, (k % PARTITIONS as usize) as i32)
+                        .await;
+                    if k % 3 == 2 {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                }
+                let _ = rounds_tx.send(round);
+            }
+            ledger
+        })
+    };
+    let mut log_start = BTreeMap::new();
+    let mut deletions = 0;
+    while let Ok(round) = rounds_rx.recv() {
+        if round + 1 < ROUNDS {
+            log_start = kafka.delete_records(topic, PARTITIONS);
+            deletions += 1;
+        }
+    }
+    let mut ledger = rt.block_on(sender).expect("the sender task");
+    assert_eq!(deletions, ROUNDS - 1);
+    rt.block_on(ledger.resolve(TIMEOUT));
+    let summary = rt.block_on(ledger.read_and_check_from(&kafka.bootstrap(), &log_start));
+    let metrics = rt.block_on(producer.metrics());
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(30), producer.close())
+            .await
+            .expect("close() finishes")
+    });
+    let outcomes = ledger.outcomes();
+    let errors: Vec<String> = ledger.errors().iter().map(|e| format!("{e:?}")).collect();
+    println!(
+        "Kafka {version}: log start {log_start:?}, outcomes {outcomes:?}, checked above the log \
+         start {summary:?}, producer ids {}, epoch bumps {}, \
+         retries {}, errors {:?}, {:.2?}",
+        metrics.producer_ids,
+        metrics.epoch_bumps,
+        metrics.retries,
+        errors.iter().collect::<std::collections::BTreeSet<_>>(),
+        started.elapsed()
+    );
+    assert_eq!(ledger.entries().len(), ROUNDS * PER_ROUND);
+    assert_eq!(outcomes.sent, ROUNDS * PER_ROUND);
+    assert!(
+        log_start.values().all(|&o| o > 0),
+        "every partition's records were deleted: {log_start:?}"
+    );
+    (outcomes, metrics, errors)
+}
+
+/// The control: Kafka 4.4.0 keeps the producer's state past the log start; nothing is
+/// retried, one producer id, every record delivered, and no data-loss signal (the policy is
+/// fatal: one would stop the producer).
+#[test]
+fn records_deleted_under_load_on_kafka_4_4() {
+    let (outcomes, metrics, _) = deleted_under_load(KAFKA_VERSION, DataLossPolicy::Fatal);
+    assert!(outcomes.all_delivered(), "{outcomes:?}");
+    assert_eq!(metrics.producer_ids, 1, "{metrics:?}");
+    assert_eq!(metrics.retries, 0, "{metrics:?}");
+}
+
+/// Kafka 2.3.1 forgets the producer at each deletion (KAFKA-7190) and answers its next
+/// batches UNKNOWN_PRODUCER_ID with the new log start, right after the last acknowledged
+/// record: kprod moves to a new producer id (no KIP-360 there, so no epoch bump), sends the
+/// refused batches again from sequence 0 and delivers every record, with no data-loss
+/// signal (the policy is fatal).
+#[test]
+fn records_deleted_under_load_on_kafka_2_3() {
+    let (outcomes, metrics, _) = deleted_under_load(KAFKA_2_VERSION, DataLossPolicy::Fatal);
+    assert!(outcomes.all_delivered(), "{outcomes:?}");
+    assert_eq!(metrics.epoch_bumps, 0, "{metrics:?}");
+    assert!(
+        metrics.producer_ids > 1,
+        "the broker forgot the producer, a new id was taken: {metrics:?}"
+    );
+}
+
+/// Kafka 0.11.0.3 forgets the producer too and refuses its next batches
+/// OUT_OF_ORDER_SEQUENCE_NUMBER, without a log start (Produce v3): what a broker that lost
+/// acknowledged records answers too, so kprod signals data loss (with the default policy,
+/// `SignalAndContinue`), moves to a new producer id and delivers every record: the refused
+/// batches were not written, so sending them again under the new id duplicates nothing.
+#[test]
+fn records_deleted_under_load_on_kafka_0_11() {
+    let (outcomes, metrics, _) =
+        deleted_under_load(KAFKA_0_11_VERSION, DataLossPolicy::SignalAndContinue);
+    assert!(outcomes.all_delivered(), "{outcomes:?}");
+    assert_eq!(metrics.epoch_bumps, 0, "{metrics:?}");
+    assert!(
+        metrics.producer_ids > 1,
+        "the broker forgot the producer, a new id was taken: {metrics:?}"
+    );
+}
