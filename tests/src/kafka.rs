@@ -898,6 +898,40 @@ impl Kafka {
         self.nodes[i].jvm = Some(jvm);
     }
 
+    /// Starts node index `i` with ZooKeeper. A node SIGKILLed moments before leaves its
+    /// registration (an ephemeral node of its old session) until ZooKeeper expires that
+    /// session, and a broker that finds it refuses to start (NodeExists): it is started
+    /// again until it registers, or fails otherwise, within [`READY_TIMEOUT`].
+    fn spawn_registered(&mut self, i: usize) {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            let from = std::fs::metadata(&self.nodes[i].log).map_or(0, |m| m.len());
+            self.spawn(i);
+            // Until the broker takes connections (registered) or exits.
+            let exited = loop {
+                let jvm = self.nodes[i].jvm.as_mut().expect("just spawned");
+                if let Ok(Some(status)) = jvm.watchdog.try_wait() {
+                    break Some(status);
+                }
+                if port_open(self.nodes[i].port) || Instant::now() > deadline {
+                    break None;
+                }
+                std::thread::sleep(PROBE_PAUSE);
+            };
+            let Some(status) = exited else { return };
+            self.nodes[i].jvm = None;
+            let log = std::fs::read(&self.nodes[i].log).unwrap_or_default();
+            let new = String::from_utf8_lossy(log.get(from as usize..).unwrap_or_default());
+            assert!(
+                new.contains("NodeExists") && Instant::now() < deadline,
+                "Kafka node {} exited ({status}) when restarted; log {}:\n{}",
+                self.nodes[i].id,
+                self.nodes[i].log.display(),
+                self.log_tail(i, 40)
+            );
+        }
+    }
+
     /// Starts the ZooKeeper server and waits until it takes connections.
     fn start_zookeeper(&mut self) {
         let z = self.zookeeper.as_ref().expect("a ZooKeeper cluster");
@@ -1350,7 +1384,11 @@ impl Kafka {
     /// waits until it is back in the cluster.
     pub fn restart(&mut self, id: i32) {
         let i = self.index_of(id);
-        self.spawn(i);
+        if self.zookeeper.is_some() {
+            self.spawn_registered(i);
+        } else {
+            self.spawn(i);
+        }
         let live: Vec<usize> = (0..self.nodes.len())
             .filter(|&j| self.nodes[j].jvm.is_some())
             .collect();

@@ -1,4 +1,5 @@
-//! Faults on a 3-node Apache Kafka 4.4.0 cluster under steady load. Random node faults: one at a
+//! Faults on a 3-node Apache Kafka 4.4.0 cluster (and, for random node faults, 2.3.1 with
+//! ZooKeeper) under steady load. Random node faults: one at a
 //! time is SIGKILLed, stopped with SIGTERM (a controlled shutdown) or SIGSTOPped for a
 //! random while, then healed, in an order and with lengths drawn from a seeded generator
 //! (`KPROD_CHAOS_SEED` replays a run; the seed is printed). Records flow the whole time,
@@ -16,7 +17,7 @@
 //! Partition reassignment: every partition's replicas move three times under load (Kafka's
 //! `ReassignPartitionsCommand`), then a preferred leader election; every record delivered.
 //!
-//! Needs `scripts/install-kafka.sh` and Java 17+.
+//! Needs `scripts/install-kafka.sh` (and `kafka-2`) and Java 17+.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,7 +27,7 @@ use std::time::{Duration, Instant};
 use kprod_core::ProducerConfig;
 use kprod_tests::e2e::runtime;
 use kprod_tests::fuzz::Rng;
-use kprod_tests::kafka::KafkaOptions;
+use kprod_tests::kafka::{KafkaOptions, KAFKA_2_VERSION, KAFKA_VERSION};
 use kprod_tests::ledger::{Ledger, Summary};
 use kprod_tests::{seed_from_env, Kafka};
 use kprod_tokio::ProducerHandle;
@@ -48,7 +49,27 @@ enum Fault {
 /// delivery timeout longer than any of them.
 #[test]
 fn random_node_faults_under_load() {
-    let summary = chaos("kprod-chaos", Duration::from_secs(120), false);
+    let summary = chaos(
+        "kprod-chaos",
+        KAFKA_VERSION,
+        Duration::from_secs(120),
+        false,
+    );
+    assert!(summary.all_delivered(), "{summary:?}");
+    assert_eq!(summary.in_log, summary.sent, "{summary:?}");
+}
+
+/// The same on three Apache Kafka 2.3.1 nodes (ZooKeeper: a killed or paused node's
+/// leaderships move once its ZooKeeper session expires, 3 s here; no KIP-360, so a needed
+/// bump is a new producer id): every record delivered, once, in order.
+#[test]
+fn random_node_faults_under_load_on_kafka_2_3() {
+    let summary = chaos(
+        "kprod-chaos-k23",
+        KAFKA_2_VERSION,
+        Duration::from_secs(120),
+        false,
+    );
     assert!(summary.all_delivered(), "{summary:?}");
     assert_eq!(summary.in_log, summary.sent, "{summary:?}");
 }
@@ -59,7 +80,12 @@ fn random_node_faults_under_load() {
 /// missing or duplicated, order kept, no `NotPersisted` record in the log.
 #[test]
 fn overlapping_node_faults_with_short_delivery_timeout() {
-    let summary = chaos("kprod-chaos-overlap", Duration::from_secs(5), true);
+    let summary = chaos(
+        "kprod-chaos-overlap",
+        KAFKA_VERSION,
+        Duration::from_secs(5),
+        true,
+    );
     assert_eq!(
         summary.in_log,
         summary.delivered + summary.possibly_persisted_present,
@@ -76,6 +102,7 @@ fn overlapping_node_faults_with_short_delivery_timeout() {
 fn partition_reassignment_under_load() {
     let summary = under_load(
         "kprod-reassign",
+        KAFKA_VERSION,
         2,
         Duration::from_secs(120),
         |kafka, _rng, topic| {
@@ -107,24 +134,31 @@ fn partition_reassignment_under_load() {
 
 /// Random node faults on the cluster while records flow; with `overlap`, two nodes at once
 /// some of the time.
-fn chaos(topic: &'static str, delivery_timeout: Duration, overlap: bool) -> Summary {
-    under_load(topic, 3, delivery_timeout, |kafka, rng, topic| {
+fn chaos(
+    topic: &'static str,
+    version: &'static str,
+    delivery_timeout: Duration,
+    overlap: bool,
+) -> Summary {
+    under_load(topic, version, 3, delivery_timeout, |kafka, rng, topic| {
         node_faults(kafka, rng, topic, overlap)
     })
 }
 
-/// A new 3-node cluster and topic (replication `replication`, `min.insync.replicas=2`): runs
+/// A new 3-node cluster of Apache Kafka `version` and a topic (replication `replication`,
+/// `min.insync.replicas=2`): runs
 /// `faults` while records flow, then resolves every record and checks the log; returns the
 /// counts.
 fn under_load(
     topic: &'static str,
+    version: &'static str,
     replication: i32,
     delivery_timeout: Duration,
     faults: impl FnOnce(&mut Kafka, &mut Rng, &str) -> Vec<String>,
 ) -> Summary {
     let seed = seed_from_env("KPROD_CHAOS_SEED");
     let mut rng = Rng::new(seed);
-    let mut kafka = Kafka::start_with(KafkaOptions::new(3));
+    let mut kafka = Kafka::start_with(KafkaOptions::new(3).version(version));
     kafka.create_topic(topic, PARTITIONS, replication, Some(2));
 
     let rt = runtime();
