@@ -1,26 +1,27 @@
 //! Acknowledged records lost by a real broker, and kprod saying so.
 //!
-//! Two Apache Kafka 2.3.1 nodes (ZooKeeper), one partition with two replicas,
-//! `min.insync.replicas=1` and `unclean.leader.election.enable=true`: 100 records delivered
-//! while both replicas are in sync; the follower SIGKILLed; 100 more delivered by the leader
-//! alone; the leader SIGKILLed and the stale follower restarted, which Kafka then elects
-//! uncleanly. The 100 records acknowledged by the leader alone are gone from the log: Kafka
-//! lost acknowledged records, as that setting allows. The new leader rebuilt the producer's
-//! state from its own log, so the producer's next batch, sequenced after the lost ones, is
-//! refused OUT_OF_ORDER_SEQUENCE_NUMBER with a log start below the last acknowledged offset:
-//! kprod's evidence of data loss (spec §B, data loss). Under `DataLossPolicy::Fatal` the
-//! producer stops with `FatalError::DataLoss` and the waiting records fail, not persisted;
-//! under `SignalAndContinue` (the default) it signals the loss, takes a new producer id and
+//! Apache Kafka 4.4.0 (three KRaft nodes; the third keeps the controller quorum) and 2.3.1
+//! (two nodes, ZooKeeper); one partition with two replicas, `min.insync.replicas=1` and
+//! `unclean.leader.election.enable=true`: 100 records delivered while both replicas are in
+//! sync; the follower SIGKILLed; 100 more delivered by the leader alone; the leader SIGKILLed
+//! and the stale follower restarted, which Kafka then elects uncleanly. The 100 records
+//! acknowledged by the leader alone are gone from the log (asserted): Kafka lost acknowledged
+//! records, as that setting allows. The new leader rebuilt the producer's state from its own
+//! log, so the producer's next batch, sequenced after the lost ones, is refused
+//! OUT_OF_ORDER_SEQUENCE_NUMBER with a log start below the last acknowledged offset: kprod's
+//! evidence of data loss (spec §B). Under `DataLossPolicy::Fatal` the producer stops with
+//! `FatalError::DataLoss` and the waiting records fail, not persisted; under
+//! `SignalAndContinue` (the default) it signals the loss, moves to a new identity and
 //! delivers them after the log's end.
 //!
-//! Needs `scripts/install-kafka.sh kafka-2` and Java 17+.
+//! Needs `scripts/install-kafka.sh` (and `kafka-2`) and Java 17+.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use kprod_core::{DataLossPolicy, FatalError, Persistence};
 use kprod_tests::e2e::runtime;
-use kprod_tests::kafka::{KafkaOptions, KAFKA_2_VERSION};
+use kprod_tests::kafka::{KafkaOptions, KAFKA_2_VERSION, KAFKA_VERSION};
 use kprod_tests::ledger::{read_log, Ledger};
 use kprod_tests::reader::ReadRecord;
 use kprod_tests::Kafka;
@@ -35,19 +36,30 @@ struct Run {
     log: Vec<ReadRecord>,
     fatal: Option<Fatal>,
     producer_ids: u64,
+    epoch_bumps: u64,
 }
 
-/// The three phases on a new 2-node cluster with `policy`.
-fn unclean_election(topic: &str, policy: DataLossPolicy) -> Run {
+/// The three phases with `policy` on a new cluster of Apache Kafka `version`: two nodes with
+/// ZooKeeper, three with KRaft (the third keeps the controller quorum's majority when the
+/// partition's two replicas are down).
+fn unclean_election(topic: &str, version: &'static str, policy: DataLossPolicy) -> Run {
     let started = Instant::now();
+    let nodes = if version == KAFKA_2_VERSION { 2 } else { 3 };
     let mut kafka = Kafka::start_with(
-        KafkaOptions::new(2)
-            .version(KAFKA_2_VERSION)
+        KafkaOptions::new(nodes)
+            .version(version)
             .set("unclean.leader.election.enable", "true"),
     );
     kafka.create_topic(topic, 1, 2, Some(1));
     let leader = kafka.leader(topic, 0);
-    let follower = 3 - leader;
+    let replicas: Vec<i32> = (kafka.metadata(topic).expect("metadata").topics.iter())
+        .flat_map(|t| t.partitions.iter())
+        .flat_map(|p| p.replica_nodes.iter().copied())
+        .collect();
+    let follower = *replicas
+        .iter()
+        .find(|&&r| r != leader)
+        .unwrap_or_else(|| panic!("no follower among {replicas:?}"));
     let rt = runtime();
     let mut cfg = kafka.fault_config(topic);
     cfg.delivery_timeout = Duration::from_secs(60);
@@ -77,7 +89,8 @@ fn unclean_election(topic: &str, policy: DataLossPolicy) -> Run {
         .block_on(read_log(&live, topic, 1))
         .remove(&0)
         .unwrap_or_default();
-    let producer_ids = rt.block_on(producer.metrics()).producer_ids;
+    let m = rt.block_on(producer.metrics());
+    let (producer_ids, epoch_bumps) = (m.producer_ids, m.epoch_bumps);
     let fatal = producer.fatal();
     rt.block_on(async {
         tokio::time::timeout(Duration::from_secs(30), producer.close())
@@ -85,8 +98,8 @@ fn unclean_election(topic: &str, policy: DataLossPolicy) -> Run {
             .expect("close() finishes")
     });
     println!(
-        "{policy:?}: node {leader} led, node {follower} elected uncleanly; log of {} records, \
-         fatal {fatal:?}, producer ids {producer_ids}, {:.2?}",
+        "Kafka {version}, {policy:?}: node {leader} led, node {follower} elected uncleanly; log of {} records, \
+         fatal {fatal:?}, producer ids {producer_ids}, epoch bumps {epoch_bumps}, {:.2?}",
         log.len(),
         started.elapsed()
     );
@@ -95,6 +108,7 @@ fn unclean_election(topic: &str, policy: DataLossPolicy) -> Run {
         log,
         fatal,
         producer_ids,
+        epoch_bumps,
     }
 }
 
@@ -132,8 +146,29 @@ fn check_loss(run: &Run) {
 }
 
 #[test]
-fn unclean_election_under_a_fatal_data_loss_policy_stops_the_producer() {
-    let run = unclean_election("kprod-unclean-fatal", DataLossPolicy::Fatal);
+fn unclean_election_on_kafka_4_4_under_a_fatal_data_loss_policy_stops_the_producer() {
+    fatal_policy_stops_the_producer(KAFKA_VERSION);
+}
+
+#[test]
+fn unclean_election_on_kafka_4_4_with_the_default_policy_goes_on() {
+    default_policy_goes_on(KAFKA_VERSION);
+}
+
+#[test]
+fn unclean_election_on_kafka_2_3_under_a_fatal_data_loss_policy_stops_the_producer() {
+    fatal_policy_stops_the_producer(KAFKA_2_VERSION);
+}
+
+#[test]
+fn unclean_election_on_kafka_2_3_with_the_default_policy_goes_on() {
+    default_policy_goes_on(KAFKA_2_VERSION);
+}
+
+/// Under `DataLossPolicy::Fatal`: the producer stops with `FatalError::DataLoss`, the last
+/// phase's records fail with it, not persisted, and are absent from the log.
+fn fatal_policy_stops_the_producer(version: &'static str) {
+    let run = unclean_election("kprod-unclean-fatal", version, DataLossPolicy::Fatal);
     check_loss(&run);
     assert!(
         matches!(run.fatal, Some(Fatal::Producer(FatalError::DataLoss))),
@@ -163,12 +198,25 @@ fn unclean_election_under_a_fatal_data_loss_policy_stops_the_producer() {
     assert_eq!(run.log.len(), PHASE, "the log holds the first phase only");
 }
 
-#[test]
-fn unclean_election_with_the_default_policy_goes_on_under_a_new_producer_id() {
-    let run = unclean_election("kprod-unclean-continue", DataLossPolicy::SignalAndContinue);
+/// Under the default policy: the producer goes on under a new identity (an epoch bump, or a
+/// new producer id without KIP-360) and delivers the last phase after the log's end, once,
+/// in order, at its offsets.
+fn default_policy_goes_on(version: &'static str) {
+    let run = unclean_election(
+        "kprod-unclean-continue",
+        version,
+        DataLossPolicy::SignalAndContinue,
+    );
     check_loss(&run);
     assert!(run.fatal.is_none(), "{:?}", run.fatal);
-    assert_eq!(run.producer_ids, 2, "a new producer id after the loss");
+    // A new identity after the loss: a new producer id where the broker has no KIP-360
+    // (2.3.1), an epoch bump where it has (4.4.0).
+    let kip360 = version != KAFKA_2_VERSION;
+    assert_eq!(
+        (run.producer_ids, run.epoch_bumps),
+        if kip360 { (1, 1) } else { (2, 0) },
+        "(producer ids, epoch bumps) after the loss"
+    );
     let at = positions(&run.log);
     let mut last = -1;
     for (i, e) in run.ledger.entries()[2 * PHASE..].iter().enumerate() {
