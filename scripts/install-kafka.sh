@@ -44,6 +44,12 @@ fi
 if grep -q '<artifactId>kafka-tools</artifactId>' "$pom"; then
   jars+=("kafka-tools-$KAFKA_VERSION.jar")
 fi
+# Releases run with ZooKeeper: the ZooKeeper the pom pins (the one their own clients ask for
+# cannot connect on Java 14+) and reload4j for their log.
+if grep -q '<artifactId>zookeeper</artifactId>' "$pom"; then
+  zk_version="$(grep -A2 '<artifactId>zookeeper</artifactId>' "$pom" | sed -n 's:.*<version>\(.*\)</version>.*:\1:p' | head -n 1)"
+  jars+=("zookeeper-$zk_version.jar" "reload4j-1.2.25.jar")
+fi
 for jar in "${jars[@]}"; do
   [ -f "$dest.tmp/libs/$jar" ] || { echo "install-kafka: $jar missing after Maven ran" >&2; exit 1; }
 done

@@ -675,6 +675,16 @@ impl Kafka {
         self.jvm_flags
     }
 
+    /// Panics, naming `what`, on a release before KRaft: the tools the suite runs
+    /// (`org.apache.kafka.tools.*`) and the controller listener are 3.x and later.
+    fn assert_kraft(&self, what: &str) {
+        assert!(
+            self.zookeeper.is_none(),
+            "{what} is not supported on Kafka {} (ZooKeeper) in this harness",
+            self.version
+        );
+    }
+
     fn classpath(&self) -> String {
         format!("{}/libs/*", self.install.display())
     }
@@ -719,6 +729,7 @@ impl Kafka {
     /// # Panics
     /// If a command fails or the reassignment is not done within 60 s.
     pub fn reassign(&self, topic: &str, assignment: &BTreeMap<i32, Vec<i32>>) {
+        self.assert_kraft("partition reassignment");
         let partitions: Vec<String> = (assignment.iter())
             .map(|(p, replicas)| {
                 format!(r#"{{"topic":"{topic}","partition":{p},"replicas":{replicas:?}}}"#)
@@ -762,6 +773,7 @@ impl Kafka {
     /// # Panics
     /// If the command fails.
     pub fn elect_preferred_leaders(&self) {
+        self.assert_kraft("preferred leader election");
         let bootstrap = self.bootstrap();
         self.run_tool(
             "preferred leader election",
@@ -783,6 +795,7 @@ impl Kafka {
     /// # Panics
     /// If the command fails.
     pub fn acl(&self, args: &[&str]) {
+        self.assert_kraft("kafka-acls");
         let bootstrap = self.bootstrap();
         let mut all = vec!["--bootstrap-server", bootstrap.as_str()];
         all.extend_from_slice(args);
@@ -800,6 +813,7 @@ impl Kafka {
     /// # Panics
     /// If the command fails.
     pub fn set_producer_quota(&self, client_id: &str, bytes_per_second: u64) {
+        self.assert_kraft("a producer quota");
         let rate = format!("producer_byte_rate={bytes_per_second}");
         let bootstrap = self.bootstrap();
         self.run_tool(
@@ -900,30 +914,38 @@ impl Kafka {
 
     /// Starts node index `i` with ZooKeeper. A node SIGKILLed moments before leaves its
     /// registration (an ephemeral node of its old session) until ZooKeeper expires that
-    /// session, and a broker that finds it refuses to start (NodeExists): it is started
-    /// again until it registers, or fails otherwise, within [`READY_TIMEOUT`].
+    /// session, and a broker that finds it refuses to start (2.3: NodeExists; 0.11: "already
+    /// registered"): it is started again until it registers, or fails otherwise, within
+    /// [`READY_TIMEOUT`]. Registered means its log says `started`: the broker opens its port
+    /// before it registers, so an open port proves nothing.
     fn spawn_registered(&mut self, i: usize) {
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             let from = std::fs::metadata(&self.nodes[i].log).map_or(0, |m| m.len());
             self.spawn(i);
-            // Until the broker takes connections (registered) or exits.
+            let since_spawn = |log: &Path| {
+                let all = std::fs::read(log).unwrap_or_default();
+                String::from_utf8_lossy(all.get(from as usize..).unwrap_or_default()).into_owned()
+            };
+            // Until the broker has registered (its log says so) or exits.
             let exited = loop {
                 let jvm = self.nodes[i].jvm.as_mut().expect("just spawned");
                 if let Ok(Some(status)) = jvm.watchdog.try_wait() {
                     break Some(status);
                 }
-                if port_open(self.nodes[i].port) || Instant::now() > deadline {
+                if since_spawn(&self.nodes[i].log).contains("started (kafka.server.KafkaServer)")
+                    || Instant::now() > deadline
+                {
                     break None;
                 }
                 std::thread::sleep(PROBE_PAUSE);
             };
             let Some(status) = exited else { return };
             self.nodes[i].jvm = None;
-            let log = std::fs::read(&self.nodes[i].log).unwrap_or_default();
-            let new = String::from_utf8_lossy(log.get(from as usize..).unwrap_or_default());
+            let new = since_spawn(&self.nodes[i].log);
             assert!(
-                new.contains("NodeExists") && Instant::now() < deadline,
+                (new.contains("NodeExists") || new.contains("already registered"))
+                    && Instant::now() < deadline,
                 "Kafka node {} exited ({status}) when restarted; log {}:\n{}",
                 self.nodes[i].id,
                 self.nodes[i].log.display(),
@@ -1029,7 +1051,13 @@ impl Kafka {
         match self.version {
             KAFKA_2_VERSION => 8,
             KAFKA_0_11_VERSION => 4,
-            _ => 12,
+            v => {
+                assert!(
+                    !zookeeper_mode(v),
+                    "no Metadata version known for Kafka {v}"
+                );
+                12
+            }
         }
     }
 
@@ -1402,6 +1430,7 @@ impl Kafka {
 
     /// The controller port of node index `i` (for tests that need to reach the quorum).
     pub fn controller_port(&self, i: usize) -> u16 {
+        self.assert_kraft("a controller port");
         self.nodes[i].controller_port
     }
 

@@ -593,8 +593,11 @@ impl Ledger {
 
     /// As [`Self::read_and_check`], for a topic whose records the test deleted
     /// (DeleteRecords) up to `log_start` (partition → the log start after the last
-    /// deletion): a record delivered below its partition's log start is left out of the
-    /// check (its absence is the deletion's); every other check holds as is.
+    /// deletion): a record delivered at an offset below its partition's log start is left
+    /// out of the check against the log (its absence is the deletion's, and whether it was
+    /// there before cannot be told now); those records' offsets must still be distinct and
+    /// increase in send order per partition. Every other check holds as is (a copy of a
+    /// left-out record above the log start is a foreign record).
     ///
     /// # Panics
     /// If the read fails or a check fails.
@@ -604,12 +607,27 @@ impl Ledger {
         log_start: &BTreeMap<i32, i64>,
     ) -> Summary {
         let log = read_log(brokers, &self.topic, self.partitions).await;
-        let deleted = |e: &Entry| {
-            matches!(&e.outcome, Some(Ok(d))
-                if d.offset.is_some_and(|o| o < log_start.get(&e.partition).copied().unwrap_or(0)))
+        let deleted_at = |e: &Entry| match &e.outcome {
+            Some(Ok(d)) => d
+                .offset
+                .filter(|o| (0..log_start.get(&e.partition).copied().unwrap_or(0)).contains(o)),
+            _ => None,
         };
+        let mut last: BTreeMap<i32, i64> = BTreeMap::new();
+        for (i, e) in self.entries.iter().enumerate() {
+            if let Some(o) = deleted_at(e) {
+                let before = last.insert(e.partition, o);
+                assert!(
+                    before.is_none_or(|b| b < o),
+                    "{}: record {i} acknowledged at {}/{o}, not after the partition's \
+                     previous acknowledgement {before:?}",
+                    self.topic,
+                    e.partition
+                );
+            }
+        }
         let records: Vec<Checked<'_>> = (self.entries.iter())
-            .filter(|e| !deleted(e))
+            .filter(|e| deleted_at(e).is_none())
             .map(|e| Checked {
                 partition: e.partition,
                 value: &e.value,
