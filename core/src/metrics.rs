@@ -40,6 +40,7 @@ pub(crate) struct Counters {
     pub(crate) retries: u64,
     pub(crate) epoch_bumps: u64,
     pub(crate) producer_ids: u64,
+    pub(crate) data_loss: u64,
     pub(crate) produce_throttled: u64,
     pub(crate) metadata_requests: u64,
 }
@@ -57,6 +58,7 @@ impl Counters {
             Event::Diagnostic(Diagnostic::Retry { .. }) => self.retries += 1,
             Event::Diagnostic(Diagnostic::EpochBumped(_)) => self.epoch_bumps += 1,
             Event::Diagnostic(Diagnostic::ProducerId(_)) => self.producer_ids += 1,
+            Event::Diagnostic(Diagnostic::DataLoss { .. }) => self.data_loss += 1,
             _ => {}
         }
     }
@@ -90,6 +92,12 @@ pub struct Metrics {
     /// Counter: producer ids obtained from InitProducerId, the first one included
     /// ([`Diagnostic::ProducerId`]).
     pub producer_ids: u64,
+    /// Counter: refusals that proved the broker lost acknowledged records of a partition
+    /// ([`Diagnostic::DataLoss`]: an OUT_OF_ORDER_SEQUENCE_NUMBER at the head of a partition
+    /// whose log does not start past its last acknowledgement). Counted under either
+    /// [`crate::DataLossPolicy`]; under `SignalAndContinue` this and the diagnostic are
+    /// how an application learns of the loss.
+    pub data_loss_signals: u64,
     /// Counter: Produce answers in which the broker throttled this client (a quota,
     /// `throttle_time_ms` > 0, KIP-219): the connection then sends no Produce request until
     /// the throttle has passed.

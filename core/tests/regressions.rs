@@ -125,6 +125,7 @@ fn unknown_producer_id_after_idle_expiry_is_benign() {
         .events
         .iter()
         .any(|e| matches!(e, Event::Diagnostic(Diagnostic::DataLoss { .. }))));
+    assert_eq!(h.p.metrics().data_loss_signals, 0);
     assert!(h
         .events
         .iter()
@@ -1724,6 +1725,7 @@ fn a_duplicate_acknowledgement_keeps_the_last_known_offset_for_the_data_loss_tes
         "acknowledged data below the log start is gone: {:?}",
         h.events
     );
+    assert_eq!(h.p.metrics().data_loss_signals, 1, "counted in the metrics");
 }
 
 /// The metadata answer `a` (version `version`, correlation id `corr`) with a second

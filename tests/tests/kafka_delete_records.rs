@@ -145,6 +145,7 @@ fn records_deleted_under_load_on_kafka_2_3() {
     let (outcomes, metrics, _) = deleted_under_load(KAFKA_2_VERSION, DataLossPolicy::Fatal);
     assert!(outcomes.all_delivered(), "{outcomes:?}");
     assert_eq!(metrics.epoch_bumps, 0, "{metrics:?}");
+    assert_eq!(metrics.data_loss_signals, 0, "{metrics:?}");
     assert!(
         metrics.producer_ids > 1,
         "the broker forgot the producer, a new id was taken: {metrics:?}"
@@ -161,6 +162,7 @@ fn records_deleted_under_load_on_kafka_0_11() {
     let (outcomes, metrics, _) =
         deleted_under_load(KAFKA_0_11_VERSION, DataLossPolicy::SignalAndContinue);
     assert!(outcomes.all_delivered(), "{outcomes:?}");
+    assert!(metrics.data_loss_signals > 0, "{metrics:?}");
     assert_eq!(metrics.epoch_bumps, 0, "{metrics:?}");
     assert!(
         metrics.producer_ids > 1,

@@ -38,6 +38,7 @@ struct Run {
     fatal: Option<Fatal>,
     producer_ids: u64,
     epoch_bumps: u64,
+    data_loss_signals: u64,
 }
 
 /// A cluster of Apache Kafka `version` with unclean leader election enabled, and `topic`:
@@ -128,7 +129,8 @@ fn unclean_election(topic: &str, version: &'static str, policy: DataLossPolicy) 
         .remove(&0)
         .unwrap_or_default();
     let m = rt.block_on(producer.metrics());
-    let (producer_ids, epoch_bumps) = (m.producer_ids, m.epoch_bumps);
+    let (producer_ids, epoch_bumps, data_loss_signals) =
+        (m.producer_ids, m.epoch_bumps, m.data_loss_signals);
     let fatal = producer.fatal();
     rt.block_on(async {
         tokio::time::timeout(Duration::from_secs(30), producer.close())
@@ -137,7 +139,8 @@ fn unclean_election(topic: &str, version: &'static str, policy: DataLossPolicy) 
     });
     println!(
         "Kafka {version}, {policy:?}: node {leader} led, node {follower} elected uncleanly; log of {} records, \
-         fatal {fatal:?}, producer ids {producer_ids}, epoch bumps {epoch_bumps}, {:.2?}",
+         fatal {fatal:?}, producer ids {producer_ids}, epoch bumps {epoch_bumps}, data-loss \
+         signals {data_loss_signals}, {:.2?}",
         log.len(),
         started.elapsed()
     );
@@ -147,6 +150,7 @@ fn unclean_election(topic: &str, version: &'static str, policy: DataLossPolicy) 
         fatal,
         producer_ids,
         epoch_bumps,
+        data_loss_signals,
     }
 }
 
@@ -247,6 +251,7 @@ fn default_policy_goes_on(version: &'static str) {
     );
     check_loss(&run);
     assert!(run.fatal.is_none(), "{:?}", run.fatal);
+    assert_eq!(run.data_loss_signals, 1, "the loss reported once");
     // A new identity after the loss: a new producer id where the broker has no KIP-360
     // (2.3.1), an epoch bump where it has (4.4.0).
     let kip360 = version != KAFKA_2_VERSION;

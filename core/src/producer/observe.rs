@@ -26,6 +26,7 @@ impl Producer {
             retries: c.retries,
             epoch_bumps: c.epoch_bumps,
             producer_ids: c.producer_ids,
+            data_loss_signals: c.data_loss,
             produce_throttled: c.produce_throttled,
             connections_opened: self.next_conn,
             metadata_requests: c.metadata_requests,
