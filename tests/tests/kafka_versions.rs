@@ -434,6 +434,14 @@ fn kafka_0_11_own_versions() {
     );
 }
 
+/// A leader SIGKILLed and restarted on three Apache Kafka 0.11.0.3 nodes: Produce v3, whose
+/// broker deduplicates against the last batch only, across a leadership move.
+#[test]
+fn kafka_0_11_leader_change_on_three_nodes() {
+    let mut kafka = Kafka::start_with(KafkaOptions::new(3).version(KAFKA_0_11_VERSION));
+    leader_change(&mut kafka, "k011", MaxVersions::NONE, expected(3, 4, 0));
+}
+
 /// The pairing above covers every Metadata and InitProducerId version (checked without a
 /// broker so that a change to it is caught at once).
 #[test]
