@@ -535,6 +535,9 @@ pub struct LedgerPlan {
     pub mark_every: Option<u64>,
     /// After these many sends, print `PAUSED k` and wait for [`JavaRun::resume`].
     pub pause_at: Vec<u64>,
+    /// `flush()` before each pause, so that every record sent so far has its outcome (its
+    /// acknowledgement received) when `PAUSED k` is printed.
+    pub flush_before_pause: bool,
     /// How long the callbacks may take after the last send (`None`: delivery timeout + 30 s).
     pub resolve_timeout: Option<Duration>,
     /// Producer settings.
@@ -551,6 +554,7 @@ impl LedgerPlan {
             rate: None,
             mark_every: None,
             pause_at: Vec::new(),
+            flush_before_pause: false,
             resolve_timeout: None,
             producer: Flags::default(),
         }
@@ -592,6 +596,10 @@ impl LedgerPlan {
                     .collect::<Vec<_>>()
                     .join(",")
             }),
+        );
+        opt(
+            "flush-before-pause",
+            self.flush_before_pause.then(|| "1".to_owned()),
         );
         opt(
             "resolve-timeout-ms",

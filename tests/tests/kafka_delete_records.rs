@@ -133,6 +133,7 @@ fn records_deleted_under_load_on_kafka_4_4() {
     let (outcomes, metrics, _) = deleted_under_load(KAFKA_VERSION, DataLossPolicy::Fatal);
     assert!(outcomes.all_delivered(), "{outcomes:?}");
     assert_eq!(metrics.producer_ids, 1, "{metrics:?}");
+    assert_eq!(metrics.data_loss_signals, 0, "{metrics:?}");
 }
 
 /// Kafka 2.3.1 forgets the producer at each deletion (KAFKA-7190) and answers its next

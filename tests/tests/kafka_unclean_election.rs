@@ -1,7 +1,8 @@
 //! Acknowledged records lost by a real broker, and kprod saying so.
 //!
-//! Apache Kafka 4.4.0 (three KRaft nodes; the third keeps the controller quorum) and 2.3.1
-//! (two nodes, ZooKeeper); one partition with two replicas, `min.insync.replicas=1` and
+//! Apache Kafka 4.4.0 (three KRaft nodes, all controllers: with one of the partition's two
+//! replicas down the quorum keeps its majority, and the restarted follower restores it) and
+//! 2.3.1 (two nodes, ZooKeeper); one partition with two replicas, `min.insync.replicas=1` and
 //! `unclean.leader.election.enable=true`: 100 records delivered while both replicas are in
 //! sync; the follower SIGKILLed; 100 more delivered by the leader alone; the leader SIGKILLed
 //! and the stale follower restarted, which Kafka then elects uncleanly. The 100 records
@@ -10,7 +11,7 @@
 //! log, so the producer's next batch, sequenced after the lost ones, is refused
 //! OUT_OF_ORDER_SEQUENCE_NUMBER with a log start below the last acknowledged offset: kprod's
 //! evidence of data loss (spec §B). Under `DataLossPolicy::Fatal` the producer stops with
-//! `FatalError::DataLoss` and the waiting records fail, not persisted; under
+//! `FatalError::DataLoss` and the waiting records fail and are absent from the log; under
 //! `SignalAndContinue` (the default) it signals the loss, moves to a new identity and
 //! delivers them after the log's end.
 //!
@@ -42,9 +43,10 @@ struct Run {
 }
 
 /// A cluster of Apache Kafka `version` with unclean leader election enabled, and `topic`:
-/// one partition, two replicas, `min.insync.replicas=1`. Two nodes with ZooKeeper, three
-/// with KRaft (the third keeps the controller quorum's majority when the partition's two
-/// replicas are down).
+/// one partition, two replicas, `min.insync.replicas=1`. Two nodes with ZooKeeper; three
+/// with KRaft, every one a controller, so that the quorum keeps its majority while one of
+/// the partition's replicas is down (with both down it has none until the follower is back,
+/// and the election follows its restart).
 struct Cluster {
     kafka: Kafka,
     topic: String,
@@ -207,8 +209,9 @@ fn unclean_election_on_kafka_2_3_with_the_default_policy_goes_on() {
     default_policy_goes_on(KAFKA_2_VERSION);
 }
 
-/// Under `DataLossPolicy::Fatal`: the producer stops with `FatalError::DataLoss`, the last
-/// phase's records fail with it, not persisted, and are absent from the log.
+/// Under `DataLossPolicy::Fatal`: the producer stops with `FatalError::DataLoss` (counted
+/// once), the last phase's records fail with it and are absent from the log (the refused
+/// first batch `NotPersisted`; a batch in flight behind it, if any, `PossiblyPersisted`).
 fn fatal_policy_stops_the_producer(version: &'static str) {
     let run = unclean_election("kprod-unclean-fatal", version, DataLossPolicy::Fatal);
     check_loss(&run);
@@ -217,6 +220,7 @@ fn fatal_policy_stops_the_producer(version: &'static str) {
         "{:?}",
         run.fatal
     );
+    assert_eq!(run.data_loss_signals, 1, "the loss counted once");
     let at = positions(&run.log);
     for (i, e) in run.ledger.entries()[2 * PHASE..].iter().enumerate() {
         match &e.outcome {
@@ -228,10 +232,15 @@ fn fatal_policy_stops_the_producer(version: &'static str) {
                     ),
                     "record {i} of the last phase: {err:?}"
                 );
-                assert_eq!(err.persisted, Persistence::NotPersisted, "record {i}");
+                // The refused batch was not written; a batch in flight behind it fails
+                // possibly persisted when the producer stops, and was refused too.
+                if i == 0 {
+                    assert_eq!(err.persisted, Persistence::NotPersisted, "record {i}");
+                }
                 assert!(
                     !at.contains_key(&e.value),
-                    "record {i} failed NotPersisted is in the log"
+                    "record {i} failed ({:?}) is in the log",
+                    err.persisted
                 );
             }
             other => panic!("record {i} of the last phase: {other:?}"),
@@ -280,30 +289,34 @@ fn default_policy_goes_on(version: &'static str) {
 fn wait_log_len(addr: &str, topic: &str, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let have = read_topic(addr, topic, 1, Duration::from_secs(10))
-            .map(|log| log.get(&0).map_or(0, Vec::len))
-            .unwrap_or(0);
-        if have >= n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let read = read_topic(addr, topic, 1, left.max(Duration::from_secs(1)))
+            .map(|log| log.get(&0).map_or(0, Vec::len));
+        if matches!(read, Ok(have) if have >= n) {
             return;
         }
         assert!(
             Instant::now() < deadline,
-            "{topic} holds {have} records, not {n}, after 60 s"
+            "{topic} does not hold {n} records after 60 s: the last read gave {read:?}"
         );
+        // Between two reads (each starts a consumer), not a synchronisation.
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
 /// The Java producer (kafka-clients 4.4.0, idempotent, acks=all) in the same unclean
-/// election on Kafka 4.4.0, paused between the phases (each phase's records in the log
-/// before the next fault). What it reports is printed for the README; asserted: the broker
-/// lost the second phase here too, and every outcome Java gives for the last phase is
-/// truthful (delivered at an offset holding the record, or failed and absent).
+/// election on Kafka 4.4.0, paused between the phases after a `flush()` (each phase's
+/// records acknowledged, and in the log, before the next fault). Asserted: the broker lost
+/// the second phase here too, every outcome Java gives for the last phase is truthful
+/// (delivered at an offset holding the record, or failed and absent), and, as the README
+/// says, Java delivers the whole last phase with no error in any callback.
 #[test]
 fn java_producer_in_the_same_unclean_election_on_kafka_4_4() {
     let topic = "java-unclean";
     let mut cluster = Cluster::start(topic, KAFKA_VERSION);
     let mut plan = LedgerPlan::new(topic, 1, 3 * PHASE);
     plan.pause_at = vec![PHASE as u64, 2 * PHASE as u64];
+    plan.flush_before_pause = true;
     plan.producer = Flags {
         request_timeout_ms: Some(2_000),
         delivery_timeout_ms: Some(60_000),
@@ -360,8 +373,14 @@ fn java_producer_in_the_same_unclean_election_on_kafka_4_4() {
         "Java producer, unclean election on Kafka 4.4.0: second phase {lost} of {PHASE} \
          delivered and lost; last phase {last_phase:?}"
     );
+    let second: Vec<Status> = (PHASE..2 * PHASE).map(|i| java.records[i].status).collect();
     assert_eq!(
         lost, PHASE,
-        "the broker lost the records the leader acknowledged alone"
+        "the broker lost the records the leader acknowledged alone: {second:?}"
+    );
+    assert_eq!(
+        last_phase,
+        BTreeMap::from([("delivered".to_owned(), PHASE)]),
+        "what Java reported for the last phase"
     );
 }

@@ -22,13 +22,16 @@ import org.apache.kafka.common.KafkaException;
 final class Ledger {
     static final String USAGE = ""
             + "ledger --bootstrap B --topic T --out FILE [--records N] [--partitions P | --partition-list L]\n"
-            + "       [--rate R] [--mark-every K] [--pause-at K1,K2,...] [--resolve-timeout-ms MS] [producer flags]\n"
+            + "       [--rate R] [--mark-every K] [--pause-at K1,K2,...] [--flush-before-pause 1]\n"
+            + "       [--resolve-timeout-ms MS] [producer flags]\n"
             + "  --records N             records to send (default 1000)\n"
             + "  --partitions P          round robin over partitions 0..P-1 (default 1)\n"
             + "  --partition-list L      round robin over these partitions instead, e.g. 0,2\n"
             + "  --rate R                at most R sends per second (default 0: unpaced)\n"
             + "  --mark-every K          print 'SENT <k>' on stdout after every K sends\n"
             + "  --pause-at K1,...       after K sends print 'PAUSED <k>' and wait for a line on stdin\n"
+            + "  --flush-before-pause 1  flush() before each pause: every record sent so far has\n"
+            + "                          its outcome when 'PAUSED <k>' is printed (default 0)\n"
             + "  --resolve-timeout-ms MS how long to wait for the callbacks after the last send\n"
             + "                          (default delivery.timeout.ms + 30000)\n"
             + "  --out FILE              the outcome file\n";
@@ -58,6 +61,7 @@ final class Ledger {
         long markEvery = a.integer("mark-every", 0, 0);
         List<Long> pauseList = a.integers("pause-at", 1);
         Set<Long> pauseAt = pauseList == null ? Set.of() : new HashSet<>(pauseList);
+        boolean flushBeforePause = a.integer("flush-before-pause", 0, 0) != 0;
         Path out = Path.of(a.str("out"));
         long resolveTimeout =
                 a.integer("resolve-timeout-ms", settings.deliveryTimeoutMs() + 30_000, 1);
@@ -93,6 +97,9 @@ final class Ledger {
                     Main.say("SENT " + sent);
                 }
                 if (pauseAt.contains(sent)) {
+                    if (flushBeforePause) {
+                        producer.flush();
+                    }
                     Main.say("PAUSED " + sent);
                     // End of input also resumes: the controlling process is gone.
                     stdin.readLine();
