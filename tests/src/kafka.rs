@@ -29,6 +29,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kprod_core::protocol::metadata::{MetadataRequest, MetadataRequestTopic, MetadataResponse};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::{Offset, TopicPartitionList};
 
 use crate::{free_port, temp_dir, WireClient};
 
@@ -545,7 +548,7 @@ impl Kafka {
                         .map(|l| format!(",{}:{}", l.name, l.protocol())),
                 )
                 .collect();
-            let data = node_dir.join("data");
+            // Per mode: the node's identity, its listeners and how it finds the cluster.
             let mut props = if let Some(z) = &zookeeper {
                 format!(
                     "broker.id={id}\n\
@@ -553,39 +556,27 @@ impl Kafka {
                      zookeeper.session.timeout.ms=3000\n\
                      listeners=PLAINTEXT://127.0.0.1:{port}{client_listener}\n\
                      advertised.listeners=PLAINTEXT://127.0.0.1:{port}{client_advertised}\n\
-                     listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:PLAINTEXT\n\
-                     inter.broker.listener.name=PLAINTEXT\n\
-                     log.dirs={}\n\
-                     num.partitions=1\n\
-                     default.replication.factor={replication}\n\
-                     auto.create.topics.enable=false\n\
-                     offsets.topic.replication.factor={replication}\n\
-                     offsets.topic.num.partitions=3\n\
-                     transaction.state.log.replication.factor={replication}\n\
-                     transaction.state.log.min.isr=1\n\
-                     group.initial.rebalance.delay.ms=0\n\
-                     replica.lag.time.max.ms=5000\n\
-                     replica.socket.timeout.ms=5000\n\
-                     replica.fetch.wait.max.ms=200\n\
-                     controlled.shutdown.enable=true\n\
-                     num.network.threads=2\n\
-                     num.io.threads=2\n\
-                     num.replica.fetchers=1\n\
-                     background.threads=2\n\
-                     log.cleaner.enable=false\n",
-                    z.port,
-                    data.display()
+                     listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:PLAINTEXT\n",
+                    z.port
                 )
             } else {
                 format!(
-                "process.roles=broker,controller\n\
-                 node.id={id}\n\
-                 controller.quorum.voters={voters}\n\
-                 listeners=PLAINTEXT://127.0.0.1:{port}{client_listener}{ssl_listeners},CONTROLLER://127.0.0.1:{controller_port}\n\
-                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}{client_advertised}{ssl_listeners}\n\
-                 controller.listener.names=CONTROLLER\n\
-                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:PLAINTEXT,CONTROLLER:PLAINTEXT{ssl_protocols}\n\
-                 inter.broker.listener.name=PLAINTEXT\n\
+                    "process.roles=broker,controller\n\
+                     node.id={id}\n\
+                     controller.quorum.voters={voters}\n\
+                     listeners=PLAINTEXT://127.0.0.1:{port}{client_listener}{ssl_listeners},CONTROLLER://127.0.0.1:{controller_port}\n\
+                     advertised.listeners=PLAINTEXT://127.0.0.1:{port}{client_advertised}{ssl_listeners}\n\
+                     controller.listener.names=CONTROLLER\n\
+                     listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:PLAINTEXT,CONTROLLER:PLAINTEXT{ssl_protocols}\n\
+                     broker.heartbeat.interval.ms=500\n\
+                     broker.session.timeout.ms=3000\n\
+                     controller.quorum.election.timeout.ms=1000\n\
+                     controller.quorum.fetch.timeout.ms=2000\n"
+                )
+            };
+            // Both modes.
+            props.push_str(&format!(
+                "inter.broker.listener.name=PLAINTEXT\n\
                  log.dirs={}\n\
                  num.partitions=1\n\
                  default.replication.factor={replication}\n\
@@ -595,10 +586,6 @@ impl Kafka {
                  transaction.state.log.replication.factor={replication}\n\
                  transaction.state.log.min.isr=1\n\
                  group.initial.rebalance.delay.ms=0\n\
-                 broker.heartbeat.interval.ms=500\n\
-                 broker.session.timeout.ms=3000\n\
-                 controller.quorum.election.timeout.ms=1000\n\
-                 controller.quorum.fetch.timeout.ms=2000\n\
                  replica.lag.time.max.ms=5000\n\
                  replica.socket.timeout.ms=5000\n\
                  replica.fetch.wait.max.ms=200\n\
@@ -608,9 +595,8 @@ impl Kafka {
                  num.replica.fetchers=1\n\
                  background.threads=2\n\
                  log.cleaner.enable=false\n",
-                data.display()
-            )
-            };
+                node_dir.join("data").display()
+            ));
             for l in &opts.ssl {
                 props.push_str(&l.properties());
             }
@@ -1195,18 +1181,24 @@ impl Kafka {
         replication: i32,
         configs: &[(&str, &str)],
     ) {
-        let bootstrap = self.bootstrap();
         let name = topic.to_owned();
         let configs: Vec<(String, String)> = (configs.iter())
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        // rdkafka's admin client is async; run it on its own thread and runtime so this works
-        // from inside or outside a tokio runtime.
-        let result = std::thread::spawn(move || {
-            create_topic_rdkafka(&bootstrap, &name, partitions, replication, &configs)
-        })
-        .join()
-        .expect("admin thread panicked");
+        let result = with_admin(&self.bootstrap(), move |admin, opts| async move {
+            let mut new = NewTopic::new(&name, partitions, TopicReplication::Fixed(replication));
+            for (k, v) in &configs {
+                new = new.set(k, v);
+            }
+            let results = admin
+                .create_topics([&new], &opts)
+                .await
+                .map_err(|e| format!("CreateTopics: {e}"))?;
+            for r in results {
+                r.map_err(|(t, e)| format!("CreateTopics {t}: {e}"))?;
+            }
+            Ok(())
+        });
         if let Err(e) = result {
             panic!("creating topic {topic}: {e}");
         }
@@ -1220,12 +1212,29 @@ impl Kafka {
     /// # Panics
     /// If the admin request fails for any partition.
     pub fn delete_records(&self, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
-        let bootstrap = self.bootstrap();
         let name = topic.to_owned();
-        std::thread::spawn(move || delete_records_rdkafka(&bootstrap, &name, partitions))
-            .join()
-            .expect("admin thread panicked")
-            .unwrap_or_else(|e| panic!("deleting records of {topic}: {e}"))
+        with_admin(&self.bootstrap(), move |admin, opts| async move {
+            let mut list = TopicPartitionList::new();
+            for p in 0..partitions {
+                list.add_partition_offset(&name, p, Offset::End)
+                    .map_err(|e| e.to_string())?;
+            }
+            let result = admin
+                .delete_records(&list, &opts)
+                .await
+                .map_err(|e| format!("DeleteRecords: {e}"))?;
+            let mut starts = BTreeMap::new();
+            for e in result.elements() {
+                let at = format!("DeleteRecords {name}-{}", e.partition());
+                e.error().map_err(|err| format!("{at}: {err}"))?;
+                match e.offset() {
+                    Offset::Offset(o) => starts.insert(e.partition(), o),
+                    other => return Err(format!("{at}: {other:?}")),
+                };
+            }
+            Ok(starts)
+        })
+        .unwrap_or_else(|e| panic!("deleting records of {topic}: {e}"))
     }
 
     /// Deletes `topic` and waits until no node's metadata lists it.
@@ -1233,11 +1242,17 @@ impl Kafka {
     /// # Panics
     /// If the admin request fails or the topic is still listed after 60 s.
     pub fn delete_topic(&self, topic: &str) {
-        let bootstrap = self.bootstrap();
         let name = topic.to_owned();
-        let result = std::thread::spawn(move || delete_topic_rdkafka(&bootstrap, &name))
-            .join()
-            .expect("admin thread panicked");
+        let result = with_admin(&self.bootstrap(), move |admin, opts| async move {
+            let results = admin
+                .delete_topics(&[&name], &opts)
+                .await
+                .map_err(|e| format!("DeleteTopics: {e}"))?;
+            for r in results {
+                r.map_err(|(t, e)| format!("DeleteTopics {t}: {e}"))?;
+            }
+            Ok(())
+        });
         if let Err(e) = result {
             panic!("deleting topic {topic}: {e}");
         }
@@ -1459,115 +1474,32 @@ impl Drop for Kafka {
     }
 }
 
-fn create_topic_rdkafka(
-    bootstrap: &str,
-    topic: &str,
-    partitions: i32,
-    replication: i32,
-    configs: &[(String, String)],
-) -> Result<(), String> {
-    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-    use rdkafka::client::DefaultClientContext;
-    use rdkafka::config::ClientConfig;
-
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    rt.block_on(async {
-        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-            .set("bootstrap.servers", bootstrap)
-            .create()
-            .map_err(|e| format!("admin client: {e}"))?;
-        let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication));
-        for (k, v) in configs {
-            new = new.set(k, v);
-        }
-        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-        let results = admin
-            .create_topics([&new], &opts)
-            .await
-            .map_err(|e| format!("CreateTopics: {e}"))?;
-        for r in results {
-            r.map_err(|(t, e)| format!("CreateTopics {t}: {e}"))?;
-        }
-        Ok(())
+/// Runs `op` with librdkafka's admin client for `bootstrap` and admin options with a 30 s
+/// operation timeout. The client is async: it runs on a thread and a runtime of its own, so
+/// that this works from inside or outside a tokio runtime.
+fn with_admin<T, F, Fut>(bootstrap: &str, op: F) -> Result<T, String>
+where
+    T: Send + 'static,
+    F: FnOnce(AdminClient<DefaultClientContext>, AdminOptions) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let bootstrap = bootstrap.to_owned();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        rt.block_on(async move {
+            let admin: AdminClient<DefaultClientContext> = rdkafka::config::ClientConfig::new()
+                .set("bootstrap.servers", &bootstrap)
+                .create()
+                .map_err(|e| format!("admin client: {e}"))?;
+            let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+            op(admin, opts).await
+        })
     })
-}
-
-/// DeleteRecords up to the high watermark of `partitions` of `topic` (librdkafka's admin
-/// client): the new log start of each.
-fn delete_records_rdkafka(
-    bootstrap: &str,
-    topic: &str,
-    partitions: i32,
-) -> Result<BTreeMap<i32, i64>, String> {
-    use rdkafka::admin::{AdminClient, AdminOptions};
-    use rdkafka::client::DefaultClientContext;
-    use rdkafka::config::ClientConfig;
-    use rdkafka::{Offset, TopicPartitionList};
-
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    rt.block_on(async {
-        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-            .set("bootstrap.servers", bootstrap)
-            .create()
-            .map_err(|e| format!("admin client: {e}"))?;
-        let mut list = TopicPartitionList::new();
-        for p in 0..partitions {
-            list.add_partition_offset(topic, p, Offset::End)
-                .map_err(|e| e.to_string())?;
-        }
-        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-        let result = admin
-            .delete_records(&list, &opts)
-            .await
-            .map_err(|e| format!("DeleteRecords: {e}"))?;
-        let mut starts = BTreeMap::new();
-        for e in result.elements() {
-            e.error()
-                .map_err(|err| format!("DeleteRecords {topic}-{}: {err}", e.partition()))?;
-            match e.offset() {
-                Offset::Offset(o) => starts.insert(e.partition(), o),
-                other => {
-                    return Err(format!(
-                        "DeleteRecords {topic}-{}: {other:?}",
-                        e.partition()
-                    ))
-                }
-            };
-        }
-        Ok(starts)
-    })
-}
-
-fn delete_topic_rdkafka(bootstrap: &str, topic: &str) -> Result<(), String> {
-    use rdkafka::admin::{AdminClient, AdminOptions};
-    use rdkafka::client::DefaultClientContext;
-    use rdkafka::config::ClientConfig;
-
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    rt.block_on(async {
-        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-            .set("bootstrap.servers", bootstrap)
-            .create()
-            .map_err(|e| format!("admin client: {e}"))?;
-        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-        let results = admin
-            .delete_topics(&[topic], &opts)
-            .await
-            .map_err(|e| format!("DeleteTopics: {e}"))?;
-        for r in results {
-            r.map_err(|(t, e)| format!("DeleteTopics {t}: {e}"))?;
-        }
-        Ok(())
-    })
+    .join()
+    .expect("admin thread panicked")
 }
 
 fn signal(sig: &str, pid: u32) {
