@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use kprod_core::{DataLossPolicy, FatalError, Metrics};
-use kprod_tests::e2e::runtime;
+use kprod_tests::e2e::{close, runtime};
 use kprod_tests::kafka::{KafkaOptions, KAFKA_0_11_VERSION, KAFKA_2_VERSION, KAFKA_VERSION};
 use kprod_tests::ledger::{Ledger, Summary};
 use kprod_tests::Kafka;
@@ -37,12 +37,9 @@ const PER_ROUND: usize = 300;
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Runs the rounds on one node of Apache Kafka `version`; returns the outcomes of every
-/// record (the log's check, which leaves out records deleted, passed), the producer's
-/// metrics and the failures' error kinds (debug-printed).
-fn deleted_under_load(
-    version: &'static str,
-    policy: DataLossPolicy,
-) -> (Summary, Metrics, Vec<String>) {
+/// record (the log's check, which leaves out records deleted, passed) and the producer's
+/// metrics; the failures' error kinds are printed.
+fn deleted_under_load(version: &'static str, policy: DataLossPolicy) -> (Summary, Metrics) {
     let started = Instant::now();
     let kafka = Kafka::start_with(KafkaOptions::new(1).version(version));
     let topic = "kprod-delete-records";
@@ -96,11 +93,7 @@ fn deleted_under_load(
     rt.block_on(ledger.resolve(TIMEOUT));
     let summary = rt.block_on(ledger.read_and_check_from(&kafka.bootstrap(), &log_start));
     let metrics = rt.block_on(producer.metrics());
-    rt.block_on(async {
-        tokio::time::timeout(Duration::from_secs(30), producer.close())
-            .await
-            .expect("close() finishes")
-    });
+    rt.block_on(close(producer));
     let outcomes = ledger.outcomes();
     let errors: Vec<String> = ledger.errors().iter().map(|e| format!("{e:?}")).collect();
     println!(
@@ -122,7 +115,7 @@ fn deleted_under_load(
     // At least the last round, sent after the last deletion, is in the log and checked.
     assert!(summary.sent >= PER_ROUND, "{summary:?}");
     assert_eq!(summary.in_log, summary.sent, "{summary:?}");
-    (outcomes, metrics, errors)
+    (outcomes, metrics)
 }
 
 /// The control: Kafka 4.4.0 keeps the producer's state past the log start: one producer id,
@@ -130,7 +123,7 @@ fn deleted_under_load(
 /// producer).
 #[test]
 fn records_deleted_under_load_on_kafka_4_4() {
-    let (outcomes, metrics, _) = deleted_under_load(KAFKA_VERSION, DataLossPolicy::Fatal);
+    let (outcomes, metrics) = deleted_under_load(KAFKA_VERSION, DataLossPolicy::Fatal);
     assert!(outcomes.all_delivered(), "{outcomes:?}");
     assert_eq!(metrics.producer_ids, 1, "{metrics:?}");
     assert_eq!(metrics.data_loss_signals, 0, "{metrics:?}");
@@ -143,7 +136,7 @@ fn records_deleted_under_load_on_kafka_4_4() {
 /// signal (the policy is fatal).
 #[test]
 fn records_deleted_under_load_on_kafka_2_3() {
-    let (outcomes, metrics, _) = deleted_under_load(KAFKA_2_VERSION, DataLossPolicy::Fatal);
+    let (outcomes, metrics) = deleted_under_load(KAFKA_2_VERSION, DataLossPolicy::Fatal);
     assert!(outcomes.all_delivered(), "{outcomes:?}");
     assert_eq!(metrics.epoch_bumps, 0, "{metrics:?}");
     assert_eq!(metrics.data_loss_signals, 0, "{metrics:?}");
@@ -160,7 +153,7 @@ fn records_deleted_under_load_on_kafka_2_3() {
 /// batches were not written, so sending them again under the new id duplicates nothing.
 #[test]
 fn records_deleted_under_load_on_kafka_0_11() {
-    let (outcomes, metrics, _) =
+    let (outcomes, metrics) =
         deleted_under_load(KAFKA_0_11_VERSION, DataLossPolicy::SignalAndContinue);
     assert!(outcomes.all_delivered(), "{outcomes:?}");
     assert!(metrics.data_loss_signals > 0, "{metrics:?}");
@@ -198,11 +191,7 @@ fn records_deleted_on_kafka_0_11_under_a_fatal_policy_stop_the_producer() {
     });
     let fatal = producer.fatal();
     let summary = rt.block_on(ledger.read_and_check_from(&kafka.bootstrap(), &log_start));
-    rt.block_on(async {
-        tokio::time::timeout(Duration::from_secs(30), producer.close())
-            .await
-            .expect("close() finishes")
-    });
+    rt.block_on(close(producer));
     println!("Kafka 0.11.0.3, records deleted, Fatal policy: {fatal:?}, {summary:?}");
     assert!(
         matches!(fatal, Some(Fatal::Producer(FatalError::DataLoss))),

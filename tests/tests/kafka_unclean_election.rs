@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use kprod_core::{DataLossPolicy, FatalError, Persistence};
-use kprod_tests::e2e::runtime;
+use kprod_tests::e2e::{close, runtime};
 use kprod_tests::javaref::{Flags, JavaLedger, LedgerPlan, Status};
 use kprod_tests::kafka::{KafkaOptions, KAFKA_2_VERSION, KAFKA_VERSION};
 use kprod_tests::ledger::{ledger_value, read_log, Ledger};
@@ -134,11 +134,7 @@ fn unclean_election(topic: &str, version: &'static str, policy: DataLossPolicy) 
     let (producer_ids, epoch_bumps, data_loss_signals) =
         (m.producer_ids, m.epoch_bumps, m.data_loss_signals);
     let fatal = producer.fatal();
-    rt.block_on(async {
-        tokio::time::timeout(Duration::from_secs(30), producer.close())
-            .await
-            .expect("close() finishes")
-    });
+    rt.block_on(close(producer));
     println!(
         "Kafka {version}, {policy:?}: node {leader} led, node {follower} elected uncleanly; log of {} records, \
          fatal {fatal:?}, producer ids {producer_ids}, epoch bumps {epoch_bumps}, data-loss \

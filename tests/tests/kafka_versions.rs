@@ -356,11 +356,7 @@ fn leader_change(
     rt.block_on(ledger.resolve(TIMEOUT));
     let summary = rt.block_on(ledger.read_and_check(&kafka.bootstrap()));
     let metrics = rt.block_on(producer.metrics());
-    rt.block_on(async {
-        tokio::time::timeout(Duration::from_secs(30), producer.close())
-            .await
-            .expect("close() finishes")
-    });
+    rt.block_on(close(producer));
     let seen = sniffer.data_apis();
     println!(
         "Kafka {} {label}: versions on the wire {seen:?}, node {leader} killed, leader \
