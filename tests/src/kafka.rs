@@ -16,7 +16,8 @@
 //!
 //! Each JVM runs under a tiny `bash` watchdog that holds a pipe from the test process: when the
 //! test process exits for any reason (even `abort`), the pipe closes and the watchdog kills the
-//! JVM, so no broker outlives its test binary.
+//! JVM, so no broker outlives its test binary. The watchdog exits with the JVM, so a broker that
+//! exits on its own (refusing to start, say) is seen at once rather than as a silent node.
 //!
 //! Nothing is skipped: a missing Java or install, a node that does not start, a topic that does
 //! not get leaders, each panics with a message saying why and where the logs are.
@@ -857,11 +858,14 @@ impl Kafka {
             .append(true)
             .open(log)
             .unwrap_or_else(|e| panic!("cannot open {}: {e}", log.display()));
-        // The watchdog: starts the JVM, prints its pid, then waits for its stdin to close
-        // (the test process ended or dropped it) and kills the JVM.
+        // The watchdog: starts the JVM and prints its pid. A guard waits for the watchdog's
+        // stdin to close (the test process ended or dropped it) and kills the JVM. The
+        // watchdog itself waits for the JVM and exits with its status, so that `try_wait`
+        // sees a JVM that exited on its own (a broker refusing to start). The guard's stdin
+        // is named: a background job's would be /dev/null.
         let mut watchdog = Command::new("bash")
             .arg("-c")
-            .arg(r#""$@" </dev/null & pid=$!; echo "$pid"; cat >/dev/null; kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; exit 0"#)
+            .arg(r#""$@" </dev/null & pid=$!; echo "$pid"; { cat >/dev/null; kill -9 "$pid" 2>/dev/null; } <&0 & guard=$!; wait "$pid"; status=$?; kill "$guard" 2>/dev/null; exit "$status""#)
             .arg("kafka-watchdog")
             .arg("java")
             .args(flags)

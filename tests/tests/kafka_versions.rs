@@ -438,6 +438,56 @@ fn kafka_0_11_leader_change_on_three_nodes() {
     leader_change(&mut kafka, "k011", MaxVersions::NONE, expected(3, 4, 0));
 }
 
+/// A node SIGKILLed and started again at once, with ZooKeeper: its old session's
+/// registration is still there (until the 3 s session expires), and the broker refuses to
+/// start on it (2.3: NodeExists; 0.11: "already registered") and exits. The harness must see
+/// that exit and start the node again until it registers; the producer then delivers what it
+/// was given before the kill, while the node was away, and after.
+fn restarted_right_after_sigkill(version: &'static str, label: &str) {
+    let mut kafka = Kafka::start_with(KafkaOptions::new(1).version(version));
+    let topic = format!("kprod-versions-restart-{label}");
+    kafka.create_topic(&topic, PARTITIONS, 1, None);
+    let rt = runtime();
+    let producer = rt.block_on(async {
+        ProducerHandle::connect(config(&kafka.bootstrap(), MaxVersions::NONE))
+            .expect("valid config")
+    });
+    let mut ledger = Ledger::new(&topic, PARTITIONS);
+    rt.block_on(ledger.enqueue_n(&producer, 300));
+    rt.block_on(ledger.resolve(TIMEOUT));
+    kafka.kill(1);
+    rt.block_on(ledger.enqueue_n(&producer, 300));
+    let restarted = Instant::now();
+    kafka.restart(1);
+    let back_after = restarted.elapsed();
+    rt.block_on(ledger.enqueue_n(&producer, 300));
+    rt.block_on(ledger.resolve(TIMEOUT));
+    let summary = rt.block_on(ledger.read_and_check(&kafka.bootstrap()));
+    rt.block_on(close(producer));
+    let log = std::fs::read_to_string(kafka.dir().join("node-1").join("kafka.log"))
+        .expect("node 1's log");
+    let refused = log.matches("NodeExists").count() + log.matches("already registered").count();
+    println!(
+        "Kafka {} {label}: back {back_after:.2?} after the restart began, log lines of a \
+         refused start: {refused}, {summary:?}",
+        kafka.version()
+    );
+    assert_eq!(summary.sent, 900);
+    assert!(summary.all_delivered(), "{summary:?}");
+    assert_eq!(summary.in_log, summary.sent, "{summary:?}");
+    assert_eq!(summary.delivered_without_offset, 0, "{summary:?}");
+}
+
+#[test]
+fn kafka_2_3_node_restarted_right_after_sigkill() {
+    restarted_right_after_sigkill(KAFKA_2_VERSION, "k23");
+}
+
+#[test]
+fn kafka_0_11_node_restarted_right_after_sigkill() {
+    restarted_right_after_sigkill(KAFKA_0_11_VERSION, "k011");
+}
+
 /// The pairing above covers every Metadata and InitProducerId version (checked without a
 /// broker so that a change to it is caught at once).
 #[test]
