@@ -555,6 +555,7 @@ impl Kafka {
                     "broker.id={id}\n\
                      zookeeper.connect=127.0.0.1:{}\n\
                      zookeeper.session.timeout.ms=3000\n\
+                     zookeeper.connection.timeout.ms=30000\n\
                      listeners=PLAINTEXT://127.0.0.1:{port}{client_listener}\n\
                      advertised.listeners=PLAINTEXT://127.0.0.1:{port}{client_advertised}\n\
                      listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:PLAINTEXT\n",
@@ -930,7 +931,17 @@ impl Kafka {
                 }
                 std::thread::sleep(PROBE_PAUSE);
             };
-            let Some(status) = exited else { return };
+            let Some(status) = exited else {
+                assert!(
+                    since_spawn(&self.nodes[i].log).contains("started (kafka.server.KafkaServer)"),
+                    "Kafka node {} did not register within {READY_TIMEOUT:?} of its restart; \
+                     log {}:\n{}",
+                    self.nodes[i].id,
+                    self.nodes[i].log.display(),
+                    self.log_tail(i, 40)
+                );
+                return;
+            };
             self.nodes[i].jvm = None;
             let new = since_spawn(&self.nodes[i].log);
             assert!(
@@ -1340,14 +1351,25 @@ impl Kafka {
     pub fn wait_leader_moved(&self, topic: &str, partition: i32, not: i32) -> i32 {
         let deadline = Instant::now() + TOPIC_TIMEOUT;
         loop {
-            if let Some(&l) = self.leaders(topic).get(&partition) {
+            // A node that does not answer this probe (electing, collecting garbage) is
+            // asked again, as a leaderless partition is.
+            let leader = self.metadata(topic).and_then(|meta| {
+                meta.topics
+                    .iter()
+                    .filter(|t| t.name.as_deref() == Some(topic))
+                    .flat_map(|t| t.partitions.iter())
+                    .find(|p| p.partition_index == partition)
+                    .map(|p| p.leader_id)
+            });
+            if let Some(l) = leader {
                 if l >= 0 && l != not {
                     return l;
                 }
             }
             assert!(
                 Instant::now() < deadline,
-                "{topic}/{partition} still led by {not} (or leaderless) after {TOPIC_TIMEOUT:?}"
+                "{topic}/{partition} still led by {not} (or leaderless, or no node answered) \
+                 after {TOPIC_TIMEOUT:?}"
             );
             std::thread::sleep(PROBE_PAUSE);
         }

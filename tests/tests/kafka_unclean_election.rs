@@ -13,7 +13,8 @@
 //! evidence of data loss (spec §B). Under `DataLossPolicy::Fatal` the producer stops with
 //! `FatalError::DataLoss` and the waiting records fail and are absent from the log; under
 //! `SignalAndContinue` (the default) it signals the loss, moves to a new identity and
-//! delivers them after the log's end.
+//! delivers them after the log's end. The Java producer and librdkafka go through the same
+//! election on 4.4.0, for comparison (what each tells the application is asserted).
 //!
 //! Needs `scripts/install-kafka.sh` (and `kafka-2`) and Java 17+.
 
@@ -28,6 +29,9 @@ use kprod_tests::ledger::{ledger_value, read_log, Ledger};
 use kprod_tests::reader::{read_topic, ReadRecord};
 use kprod_tests::Kafka;
 use kprod_tokio::{ErrorKind, FailureReason, Fatal, ProducerHandle};
+use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::ClientConfig;
 
 const PHASE: usize = 100;
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -80,8 +84,23 @@ impl Cluster {
         }
     }
 
-    /// The follower SIGKILLed, and out of the ISR: the leader acknowledges alone.
+    /// The follower SIGKILLed, and out of the ISR: the leader acknowledges alone. The roles
+    /// are read again first: both replicas are in sync, so a leadership that moved since the
+    /// start (a session expired on a loaded machine) changes nothing but which node is which.
     fn lose_follower(&mut self) {
+        let leader = self.kafka.leader(&self.topic, 0);
+        if leader != self.leader {
+            println!(
+                "{}: leadership moved from {} to {leader} before the faults",
+                self.topic, self.leader
+            );
+            assert_eq!(
+                leader, self.follower,
+                "{}: led by a node that is not a replica",
+                self.topic
+            );
+            std::mem::swap(&mut self.leader, &mut self.follower);
+        }
         self.kafka.kill(self.follower);
         self.kafka.wait_isr_below(&self.topic, 0, 2);
     }
@@ -105,7 +124,6 @@ impl Cluster {
 fn unclean_election(topic: &str, version: &'static str, policy: DataLossPolicy) -> Run {
     let started = Instant::now();
     let mut cluster = Cluster::start(topic, version);
-    let (leader, follower) = (cluster.leader, cluster.follower);
     let kafka = &cluster.kafka;
     let rt = runtime();
     let mut cfg = kafka.fault_config(topic);
@@ -122,6 +140,7 @@ fn unclean_election(topic: &str, version: &'static str, policy: DataLossPolicy) 
     // Both replicas in sync (create_topic waited for the full ISR).
     phase(&mut ledger);
     cluster.lose_follower();
+    let (leader, follower) = (cluster.leader, cluster.follower);
     // Acknowledged by the leader alone.
     phase(&mut ledger);
     cluster.elect_stale_follower();
@@ -278,6 +297,106 @@ fn default_policy_goes_on(version: &'static str) {
         last = offset;
     }
     assert_eq!(run.log.len(), 2 * PHASE, "the first and the last phase");
+}
+
+/// librdkafka (the `rdkafka` crate's, idempotent, acks=all) in the same unclean election on
+/// Kafka 4.4.0, each record awaited before the next (so each phase is acknowledged, and in
+/// the log, before the next fault). Asserted: the broker lost the second phase here too;
+/// librdkafka takes the refusal of the last phase's first batch for a bug of its own
+/// ("sequence desynchronization") and stops with a fatal OUT_OF_ORDER_SEQUENCE_NUMBER, so
+/// no record of the last phase is delivered, and none is in the log. It does tell the
+/// application, unlike the Java producer, but by stopping; it cannot go on.
+#[test]
+fn librdkafka_in_the_same_unclean_election_on_kafka_4_4() {
+    let topic = "rdkafka-unclean";
+    let mut cluster = Cluster::start(topic, KAFKA_VERSION);
+    let rt = runtime();
+    let rd: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", cluster.kafka.bootstrap())
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "0")
+        .set("request.timeout.ms", "2000")
+        .set("message.timeout.ms", "60000")
+        .set("retry.backoff.ms", "20")
+        .create()
+        .expect("librdkafka producer");
+    let value = |i: usize| ledger_value(topic, 0, i);
+    // Each record's outcome: its offset, or librdkafka's error.
+    let phase = |k: usize| -> Vec<Result<i64, String>> {
+        rt.block_on(async {
+            let mut out = Vec::new();
+            for i in k * PHASE..(k + 1) * PHASE {
+                let v = value(i);
+                let r = FutureRecord::<(), _>::to(topic).partition(0).payload(&v);
+                out.push(match rd.send(r, Duration::from_secs(60)).await {
+                    Ok(d) => Ok(d.offset),
+                    Err((e, _)) => Err(e.to_string()),
+                });
+            }
+            out
+        })
+    };
+    let first = phase(0);
+    assert!(first.iter().all(Result::is_ok), "first phase: {first:?}");
+    wait_log_len(&cluster.addr(cluster.leader), topic, PHASE);
+    cluster.lose_follower();
+    let second = phase(1);
+    assert!(second.iter().all(Result::is_ok), "second phase: {second:?}");
+    wait_log_len(&cluster.addr(cluster.leader), topic, 2 * PHASE);
+    cluster.elect_stale_follower();
+    let last = phase(2);
+    let fatal = rd.client().fatal_error();
+    let log = read_topic(
+        &cluster.addr(cluster.follower),
+        topic,
+        1,
+        Duration::from_secs(30),
+    )
+    .unwrap_or_else(|e| panic!("the independent reader failed: {e}"))
+    .remove(&0)
+    .unwrap_or_default();
+    let at = positions(&log);
+    let lost = (PHASE..2 * PHASE)
+        .filter(|&i| !at.contains_key(value(i).as_bytes()))
+        .count();
+    let mut last_phase: BTreeMap<String, usize> = BTreeMap::new();
+    for (j, r) in last.iter().enumerate() {
+        let i = 2 * PHASE + j;
+        let found = at.get(value(i).as_bytes()).cloned().unwrap_or_default();
+        match r {
+            Ok(offset) => {
+                assert_eq!(found, vec![*offset], "librdkafka record {i}");
+                *last_phase.entry("delivered".into()).or_default() += 1;
+            }
+            Err(e) => {
+                assert!(
+                    found.is_empty(),
+                    "librdkafka record {i} failed ({e}) is in the log"
+                );
+                *last_phase.entry(e.clone()).or_default() += 1;
+            }
+        }
+    }
+    println!(
+        "librdkafka {}, unclean election on Kafka 4.4.0: second phase {lost} of {PHASE} \
+         delivered and lost; last phase {last_phase:?}; fatal error {fatal:?}",
+        rdkafka::util::get_rdkafka_version().1
+    );
+    assert_eq!(
+        lost, PHASE,
+        "the broker lost the records the leader acknowledged alone"
+    );
+    assert_eq!(
+        fatal.as_ref().map(|(code, _)| *code),
+        Some(RDKafkaErrorCode::OutOfOrderSequenceNumber),
+        "librdkafka's fatal error"
+    );
+    assert!(
+        !last_phase.contains_key("delivered"),
+        "librdkafka delivered records after its fatal error: {last_phase:?}"
+    );
+    assert_eq!(log.len(), PHASE, "the log holds the first phase only");
 }
 
 /// Polls the independent reader at `addr` until `topic` holds `n` records (the high
