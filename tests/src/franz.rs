@@ -99,6 +99,81 @@ pub fn run_seed(
     javaref::finish_seed(spawn("seed", &args, label), plan, timeout)
 }
 
+/// franz-go driven phase by phase (`franz-bench phases`, see `tests/go/franz-bench/phases.go`):
+/// each phase sends its records to partition 0 of one topic, the test ledger's values, and
+/// waits for every outcome; `DATALOSS` lines come from franz-go's data-loss hook.
+#[derive(Debug)]
+pub struct Phases {
+    run: JavaRun,
+}
+
+impl Phases {
+    /// Starts `franz-bench phases` against `bootstrap` and waits until it is ready.
+    ///
+    /// # Panics
+    /// If the program is not built, cannot start, or is not ready within 60 s.
+    pub fn start(bootstrap: &str, topic: &str, per_phase: usize) -> Self {
+        let args: Vec<String> = vec![
+            "--bootstrap".into(),
+            bootstrap.into(),
+            "--topic".into(),
+            topic.into(),
+            "--per-phase".into(),
+            per_phase.to_string(),
+        ];
+        let label = format!("franz-bench phases {}", args.join(" "));
+        let mut run = spawn("phases", &args, label);
+        run.wait_for(Duration::from_secs(60), |l| (l == "READY").then_some(()));
+        Self { run }
+    }
+
+    /// Runs phase `k` and returns what franz-go reported for each record, in order: its
+    /// offset, or the error's text.
+    ///
+    /// # Panics
+    /// If the phase does not end within `timeout`, or a line is malformed.
+    pub fn phase(&mut self, k: usize, timeout: Duration) -> Vec<Result<i64, String>> {
+        self.run.send_line(&format!("PHASE {k}"));
+        let done = format!("DONE {k}");
+        let mut outcomes = Vec::new();
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = self.run.wait_for(left, |l| {
+                (l == done || l.starts_with("R ")).then(|| l.to_owned())
+            });
+            if line == done {
+                return outcomes;
+            }
+            let w: Vec<&str> = line.splitn(4, ' ').collect();
+            let outcome = match w.as_slice() {
+                ["R", _, "OK", offset] => Ok(offset
+                    .parse()
+                    .unwrap_or_else(|_| panic!("franz-bench phases: {line:?}"))),
+                ["R", _, "ERR", text] => Err((*text).to_owned()),
+                _ => panic!("franz-bench phases: malformed line {line:?}"),
+            };
+            outcomes.push(outcome);
+        }
+    }
+
+    /// Ends the program (end of stdin) and returns how many `DATALOSS` lines it printed.
+    ///
+    /// # Panics
+    /// If it does not exit 0 within 30 s.
+    pub fn finish(self) -> usize {
+        let finished = self.run.finish(Duration::from_secs(30));
+        assert!(
+            finished.status.success(),
+            "{}",
+            finished.describe("franz-bench phases failed")
+        );
+        (finished.stdout.iter())
+            .filter(|l| l.starts_with("DATALOSS "))
+            .count()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -13,16 +13,18 @@
 //! evidence of data loss (spec §B). Under `DataLossPolicy::Fatal` the producer stops with
 //! `FatalError::DataLoss` and the waiting records fail and are absent from the log; under
 //! `SignalAndContinue` (the default) it signals the loss, moves to a new identity and
-//! delivers them after the log's end. The Java producer and librdkafka go through the same
-//! election on 4.4.0, for comparison (what each tells the application is asserted).
+//! delivers them after the log's end. The Java producer, librdkafka and franz-go go through
+//! the same election on 4.4.0, for comparison (what each tells the application is asserted).
 //!
-//! Needs `scripts/install-kafka.sh` (and `kafka-2`) and Java 17+.
+//! Needs `scripts/install-kafka.sh` (and `kafka-2`), `scripts/install-java-ref.sh`,
+//! `scripts/install-franz-bench.sh` and Java 17+.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use kprod_core::{DataLossPolicy, FatalError, Persistence};
 use kprod_tests::e2e::{close, runtime};
+use kprod_tests::franz::Phases;
 use kprod_tests::javaref::{Flags, JavaLedger, LedgerPlan, Status};
 use kprod_tests::kafka::{KafkaOptions, KAFKA_2_VERSION, KAFKA_VERSION};
 use kprod_tests::ledger::{ledger_value, read_log, Ledger};
@@ -397,6 +399,78 @@ fn librdkafka_in_the_same_unclean_election_on_kafka_4_4() {
         "librdkafka delivered records after its fatal error: {last_phase:?}"
     );
     assert_eq!(log.len(), PHASE, "the log holds the first phase only");
+}
+
+/// franz-go (the `franz-bench phases` client, idempotent, acks=all, with a data-loss hook set)
+/// in the same unclean election on Kafka 4.4.0, each phase awaited before the next fault.
+/// Asserted: the broker lost the second phase here too; every outcome franz-go gives for the
+/// last phase is truthful (delivered at an offset holding the record, or failed and absent);
+/// franz-go calls its data-loss hook and delivers the whole last phase (as kprod's default
+/// policy does; without the hook, which is opt-in, it only logs).
+#[test]
+fn franz_go_in_the_same_unclean_election_on_kafka_4_4() {
+    let topic = "franz-unclean";
+    let mut cluster = Cluster::start(topic, KAFKA_VERSION);
+    let mut franz = Phases::start(&cluster.kafka.bootstrap(), topic, PHASE);
+    let value = |i: usize| ledger_value(topic, 0, i);
+    let first = franz.phase(0, TIMEOUT);
+    assert!(first.iter().all(Result::is_ok), "first phase: {first:?}");
+    wait_log_len(&cluster.addr(cluster.leader), topic, PHASE);
+    cluster.lose_follower();
+    let second = franz.phase(1, TIMEOUT);
+    assert!(second.iter().all(Result::is_ok), "second phase: {second:?}");
+    wait_log_len(&cluster.addr(cluster.leader), topic, 2 * PHASE);
+    cluster.elect_stale_follower();
+    let last = franz.phase(2, TIMEOUT);
+    let data_loss = franz.finish();
+    let log = read_topic(
+        &cluster.addr(cluster.follower),
+        topic,
+        1,
+        Duration::from_secs(30),
+    )
+    .unwrap_or_else(|e| panic!("the independent reader failed: {e}"))
+    .remove(&0)
+    .unwrap_or_default();
+    let at = positions(&log);
+    let lost = (PHASE..2 * PHASE)
+        .filter(|&i| !at.contains_key(value(i).as_bytes()))
+        .count();
+    let mut last_phase: BTreeMap<String, usize> = BTreeMap::new();
+    for (j, r) in last.iter().enumerate() {
+        let i = 2 * PHASE + j;
+        let found = at.get(value(i).as_bytes()).cloned().unwrap_or_default();
+        match r {
+            Ok(offset) => {
+                assert_eq!(found, vec![*offset], "franz-go record {i}");
+                *last_phase.entry("delivered".into()).or_default() += 1;
+            }
+            Err(e) => {
+                assert!(
+                    found.is_empty(),
+                    "franz-go record {i} failed ({e}) is in the log"
+                );
+                *last_phase.entry(e.clone()).or_default() += 1;
+            }
+        }
+    }
+    println!(
+        "franz-go {}, unclean election on Kafka 4.4.0: second phase {lost} of {PHASE} \
+         delivered and lost; last phase {last_phase:?}; data-loss hook called {data_loss} times",
+        kprod_tests::franz::version()
+    );
+    assert_eq!(
+        lost, PHASE,
+        "the broker lost the records the leader acknowledged alone"
+    );
+    // franz-go takes the refusal for data loss (its log start is below the last
+    // acknowledged offset), calls the hook, and goes on under a new producer id.
+    assert!(data_loss >= 1, "franz-go's data-loss hook was not called");
+    assert_eq!(
+        last_phase,
+        BTreeMap::from([("delivered".to_owned(), PHASE)]),
+        "what franz-go reported for the last phase"
+    );
 }
 
 /// Polls the independent reader at `addr` until `topic` holds `n` records (the high

@@ -2,7 +2,8 @@
 // (seed.go) runs the latency bench's seed scenario; `bench` serves the e2e bench
 // (tests/src/bin/bench-e2e.rs), speaking the same stdin/stdout protocol as the Java
 // reference producer's `bench` command (tests/java, Bench.java), so that the bench drives
-// both alike (`kfake`, in kfake.go, runs franz-go's fake cluster as a test broker instead):
+// both alike (`kfake`, in kfake.go, runs franz-go's fake cluster as a test broker instead;
+// `phases`, in phases.go, runs a scenario phase by phase for a test):
 //
 //	franz-bench --bootstrap B [--size BYTES] [--partitions P] [--keyless yes|no]
 //	    [--linger-ms MS] [--batch-size BYTES] [--timeout-ms MS] [--max-kafka-version V]
@@ -175,8 +176,11 @@ func main() {
 	if len(os.Args) >= 2 && os.Args[1] == "kfake" {
 		os.Exit(kfakeMain(os.Args[2:]))
 	}
+	if len(os.Args) >= 2 && os.Args[1] == "phases" {
+		os.Exit(phasesMain(os.Args[2:]))
+	}
 	if len(os.Args) < 2 || os.Args[1] != "bench" {
-		fmt.Fprintln(os.Stderr, "usage: franz-bench bench|seed|kfake (seed: see seed.go; kfake: see kfake.go) --bootstrap B [--size BYTES] [--partitions P] [--keyless yes|no] [--linger-ms MS] [--batch-size BYTES] [--timeout-ms MS] [--max-kafka-version V]")
+		fmt.Fprintln(os.Stderr, "usage: franz-bench bench|seed|kfake|phases (seed: see seed.go; kfake: see kfake.go; phases: see phases.go) --bootstrap B [--size BYTES] [--partitions P] [--keyless yes|no] [--linger-ms MS] [--batch-size BYTES] [--timeout-ms MS] [--max-kafka-version V]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
