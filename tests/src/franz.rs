@@ -105,6 +105,7 @@ pub fn run_seed(
 #[derive(Debug)]
 pub struct Phases {
     run: JavaRun,
+    per_phase: usize,
 }
 
 impl Phases {
@@ -124,7 +125,7 @@ impl Phases {
         let label = format!("franz-bench phases {}", args.join(" "));
         let mut run = spawn("phases", &args, label);
         run.wait_for(Duration::from_secs(60), |l| (l == "READY").then_some(()));
-        Self { run }
+        Self { run, per_phase }
     }
 
     /// Runs phase `k` and returns what franz-go reported for each record, in order: its
@@ -143,9 +144,20 @@ impl Phases {
                 (l == done || l.starts_with("R ")).then(|| l.to_owned())
             });
             if line == done {
+                assert_eq!(
+                    outcomes.len(),
+                    self.per_phase,
+                    "franz-bench phases: phase {k}"
+                );
                 return outcomes;
             }
             let w: Vec<&str> = line.splitn(4, ' ').collect();
+            let index = k * self.per_phase + outcomes.len();
+            assert_eq!(
+                w.get(1).copied(),
+                Some(index.to_string().as_str()),
+                "franz-bench phases: {line:?} is not record {index}'s outcome"
+            );
             let outcome = match w.as_slice() {
                 ["R", _, "OK", offset] => Ok(offset
                     .parse()

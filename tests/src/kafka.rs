@@ -359,7 +359,10 @@ struct Jvm {
 
 impl Jvm {
     fn kill(mut self) {
-        signal("KILL", self.pid);
+        // Not a JVM that already exited on its own (its pid may be reused by now).
+        if let Ok(None) = self.watchdog.try_wait() {
+            signal("KILL", self.pid);
+        }
         drop(self.lifeline.take());
         let _ = self.watchdog.wait();
     }
@@ -866,7 +869,7 @@ impl Kafka {
         // is named: a background job's would be /dev/null.
         let mut watchdog = Command::new("bash")
             .arg("-c")
-            .arg(r#""$@" </dev/null & pid=$!; echo "$pid"; { cat >/dev/null; kill -9 "$pid" 2>/dev/null; } <&0 & guard=$!; wait "$pid"; status=$?; kill "$guard" 2>/dev/null; exit "$status""#)
+            .arg(r#""$@" </dev/null & pid=$!; echo "$pid"; { cat >/dev/null; kill -9 "$pid" 2>/dev/null; } <&0 & guard=$!; wait "$pid" 2>/dev/null; status=$?; kill "$guard" 2>/dev/null; exit "$status""#)
             .arg("kafka-watchdog")
             .arg("java")
             .args(flags)
@@ -1484,8 +1487,10 @@ impl Kafka {
 impl Drop for Kafka {
     fn drop(&mut self) {
         for node in &mut self.nodes {
-            if let Some(jvm) = node.jvm.take() {
-                signal("CONT", jvm.pid);
+            if let Some(mut jvm) = node.jvm.take() {
+                if let Ok(None) = jvm.watchdog.try_wait() {
+                    signal("CONT", jvm.pid);
+                }
                 jvm.kill();
             }
         }

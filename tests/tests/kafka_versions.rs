@@ -444,7 +444,14 @@ fn kafka_0_11_leader_change_on_three_nodes() {
 /// that exit and start the node again until it registers; the producer then delivers what it
 /// was given before the kill, while the node was away, and after.
 fn restarted_right_after_sigkill(version: &'static str, label: &str) {
-    let mut kafka = Kafka::start_with(KafkaOptions::new(1).version(version));
+    // A 9 s session (ZooKeeper's tick of 500 ms allows up to 10 s), longer than a broker
+    // takes to start here, so that the first start after the kill surely finds the old
+    // registration.
+    let mut kafka = Kafka::start_with(
+        KafkaOptions::new(1)
+            .version(version)
+            .set("zookeeper.session.timeout.ms", "9000"),
+    );
     let topic = format!("kprod-versions-restart-{label}");
     kafka.create_topic(&topic, PARTITIONS, 1, None);
     let rt = runtime();
@@ -471,6 +478,10 @@ fn restarted_right_after_sigkill(version: &'static str, label: &str) {
         "Kafka {} {label}: back {back_after:.2?} after the restart began, log lines of a \
          refused start: {refused}, {summary:?}",
         kafka.version()
+    );
+    assert!(
+        refused >= 1,
+        "the restart never met the old registration, so the test did not test it"
     );
     assert_eq!(summary.sent, 900);
     assert!(summary.all_delivered(), "{summary:?}");
