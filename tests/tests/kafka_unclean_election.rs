@@ -13,8 +13,9 @@
 //! evidence of data loss (spec §B). Under `DataLossPolicy::Fatal` the producer stops with
 //! `FatalError::DataLoss` and the waiting records fail and are absent from the log; under
 //! `SignalAndContinue` (the default) it signals the loss, moves to a new identity and
-//! delivers them after the log's end. The Java producer, librdkafka and franz-go go through
-//! the same election on 4.4.0, for comparison (what each tells the application is asserted).
+//! delivers them after the log's end. The Java producer (on 4.4.0 and 2.3.1), librdkafka and
+//! franz-go (on 4.4.0) go through the same election, for comparison (what each tells the
+//! application is asserted).
 //!
 //! Needs `scripts/install-kafka.sh` (and `kafka-2`), `scripts/install-java-ref.sh`,
 //! `scripts/install-franz-bench.sh` and Java 17+.
@@ -540,8 +541,19 @@ fn wait_log_len(addr: &str, topic: &str, n: usize) {
 /// says, Java delivers the whole last phase with no error in any callback.
 #[test]
 fn java_producer_in_the_same_unclean_election_on_kafka_4_4() {
+    java_producer_in_the_same_unclean_election(KAFKA_VERSION);
+}
+
+/// The same on Kafka 2.3.1, a broker without KIP-360: the Java client cannot bump its epoch
+/// there.
+#[test]
+fn java_producer_in_the_same_unclean_election_on_kafka_2_3() {
+    java_producer_in_the_same_unclean_election(KAFKA_2_VERSION);
+}
+
+fn java_producer_in_the_same_unclean_election(version: &'static str) {
     let topic = "java-unclean";
-    let mut cluster = Cluster::start(topic, KAFKA_VERSION);
+    let mut cluster = Cluster::start(topic, version);
     let mut plan = LedgerPlan::new(topic, 1, 3 * PHASE);
     plan.pause_at = vec![PHASE as u64, 2 * PHASE as u64];
     plan.flush_before_pause = true;
@@ -598,7 +610,7 @@ fn java_producer_in_the_same_unclean_election_on_kafka_4_4() {
         }
     }
     println!(
-        "Java producer, unclean election on Kafka 4.4.0: second phase {lost} of {PHASE} \
+        "Java producer, unclean election on Kafka {version}: second phase {lost} of {PHASE} \
          delivered and lost; last phase {last_phase:?}"
     );
     let second: Vec<Status> = (PHASE..2 * PHASE).map(|i| java.records[i].status).collect();
