@@ -109,11 +109,12 @@ pub struct Phases {
 }
 
 impl Phases {
-    /// Starts `franz-bench phases` against `bootstrap` and waits until it is ready.
+    /// Starts `franz-bench phases` against `bootstrap` and waits until it is ready; `hook`
+    /// sets franz-go's data-loss hook (`kgo.ProducerOnDataLossDetected`).
     ///
     /// # Panics
     /// If the program is not built, cannot start, or is not ready within 60 s.
-    pub fn start(bootstrap: &str, topic: &str, per_phase: usize) -> Self {
+    pub fn start(bootstrap: &str, topic: &str, per_phase: usize, hook: bool) -> Self {
         let args: Vec<String> = vec![
             "--bootstrap".into(),
             bootstrap.into(),
@@ -121,6 +122,8 @@ impl Phases {
             topic.into(),
             "--per-phase".into(),
             per_phase.to_string(),
+            "--on-data-loss".into(),
+            if hook { "yes" } else { "no" }.into(),
         ];
         let label = format!("franz-bench phases {}", args.join(" "));
         let mut run = spawn("phases", &args, label);
