@@ -7,9 +7,9 @@
 #
 # Usage: scripts/install-kafka.sh [POM_DIR]
 #   POM_DIR is a folder under scripts/ holding the pom.xml to install: `kafka` (the default,
-#   Apache Kafka 4.4.0), `kafka-3` (Apache Kafka 3.9.1), `kafka-2` (2.3.1) or `kafka-0.11`
-#   (0.11.0.3), the last three for the old-broker tests (2.3.1 and 0.11.0.3 run with
-#   ZooKeeper, from the same folder).
+#   Apache Kafka 4.4.0), `kafka-3` (Apache Kafka 3.9.1), `kafka-2.4` (2.4.1), `kafka-2`
+#   (2.3.1) or `kafka-0.11` (0.11.0.3), the last four for the old-broker tests (2.4.1, 2.3.1
+#   and 0.11.0.3 run with ZooKeeper, from the same folder).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 pom_dir="${1:-kafka}"

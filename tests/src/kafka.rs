@@ -1,6 +1,6 @@
 //! Apache Kafka in the test suite: a KRaft cluster of 1 or 3 nodes in child JVMs, or, for the
-//! releases before KRaft ([`KAFKA_2_VERSION`], [`KAFKA_0_11_VERSION`]), brokers beside one
-//! ZooKeeper server in a JVM of its own.
+//! releases before KRaft ([`KAFKA_2_4_VERSION`], [`KAFKA_2_VERSION`], [`KAFKA_0_11_VERSION`]),
+//! brokers beside one ZooKeeper server in a JVM of its own.
 //!
 //! Install Kafka with `scripts/install-kafka.sh` (Maven Central → `~/.cache/kprod/kafka-<v>/libs`);
 //! `KPROD_KAFKA` may point at another install folder. Java 17+ must be on the `PATH`.
@@ -43,10 +43,15 @@ pub const KAFKA_VERSION: &str = "4.4.0";
 /// which still serves the protocol versions KIP-896 removed in 4.0.
 pub const KAFKA_3_VERSION: &str = "3.9.1";
 
-/// Apache Kafka 2.3.1 (`scripts/install-kafka.sh kafka-2`), run with ZooKeeper: the last
-/// release line without KIP-360 (InitProducerId v1 at most) whose broker forgets a producer
-/// once its last batch falls below the log start (KAFKA-7190, fixed in 2.4).
+/// Apache Kafka 2.3.1 (`scripts/install-kafka.sh kafka-2`), run with ZooKeeper: without
+/// KIP-360 (InitProducerId v1 at most), and the last release line whose broker forgets a
+/// producer once its last batch falls below the log start (KAFKA-7190, fixed in 2.4).
 pub const KAFKA_2_VERSION: &str = "2.3.1";
+
+/// Apache Kafka 2.4.1 (`scripts/install-kafka.sh kafka-2.4`), run with ZooKeeper: still
+/// without KIP-360 (InitProducerId v2 at most), and the first release whose broker keeps a
+/// producer whose last batch falls below the log start (KAFKA-7190's fix).
+pub const KAFKA_2_4_VERSION: &str = "2.4.1";
 
 /// Apache Kafka 0.11.0.3 (`scripts/install-kafka.sh kafka-0.11`), run with ZooKeeper: the
 /// first release with idempotence (Produce v3, Metadata v4, InitProducerId v0; a producer's
@@ -64,6 +69,7 @@ fn pom_dir(version: &str) -> &'static str {
     match version {
         KAFKA_3_VERSION => "kafka-3",
         KAFKA_2_VERSION => "kafka-2",
+        KAFKA_2_4_VERSION => "kafka-2.4",
         KAFKA_0_11_VERSION => "kafka-0.11",
         _ => "kafka",
     }
@@ -94,8 +100,8 @@ pub struct KafkaOptions {
     /// Extra SASL listeners for clients on every node ([`Self::sasl`]).
     pub sasl: Vec<SaslListener>,
     /// The Apache Kafka version to run: [`KAFKA_VERSION`] (default), [`KAFKA_3_VERSION`], or
-    /// with ZooKeeper [`KAFKA_2_VERSION`] or [`KAFKA_0_11_VERSION`] (no TLS or SASL listeners
-    /// there).
+    /// with ZooKeeper [`KAFKA_2_4_VERSION`], [`KAFKA_2_VERSION`] or [`KAFKA_0_11_VERSION`] (no
+    /// TLS or SASL listeners there).
     pub version: &'static str,
     /// Run each node's JVM as `kafka-server-start.sh` does (1 GiB heap, G1, both JIT
     /// compilers: [`SHIPPED_JVM_FLAGS`]) instead of the suite's lean settings
@@ -316,8 +322,9 @@ impl KafkaOptions {
     }
 
     /// Runs Apache Kafka `version` (installed by `scripts/install-kafka.sh`, or
-    /// `scripts/install-kafka.sh kafka-3` for [`KAFKA_3_VERSION`], `kafka-2` for
-    /// [`KAFKA_2_VERSION`], `kafka-0.11` for [`KAFKA_0_11_VERSION`]).
+    /// `scripts/install-kafka.sh kafka-3` for [`KAFKA_3_VERSION`], `kafka-2.4` for
+    /// [`KAFKA_2_4_VERSION`], `kafka-2` for [`KAFKA_2_VERSION`], `kafka-0.11` for
+    /// [`KAFKA_0_11_VERSION`]).
     pub fn version(mut self, version: &'static str) -> Self {
         self.version = version;
         self
@@ -1054,6 +1061,7 @@ impl Kafka {
     fn metadata_version(&self) -> i16 {
         match self.version {
             KAFKA_2_VERSION => 8,
+            KAFKA_2_4_VERSION => 9,
             KAFKA_0_11_VERSION => 4,
             v => {
                 assert!(

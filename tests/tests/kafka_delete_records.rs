@@ -1,6 +1,6 @@
 //! Records deleted under a running producer (DeleteRecords up to the high watermark, as
 //! `kafka-delete-records.sh` and Kafka Streams' purge of its repartition topics do), on real
-//! Apache Kafka brokers of three generations.
+//! Apache Kafka brokers of three generations, and 2.4.1, the first with the fix below.
 //!
 //! Before 2.4, a broker forgets a producer once the log start passes its last batch
 //! (KAFKA-7190): the producer's next batch, sequenced after the deleted ones, meets no state.
@@ -19,14 +19,16 @@
 //! log. 0.11.0.3's answer is also its answer after real loss, so kprod signals data loss
 //! there (README, "Known limits and choices").
 //!
-//! Needs `scripts/install-kafka.sh` (`kafka-2`, `kafka-0.11`) and Java 17+.
+//! Needs `scripts/install-kafka.sh` (`kafka-2.4`, `kafka-2`, `kafka-0.11`) and Java 17+.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use kprod_core::{DataLossPolicy, FatalError, Metrics};
 use kprod_tests::e2e::{close, runtime};
-use kprod_tests::kafka::{KafkaOptions, KAFKA_0_11_VERSION, KAFKA_2_VERSION, KAFKA_VERSION};
+use kprod_tests::kafka::{
+    KafkaOptions, KAFKA_0_11_VERSION, KAFKA_2_4_VERSION, KAFKA_2_VERSION, KAFKA_VERSION,
+};
 use kprod_tests::ledger::{Ledger, Summary};
 use kprod_tests::Kafka;
 use kprod_tokio::{Fatal, ProducerHandle};
@@ -124,6 +126,17 @@ fn deleted_under_load(version: &'static str, policy: DataLossPolicy) -> (Summary
 #[test]
 fn records_deleted_under_load_on_kafka_4_4() {
     let (outcomes, metrics) = deleted_under_load(KAFKA_VERSION, DataLossPolicy::Fatal);
+    assert!(outcomes.all_delivered(), "{outcomes:?}");
+    assert_eq!(metrics.producer_ids, 1, "{metrics:?}");
+    assert_eq!(metrics.data_loss_signals, 0, "{metrics:?}");
+}
+
+/// Kafka 2.4.1, the first release with KAFKA-7190's fix (and still without KIP-360), keeps
+/// the producer's state past the log start, as 4.4.0 does: one producer id, every record
+/// delivered, and no data-loss signal (the policy is fatal).
+#[test]
+fn records_deleted_under_load_on_kafka_2_4() {
+    let (outcomes, metrics) = deleted_under_load(KAFKA_2_4_VERSION, DataLossPolicy::Fatal);
     assert!(outcomes.all_delivered(), "{outcomes:?}");
     assert_eq!(metrics.producer_ids, 1, "{metrics:?}");
     assert_eq!(metrics.data_loss_signals, 0, "{metrics:?}");

@@ -1,7 +1,7 @@
 //! Old protocol versions against real brokers (issue 14): kprod forced (by
 //! `ProducerConfig::max_versions`) to every Produce version Apache Kafka 4.4.0 still serves, and
-//! to every Metadata and InitProducerId version, then Apache Kafka 3.9.1, 2.3.1 and 0.11.0.3
-//! (the last two with ZooKeeper) and librdkafka's mock cluster with their own maximum
+//! to every Metadata and InitProducerId version, then Apache Kafka 3.9.1, 2.4.1, 2.3.1 and
+//! 0.11.0.3 (the last three with ZooKeeper) and librdkafka's mock cluster with their own maximum
 //! versions, and a leader killed at old versions on 4.4.0 and at 2.3.1's own.
 //!
 //! Every run is checked twice: a connector that reads the request headers on the wire asserts
@@ -9,8 +9,8 @@
 //! (librdkafka's consumer) asserts the log: every record acknowledged, present once, in order,
 //! at its offset.
 //!
-//! Needs `scripts/install-kafka.sh` and `scripts/install-kafka.sh kafka-3` (`kafka-2`,
-//! `kafka-0.11`), and Java 17+; each
+//! Needs `scripts/install-kafka.sh` and `scripts/install-kafka.sh kafka-3` (`kafka-2.4`,
+//! `kafka-2`, `kafka-0.11`), and Java 17+; each
 //! test starts its own cluster and fails if it cannot.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 use kprod_core::protocol::{api_key, MaxVersions};
 use kprod_core::ProducerConfig;
 use kprod_tests::e2e::{assert_complete, close, runtime};
-use kprod_tests::kafka::{KafkaOptions, KAFKA_0_11_VERSION, KAFKA_2_VERSION, KAFKA_3_VERSION};
+use kprod_tests::kafka::{
+    KafkaOptions, KAFKA_0_11_VERSION, KAFKA_2_4_VERSION, KAFKA_2_VERSION, KAFKA_3_VERSION,
+};
 use kprod_tests::ledger::Ledger;
 use kprod_tests::reader::read_topic;
 use kprod_tests::seed::{fresh_run_id, run_seed, SeedPlan, Source, Verdict};
@@ -405,6 +407,15 @@ fn kafka_2_3_own_versions_and_old_ones() {
     assert_eq!(kafka.version(), "2.3.1");
     seed_like(&kafka, "k23-uncapped", MaxVersions::NONE, expected(7, 8, 1));
     seed_like(&kafka, "k23-p3-m1-i0", caps(3, 1, 0), expected(3, 1, 0));
+}
+
+/// Apache Kafka 2.4.1, with ZooKeeper, negotiates its own versions: Produce v8, Metadata v9,
+/// InitProducerId v2 (still no KIP-360).
+#[test]
+fn kafka_2_4_own_versions() {
+    let kafka = Kafka::start_with(KafkaOptions::new(1).version(KAFKA_2_4_VERSION));
+    assert_eq!(kafka.version(), "2.4.1");
+    seed_like(&kafka, "k24-uncapped", MaxVersions::NONE, expected(8, 9, 2));
 }
 
 /// A leader SIGKILLed and restarted on three Apache Kafka 2.3.1 nodes (ZooKeeper's session
