@@ -32,6 +32,7 @@ use kprod_core::protocol::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum BrokerMode {
     /// Kafka 1.0–2.4: a producer with no state and a non-zero sequence gets UNKNOWN_PRODUCER_ID.
+    /// Its DeleteRecords forgets the producer, as 1.0–2.3 do ([`Cluster::delete_records`]).
     UnknownPidError,
     /// Kafka 2.5–4.4: a producer with no state may start at any sequence.
     Lenient,

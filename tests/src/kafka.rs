@@ -49,8 +49,8 @@ pub const KAFKA_3_VERSION: &str = "3.9.1";
 pub const KAFKA_2_VERSION: &str = "2.3.1";
 
 /// Apache Kafka 2.4.1 (`scripts/install-kafka.sh kafka-2.4`), run with ZooKeeper: still
-/// without KIP-360 (InitProducerId v2 at most), and the first release whose broker keeps a
-/// producer whose last batch falls below the log start (KAFKA-7190's fix).
+/// without KIP-360 (InitProducerId v2 at most), and of the first release line (2.4.0) whose
+/// broker keeps a producer whose last batch falls below the log start (KAFKA-7190's fix).
 pub const KAFKA_2_4_VERSION: &str = "2.4.1";
 
 /// Apache Kafka 0.11.0.3 (`scripts/install-kafka.sh kafka-0.11`), run with ZooKeeper: the
@@ -59,7 +59,7 @@ pub const KAFKA_2_4_VERSION: &str = "2.4.1";
 pub const KAFKA_0_11_VERSION: &str = "0.11.0.3";
 
 /// Whether Apache Kafka `version` runs with ZooKeeper here (every release before 3.0; the
-/// suite runs 2.3.1 and 0.11.0.3 so).
+/// suite runs 2.4.1, 2.3.1 and 0.11.0.3 so).
 fn zookeeper_mode(version: &str) -> bool {
     ["0.", "1.", "2."].iter().any(|p| version.starts_with(p))
 }
@@ -1057,7 +1057,7 @@ impl Kafka {
     }
 
     /// The Metadata version the harness asks this release with: 12, or the release's
-    /// highest before 2.8 (Kafka 2.3: 8, 0.11: 4).
+    /// highest before 2.8 (Kafka 2.4: 9, 2.3: 8, 0.11: 4).
     fn metadata_version(&self) -> i16 {
         match self.version {
             KAFKA_2_VERSION => 8,

@@ -1,6 +1,7 @@
 //! Records deleted under a running producer (DeleteRecords up to the high watermark, as
 //! `kafka-delete-records.sh` and Kafka Streams' purge of its repartition topics do), on real
-//! Apache Kafka brokers of three generations, and 2.4.1, the first with the fix below.
+//! Apache Kafka brokers of three generations, and 2.4.1, of the first release line with the
+//! fix below.
 //!
 //! Before 2.4, a broker forgets a producer once the log start passes its last batch
 //! (KAFKA-7190): the producer's next batch, sequenced after the deleted ones, meets no state.
@@ -131,7 +132,7 @@ fn records_deleted_under_load_on_kafka_4_4() {
     assert_eq!(metrics.data_loss_signals, 0, "{metrics:?}");
 }
 
-/// Kafka 2.4.1, the first release with KAFKA-7190's fix (and still without KIP-360), keeps
+/// Kafka 2.4.1, of the first release line with KAFKA-7190's fix (and still without KIP-360), keeps
 /// the producer's state past the log start, as 4.4.0 does: one producer id, every record
 /// delivered, and no data-loss signal (the policy is fatal).
 #[test]

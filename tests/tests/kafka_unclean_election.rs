@@ -561,8 +561,7 @@ fn java_producer_in_the_same_unclean_election_on_kafka_4_4() {
     java_producer_in_the_same_unclean_election(KAFKA_VERSION);
 }
 
-/// The same on Kafka 2.3.1, a broker without KIP-360: the Java client cannot bump its epoch
-/// there.
+/// The same on Kafka 2.3.1, a broker without KIP-360.
 #[test]
 fn java_producer_in_the_same_unclean_election_on_kafka_2_3() {
     java_producer_in_the_same_unclean_election(KAFKA_2_VERSION);
