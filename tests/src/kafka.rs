@@ -1358,21 +1358,26 @@ impl Kafka {
             .unwrap_or_else(|| panic!("{topic}/{partition} not in metadata"))
     }
 
+    /// The leader and the ISR's size of `topic`/`partition`, as a running node answers now;
+    /// `None` if no node answers (electing, collecting garbage) or the partition is not
+    /// listed.
+    pub fn leader_and_isr(&self, topic: &str, partition: i32) -> Option<(i32, usize)> {
+        let meta = self.metadata(topic)?;
+        meta.topics
+            .iter()
+            .filter(|t| t.name.as_deref() == Some(topic))
+            .flat_map(|t| t.partitions.iter())
+            .find(|p| p.partition_index == partition)
+            .map(|p| (p.leader_id, p.isr_nodes.len()))
+    }
+
     /// Waits until `topic`/`partition` is led by a running node other than `not`.
     pub fn wait_leader_moved(&self, topic: &str, partition: i32, not: i32) -> i32 {
         let deadline = Instant::now() + TOPIC_TIMEOUT;
         loop {
-            // A node that does not answer this probe (electing, collecting garbage) is
-            // asked again, as a leaderless partition is.
-            let leader = self.metadata(topic).and_then(|meta| {
-                meta.topics
-                    .iter()
-                    .filter(|t| t.name.as_deref() == Some(topic))
-                    .flat_map(|t| t.partitions.iter())
-                    .find(|p| p.partition_index == partition)
-                    .map(|p| p.leader_id)
-            });
-            if let Some(l) = leader {
+            // A node that does not answer this probe is asked again, as a leaderless
+            // partition is.
+            if let Some((l, _)) = self.leader_and_isr(topic, partition) {
                 if l >= 0 && l != not {
                     return l;
                 }
@@ -1390,13 +1395,7 @@ impl Kafka {
     pub fn wait_isr_below(&self, topic: &str, partition: i32, n: usize) {
         let deadline = Instant::now() + TOPIC_TIMEOUT;
         loop {
-            let isr = self.metadata(topic).and_then(|m| {
-                m.topics
-                    .iter()
-                    .flat_map(|t| t.partitions.iter())
-                    .find(|p| p.partition_index == partition)
-                    .map(|p| p.isr_nodes.len())
-            });
+            let isr = self.leader_and_isr(topic, partition).map(|(_, isr)| isr);
             if isr.is_some_and(|l| l < n) {
                 return;
             }

@@ -126,10 +126,7 @@ fn deleted_under_load(version: &'static str, policy: DataLossPolicy) -> (Summary
 /// producer).
 #[test]
 fn records_deleted_under_load_on_kafka_4_4() {
-    let (outcomes, metrics) = deleted_under_load(KAFKA_VERSION, DataLossPolicy::Fatal);
-    assert!(outcomes.all_delivered(), "{outcomes:?}");
-    assert_eq!(metrics.producer_ids, 1, "{metrics:?}");
-    assert_eq!(metrics.data_loss_signals, 0, "{metrics:?}");
+    kept_past_the_log_start(KAFKA_VERSION);
 }
 
 /// Kafka 2.4.1, of the first release line with KAFKA-7190's fix (and still without KIP-360), keeps
@@ -137,7 +134,13 @@ fn records_deleted_under_load_on_kafka_4_4() {
 /// delivered, and no data-loss signal (the policy is fatal).
 #[test]
 fn records_deleted_under_load_on_kafka_2_4() {
-    let (outcomes, metrics) = deleted_under_load(KAFKA_2_4_VERSION, DataLossPolicy::Fatal);
+    kept_past_the_log_start(KAFKA_2_4_VERSION);
+}
+
+/// The rounds under `DataLossPolicy::Fatal` on a broker that keeps the producer's state past
+/// the log start: every record delivered, one producer id, no data-loss signal.
+fn kept_past_the_log_start(version: &'static str) {
+    let (outcomes, metrics) = deleted_under_load(version, DataLossPolicy::Fatal);
     assert!(outcomes.all_delivered(), "{outcomes:?}");
     assert_eq!(metrics.producer_ids, 1, "{metrics:?}");
     assert_eq!(metrics.data_loss_signals, 0, "{metrics:?}");

@@ -26,13 +26,13 @@ use std::time::{Duration, Instant};
 use kprod_core::{DataLossPolicy, FatalError, Persistence};
 use kprod_tests::e2e::{close, runtime};
 use kprod_tests::franz::Phases;
-use kprod_tests::javaref::{Flags, JavaLedger, LedgerPlan, Status};
+use kprod_tests::javaref::{Flags, JavaLedger, JavaRecord, LedgerPlan, Status};
 use kprod_tests::kafka::{KafkaOptions, KAFKA_2_VERSION, KAFKA_VERSION};
 use kprod_tests::ledger::{ledger_value, read_log, Ledger};
 use kprod_tests::reader::{read_topic, ReadRecord};
 use kprod_tests::Kafka;
 use kprod_tokio::{ErrorKind, FailureReason, Fatal, ProducerHandle};
-use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::ClientConfig;
 
@@ -113,12 +113,7 @@ impl Cluster {
     fn in_sync_leader(&self) -> i32 {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let state = self.kafka.metadata(&self.topic).and_then(|m| {
-                (m.topics.iter())
-                    .flat_map(|t| t.partitions.iter())
-                    .find(|p| p.partition_index == 0)
-                    .map(|p| (p.leader_id, p.isr_nodes.len()))
-            });
+            let state = self.kafka.leader_and_isr(&self.topic, 0);
             if let Some((leader, 2)) = state {
                 if leader >= 0 {
                     return leader;
@@ -349,64 +344,27 @@ fn librdkafka_in_the_same_unclean_election_on_kafka_4_4() {
         .set("retry.backoff.ms", "20")
         .create()
         .expect("librdkafka producer");
-    let value = |i: usize| ledger_value(topic, 0, i);
     // Each record's outcome: its offset, or librdkafka's error.
-    // Each record's outcome: its offset, or librdkafka's error code (and text).
-    let phase = |k: usize| -> Vec<Result<i64, (Option<RDKafkaErrorCode>, String)>> {
+    let (second, last) = three_phases(&mut cluster, |k| {
         rt.block_on(async {
             let mut out = Vec::new();
             for i in k * PHASE..(k + 1) * PHASE {
-                let v = value(i);
+                let v = ledger_value(topic, 0, i);
                 let r = FutureRecord::<(), _>::to(topic).partition(0).payload(&v);
                 out.push(match rd.send(r, Duration::from_secs(60)).await {
                     Ok(d) => Ok(d.offset),
-                    Err((e, _)) => Err((e.rdkafka_error_code(), e.to_string())),
+                    Err((e, _)) => Err(e),
                 });
             }
             out
         })
-    };
-    let first = phase(0);
-    assert!(first.iter().all(Result::is_ok), "first phase: {first:?}");
-    wait_log_len(&cluster.addr(cluster.leader), topic, PHASE);
-    cluster.lose_follower();
-    let second = phase(1);
-    assert!(second.iter().all(Result::is_ok), "second phase: {second:?}");
-    wait_log_len(&cluster.addr(cluster.leader), topic, 2 * PHASE);
-    cluster.elect_stale_follower();
-    let last = phase(2);
+    });
     let fatal = rd.client().fatal_error();
-    let log = read_topic(
-        &cluster.addr(cluster.follower),
-        topic,
-        1,
-        Duration::from_secs(30),
-    )
-    .unwrap_or_else(|e| panic!("the independent reader failed: {e}"))
-    .remove(&0)
-    .unwrap_or_default();
-    let at = positions(&log);
-    let lost = (PHASE..2 * PHASE)
-        .filter(|&i| !at.contains_key(value(i).as_bytes()))
-        .count();
-    let mut last_phase: BTreeMap<String, usize> = BTreeMap::new();
-    for (j, r) in last.iter().enumerate() {
-        let i = 2 * PHASE + j;
-        let found = at.get(value(i).as_bytes()).cloned().unwrap_or_default();
-        match r {
-            Ok(offset) => {
-                assert_eq!(found, vec![*offset], "librdkafka record {i}");
-                *last_phase.entry("delivered".into()).or_default() += 1;
-            }
-            Err((_, e)) => {
-                assert!(
-                    found.is_empty(),
-                    "librdkafka record {i} failed ({e}) is in the log"
-                );
-                *last_phase.entry(e.clone()).or_default() += 1;
-            }
-        }
-    }
+    let Judged {
+        log,
+        lost,
+        last_phase,
+    } = judge(&cluster, "librdkafka", &named(&second), &named(&last));
     println!(
         "librdkafka {}, unclean election on Kafka 4.4.0: second phase {lost} of {PHASE} \
          delivered and lost; last phase {last_phase:?}; fatal error {fatal:?}",
@@ -424,7 +382,7 @@ fn librdkafka_in_the_same_unclean_election_on_kafka_4_4() {
     // The first record of the last phase draws the broker's refusal; every later one the
     // fatal state.
     let codes: Vec<Option<RDKafkaErrorCode>> = (last.iter())
-        .map(|r| r.as_ref().err().and_then(|(code, _)| *code))
+        .map(|r| r.as_ref().err().and_then(KafkaError::rdkafka_error_code))
         .collect();
     assert_eq!(
         codes[0],
@@ -464,48 +422,11 @@ fn franz_go_in_the_same_unclean_election(hook: bool) {
     let topic = "franz-unclean";
     let mut cluster = Cluster::start(topic, KAFKA_VERSION);
     let mut franz = Phases::start(&cluster.kafka.bootstrap(), topic, PHASE, hook);
-    let value = |i: usize| ledger_value(topic, 0, i);
-    let first = franz.phase(0, TIMEOUT);
-    assert!(first.iter().all(Result::is_ok), "first phase: {first:?}");
-    wait_log_len(&cluster.addr(cluster.leader), topic, PHASE);
-    cluster.lose_follower();
-    let second = franz.phase(1, TIMEOUT);
-    assert!(second.iter().all(Result::is_ok), "second phase: {second:?}");
-    wait_log_len(&cluster.addr(cluster.leader), topic, 2 * PHASE);
-    cluster.elect_stale_follower();
-    let last = franz.phase(2, TIMEOUT);
+    let (second, last) = three_phases(&mut cluster, |k| franz.phase(k, TIMEOUT));
     let data_loss = franz.finish();
-    let log = read_topic(
-        &cluster.addr(cluster.follower),
-        topic,
-        1,
-        Duration::from_secs(30),
-    )
-    .unwrap_or_else(|e| panic!("the independent reader failed: {e}"))
-    .remove(&0)
-    .unwrap_or_default();
-    let at = positions(&log);
-    let lost = (PHASE..2 * PHASE)
-        .filter(|&i| !at.contains_key(value(i).as_bytes()))
-        .count();
-    let mut last_phase: BTreeMap<String, usize> = BTreeMap::new();
-    for (j, r) in last.iter().enumerate() {
-        let i = 2 * PHASE + j;
-        let found = at.get(value(i).as_bytes()).cloned().unwrap_or_default();
-        match r {
-            Ok(offset) => {
-                assert_eq!(found, vec![*offset], "franz-go record {i}");
-                *last_phase.entry("delivered".into()).or_default() += 1;
-            }
-            Err(e) => {
-                assert!(
-                    found.is_empty(),
-                    "franz-go record {i} failed ({e}) is in the log"
-                );
-                *last_phase.entry(e.clone()).or_default() += 1;
-            }
-        }
-    }
+    let Judged {
+        lost, last_phase, ..
+    } = judge(&cluster, "franz-go", &second, &last);
     println!(
         "franz-go {}, unclean election on Kafka 4.4.0: second phase {lost} of {PHASE} \
          delivered and lost; last phase {last_phase:?}; data-loss hook set {hook}, called \
@@ -517,7 +438,7 @@ fn franz_go_in_the_same_unclean_election(hook: bool) {
         "the broker lost the records the leader acknowledged alone"
     );
     // franz-go takes the refusal for data loss (its log start is below the last
-    // acknowledged offset), calls the hook, and goes on under a new producer id.
+    // acknowledged offset), calls the hook if set, and goes on under a new identity.
     if hook {
         assert!(data_loss >= 1, "franz-go's data-loss hook was not called");
     } else {
@@ -528,6 +449,96 @@ fn franz_go_in_the_same_unclean_election(hook: bool) {
         BTreeMap::from([("delivered".to_owned(), PHASE)]),
         "what franz-go reported for the last phase"
     );
+}
+
+/// Runs the three phases with a client whose `phase(k)` sends phase `k`'s records (the
+/// ledger's values, partition 0) and returns what it reported for each, in order: both
+/// replicas in sync, then the follower lost, then the stale follower elected. Each phase is
+/// in the log before the next fault. Returns the second and the last phase's outcomes.
+fn three_phases<E: std::fmt::Debug>(
+    cluster: &mut Cluster,
+    mut phase: impl FnMut(usize) -> Outcomes<E>,
+) -> (Outcomes<E>, Outcomes<E>) {
+    let topic = cluster.topic.clone();
+    let first = phase(0);
+    assert!(first.iter().all(Result::is_ok), "first phase: {first:?}");
+    wait_log_len(&cluster.addr(cluster.leader), &topic, PHASE);
+    cluster.lose_follower();
+    let second = phase(1);
+    assert!(second.iter().all(Result::is_ok), "second phase: {second:?}");
+    wait_log_len(&cluster.addr(cluster.leader), &topic, 2 * PHASE);
+    cluster.elect_stale_follower();
+    let last = phase(2);
+    (second, last)
+}
+
+/// What a client reported for each record of a phase, in order: its offset, or its error.
+type Outcomes<E> = Vec<Result<i64, E>>;
+
+/// Each outcome with its error as text.
+fn named<E: std::fmt::Display>(outcomes: &[Result<i64, E>]) -> Outcomes<String> {
+    (outcomes.iter())
+        .map(|r| r.as_ref().copied().map_err(ToString::to_string))
+        .collect()
+}
+
+/// The log after the election, as the independent reader finds it on the new leader, and
+/// what a client's reports come to against it.
+struct Judged {
+    log: Vec<ReadRecord>,
+    /// Records of the second phase reported delivered and absent from the log.
+    lost: usize,
+    /// The last phase's outcomes tallied: "delivered", or the error as reported.
+    last_phase: BTreeMap<String, usize>,
+}
+
+/// Reads the log and checks `who`'s reports for the second and the last phase against it
+/// (each an offset, or the error as the tally names it): every delivery of the last phase at
+/// an offset holding the record, every failure absent.
+fn judge(
+    cluster: &Cluster,
+    who: &str,
+    second: &[Result<i64, String>],
+    last: &[Result<i64, String>],
+) -> Judged {
+    let topic = &cluster.topic;
+    let log = read_topic(
+        &cluster.addr(cluster.follower),
+        topic,
+        1,
+        Duration::from_secs(30),
+    )
+    .unwrap_or_else(|e| panic!("the independent reader failed: {e}"))
+    .remove(&0)
+    .unwrap_or_default();
+    let at = positions(&log);
+    let value = |i: usize| ledger_value(topic, 0, i).into_bytes();
+    let lost = (second.iter().enumerate())
+        .filter(|&(j, r)| r.is_ok() && !at.contains_key(&value(PHASE + j)))
+        .count();
+    let mut last_phase: BTreeMap<String, usize> = BTreeMap::new();
+    for (j, r) in last.iter().enumerate() {
+        let i = 2 * PHASE + j;
+        let found = at.get(&value(i)).cloned().unwrap_or_default();
+        match r {
+            Ok(offset) => {
+                assert_eq!(found, vec![*offset], "{who} record {i}");
+                *last_phase.entry("delivered".into()).or_default() += 1;
+            }
+            Err(e) => {
+                assert!(
+                    found.is_empty(),
+                    "{who} record {i} failed ({e}) is in the log"
+                );
+                *last_phase.entry(e.clone()).or_default() += 1;
+            }
+        }
+    }
+    Judged {
+        log,
+        lost,
+        last_phase,
+    }
 }
 
 /// Polls the independent reader at `addr` until `topic` holds `n` records (the high
@@ -590,41 +601,27 @@ fn java_producer_in_the_same_unclean_election(version: &'static str) {
     cluster.elect_stale_follower();
     run.resume();
     let java = JavaLedger::from_run(&plan, run.finish(Duration::from_secs(300)));
-    let log = read_topic(
-        &cluster.addr(cluster.follower),
-        topic,
-        1,
-        Duration::from_secs(30),
-    )
-    .unwrap_or_else(|e| panic!("the independent reader failed: {e}"))
-    .remove(&0)
-    .unwrap_or_default();
-    let at = positions(&log);
-    let value = |i: usize| ledger_value(topic, 0, i).into_bytes();
-    let lost = (PHASE..2 * PHASE)
-        .filter(|&i| java.records[i].status == Status::Delivered && !at.contains_key(&value(i)))
-        .count();
-    let mut last_phase: BTreeMap<String, usize> = BTreeMap::new();
     for i in 2 * PHASE..3 * PHASE {
-        let r = &java.records[i];
-        let found = at.get(&value(i)).cloned().unwrap_or_default();
-        match r.status {
-            Status::Delivered => {
-                assert_eq!(found, vec![r.offset.expect("an offset")], "Java record {i}");
-                *last_phase.entry("delivered".into()).or_default() += 1;
-            }
-            Status::Failed => {
-                assert!(
-                    found.is_empty(),
-                    "Java record {i} failed ({}) is in the log",
-                    r.error
-                );
-                let class = r.error.split(':').next().unwrap_or_default().to_owned();
-                *last_phase.entry(class).or_default() += 1;
-            }
-            Status::Unresolved => panic!("Java record {i} unresolved"),
-        }
+        assert!(
+            java.records[i].status != Status::Unresolved,
+            "Java record {i} unresolved"
+        );
     }
+    // An offset (−1 for none, which no record in the log has), or the exception's class; a
+    // record unresolved (of the second phase) as not delivered.
+    let outcome = |r: &JavaRecord| match r.status {
+        Status::Delivered => Ok(r.offset.unwrap_or(-1)),
+        Status::Failed => Err(r.error.split(':').next().unwrap_or_default().to_owned()),
+        Status::Unresolved => Err("unresolved".to_owned()),
+    };
+    let reported = |phase: usize| -> Outcomes<String> {
+        (java.records[phase * PHASE..(phase + 1) * PHASE].iter())
+            .map(outcome)
+            .collect()
+    };
+    let Judged {
+        lost, last_phase, ..
+    } = judge(&cluster, "Java", &reported(1), &reported(2));
     println!(
         "Java producer, unclean election on Kafka {version}: second phase {lost} of {PHASE} \
          delivered and lost; last phase {last_phase:?}"
