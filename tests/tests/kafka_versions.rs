@@ -450,7 +450,7 @@ fn kafka_0_11_leader_change_on_three_nodes() {
 }
 
 /// A node SIGKILLed and started again at once, with ZooKeeper: its old session's
-/// registration is still there (until the 3 s session expires), and the broker refuses to
+/// registration is still there (until that session expires), and the broker refuses to
 /// start on it (2.3: NodeExists; 0.11: "already registered") and exits. The harness must see
 /// that exit and start the node again until it registers; the producer then delivers what it
 /// was given before the kill, while the node was away, and after.
