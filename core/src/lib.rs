@@ -179,7 +179,7 @@ mod types;
 pub use config::{ConfigError, DataLossPolicy, GapPolicy, ProducerConfig};
 pub use metrics::{Metrics, PartitionMetrics};
 pub use partitioner::Partitioner;
-pub use producer::{is_valid_topic_name, Producer};
+pub use producer::{is_valid_topic_name, CompressedBatch, CompressionTask, Producer};
 pub use protocol::compression::{Compression, CompressionType};
 pub use protocol::record_batch::Header;
 pub use sasl::{SaslConfig, SaslInput, SaslMechanism, SaslNeed, Secret};

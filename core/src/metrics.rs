@@ -43,6 +43,7 @@ pub(crate) struct Counters {
     pub(crate) data_loss: u64,
     pub(crate) produce_throttled: u64,
     pub(crate) metadata_requests: u64,
+    pub(crate) batches_compressed_ahead: u64,
 }
 
 impl Counters {
@@ -98,6 +99,11 @@ pub struct Metrics {
     /// [`crate::DataLossPolicy`]; under `SignalAndContinue` this and the diagnostic are
     /// how an application learns of the loss.
     pub data_loss_signals: u64,
+    /// Counter: batches whose records the driver compressed away from the producer before
+    /// their seal ([`crate::Producer::take_compressed`]; kprod-tokio does so for every
+    /// batch of a compressed topic that closes full, outside the lock its handles take);
+    /// the others are compressed at their seal.
+    pub batches_compressed_ahead: u64,
     /// Counter: Produce answers in which the broker throttled this client (a quota,
     /// `throttle_time_ms` > 0, KIP-219): the connection then sends no Produce request until
     /// the throttle has passed.

@@ -227,7 +227,9 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::BytesMut;
-use kprod_core::{is_valid_topic_name, ConnId, Diagnostic, Event, Output, Producer, RecordId};
+use kprod_core::{
+    is_valid_topic_name, CompressionTask, ConnId, Diagnostic, Event, Output, Producer, RecordId,
+};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -2525,6 +2527,39 @@ impl<C: Connector> Drop for Driver<C> {
     }
 }
 
+/// Compresses batches that closed since the last drain without the lock, so that the
+/// application's threads keep handing records over meanwhile (a gzip batch of a megabyte
+/// takes tens of milliseconds; before, the lock was held for it, inside the drain's seal):
+/// takes them from the core (copies of their records), releases the lock, compresses,
+/// takes the lock again and hands the results back for their seals. At most about a
+/// request's worth (`max.request.size` of records) each time, so that the drain, which sends
+/// them and takes in answers, is not put off by more than it would have spent compressing
+/// them itself; the rest wait for the next drain, and batches that go out before they close
+/// (linger, flush) or before their turn here are compressed at their seal. Returns the lock
+/// held.
+fn compress_ahead<'a>(shared: &'a Shared, mut guard: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
+    let most = guard.producer.config().max_request_size;
+    let mut raw = 0;
+    let mut tasks = Vec::new();
+    while raw < most {
+        let Some(t) = guard.producer.poll_compression() else {
+            break;
+        };
+        raw += t.len();
+        tasks.push(t);
+    }
+    if tasks.is_empty() {
+        return guard;
+    }
+    drop(guard);
+    let done: Vec<_> = tasks.into_iter().map(CompressionTask::run).collect();
+    guard = shared.lock();
+    for d in done {
+        guard.producer.take_compressed(d);
+    }
+    guard
+}
+
 impl<C: Connector> Driver<C> {
     async fn run(mut self, mut io_rx: mpsc::Receiver<(ConnId, ReadResult)>) {
         let sleep = tokio::time::sleep_until(tokio::time::Instant::now());
@@ -2534,7 +2569,10 @@ impl<C: Connector> Driver<C> {
         let shared = Arc::clone(&self.shared);
         let max_block;
         {
-            let core = shared.lock();
+            let mut core = shared.lock();
+            // Batches of compressed topics are compressed here, between an input and the
+            // drain, without the lock (`compress_ahead`).
+            core.producer.set_compress_ahead(true);
             let cfg = core.producer.config();
             max_block = cfg.max_block;
             if cfg.acks == 0 {
@@ -2549,7 +2587,8 @@ impl<C: Connector> Driver<C> {
         let mut fine_armed = None;
         let mut input = None;
         loop {
-            // One input, then one drain, under the lock the handles take to accept records.
+            // One input, then one drain, under the lock the handles take to accept records
+            // (released once between them while closed batches are compressed).
             let (lowest, finished, backlogged) = {
                 let mut guard = shared.lock();
                 let core = &mut *guard;
@@ -2592,6 +2631,8 @@ impl<C: Connector> Driver<C> {
                 if self.deadline.is_some_and(|d| d <= t) {
                     core.producer.handle_timeout(t);
                 }
+                let mut guard = compress_ahead(&shared, guard);
+                let core = &mut *guard;
                 // Before the drain: a topic asked about again is asked in it.
                 self.answer_partition_waiters(core);
                 self.drain(core);

@@ -59,8 +59,8 @@ use kprod_core::protocol::{
     RequestHeader, ResponseHeader,
 };
 use kprod_core::{
-    Compression, CompressionType, ConnId, DataLossPolicy, Event, GapPolicy, Output, Persistence,
-    Producer, ProducerConfig, Record, RecordId,
+    Compression, CompressionTask, CompressionType, ConnId, DataLossPolicy, Event, GapPolicy,
+    Output, Persistence, Producer, ProducerConfig, Record, RecordId,
 };
 use kprod_model::broker::{split_frames, BrokerMode, Cluster, Injection};
 
@@ -697,6 +697,9 @@ pub struct ProducerStats {
     pub faithful_metadata_storms: u64,
     /// The most Metadata requests any run sent within one `retry.backoff.ms`.
     pub max_metadata_per_backoff: usize,
+    /// Compressed batches handed back to producers ([`Harness::compress_ahead`]), and of
+    /// those, kept for a seal (the others came too late).
+    pub compressed_ahead: (u64, u64),
 }
 
 /// Metadata requests within one `retry.backoff.ms` above which a run counts as a storm.
@@ -778,6 +781,11 @@ pub struct Harness {
     metadata_window: VecDeque<Instant>,
     /// The most Metadata requests answered within one `retry.backoff.ms` of virtual time.
     pub max_metadata_per_backoff: usize,
+    /// Compression tasks taken from the producer and not yet handed back
+    /// (`Producer::set_compress_ahead`): handed back late, out of order, or never.
+    compressing: Vec<CompressionTask>,
+    /// Compressed batches handed back, and of those, kept for a seal.
+    pub compressed_ahead: (u64, u64),
     options: Options,
     rng: Rng,
 }
@@ -811,9 +819,32 @@ impl Harness {
             avoided: BTreeMap::new(),
             metadata_window: VecDeque::new(),
             max_metadata_per_backoff: 0,
+            compressing: Vec::new(),
+            compressed_ahead: (0, 0),
             options,
             rng,
         }
+    }
+
+    /// Compression ahead of the seal, as a driver would do it between two drains, but with
+    /// the fuzzer's timing: takes the tasks listed (or not), and hands some of those it
+    /// holds back, in any order, however late (after their batch was sealed, split, failed
+    /// or given up); the rest it keeps for later, or for ever.
+    pub fn compress_ahead(&mut self, rng: &mut Rng) {
+        if rng.chance(600) {
+            while let Some(t) = self.producer.poll_compression() {
+                self.compressing.push(t);
+            }
+        }
+        for _ in 0..rng.below(self.compressing.len() as u64 + 1) {
+            let i = rng.below(self.compressing.len() as u64) as usize;
+            let t = self.compressing.swap_remove(i);
+            self.compressed_ahead.0 += 1;
+            if self.producer.take_compressed(t.run()) {
+                self.compressed_ahead.1 += 1;
+            }
+        }
+        self.drain();
     }
 
     /// Carries out outputs until the producer waits. Returns the deadline it waits for.
@@ -1479,6 +1510,8 @@ pub fn producer_run(seed: u64, run: u64, steps: usize, hostile: bool, options: O
     let mut h = Harness::new(cluster, cfg, Rng::new(rng.next_u64()), options);
     h.hostile = hostile;
     h.attack_handshake = rng.chance(500);
+    let ahead = rng.chance(500);
+    h.producer.set_compress_ahead(ahead);
     let mut n = 0;
     let mut closed = false;
     h.drain();
@@ -1578,6 +1611,9 @@ pub fn producer_run(seed: u64, run: u64, steps: usize, hostile: bool, options: O
                 h.drain();
             }
             _ => {
+                if ahead {
+                    h.compress_ahead(&mut rng);
+                }
                 h.settle_round();
             }
         }
@@ -1672,6 +1708,8 @@ pub fn fuzz_producer(seed: u64, n: u64, options: Options) -> ProducerStats {
         stats.refused += h.refused;
         stats.attacked_frames += h.attacked;
         stats.fatal_runs += u64::from(h.producer.fatal_error().is_some());
+        stats.compressed_ahead.0 += h.compressed_ahead.0;
+        stats.compressed_ahead.1 += h.compressed_ahead.1;
         for o in h.outcomes.values() {
             match o {
                 Outcome::Delivered(..) => stats.delivered += 1,
@@ -1746,6 +1784,11 @@ impl std::fmt::Display for Report {
             "  metadata storms (>{METADATA_STORM} Metadata requests within retry.backoff.ms): {} \
              runs ({} faithful); most within retry.backoff.ms: {}",
             p.metadata_storms, p.faithful_metadata_storms, p.max_metadata_per_backoff
+        );
+        let _ = writeln!(
+            s,
+            "  compressed ahead of the seal: {} batches handed back, {} kept",
+            p.compressed_ahead.0, p.compressed_ahead.1
         );
         let _ = write!(s, "  known bugs avoided: {:?}", p.avoided);
         f.write_str(&s)

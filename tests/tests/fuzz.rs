@@ -19,6 +19,9 @@ fn twenty_thousand_inputs() {
         "{report}"
     );
     assert!(p.delivered > 0 && p.attacked_frames > 0, "{report}");
+    // Compressed batches handed back in time and too late (sealed, split or failed since).
+    let (back, kept) = p.compressed_ahead;
+    assert!(kept > 0 && back > kept, "{report}");
     assert_eq!(
         p.delivered + p.failed_not_persisted + p.failed_possibly_persisted,
         p.records,

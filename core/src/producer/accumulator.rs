@@ -464,24 +464,26 @@ impl Topic {
 
 /// The id and uncompressed record bytes of partition `p`'s first unsealed batch: if the
 /// batch picked for a request is this one, it was sealed (and compressed) just now.
-pub(super) fn first_unsealed(p: &Partition) -> Option<(u64, usize)> {
-    p.batches
-        .iter()
-        .find_map(|b| b.builder.as_ref().map(|bb| (b.id, bb.records_len())))
+pub(super) fn first_unsealed(p: &Partition) -> Option<(u64, usize, bool)> {
+    p.batches.iter().find_map(|b| {
+        (b.builder.as_ref()).map(|bb| (b.id, bb.records_len(), bb.is_precompressed()))
+    })
 }
 
-/// Batch fullness under compression: a batch sealed just now (`unsealed` held its id and raw
-/// size before the pick) tells the topic's compression ratio estimate how well it compressed
-/// (Kafka's estimate, used to decide when a compressed batch is full).
+/// Batch fullness under compression: a batch sealed just now (`unsealed` held its id, raw
+/// size and whether it was compressed ahead, before the pick) tells the topic's compression
+/// ratio estimate how well it compressed (Kafka's estimate, used to decide when a compressed
+/// batch is full). One compressed ahead told it already, when its compressed records came
+/// back ([`Producer::take_compressed`]).
 pub(super) fn observe_compression(
     compression: Compression,
     ratio: &mut RatioEstimate,
-    unsealed: Option<(u64, usize)>,
+    unsealed: Option<(u64, usize, bool)>,
     picked: u64,
     wire: &Bytes,
 ) {
     if !compression.is_none() {
-        if let Some((_, raw)) = unsealed.filter(|u| u.0 == picked) {
+        if let Some((_, raw, _)) = unsealed.filter(|u| u.0 == picked && !u.2) {
             ratio.observe(wire.len() - HEADER_LEN, raw);
         }
     }
@@ -930,14 +932,17 @@ impl Producer {
             let t = &mut self.topics[ti];
             t.sticky = to;
             t.sticky_bytes = 0;
-            let sealed = (t.partitions.get_mut(from as usize))
+            let closed = (t.partitions.get_mut(from as usize))
                 .and_then(|p| p.batches.back_mut())
                 .filter(|b| b.state == BatchState::Open)
-                .map(|b| b.state = BatchState::Ready)
-                .is_some();
-            if sealed {
+                .map(|b| {
+                    b.state = BatchState::Ready;
+                    b.id
+                });
+            if let Some(id) = closed {
                 self.wakes.0 += 1;
                 self.sync(ti, from as usize);
+                self.compress_later(ti, from as usize, id);
             }
         }
         let keyless =
@@ -960,6 +965,7 @@ impl Producer {
             t.sticky_bytes += payload;
         }
         let mut move_sticky = false;
+        let mut closed = None;
         if !fits {
             // A partition that fills its batches may take an idle buffer larger than its
             // reserve (a batch that starts small and grows, `batch.size` above the first
@@ -971,6 +977,7 @@ impl Producer {
                 let open = b.state == BatchState::Open;
                 if open {
                     b.state = BatchState::Ready;
+                    closed = Some(b.id);
                 }
                 open
             } else {
@@ -1036,13 +1043,28 @@ impl Producer {
         if full {
             b.state = BatchState::Ready;
         }
+        let full = full.then_some(b.id);
         if move_sticky {
             self.topics[ti].move_sticky(self.cfg.adaptive_partitioning);
         }
         // Only a new batch or a full one changes what the index holds for the partition.
-        if full || !fits {
+        if full.is_some() || !fits {
             self.wakes.0 += 1;
             self.sync(ti, part as usize);
+        }
+        for id in closed.into_iter().chain(full) {
+            self.compress_later(ti, part as usize, id);
+        }
+    }
+
+    /// Batch `id` of partition `(ti, pi)` was just closed for records: with compression
+    /// ahead on ([`Producer::set_compress_ahead`]) and a codec for its topic, it is one for
+    /// [`Producer::poll_compression`].
+    fn compress_later(&mut self, ti: usize, pi: usize, id: u64) {
+        if let Some(ahead) = self.compress_ahead.as_mut() {
+            if !self.topics[ti].compression.is_none() {
+                ahead.push((ti, pi, id));
+            }
         }
     }
 

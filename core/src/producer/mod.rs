@@ -31,6 +31,7 @@ use crate::types::{
 
 mod accumulator;
 mod acks;
+mod ahead;
 mod auth;
 mod connections;
 mod identity;
@@ -43,6 +44,7 @@ mod requests;
 mod responses;
 
 use accumulator::Topic;
+pub use ahead::{CompressedBatch, CompressionTask};
 use connections::{Backoff, Conn, ConnState, Target};
 use index::{Derived, Index};
 use metadata::MetadataState;
@@ -205,6 +207,10 @@ pub struct Producer {
     /// Debug builds check the derived state at every drain whatever the partition count
     /// ([`Self::check_every_drain`]; tests of many partitions).
     check_every_drain: Derived<bool>,
+    /// Closed batches whose records a driver may compress away from the producer
+    /// ([`Self::set_compress_ahead`]); `None` (the default): every batch is compressed at
+    /// its seal.
+    compress_ahead: Option<ahead::CompressAhead>,
 }
 
 /// Whether `name` is a legal Kafka topic name.
@@ -393,6 +399,7 @@ impl Producer {
             batch_pool: Derived(pool::BatchPool::default()),
             wakes: Derived(0),
             check_every_drain: Derived(false),
+            compress_ahead: None,
             cfg: config.with_durations_capped(),
         })
     }

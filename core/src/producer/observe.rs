@@ -27,6 +27,7 @@ impl Producer {
             epoch_bumps: c.epoch_bumps,
             producer_ids: c.producer_ids,
             data_loss_signals: c.data_loss,
+            batches_compressed_ahead: c.batches_compressed_ahead,
             produce_throttled: c.produce_throttled,
             connections_opened: self.next_conn,
             metadata_requests: c.metadata_requests,

@@ -228,7 +228,7 @@ impl Producer {
             return None;
         };
         let b = &mut p.batches[pick.index];
-        if let Some((_, raw)) = unsealed.filter(|(id, _)| *id == b.id) {
+        if let Some((_, raw, _)) = unsealed.filter(|(id, ..)| *id == b.id) {
             *buffered_bytes -= fit_sealed(b, raw, cfg, &mut batch_pool.0);
         }
         let wire = b.wire.clone().expect("a picked batch is sequenced");

@@ -206,6 +206,58 @@ pub struct RecordBatchBuilder {
     max_timestamp: i64,
     compression: Compression,
     ratio: RatioEstimate,
+    /// The records compressed ahead of the seal, outside the producer
+    /// ([`CompressionJob`]): a header's room then the compressed records, and the count of
+    /// records they hold. Used by [`Self::seal`] only while the count is still the batch's.
+    /// Boxed: every batch is charged its size against `buffer.memory`, and few hold one.
+    precompressed: Option<Box<(i32, BytesMut)>>,
+}
+
+/// The records of a closed batch to compress away from the producer (so that whoever holds
+/// the producer, the application's threads accepting records through a lock, need not wait
+/// for the codec): [`RecordBatchBuilder::compression_job`] copies them out, [`Self::run`]
+/// compresses them as the seal would, and [`RecordBatchBuilder::set_precompressed`] gives
+/// the result back. Pure computation: no I/O, no clock.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CompressionJob {
+    count: i32,
+    compression: Compression,
+    ratio: RatioEstimate,
+    records: Bytes,
+}
+
+impl CompressionJob {
+    /// Compresses the records exactly as [`RecordBatchBuilder::seal`] would have (the same
+    /// codec, level and output buffer): a header's room then the compressed records, or
+    /// `None` should the codec fail (the seal then sends the batch uncompressed, as it does
+    /// when its own compression fails).
+    pub fn run(&self) -> Option<(i32, BytesMut)> {
+        compress_records(self.compression, self.ratio, &self.records).map(|out| (self.count, out))
+    }
+
+    /// The uncompressed size of the records to compress.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether there is nothing to compress.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+}
+
+/// A header's room then `records` compressed with `compression`, in a buffer sized by the
+/// topic's ratio estimate; `None` if the codec fails.
+fn compress_records(
+    compression: Compression,
+    ratio: RatioEstimate,
+    records: &[u8],
+) -> Option<BytesMut> {
+    let n = records.len();
+    let mut out = BytesMut::with_capacity(HEADER_LEN + ratio.estimate(n).min(n) + 64);
+    out.put_bytes(0, HEADER_LEN);
+    compress(compression, records, &mut out).ok()?;
+    Some(out)
 }
 
 impl RecordBatchBuilder {
@@ -227,6 +279,7 @@ impl RecordBatchBuilder {
             max_timestamp: 0,
             compression: Compression::NONE,
             ratio: RatioEstimate::default(),
+            precompressed: None,
         }
     }
 
@@ -235,6 +288,43 @@ impl RecordBatchBuilder {
     pub fn set_compression(&mut self, compression: Compression, ratio: RatioEstimate) {
         self.compression = compression;
         self.ratio = ratio;
+    }
+
+    /// The records so far, copied out to be compressed away from the producer; `None`
+    /// without compression or records, or once they are compressed already.
+    pub fn compression_job(&self) -> Option<CompressionJob> {
+        if self.compression.is_none() || self.count == 0 || self.precompressed.is_some() {
+            return None;
+        }
+        Some(CompressionJob {
+            count: self.count,
+            compression: self.compression,
+            ratio: self.ratio,
+            records: Bytes::copy_from_slice(&self.buf[HEADER_LEN..]),
+        })
+    }
+
+    /// Takes the records compressed by a [`CompressionJob`] of this batch ([`CompressionJob::run`]'s
+    /// answer) for the seal. Refused (`false`, nothing kept) unless the batch still holds
+    /// exactly the records the job copied out and compresses them with the job's codec: a
+    /// record appended since makes the seal compress them itself.
+    pub fn set_precompressed(&mut self, done: (i32, BytesMut)) -> bool {
+        let (count, out) = done;
+        let fits = count == self.count
+            && !self.compression.is_none()
+            && out.len() >= HEADER_LEN
+            && self.precompressed.is_none();
+        if fits {
+            self.precompressed = Some(Box::new((count, out)));
+        }
+        fits
+    }
+
+    /// Whether the records were compressed ahead of the seal ([`Self::set_precompressed`]).
+    pub fn is_precompressed(&self) -> bool {
+        self.precompressed
+            .as_ref()
+            .is_some_and(|p| p.0 == self.count)
     }
 
     /// The compression applied at the seal.
@@ -413,14 +503,15 @@ impl RecordBatchBuilder {
             max_timestamp,
             compression,
             ratio,
+            precompressed,
         } = self;
         let mut codec = CompressionType::None;
         if !compression.is_none() {
-            let records = buf.len() - HEADER_LEN;
-            let mut out =
-                BytesMut::with_capacity(HEADER_LEN + ratio.estimate(records).min(records) + 64);
-            out.put_bytes(0, HEADER_LEN);
-            if compress(compression, &buf[HEADER_LEN..], &mut out).is_ok() {
+            // Compressed ahead (the same bytes this would write), unless records came since.
+            let ahead = precompressed.filter(|p| p.0 == count).map(|p| p.1);
+            if let Some(out) =
+                ahead.or_else(|| compress_records(compression, ratio, &buf[HEADER_LEN..]))
+            {
                 buf = out;
                 codec = compression.codec;
             }

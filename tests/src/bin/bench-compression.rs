@@ -3,16 +3,19 @@
 //!
 //! ```text
 //! cargo run --release -p kprod-tests --bin bench-compression -- \
-//!     [--messages N] [--rounds R] [--size BYTES] [--codecs none,gzip,snappy,lz4,zstd]
+//!     [--messages N] [--rounds R] [--size BYTES] [--codecs none,gzip,snappy,lz4,zstd] \
+//!     [--batch-size BYTES] [--linger-ms MS]
 //! ```
 //!
 //! Each round, for each codec, each client produces the same N text-like records (a JSON-ish
 //! line of about `--size` bytes with a key) to its own fresh 4-partition topic, idempotent,
-//! `acks=all`, `linger.ms=5`, `batch.size=16384`, and a queue large enough that neither
+//! `acks=all`, `linger.ms=5` and `batch.size=16384` (or the flags'), and a queue large enough that neither
 //! client blocks. Measured from the first send to the last acknowledgement: records/s, MB/s of
 //! uncompressed keys and values in, client CPU per record (`utime + stime` of this process;
-//! the broker is a separate process), and bytes per record in the broker's log (the log
-//! segments' size over N: the compressed size on disk). Levels: gzip 6 and zstd 3 (Kafka's
+//! the broker is a separate process), bytes per record in the broker's log (the log
+//! segments' size over N: the compressed size on disk), and how long the application waited
+//! to hand a record over (`enqueue().await` for kprod, `send` for rdkafka: p99.9 and the
+//! longest, which show the client's locks held against the application). Levels: gzip 6 and zstd 3 (Kafka's
 //! defaults) for both clients; snappy has none; lz4 is each client's fast mode. The medians
 //! over the rounds are printed as a Markdown table.
 
@@ -37,6 +40,10 @@ struct Args {
     rounds: usize,
     size: usize,
     codecs: Vec<String>,
+    /// `batch.size` for both clients (16,384 unless `--batch-size`).
+    batch_size: String,
+    /// `linger.ms` for both clients (5 unless `--linger-ms`).
+    linger_ms: String,
 }
 
 fn parse_args() -> Args {
@@ -47,6 +54,8 @@ fn parse_args() -> Args {
         codecs: ["none", "gzip", "snappy", "lz4", "zstd"]
             .map(str::to_owned)
             .to_vec(),
+        batch_size: "16384".to_owned(),
+        linger_ms: "5".to_owned(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -56,6 +65,8 @@ fn parse_args() -> Args {
             "--rounds" => a.rounds = value.parse().expect("--rounds R"),
             "--size" => a.size = value.parse().expect("--size BYTES"),
             "--codecs" => a.codecs = value.split(',').map(str::to_owned).collect(),
+            "--batch-size" => a.batch_size = value,
+            "--linger-ms" => a.linger_ms = value,
             _ => panic!("unknown flag {flag}"),
         }
     }
@@ -110,11 +121,21 @@ fn clock_ticks_per_second() -> u64 {
         .expect("CLK_TCK")
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Sample {
     wall: Duration,
     cpu: Duration,
     log_bytes: u64,
+    /// How long each hand-over of a record (`enqueue().await`, rdkafka's `send`) took, sorted.
+    waits: Vec<Duration>,
+}
+
+impl Sample {
+    /// The `q` quantile of the hand-over times, in µs.
+    fn wait_us(&self, q: f64) -> f64 {
+        let i = ((self.waits.len() as f64 * q) as usize).min(self.waits.len() - 1);
+        self.waits[i].as_secs_f64() * 1e6
+    }
 }
 
 fn log_bytes(kafka: &Kafka, topic: &str) -> u64 {
@@ -135,8 +156,8 @@ fn run_kprod(kafka: &Kafka, topic: &str, codec: &str, a: &Args, tick: Duration) 
     let brokers = kafka.bootstrap();
     let mut props = vec![
         ("bootstrap.servers", brokers.as_str()),
-        ("linger.ms", "5"),
-        ("batch.size", "16384"),
+        ("linger.ms", a.linger_ms.as_str()),
+        ("batch.size", a.batch_size.as_str()),
         ("buffer.memory", "268435456"),
         ("compression.type", codec),
     ];
@@ -159,10 +180,13 @@ fn run_kprod(kafka: &Kafka, topic: &str, codec: &str, a: &Args, tick: Duration) 
         producer.send(warm).await.expect("warm-up record");
         let (c0, t0) = (cpu_ticks(), Instant::now());
         let mut futures = Vec::with_capacity(records.len());
+        let mut waits = Vec::with_capacity(records.len());
         for (k, v) in records {
             let mut r = Record::new(topic, v);
             r.key = Some(k);
+            let t = Instant::now();
             futures.push(producer.enqueue(r).await.expect("accepted"));
+            waits.push(t.elapsed());
         }
         for f in futures {
             f.await.expect("delivered");
@@ -170,10 +194,12 @@ fn run_kprod(kafka: &Kafka, topic: &str, codec: &str, a: &Args, tick: Duration) 
         let wall = t0.elapsed();
         let cpu = tick * (cpu_ticks() - c0) as u32;
         producer.close().await;
+        waits.sort();
         Sample {
             wall,
             cpu,
             log_bytes: 0,
+            waits,
         }
     })
 }
@@ -206,8 +232,8 @@ fn run_rdkafka(kafka: &Kafka, topic: &str, codec: &str, a: &Args, tick: Duration
     cfg.set("bootstrap.servers", kafka.bootstrap())
         .set("enable.idempotence", "true")
         .set("acks", "all")
-        .set("linger.ms", "5")
-        .set("batch.size", "16384")
+        .set("linger.ms", &a.linger_ms)
+        .set("batch.size", &a.batch_size)
         .set("queue.buffering.max.messages", "2000000")
         .set("queue.buffering.max.kbytes", "262144")
         .set("compression.type", codec);
@@ -232,12 +258,16 @@ fn run_rdkafka(kafka: &Kafka, topic: &str, codec: &str, a: &Args, tick: Duration
         .expect("warm-up flush");
     let base = counter.ok.load(Ordering::Relaxed);
     let (c0, t0) = (cpu_ticks(), Instant::now());
+    let mut waits = Vec::with_capacity(records.len());
     for (k, v) in &records {
+        let t = Instant::now();
         producer
             .send(BaseRecord::to(topic).key(k).payload(v))
             .map_err(|(e, _)| e)
             .expect("enqueued");
+        waits.push(t.elapsed());
     }
+    waits.sort();
     producer.flush(Duration::from_secs(300)).expect("flush");
     let wall = t0.elapsed();
     let cpu = tick * (cpu_ticks() - c0) as u32;
@@ -255,6 +285,7 @@ fn run_rdkafka(kafka: &Kafka, topic: &str, codec: &str, a: &Args, tick: Duration
         wall,
         cpu,
         log_bytes: 0,
+        waits,
     }
 }
 
@@ -297,11 +328,14 @@ fn main() {
                 s.log_bytes = log_bytes(&kafka, &topic);
                 println!(
                     "{codec:>6} {client:>7} round {round}: {:.0} records/s, {:.1} MB/s in, \
-                     {:.2} µs CPU/record, {:.1} B/record in the log",
+                     {:.2} µs CPU/record, {:.1} B/record in the log, hand-over p99.9 {:.0} µs \
+                     max {:.0} µs",
                     a.messages as f64 / s.wall.as_secs_f64(),
                     input_bytes as f64 / s.wall.as_secs_f64() / 1e6,
                     s.cpu.as_secs_f64() * 1e6 / a.messages as f64,
-                    s.log_bytes as f64 / a.messages as f64
+                    s.log_bytes as f64 / a.messages as f64,
+                    s.wait_us(0.999),
+                    s.wait_us(1.0),
                 );
                 samples[c].push(s);
             }
@@ -328,14 +362,20 @@ fn main() {
                     .map(|x| x.log_bytes as f64 / a.messages as f64)
                     .collect(),
             );
+            let p999 = median(s.iter().map(|x| x.wait_us(0.999)).collect());
+            let max = median(s.iter().map(|x| x.wait_us(1.0)).collect());
             rows.push(format!(
-                "| {codec} | {} | {client} | {rps:.0} | {mbs:.1} | {cpu:.2} | {log:.1} |",
+                "| {codec} | {} | {client} | {rps:.0} | {mbs:.1} | {cpu:.2} | {log:.1} | \
+                 {p999:.0} / {max:.0} |",
                 level(codec).unwrap_or("—")
             ));
         }
     }
-    println!("\n| codec | level | client | records/s | MB/s in | CPU µs/record | log B/record |");
-    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "\n| codec | level | client | records/s | MB/s in | CPU µs/record | log B/record | \
+         hand-over p99.9 / max µs |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
     for r in rows {
         println!("{r}");
     }

@@ -1,0 +1,180 @@
+//! Compression ahead of the seal, away from the producer.
+//!
+//! A batch of a compressed topic is compressed when it is sealed, inside
+//! [`Producer::poll_output`]. A driver that shares the producer behind a lock (kprod-tokio:
+//! the application's threads take it to accept records) then holds that lock for the codec's
+//! whole run, and a gzip batch of a megabyte holds it for tens of milliseconds. With
+//! [`Producer::set_compress_ahead`] the producer instead lists each batch as it closes for
+//! records; the driver takes it ([`Producer::poll_compression`], a copy of its records),
+//! compresses it without the producer ([`CompressionTask::run`]) and hands the result back
+//! ([`Producer::take_compressed`]); the seal then only writes the header and the CRC.
+//!
+//! Nothing here changes what goes on the wire: the task runs the seal's own compression on
+//! the same records, and a result that no longer matches its batch (a record joined it,
+//! which a closed batch never takes, or it was sealed or failed meanwhile) is dropped, the
+//! seal compressing as before. Sequencing never looks at it, so the model, which runs
+//! without compression, is unaffected.
+//!
+//! Memory: a batch compressed ahead holds its records twice (raw and compressed) until its
+//! seal drops the raw ones. What is held so, counted by the raw size of the tasks handed out,
+//! stays under an eighth of `buffer.memory` (at least one batch); past it no task is handed
+//! out and batches are compressed at their seal. A batch counts until it is sealed or gone.
+
+use std::collections::VecDeque;
+
+use bytes::BytesMut;
+
+use super::Producer;
+use crate::partition::{Batch, BatchState};
+use crate::protocol::record_batch::{CompressionJob, HEADER_LEN};
+
+/// The closed batches waiting for a task, and those whose task is out or done.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub(super) struct CompressAhead {
+    /// Closed batches by (topic, partition, batch id), in the order they closed.
+    queue: VecDeque<(usize, usize, u64)>,
+    /// Batches whose records were handed out, with the raw size counted for each, until
+    /// they are sealed or gone (looked at from the front: they are sealed roughly in order,
+    /// and one left behind only delays the others' release).
+    held: VecDeque<(usize, usize, u64, usize)>,
+    /// The sum of `held`'s sizes.
+    held_bytes: usize,
+}
+
+impl CompressAhead {
+    pub(super) fn push(&mut self, at: (usize, usize, u64)) {
+        self.queue.push_back(at);
+    }
+}
+
+/// The records of one closed batch to compress away from the producer: [`Self::run`] it
+/// anywhere (it holds a copy) and give the result to [`Producer::take_compressed`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CompressionTask {
+    at: (usize, usize, u64),
+    job: CompressionJob,
+}
+
+impl CompressionTask {
+    /// Compresses the records as the seal would (the codec and level of the batch's topic).
+    pub fn run(self) -> CompressedBatch {
+        CompressedBatch {
+            at: self.at,
+            out: self.job.run(),
+        }
+    }
+
+    /// The uncompressed size of the records.
+    pub fn len(&self) -> usize {
+        self.job.len()
+    }
+
+    /// Whether there are no records (never, for a task handed out).
+    pub fn is_empty(&self) -> bool {
+        self.job.is_empty()
+    }
+}
+
+/// A [`CompressionTask`]'s result, for [`Producer::take_compressed`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CompressedBatch {
+    at: (usize, usize, u64),
+    /// The count of records compressed and the compressed bytes (after a header's room), or
+    /// `None` if the codec failed (the seal then tries again itself).
+    out: Option<(i32, BytesMut)>,
+}
+
+impl Producer {
+    /// Whether closed batches of compressed topics are listed for a driver to compress away
+    /// from the producer ([`Self::poll_compression`]). Off by default: every batch is then
+    /// compressed at its seal, in [`Self::poll_output`]. A driver that turns it on should
+    /// take the tasks as batches close (each wake-up), or they wait in a list: a batch
+    /// listed but never taken is compressed at its seal as before. Turning it off drops the
+    /// list; results handed back later are still taken.
+    pub fn set_compress_ahead(&mut self, on: bool) {
+        match (on, self.compress_ahead.is_some()) {
+            (true, false) => self.compress_ahead = Some(CompressAhead::default()),
+            (false, true) => self.compress_ahead = None,
+            _ => {}
+        }
+    }
+
+    /// The next closed batch whose records the driver may compress without the producer, if
+    /// any (see [`Self::set_compress_ahead`]). `None` once batches compressed ahead and not
+    /// yet sealed hold an eighth of `buffer.memory` (at least one batch): the others are
+    /// compressed at their seal.
+    pub fn poll_compression(&mut self) -> Option<CompressionTask> {
+        let budget = self.cfg.buffer_memory / 8;
+        let Self {
+            compress_ahead,
+            topics,
+            ..
+        } = self;
+        let ahead = compress_ahead.as_mut()?;
+        // Release what was sealed (or is gone) since, from the front.
+        while let Some(&(ti, pi, id, len)) = ahead.held.front() {
+            if find(topics, (ti, pi, id)).is_some_and(|b| b.builder.is_some()) {
+                break;
+            }
+            ahead.held.pop_front();
+            ahead.held_bytes -= len;
+        }
+        while let Some(at) = ahead.queue.pop_front() {
+            if ahead.held_bytes > 0 && ahead.held_bytes >= budget {
+                ahead.queue.push_front(at);
+                return None;
+            }
+            // A batch sealed, failed or split since it closed is no longer one to compress.
+            let Some(b) = find(topics, at).filter(|b| b.state == BatchState::Ready) else {
+                continue;
+            };
+            let Some(job) = b.builder.as_ref().and_then(|bb| bb.compression_job()) else {
+                continue;
+            };
+            ahead.held.push_back((at.0, at.1, at.2, job.len()));
+            ahead.held_bytes += job.len();
+            return Some(CompressionTask { at, job });
+        }
+        None
+    }
+
+    /// Takes a [`CompressionTask`]'s result for its batch's seal. Returns whether it was
+    /// kept: a batch sealed, failed or changed since the task was handed out keeps nothing
+    /// and is (or was) compressed at its seal.
+    pub fn take_compressed(&mut self, done: CompressedBatch) -> bool {
+        let Some(out) = done.out else {
+            return false;
+        };
+        let Some(b) = find_mut(&mut self.topics, done.at) else {
+            return false;
+        };
+        if b.state != BatchState::Ready {
+            return false;
+        }
+        let Some(bb) = b.builder.as_mut() else {
+            return false;
+        };
+        let (raw, compressed) = (bb.records_len(), out.1.len().saturating_sub(HEADER_LEN));
+        if !bb.set_precompressed(out) {
+            return false;
+        }
+        // The topic's ratio estimate learns from it now rather than at its seal (which then
+        // does not count it again): a producer handed records faster than batches are sealed
+        // would otherwise keep sizing its batches by an estimate batches behind.
+        self.topics[done.at.0].ratio.observe(compressed, raw);
+        self.stats.0.batches_compressed_ahead += 1;
+        true
+    }
+}
+
+/// Batch `id` of partition `(ti, pi)`, if it is still there.
+fn find(topics: &[super::Topic], (ti, pi, id): (usize, usize, u64)) -> Option<&Batch> {
+    let p = topics.get(ti)?.partitions.get(pi)?;
+    // A batch just closed is at or near the back.
+    p.batches.iter().rev().find(|b| b.id == id)
+}
+
+fn find_mut(topics: &mut [super::Topic], (ti, pi, id): (usize, usize, u64)) -> Option<&mut Batch> {
+    let p = topics.get_mut(ti)?.partitions.get_mut(pi)?;
+    p.batches.iter_mut().rev().find(|b| b.id == id)
+}

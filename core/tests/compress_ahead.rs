@@ -1,0 +1,143 @@
+//! Compression ahead of the seal (`Producer::set_compress_ahead`): a driver compresses closed
+//! batches away from the producer, and what goes on the wire does not change.
+
+#![cfg(feature = "gzip")]
+
+mod harness;
+
+use bytes::Bytes;
+use harness::{deliveries, support::respond, Harness, TOPIC};
+use kprod_core::{Compression, CompressionType, Record};
+
+const BATCH: usize = 2_048;
+
+fn gzip(ahead: bool) -> Harness {
+    gzip_within(ahead, kprod_core::ProducerConfig::default().buffer_memory)
+}
+
+/// Gzip, batches of [`BATCH`], lingering, ready (metadata and a producer id, one record
+/// delivered); `memory` of `buffer.memory`.
+fn gzip_within(ahead: bool, memory: usize) -> Harness {
+    let mut h = Harness::new(|c| {
+        c.batch_size = BATCH;
+        c.buffer_memory = memory;
+        c.max_request_size = memory.min(c.max_request_size);
+        c.linger = std::time::Duration::from_secs(60);
+        c.compression = Compression::new(CompressionType::Gzip);
+    });
+    h.p.set_compress_ahead(ahead);
+    // Ready: metadata and a producer id, and one record delivered.
+    h.p.send(h.now, record(0)).unwrap();
+    h.p.flush(h.now);
+    let f = h.answer_until_produce(&[]).expect("the first Produce");
+    let a = respond(&f, &mut h.next_offset);
+    h.feed(a);
+    assert_eq!(deliveries(&h.events).len(), 1);
+    h
+}
+
+/// Text-like records, so that gzip has something to do.
+fn record(i: usize) -> Record {
+    let value = format!(
+        "{{\"id\":{i},\"user\":\"user-{}\",\"event\":\"click\"}}",
+        i % 37
+    );
+    Record::new(TOPIC, value)
+        .with_key(format!("k{i}"))
+        .with_partition(0)
+}
+
+/// Every Produce request until nothing is left, each answered healthily.
+fn produce_all(h: &mut Harness) -> Vec<Bytes> {
+    h.p.flush(h.now);
+    let mut frames = Vec::new();
+    while let Some(f) = h.answer_until_produce(&[]) {
+        let a = respond(&f, &mut h.next_offset);
+        frames.push(f);
+        h.feed(a);
+    }
+    frames
+}
+
+/// The same records through a producer whose closed batches were compressed ahead and
+/// through one that compressed every batch at its seal: the same Produce requests, byte for
+/// byte, and the same deliveries.
+#[test]
+fn batches_compressed_ahead_go_out_as_sealed_ones() {
+    let (mut plain, mut ahead) = (gzip(false), gzip(true));
+    for h in [&mut plain, &mut ahead] {
+        for i in 1..400 {
+            h.p.send(h.now, record(i)).unwrap();
+        }
+    }
+    assert!(plain.p.poll_compression().is_none(), "off: nothing listed");
+    let mut tasks = Vec::new();
+    while let Some(t) = ahead.p.poll_compression() {
+        assert!(!t.is_empty());
+        tasks.push(t);
+    }
+    assert!(tasks.len() >= 5, "closed batches: {} tasks", tasks.len());
+    for t in tasks.clone() {
+        assert!(ahead.p.take_compressed(t.run()), "kept for its seal");
+    }
+    // Handed back twice: the batch holds its compressed records already.
+    assert!(!ahead.p.take_compressed(tasks[0].clone().run()));
+    let (a, b) = (produce_all(&mut plain), produce_all(&mut ahead));
+    assert!(a.len() > tasks.len(), "{} requests", a.len());
+    assert_eq!(a, b, "the same requests on the wire");
+    assert_eq!(deliveries(&plain.events), deliveries(&ahead.events));
+    assert_eq!(deliveries(&ahead.events).len(), 400);
+    assert_eq!(plain.p.metrics().batches_compressed_ahead, 0);
+    assert_eq!(
+        ahead.p.metrics().batches_compressed_ahead,
+        tasks.len() as u64
+    );
+}
+
+/// A result handed back after its batch was sealed (it went out meanwhile) is not kept, and
+/// the batch went out compressed by its seal all the same.
+#[test]
+fn a_result_for_a_batch_sealed_meanwhile_is_dropped() {
+    let mut h = gzip(true);
+    for i in 1..60 {
+        h.p.send(h.now, record(i)).unwrap();
+    }
+    let task = h.p.poll_compression().expect("a closed batch");
+    let frames = produce_all(&mut h);
+    assert!(!frames.is_empty());
+    assert!(!h.p.take_compressed(task.run()), "sealed already");
+    assert_eq!(h.p.metrics().batches_compressed_ahead, 0);
+    assert_eq!(deliveries(&h.events).len(), 60);
+}
+
+/// What is compressed ahead and not yet sealed stays under an eighth of `buffer.memory`:
+/// past it no task is handed out; once those batches are sealed, more are.
+#[test]
+fn compression_ahead_holds_at_most_an_eighth_of_buffer_memory() {
+    const MEMORY: usize = 64 * 1024;
+    let mut h = gzip_within(true, MEMORY);
+    let mut sent = 1;
+    while sent < 300 && h.p.send(h.now, record(sent)).is_ok() {
+        sent += 1;
+    }
+    let mut raw = 0;
+    let mut taken = 0;
+    while let Some(t) = h.p.poll_compression() {
+        raw += t.len();
+        taken += 1;
+        assert!(h.p.take_compressed(t.run()));
+    }
+    assert!(taken >= 2, "{taken} tasks");
+    assert!(
+        (MEMORY / 8..MEMORY / 8 + BATCH).contains(&raw),
+        "{raw} B compressed ahead in {taken} tasks"
+    );
+    // Sealed (sent and acknowledged), they count no more: the rest are handed out.
+    let frames = produce_all(&mut h);
+    assert!(!frames.is_empty());
+    assert_eq!(deliveries(&h.events).len(), sent);
+    for i in 0..200 {
+        h.p.send(h.now, record(sent + i)).unwrap();
+    }
+    assert!(h.p.poll_compression().is_some(), "the budget was released");
+}
