@@ -20,7 +20,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use kprod_core::{Header, Record};
+use kprod_core::{Header, Metrics, Record};
 use kprod_tests::e2e::{close, runtime};
 use kprod_tests::reader::{read_topic_full, FullRecord};
 use kprod_tests::Kafka;
@@ -90,7 +90,12 @@ fn expected(topic: &str, i: usize, partition: i32, offset: i64) -> FullRecord {
 
 /// Produces `n` records to `topic` with `props` added; returns each record's (partition,
 /// offset), asserting that every one was delivered with an offset.
-fn produce(kafka: &Kafka, topic: &str, n: usize, props: &[(&str, &str)]) -> Vec<(i32, i64)> {
+fn produce(
+    kafka: &Kafka,
+    topic: &str,
+    n: usize,
+    props: &[(&str, &str)],
+) -> (Vec<(i32, i64)>, Metrics) {
     let brokers = kafka.bootstrap();
     let mut all = vec![
         ("bootstrap.servers", brokers.as_str()),
@@ -116,8 +121,9 @@ fn produce(kafka: &Kafka, topic: &str, n: usize, props: &[(&str, &str)]) -> Vec<
                 .unwrap_or_else(|| panic!("{topic}: record {i} acknowledged without an offset"));
             placed.push((d.partition, offset));
         }
+        let metrics = producer.metrics().await;
         close(producer).await;
-        placed
+        (placed, metrics)
     })
 }
 
@@ -256,7 +262,30 @@ fn every_codec_is_accepted_by_kafka_and_read_back_by_librdkafka_and_kafkas_consu
         let started = Instant::now();
         let topic = format!("kprod-compression-{codec}");
         kafka.create_topic(&topic, PARTITIONS, 1, None);
-        let placed = produce(&kafka, &topic, N, &[("compression.type", codec)]);
+        // Batches small enough that most close full and are compressed ahead, outside the
+        // lock (kprod-tokio's driver), and the last of each partition goes at its linger,
+        // compressed at its seal: both ways reach Kafka.
+        let (placed, m) = produce(
+            &kafka,
+            &topic,
+            N,
+            &[("compression.type", codec), ("batch.size", "4096")],
+        );
+        let ahead = m.batches_compressed_ahead;
+        let expected = if codec == "none" {
+            ahead == 0
+        } else {
+            ahead > 0 && ahead < m.batches_sent
+        };
+        assert!(
+            expected,
+            "{topic}: {ahead} of {} batches compressed ahead",
+            m.batches_sent
+        );
+        println!(
+            "{topic}: {ahead} of {} batches compressed ahead",
+            m.batches_sent
+        );
         for p in 0..PARTITIONS {
             let codecs = codecs_in_log(&kafka, &topic, p);
             assert_eq!(
