@@ -100,9 +100,10 @@ pub struct Metrics {
     /// how an application learns of the loss.
     pub data_loss_signals: u64,
     /// Counter: batches whose records the driver compressed away from the producer before
-    /// their seal ([`crate::Producer::take_compressed`]; kprod-tokio does so for every
-    /// batch of a compressed topic that closes full, outside the lock its handles take);
-    /// the others are compressed at their seal.
+    /// their seal ([`crate::Producer::take_compressed`]; kprod-tokio does so, outside the
+    /// lock its handles take, for batches of compressed topics that close full, within a
+    /// request's worth per drain and an eighth of `buffer.memory` held); the others are
+    /// compressed at their seal.
     pub batches_compressed_ahead: u64,
     /// Counter: Produce answers in which the broker throttled this client (a quota,
     /// `throttle_time_ms` > 0, KIP-219): the connection then sends no Produce request until

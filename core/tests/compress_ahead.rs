@@ -141,3 +141,115 @@ fn compression_ahead_holds_at_most_an_eighth_of_buffer_memory() {
     }
     assert!(h.p.poll_compression().is_some(), "the budget was released");
 }
+
+/// Metadata for [`TOPIC`] with two partitions: 0 led by the harness's broker, 1 without a
+/// leader (LEADER_NOT_AVAILABLE), so that partition 1's batches cannot be sent.
+fn two_partitions_one_leaderless(frame: &[u8]) -> Bytes {
+    use kprod_core::protocol::encode_response;
+    use kprod_core::protocol::metadata::{
+        MetadataBroker, MetadataPartition, MetadataRequest, MetadataResponse, MetadataTopic,
+    };
+    let (_, version, header, _) = harness::support::parse_request(frame);
+    let partition = |i: i32, leader: i32, error_code: i16| MetadataPartition {
+        error_code,
+        partition_index: i,
+        leader_id: leader,
+        leader_epoch: 0,
+        replica_nodes: vec![1],
+        isr_nodes: vec![1],
+        offline_replicas: vec![],
+    };
+    let resp = MetadataResponse {
+        throttle_time_ms: 0,
+        brokers: vec![MetadataBroker {
+            node_id: 1,
+            host: "bench".into(),
+            port: 9092,
+            rack: None,
+        }],
+        cluster_id: None,
+        controller_id: 1,
+        topics: vec![MetadataTopic {
+            error_code: 0,
+            name: Some(TOPIC.into()),
+            topic_id: [0; 16],
+            is_internal: false,
+            partitions: vec![partition(0, 1, 0), partition(1, -1, 5)],
+            topic_authorized_operations: i32::MIN,
+        }],
+        cluster_authorized_operations: i32::MIN,
+    };
+    encode_response::<MetadataRequest>(&resp, version, header.correlation_id)
+}
+
+/// Every request answered (Metadata with [`two_partitions_one_leaderless`]) until nothing is
+/// left; returns the Produce requests.
+fn answer_leaderless(h: &mut Harness) -> usize {
+    let mut produced = 0;
+    h.drain();
+    while let Some(f) = h.next_frame() {
+        let a = match harness::api_of(&f).0 {
+            kprod_core::protocol::api_key::METADATA => two_partitions_one_leaderless(&f),
+            key => {
+                produced += usize::from(key == kprod_core::protocol::api_key::PRODUCE);
+                respond(&f, &mut h.next_offset)
+            }
+        };
+        h.feed(a);
+    }
+    produced
+}
+
+/// A batch compressed ahead whose partition cannot send (no leader) keeps its count, but
+/// no other's: batches of the other partition, compressed ahead and sealed, are released
+/// even behind it, and compression ahead goes on past the budget that their total would
+/// have used up. (Before, the count was released from the front only, and the first
+/// leaderless batch held every later one's.)
+#[test]
+fn a_batch_that_cannot_be_sent_holds_back_no_other() {
+    const MEMORY: usize = 128 * 1024;
+    let mut h = Harness::new(|c| {
+        c.batch_size = BATCH;
+        c.buffer_memory = MEMORY;
+        c.max_request_size = MEMORY;
+        c.linger = std::time::Duration::from_secs(60);
+        c.compression = Compression::new(CompressionType::Gzip);
+    });
+    h.p.set_compress_ahead(true);
+    h.p.send(h.now, record(0)).unwrap();
+    h.p.flush(h.now);
+    assert_eq!(
+        answer_leaderless(&mut h),
+        1,
+        "the first record, to partition 0"
+    );
+    // Partition 1 (no leader): two full batches and an open one, compressed ahead.
+    for i in 1..40 {
+        h.p.send(h.now, record(i).with_partition(1)).unwrap();
+    }
+    let stuck: Vec<_> = std::iter::from_fn(|| h.p.poll_compression()).collect();
+    assert!(!stuck.is_empty());
+    for t in stuck {
+        assert!(h.p.take_compressed(t.run()));
+    }
+    // Partition 0: several budgets' worth of batches, each compressed ahead and sent.
+    let mut raw = 0;
+    let mut n = 40;
+    while raw < 4 * MEMORY / 8 {
+        for _ in 0..40 {
+            h.p.send(h.now, record(n)).unwrap();
+            n += 1;
+        }
+        let tasks: Vec<_> = std::iter::from_fn(|| h.p.poll_compression()).collect();
+        assert!(
+            !tasks.is_empty(),
+            "compression ahead stopped after {raw} B of sealed batches"
+        );
+        for t in tasks {
+            raw += t.len();
+            assert!(h.p.take_compressed(t.run()));
+        }
+        answer_leaderless(&mut h);
+    }
+    assert!(h.p.metrics().batches_compressed_ahead > 10);
+}

@@ -9,24 +9,25 @@
 //! compresses it without the producer ([`CompressionTask::run`]) and hands the result back
 //! ([`Producer::take_compressed`]); the seal then only writes the header and the CRC.
 //!
-//! Nothing here changes what goes on the wire: the task runs the seal's own compression on
-//! the same records, and a result that no longer matches its batch (a record joined it,
-//! which a closed batch never takes, or it was sealed or failed meanwhile) is dropped, the
-//! seal compressing as before. Sequencing never looks at it, so the model, which runs
-//! without compression, is unaffected.
+//! A batch's bytes on the wire are what its seal would have written: the task runs the
+//! seal's own compression on the same records, and a result that no longer matches its
+//! batch (a record joined it, which a closed batch never takes, or it was sealed, split or
+//! failed meanwhile) is dropped, the seal compressing as before. What can differ is where
+//! later batches end: the topic's compression-ratio estimate, which decides when a batch is
+//! full, learns from a result when it comes back instead of at the seal. Sequencing never
+//! looks at any of it, so the model, which runs without compression, is unaffected.
 //!
 //! Memory: a batch compressed ahead holds its records twice (raw and compressed) until its
 //! seal drops the raw ones. What is held so, counted by the raw size of the tasks handed out,
-//! stays under an eighth of `buffer.memory` (at least one batch); past it no task is handed
-//! out and batches are compressed at their seal. A batch counts until it is sealed or gone.
+//! reaches an eighth of `buffer.memory` at most by the last task handed out (at least one
+//! batch goes); past it no task is handed out and batches are compressed at their seal. A
+//! batch counts until it is sealed or gone. This is outside `buffer.memory`.
 
 use std::collections::VecDeque;
 
-use bytes::BytesMut;
-
 use super::Producer;
 use crate::partition::{Batch, BatchState};
-use crate::protocol::record_batch::{CompressionJob, HEADER_LEN};
+use crate::protocol::record_batch::{CompressionJob, Precompressed};
 
 /// The closed batches waiting for a task, and those whose task is out or done.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -34,8 +35,9 @@ pub(super) struct CompressAhead {
     /// Closed batches by (topic, partition, batch id), in the order they closed.
     queue: VecDeque<(usize, usize, u64)>,
     /// Batches whose records were handed out, with the raw size counted for each, until
-    /// they are sealed or gone (looked at from the front: they are sealed roughly in order,
-    /// and one left behind only delays the others' release).
+    /// they are sealed or gone (released from the front as they are sealed, roughly in
+    /// order; all are looked at once the budget is reached, so that one batch held back,
+    /// its leader gone, keeps no other's count).
     held: VecDeque<(usize, usize, u64, usize)>,
     /// The sum of `held`'s sizes.
     held_bytes: usize,
@@ -79,9 +81,9 @@ impl CompressionTask {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CompressedBatch {
     at: (usize, usize, u64),
-    /// The count of records compressed and the compressed bytes (after a header's room), or
-    /// `None` if the codec failed (the seal then tries again itself).
-    out: Option<(i32, BytesMut)>,
+    /// The compressed records, or `None` if the codec failed (the seal then tries again
+    /// itself).
+    out: Option<Precompressed>,
 }
 
 impl Producer {
@@ -101,8 +103,8 @@ impl Producer {
 
     /// The next closed batch whose records the driver may compress without the producer, if
     /// any (see [`Self::set_compress_ahead`]). `None` once batches compressed ahead and not
-    /// yet sealed hold an eighth of `buffer.memory` (at least one batch): the others are
-    /// compressed at their seal.
+    /// yet sealed hold an eighth of `buffer.memory` (at least one batch): the batches listed
+    /// are then dropped from the list and compressed at their seal.
     pub fn poll_compression(&mut self) -> Option<CompressionTask> {
         let budget = self.cfg.buffer_memory / 8;
         let Self {
@@ -111,13 +113,38 @@ impl Producer {
             ..
         } = self;
         let ahead = compress_ahead.as_mut()?;
+        let unsealed = |&(ti, pi, id, _): &(usize, usize, u64, usize)| {
+            find(topics, (ti, pi, id)).is_some_and(|b| b.builder.is_some())
+        };
         // Release what was sealed (or is gone) since, from the front.
-        while let Some(&(ti, pi, id, len)) = ahead.held.front() {
-            if find(topics, (ti, pi, id)).is_some_and(|b| b.builder.is_some()) {
+        while let Some(h) = ahead.held.front() {
+            if unsealed(h) {
                 break;
             }
+            ahead.held_bytes -= h.3;
             ahead.held.pop_front();
-            ahead.held_bytes -= len;
+        }
+        if ahead.queue.is_empty() {
+            return None;
+        }
+        if ahead.held_bytes > 0 && ahead.held_bytes >= budget {
+            // Every held batch looked at: one whose partition cannot send (its leader gone)
+            // may sit in front of others long sealed.
+            let mut released = 0;
+            ahead.held.retain(|h| {
+                let keep = unsealed(h);
+                if !keep {
+                    released += h.3;
+                }
+                keep
+            });
+            ahead.held_bytes -= released;
+            if ahead.held_bytes >= budget {
+                // The list would only grow (it is not charged to `buffer.memory`): these go
+                // to their seal.
+                ahead.queue.clear();
+                return None;
+            }
         }
         while let Some(at) = ahead.queue.pop_front() {
             if ahead.held_bytes > 0 && ahead.held_bytes >= budget {
@@ -154,7 +181,7 @@ impl Producer {
         let Some(bb) = b.builder.as_mut() else {
             return false;
         };
-        let (raw, compressed) = (bb.records_len(), out.1.len().saturating_sub(HEADER_LEN));
+        let (raw, compressed) = (out.raw_len(), out.compressed_len());
         if !bb.set_precompressed(out) {
             return false;
         }

@@ -206,11 +206,37 @@ pub struct RecordBatchBuilder {
     max_timestamp: i64,
     compression: Compression,
     ratio: RatioEstimate,
-    /// The records compressed ahead of the seal, outside the producer
-    /// ([`CompressionJob`]): a header's room then the compressed records, and the count of
-    /// records they hold. Used by [`Self::seal`] only while the count is still the batch's.
-    /// Boxed: every batch is charged its size against `buffer.memory`, and few hold one.
-    precompressed: Option<Box<(i32, BytesMut)>>,
+    /// The records compressed ahead of the seal, outside the producer ([`CompressionJob`]).
+    /// Used by [`Self::seal`] only while it still matches the batch's records. Boxed: every
+    /// batch is charged its size against `buffer.memory`, and few hold one.
+    precompressed: Option<Box<Precompressed>>,
+}
+
+/// A [`CompressionJob`]'s result: a header's room then the compressed records, with the
+/// count and the uncompressed size of the records it was made from (what
+/// [`RecordBatchBuilder::set_precompressed`] and the seal check it against).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Precompressed {
+    count: i32,
+    raw_len: usize,
+    out: BytesMut,
+}
+
+impl Precompressed {
+    /// The size of the compressed records.
+    pub fn compressed_len(&self) -> usize {
+        self.out.len().saturating_sub(HEADER_LEN)
+    }
+
+    /// The uncompressed size of the records it was made from.
+    pub fn raw_len(&self) -> usize {
+        self.raw_len
+    }
+
+    /// Whether it was made from a batch of `count` records and `raw_len` bytes.
+    fn matches(&self, count: i32, raw_len: usize) -> bool {
+        self.count == count && self.raw_len == raw_len
+    }
 }
 
 /// The records of a closed batch to compress away from the producer (so that whoever holds
@@ -231,8 +257,13 @@ impl CompressionJob {
     /// codec, level and output buffer): a header's room then the compressed records, or
     /// `None` should the codec fail (the seal then sends the batch uncompressed, as it does
     /// when its own compression fails).
-    pub fn run(&self) -> Option<(i32, BytesMut)> {
-        compress_records(self.compression, self.ratio, &self.records).map(|out| (self.count, out))
+    pub fn run(&self) -> Option<Precompressed> {
+        let out = compress_records(self.compression, self.ratio, &self.records)?;
+        Some(Precompressed {
+            count: self.count,
+            raw_len: self.records.len(),
+            out,
+        })
     }
 
     /// The uncompressed size of the records to compress.
@@ -305,26 +336,24 @@ impl RecordBatchBuilder {
     }
 
     /// Takes the records compressed by a [`CompressionJob`] of this batch ([`CompressionJob::run`]'s
-    /// answer) for the seal. Refused (`false`, nothing kept) unless the batch still holds
-    /// exactly the records the job copied out and compresses them with the job's codec: a
+    /// answer) for the seal. Refused (`false`, nothing kept) unless the batch still holds as
+    /// many records, and as many bytes of them, as the job copied out (a batch only grows
+    /// while open, so that is the same records), compresses them, and has no result yet: a
     /// record appended since makes the seal compress them itself.
-    pub fn set_precompressed(&mut self, done: (i32, BytesMut)) -> bool {
-        let (count, out) = done;
-        let fits = count == self.count
+    pub fn set_precompressed(&mut self, done: Precompressed) -> bool {
+        let fits = done.matches(self.count, self.records_len())
             && !self.compression.is_none()
-            && out.len() >= HEADER_LEN
+            && done.out.len() >= HEADER_LEN
             && self.precompressed.is_none();
         if fits {
-            self.precompressed = Some(Box::new((count, out)));
+            self.precompressed = Some(Box::new(done));
         }
         fits
     }
 
     /// Whether the records were compressed ahead of the seal ([`Self::set_precompressed`]).
     pub fn is_precompressed(&self) -> bool {
-        self.precompressed
-            .as_ref()
-            .is_some_and(|p| p.0 == self.count)
+        (self.precompressed.as_ref()).is_some_and(|p| p.matches(self.count, self.records_len()))
     }
 
     /// The compression applied at the seal.
@@ -508,7 +537,8 @@ impl RecordBatchBuilder {
         let mut codec = CompressionType::None;
         if !compression.is_none() {
             // Compressed ahead (the same bytes this would write), unless records came since.
-            let ahead = precompressed.filter(|p| p.0 == count).map(|p| p.1);
+            let raw_len = buf.len() - HEADER_LEN;
+            let ahead = (precompressed.filter(|p| p.matches(count, raw_len))).map(|p| p.out);
             if let Some(out) =
                 ahead.or_else(|| compress_records(compression, ratio, &buf[HEADER_LEN..]))
             {
