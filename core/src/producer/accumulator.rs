@@ -1051,9 +1051,11 @@ impl Producer {
         if full.is_some() || !fits {
             self.wakes.0 += 1;
             self.sync(ti, part as usize);
-        }
-        for id in closed.into_iter().chain(full) {
-            self.compress_later(ti, part as usize, id);
+            if self.compress_ahead.is_some() {
+                for id in closed.into_iter().chain(full) {
+                    self.compress_later(ti, part as usize, id);
+                }
+            }
         }
     }
 
