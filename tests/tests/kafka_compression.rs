@@ -28,6 +28,8 @@ use kprod_tokio::{config_from_properties, ProducerHandle};
 
 const CODECS: [&str; 5] = ["none", "gzip", "snappy", "lz4", "zstd"];
 const PARTITIONS: i32 = 2;
+/// Tasks handing records over to one producer at once.
+const TASKS: usize = 4;
 const READ_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A minute ago, fixed for the process: recent enough that time-based retention (7 days)
@@ -106,20 +108,50 @@ fn produce(
     let config = config_from_properties(&all).expect("valid properties");
     runtime().block_on(async {
         let producer = ProducerHandle::connect(config).expect("valid config");
-        let mut futures = Vec::with_capacity(n);
-        for i in 0..n {
-            futures.push(producer.enqueue(record(topic, i)).await.expect("accepted"));
+        // Several tasks hand records over at once, while the driver compresses outside the
+        // lock they take (compression ahead of the seal): task `k` sends records k, k + TASKS, ...
+        let mut tasks = Vec::new();
+        for k in 0..TASKS {
+            let (producer, topic) = (producer.clone(), topic.to_owned());
+            tasks.push(tokio::spawn(async move {
+                let mut futures = Vec::new();
+                for i in (k..n).step_by(TASKS) {
+                    let f = producer.enqueue(record(&topic, i)).await.expect("accepted");
+                    futures.push((i, f));
+                }
+                let mut placed = Vec::with_capacity(futures.len());
+                for (i, f) in futures {
+                    let d = tokio::time::timeout(Duration::from_secs(120), f)
+                        .await
+                        .unwrap_or_else(|_| panic!("{topic}: record {i} unresolved after 120 s"))
+                        .unwrap_or_else(|e| panic!("{topic}: record {i} failed: {e}"));
+                    let offset = d.offset.unwrap_or_else(|| {
+                        panic!("{topic}: record {i} acknowledged without an offset")
+                    });
+                    placed.push((i, d.partition, offset));
+                }
+                placed
+            }));
         }
-        let mut placed = Vec::with_capacity(n);
-        for (i, f) in futures.into_iter().enumerate() {
-            let d = tokio::time::timeout(Duration::from_secs(120), f)
-                .await
-                .unwrap_or_else(|_| panic!("{topic}: record {i} unresolved after 120 s"))
-                .unwrap_or_else(|e| panic!("{topic}: record {i} failed: {e}"));
-            let offset = d
-                .offset
-                .unwrap_or_else(|| panic!("{topic}: record {i} acknowledged without an offset"));
-            placed.push((d.partition, offset));
+        let mut placed = vec![(-1, -1); n];
+        for t in tasks {
+            for (i, p, o) in t.await.expect("a sending task") {
+                placed[i] = (p, o);
+            }
+        }
+        // Each task's records are in the log in the order it handed them over.
+        for k in 0..TASKS {
+            for p in 0..PARTITIONS {
+                let offsets: Vec<i64> = (k..n)
+                    .step_by(TASKS)
+                    .filter(|&i| placed[i].0 == p)
+                    .map(|i| placed[i].1)
+                    .collect();
+                assert!(
+                    offsets.windows(2).all(|w| w[0] < w[1]),
+                    "{topic}-{p}: task {k}'s records out of order: {offsets:?}"
+                );
+            }
         }
         let metrics = producer.metrics().await;
         close(producer).await;
