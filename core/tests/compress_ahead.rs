@@ -15,9 +15,8 @@ fn gzip(ahead: bool) -> Harness {
     gzip_within(ahead, kprod_core::ProducerConfig::default().buffer_memory)
 }
 
-/// Gzip, batches of [`BATCH`], lingering, ready (metadata and a producer id, one record
-/// delivered); `memory` of `buffer.memory`.
-fn gzip_within(ahead: bool, memory: usize) -> Harness {
+/// Gzip, batches of [`BATCH`], lingering; `memory` of `buffer.memory`. Not connected yet.
+fn gzip_harness(ahead: bool, memory: usize) -> Harness {
     let mut h = Harness::new(|c| {
         c.batch_size = BATCH;
         c.buffer_memory = memory;
@@ -26,6 +25,12 @@ fn gzip_within(ahead: bool, memory: usize) -> Harness {
         c.compression = Compression::new(CompressionType::Gzip);
     });
     h.p.set_compress_ahead(ahead);
+    h
+}
+
+/// [`gzip_harness`], ready (metadata and a producer id, one record delivered).
+fn gzip_within(ahead: bool, memory: usize) -> Harness {
+    let mut h = gzip_harness(ahead, memory);
     // Ready: metadata and a producer id, and one record delivered.
     h.p.send(h.now, record(0)).unwrap();
     h.p.flush(h.now);
@@ -145,11 +150,8 @@ fn compression_ahead_holds_at_most_an_eighth_of_buffer_memory() {
 /// Metadata for [`TOPIC`] with two partitions: 0 led by the harness's broker, 1 without a
 /// leader (LEADER_NOT_AVAILABLE), so that partition 1's batches cannot be sent.
 fn two_partitions_one_leaderless(frame: &[u8]) -> Bytes {
-    use kprod_core::protocol::encode_response;
-    use kprod_core::protocol::metadata::{
-        MetadataBroker, MetadataPartition, MetadataRequest, MetadataResponse, MetadataTopic,
-    };
-    let (_, version, header, _) = harness::support::parse_request(frame);
+    use kprod_core::protocol::metadata::MetadataPartition;
+    let (_, version, corr) = harness::api_of(frame);
     let partition = |i: i32, leader: i32, error_code: i16| MetadataPartition {
         error_code,
         partition_index: i,
@@ -159,27 +161,8 @@ fn two_partitions_one_leaderless(frame: &[u8]) -> Bytes {
         isr_nodes: vec![1],
         offline_replicas: vec![],
     };
-    let resp = MetadataResponse {
-        throttle_time_ms: 0,
-        brokers: vec![MetadataBroker {
-            node_id: 1,
-            host: "bench".into(),
-            port: 9092,
-            rack: None,
-        }],
-        cluster_id: None,
-        controller_id: 1,
-        topics: vec![MetadataTopic {
-            error_code: 0,
-            name: Some(TOPIC.into()),
-            topic_id: [0; 16],
-            is_internal: false,
-            partitions: vec![partition(0, 1, 0), partition(1, -1, 5)],
-            topic_authorized_operations: i32::MIN,
-        }],
-        cluster_authorized_operations: i32::MIN,
-    };
-    encode_response::<MetadataRequest>(&resp, version, header.correlation_id)
+    let partitions = vec![partition(0, 1, 0), partition(1, -1, 5)];
+    harness::support::metadata_answer(version, corr, &[1], partitions)
 }
 
 /// Every request answered (Metadata with [`two_partitions_one_leaderless`]) until nothing is
@@ -208,14 +191,7 @@ fn answer_leaderless(h: &mut Harness) -> usize {
 #[test]
 fn a_batch_that_cannot_be_sent_holds_back_no_other() {
     const MEMORY: usize = 128 * 1024;
-    let mut h = Harness::new(|c| {
-        c.batch_size = BATCH;
-        c.buffer_memory = MEMORY;
-        c.max_request_size = MEMORY;
-        c.linger = std::time::Duration::from_secs(60);
-        c.compression = Compression::new(CompressionType::Gzip);
-    });
-    h.p.set_compress_ahead(true);
+    let mut h = gzip_harness(true, MEMORY);
     h.p.send(h.now, record(0)).unwrap();
     h.p.flush(h.now);
     assert_eq!(

@@ -1103,40 +1103,17 @@ fn old_broker_chaos_stats() {
 }
 
 fn two_broker_metadata(f: &Bytes, leader: i32, epoch: i32) -> Bytes {
-    use kprod_core::protocol::metadata::{
-        MetadataBroker, MetadataPartition, MetadataRequest, MetadataResponse, MetadataTopic,
-    };
     let (_, version, corr) = api_of(f);
-    let broker = |node_id: i32, host: &str| MetadataBroker {
-        node_id,
-        host: host.into(),
-        port: 9092,
-        rack: None,
+    let partition = kprod_core::protocol::metadata::MetadataPartition {
+        error_code: 0,
+        partition_index: 0,
+        leader_id: leader,
+        leader_epoch: epoch,
+        replica_nodes: vec![1, 2],
+        isr_nodes: vec![1, 2],
+        offline_replicas: vec![],
     };
-    let resp = MetadataResponse {
-        throttle_time_ms: 0,
-        brokers: vec![broker(1, "bench"), broker(2, "bench2")],
-        cluster_id: None,
-        controller_id: 1,
-        topics: vec![MetadataTopic {
-            error_code: 0,
-            name: Some(TOPIC.into()),
-            topic_id: [0; 16],
-            is_internal: false,
-            partitions: vec![MetadataPartition {
-                error_code: 0,
-                partition_index: 0,
-                leader_id: leader,
-                leader_epoch: epoch,
-                replica_nodes: vec![1, 2],
-                isr_nodes: vec![1, 2],
-                offline_replicas: vec![],
-            }],
-            topic_authorized_operations: i32::MIN,
-        }],
-        cluster_authorized_operations: i32::MIN,
-    };
-    encode_response::<MetadataRequest>(&resp, version, corr)
+    harness::support::metadata_answer(version, corr, &[1, 2], vec![partition])
 }
 
 /// acks=0: the leader moves; the old leader closes the connection of every acks=0 request

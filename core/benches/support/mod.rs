@@ -71,6 +71,41 @@ pub fn api_versions_answer(version: i16, corr: i32, extra: &[(i16, i16)]) -> Byt
     encode_response::<ApiVersionsRequest>(&resp, version, corr)
 }
 
+/// A Metadata answer naming brokers `nodes` (node 1 is `bench:9092`, node n > 1
+/// `benchn:9092`, controller 1) and [`TOPIC`] with `partitions`.
+pub fn metadata_answer(
+    version: i16,
+    corr: i32,
+    nodes: &[i32],
+    partitions: Vec<MetadataPartition>,
+) -> Bytes {
+    let broker = |node_id: i32| MetadataBroker {
+        node_id,
+        host: match node_id {
+            1 => "bench".into(),
+            n => format!("bench{n}"),
+        },
+        port: 9092,
+        rack: None,
+    };
+    let resp = MetadataResponse {
+        throttle_time_ms: 0,
+        brokers: nodes.iter().map(|&n| broker(n)).collect(),
+        cluster_id: None,
+        controller_id: 1,
+        topics: vec![MetadataTopic {
+            error_code: 0,
+            name: Some(TOPIC.into()),
+            topic_id: [0; 16],
+            is_internal: false,
+            partitions,
+            topic_authorized_operations: i32::MIN,
+        }],
+        cluster_authorized_operations: i32::MIN,
+    };
+    encode_response::<MetadataRequest>(&resp, version, corr)
+}
+
 /// One partition's Produce answer: `error_code` and `base_offset`, nothing else.
 pub fn partition_answer(index: i32, error_code: i16, base_offset: i64) -> PartitionProduceResponse {
     PartitionProduceResponse {
@@ -102,35 +137,16 @@ pub fn respond(frame: &[u8], next_offset: &mut i64) -> Bytes {
             corr,
         ),
         api_key::METADATA => {
-            let resp = MetadataResponse {
-                throttle_time_ms: 0,
-                brokers: vec![MetadataBroker {
-                    node_id: 1,
-                    host: "bench".into(),
-                    port: 9092,
-                    rack: None,
-                }],
-                cluster_id: None,
-                controller_id: 1,
-                topics: vec![MetadataTopic {
-                    error_code: 0,
-                    name: Some(TOPIC.into()),
-                    topic_id: [0; 16],
-                    is_internal: false,
-                    partitions: vec![MetadataPartition {
-                        error_code: 0,
-                        partition_index: 0,
-                        leader_id: 1,
-                        leader_epoch: 0,
-                        replica_nodes: vec![1],
-                        isr_nodes: vec![1],
-                        offline_replicas: vec![],
-                    }],
-                    topic_authorized_operations: i32::MIN,
-                }],
-                cluster_authorized_operations: i32::MIN,
+            let partition = MetadataPartition {
+                error_code: 0,
+                partition_index: 0,
+                leader_id: 1,
+                leader_epoch: 0,
+                replica_nodes: vec![1],
+                isr_nodes: vec![1],
+                offline_replicas: vec![],
             };
-            encode_response::<MetadataRequest>(&resp, version, corr)
+            metadata_answer(version, corr, &[1], vec![partition])
         }
         api_key::PRODUCE => {
             let req = ProduceRequest::decode_exact(version, rest).unwrap();

@@ -47,6 +47,11 @@ impl CompressAhead {
     pub(super) fn push(&mut self, at: (usize, usize, u64)) {
         self.queue.push_back(at);
     }
+
+    /// Whether what is held has reached `budget` (nothing held never has: one batch goes).
+    fn spent(&self, budget: usize) -> bool {
+        self.held_bytes > 0 && self.held_bytes >= budget
+    }
 }
 
 /// The records of one closed batch to compress away from the producer: [`Self::run`] it
@@ -127,7 +132,7 @@ impl Producer {
         if ahead.queue.is_empty() {
             return None;
         }
-        if ahead.held_bytes > 0 && ahead.held_bytes >= budget {
+        if ahead.spent(budget) {
             // Every held batch looked at: one whose partition cannot send (its leader gone)
             // may sit in front of others long sealed.
             let mut released = 0;
@@ -147,7 +152,7 @@ impl Producer {
             }
         }
         while let Some(at) = ahead.queue.pop_front() {
-            if ahead.held_bytes > 0 && ahead.held_bytes >= budget {
+            if ahead.spent(budget) {
                 ahead.queue.push_front(at);
                 return None;
             }
