@@ -132,9 +132,20 @@ impl Slab {
         closing: bool,
     ) -> Option<Result<Delivery, DeliveryError>> {
         let slot = &self.slots[usize::from(idx)];
-        let state = slot.state.load(Ordering::SeqCst);
+        let mut state = slot.state.load(Ordering::SeqCst);
+        if state & KIND == EMPTY {
+            #[cfg(test)]
+            tests::between_reads();
+            if !(closing && self.closed.load(Ordering::SeqCst)) {
+                return None;
+            }
+            // The driver writes every slot it resolves before it closes the slab: one
+            // written after the first look (a thread paused between the two) is seen now,
+            // and is its outcome, not "stopped".
+            state = slot.state.load(Ordering::SeqCst);
+        }
         match state & KIND {
-            EMPTY => (closing && self.closed.load(Ordering::SeqCst)).then(|| Err(crate::stopped())),
+            EMPTY => Some(Err(crate::stopped())),
             AT_OFFSET | NO_OFFSET => {
                 let topic = self
                     .topic
@@ -474,7 +485,7 @@ mod tests {
     use std::task::{Context, Poll, Wake};
 
     use super::*;
-    use crate::{DeliveryFuture, ErrorKind};
+    use crate::{DeliveryFuture, ErrorKind, FailureReason};
     use kprod_core::Persistence;
 
     /// Counts its wake-ups; unparks a thread if it has one.
@@ -494,6 +505,67 @@ mod tests {
                 t.unpark();
             }
         }
+    }
+
+    thread_local! {
+        /// What runs between `Slab::take`'s look at an empty slot and its look at whether
+        /// the slab is closed: a test puts the driver's work there, as if the polling
+        /// thread were paused between the two.
+        static BETWEEN_READS: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+
+    pub(super) fn between_reads() {
+        if let Some(f) = BETWEEN_READS.with(|h| h.borrow_mut().take()) {
+            f();
+        }
+    }
+
+    /// A record delivered, and its slab closed, between a poll's look at the empty slot and
+    /// its look at the slab's `closed` flag (its thread paused there): the poll gives the
+    /// delivery, not `DriverStopped` (a review found it gave "stopped", a delivered record
+    /// reported possibly persisted, and a failed one's record lost).
+    #[test]
+    fn a_slot_written_just_before_its_slab_closed_gives_its_outcome() {
+        let slabs = std::rc::Rc::new(std::cell::RefCell::new(Slabs::default()));
+        let mut f: Vec<_> = (0..2)
+            .map(|id| future(&mut slabs.borrow_mut(), id, 7))
+            .collect();
+        let count = Arc::new(Count::default());
+        let w = Waker::from(count.clone());
+        let driver = std::rc::Rc::clone(&slabs);
+        BETWEEN_READS.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move || {
+                let mut slabs = driver.borrow_mut();
+                let topic: Arc<str> = Arc::from("t");
+                slabs.deliver(
+                    0,
+                    &topic,
+                    2,
+                    Some(40),
+                    None,
+                    Acknowledgement::InSyncReplicas,
+                );
+                let cut = ErrorKind::Failed(FailureReason::PartitionCut);
+                let err = DeliveryError::new(cut, Persistence::NotPersisted);
+                slabs.resolve_whole(1, Err(err));
+                let mut wake = Vec::new();
+                slabs.publish(&mut wake);
+                slabs.close(&mut wake);
+            }))
+        });
+        let Poll::Ready(Ok(d)) = poll(&mut f[0], &w) else {
+            panic!("record 0 was delivered before its slab closed")
+        };
+        assert_eq!((d.partition, d.offset), (2, Some(40)));
+        let Poll::Ready(Err(e)) = poll(&mut f[1], &w) else {
+            panic!("record 1 failed")
+        };
+        assert!(
+            matches!(e.kind, ErrorKind::Failed(FailureReason::PartitionCut)),
+            "{e:?}"
+        );
+        assert_eq!(e.persisted, Persistence::NotPersisted);
     }
 
     fn poll(f: &mut DeliveryFuture, w: &Waker) -> Poll<Result<Delivery, DeliveryError>> {
