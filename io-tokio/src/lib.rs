@@ -2696,6 +2696,11 @@ impl<C: Connector> Driver<C> {
         let deadline = tokio::time::Instant::now() + bound;
         // `ProducerHandle::abort` stops the wait (it wakes the driver).
         let aborted = || shared.lock().producer.fatal_error().is_some();
+        // Every record has its outcome and the metrics are final: what is asked meanwhile
+        // is answered at once (it waited for the writers before, up to `request.timeout.ms`
+        // under acks=0; a review finding), a close waiting with the one that ran.
+        let _ = self.final_metrics.set(shared.lock().producer.metrics());
+        let mut commands_open = true;
         for w in std::mem::take(&mut self.finishing) {
             let abort = w.abort_handle();
             let mut finish = std::pin::pin!(tokio::time::timeout_at(deadline, w));
@@ -2717,10 +2722,14 @@ impl<C: Connector> Driver<C> {
                     // writer failing its last write, or a reader at its end, waited on it
                     // until the deadline (a review finding: `close` took `request.timeout.ms`).
                     Some(_) = io_rx.recv() => {}
+                    cmd = self.commands.recv(), if commands_open => match cmd {
+                        Some(Command::Close(Some(tx))) => self.closers.push(tx),
+                        Some(cmd) => self.refuse(cmd),
+                        None => commands_open = false,
+                    },
                 }
             }
         }
-        let _ = self.final_metrics.set(shared.lock().producer.metrics());
         for tx in self.closers.drain(..) {
             let _ = tx.send(());
         }
@@ -2737,21 +2746,27 @@ impl<C: Connector> Driver<C> {
         self.deferred_barriers = 0;
         let leftover: Vec<Command> = self.deferred.drain(..).chain(queued).collect();
         for cmd in leftover {
-            match cmd {
-                cmd @ (Command::Send { .. } | Command::SendMany { .. }) => {
-                    refuse_records(self.fatal.get(), cmd);
-                }
-                Command::Flush(tx) | Command::Close(Some(tx)) => {
-                    let _ = tx.send(());
-                }
-                Command::Metrics(tx) => {
-                    let _ = tx.send(self.final_metrics.get().cloned().unwrap_or_default());
-                }
-                Command::PartitionCount { tx, .. } => {
-                    let _ = tx.send(Err(stopped_error(self.fatal.get())));
-                }
-                Command::Close(None) => {}
+            self.refuse(cmd);
+        }
+    }
+
+    /// A command the stopped (or stopping) driver will not apply: records refused and
+    /// handed back, a flush or close returned, the last metrics.
+    fn refuse(&self, cmd: Command) {
+        match cmd {
+            cmd @ (Command::Send { .. } | Command::SendMany { .. }) => {
+                refuse_records(self.fatal.get(), cmd);
             }
+            Command::Flush(tx) | Command::Close(Some(tx)) => {
+                let _ = tx.send(());
+            }
+            Command::Metrics(tx) => {
+                let _ = tx.send(self.final_metrics.get().cloned().unwrap_or_default());
+            }
+            Command::PartitionCount { tx, .. } => {
+                let _ = tx.send(Err(stopped_error(self.fatal.get())));
+            }
+            Command::Close(None) => {}
         }
     }
 

@@ -2007,6 +2007,51 @@ async fn acks_zero_close_waits_one_bound_for_all_brokers_that_keep_their_side_op
     );
 }
 
+/// Review finding (2026-12-07): while a closed driver waited for its writers to finish
+/// (acks=0, brokers that keep their side open: up to `request.timeout.ms`), `metrics()`,
+/// `partition_count()` and `flush()` waited for the whole wait, answered only once the
+/// driver stopped. They are answered at once now; a second `close()` still returns with the
+/// first.
+#[tokio::test(start_paused = true)]
+async fn calls_made_while_a_close_waits_for_its_writers_are_answered_at_once() {
+    let broker = FakeBroker::two_nodes("t", 2, 1);
+    broker.script.lock().unwrap().produce = VecDeque::from([Action::Stall, Action::Stall]);
+    let cfg = config(&[
+        ("acks", "0"),
+        ("retries", "0"),
+        ("linger.ms", "0"),
+        ("request.timeout.ms", "2000"),
+    ]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    for p in 0..2 {
+        let r = Record::new("t", format!("r{p}")).with_partition(p);
+        h.send(r).await.expect("handed over");
+    }
+    let start = Instant::now();
+    assert!(
+        h.close_timeout(Duration::from_millis(200)).await.is_err(),
+        "the writers wait for the brokers' end"
+    );
+    let quick = Duration::from_millis(50);
+    let m = tokio::time::timeout(quick, h.metrics())
+        .await
+        .expect("metrics answered while the close waits");
+    assert_eq!(m.records_sent_unacknowledged, 2, "{m:?}");
+    let count = tokio::time::timeout(quick, h.partition_count("t"))
+        .await
+        .expect("partition_count answered while the close waits");
+    assert!(count.is_err(), "{count:?}");
+    tokio::time::timeout(quick, h.flush())
+        .await
+        .expect("flush answered while the close waits");
+    h.close().await;
+    let took = start.elapsed();
+    assert!(
+        (Duration::from_secs(2)..Duration::from_secs(3)).contains(&took),
+        "the second close returned with the first, at the bound: {took:?}"
+    );
+}
+
 /// Review finding: `close_timeout` then `abort` (Java's `close(timeout)`) while a closed
 /// driver waited for a writer stuck on a broker that stopped reading (acks=0): `abort`
 /// waited out that writer's bound (`request.timeout.ms`, 60 s here) and `fatal()` stayed
