@@ -1620,6 +1620,7 @@ impl ProducerHandle {
             io_tx,
             outbox: Vec::new(),
             to_wake: Vec::new(),
+            to_log: Vec::new(),
             deferred: VecDeque::new(),
             deferred_purge_at: DEFERRED_PURGE_FROM,
             metrics_snapshot: None,
@@ -2374,6 +2375,10 @@ struct Driver<C: Connector> {
     /// Wakers of futures whose outcomes came, to wake once the lock is released
     /// (`slots.rs`).
     to_wake: Vec<std::task::Waker>,
+    /// Diagnostics taken under the lock, logged once it is released: a slow log writer
+    /// (a subscriber writing to a file or a full pipe) then holds up the driver alone, not
+    /// every `enqueue` waiting for the lock (a review finding).
+    to_log: Vec<Diagnostic>,
     /// The metrics taken for a `metrics()` call in the current hold of the lock, while no
     /// other command has changed the core since: the next calls in the same burst get a
     /// copy. (Taking them walks every partition: 10,000 partitions and tasks calling
@@ -2777,6 +2782,9 @@ impl<C: Connector> Driver<C> {
         for (callback, outcome) in self.outbox.drain(..) {
             callback.complete(outcome);
         }
+        for d in self.to_log.drain(..) {
+            log_diagnostic(d);
+        }
     }
 
     /// Record `id`, if still pending, was delivered to `(topic, partition)` (at `offset`, or
@@ -2959,119 +2967,8 @@ impl<C: Connector> Driver<C> {
                 // never resolves before `ProducerHandle::fatal` shows the cause.
                 let _ = self.fatal.set(Fatal::from_core(e));
             }
-            Event::Diagnostic(d) => match d {
-                Diagnostic::Connected {
-                    conn,
-                    addr,
-                    versions,
-                } => info!(conn = conn.0, %addr, %versions, "connected"),
-                // Closing an idle connection is routine (connections.max.idle.ms).
-                Diagnostic::Disconnected {
-                    conn,
-                    reason: Diagnostic::IDLE_CLOSE,
-                } => debug!(conn = conn.0, "closed an idle connection"),
-                Diagnostic::Disconnected { conn, reason } => {
-                    info!(conn = conn.0, reason, "disconnected");
-                }
-                Diagnostic::HandshakeFailed { conn, addr, error } => {
-                    warn!(conn = conn.0, %addr, %error, "handshake failed; will retry");
-                }
-                Diagnostic::Authenticated {
-                    conn,
-                    mechanism,
-                    reauthentication,
-                    session_lifetime_ms,
-                } => {
-                    let what = if reauthentication {
-                        "re-authenticated"
-                    } else {
-                        "authenticated"
-                    };
-                    info!(conn = conn.0, mechanism, session_lifetime_ms, "{what}");
-                }
-                Diagnostic::Retry {
-                    topic,
-                    partition,
-                    batch,
-                    error,
-                } => {
-                    info!(target: "kprod_tokio::batch", %topic, partition, batch, %error, "batch retry")
-                }
-                Diagnostic::BatchSent {
-                    topic,
-                    partition,
-                    batch,
-                    identity,
-                    base_sequence,
-                    records,
-                    bytes,
-                    conn,
-                    attempt,
-                } => debug!(
-                    target: "kprod_tokio::batch",
-                    %topic,
-                    partition,
-                    batch,
-                    producer_id = identity.map_or(-1, |i| i.producer_id),
-                    epoch = identity.map_or(-1, |i| i.epoch),
-                    base_sequence,
-                    records,
-                    bytes,
-                    conn = conn.0,
-                    attempt,
-                    "batch sent"
-                ),
-                Diagnostic::BatchAcked {
-                    topic,
-                    partition,
-                    batch,
-                    base_offset,
-                    records,
-                } => debug!(
-                    target: "kprod_tokio::batch",
-                    %topic,
-                    partition,
-                    batch,
-                    base_offset = base_offset.unwrap_or(-1),
-                    records,
-                    "batch acknowledged"
-                ),
-                Diagnostic::BatchFailed {
-                    topic,
-                    partition,
-                    batch,
-                    records,
-                    error,
-                    persisted,
-                } => debug!(
-                    target: "kprod_tokio::batch",
-                    %topic,
-                    partition,
-                    batch,
-                    records,
-                    %error,
-                    ?persisted,
-                    "batch failed"
-                ),
-                Diagnostic::EpochBumped(id) => {
-                    info!(
-                        producer_id = id.producer_id,
-                        epoch = id.epoch,
-                        "epoch bumped"
-                    );
-                }
-                Diagnostic::ProducerId(id) => {
-                    info!(
-                        producer_id = id.producer_id,
-                        epoch = id.epoch,
-                        "producer id"
-                    );
-                }
-                Diagnostic::DataLoss { topic, partition } => {
-                    error!(%topic, partition, "broker lost acknowledged records");
-                }
-                other => debug!(?other, "diagnostic"),
-            },
+            // Logged once the lock is released (`deliver`).
+            Event::Diagnostic(d) => self.to_log.push(d),
         }
     }
 
@@ -3609,6 +3506,123 @@ impl<C: Connector> Driver<C> {
             buf: BytesMut::new(),
             addr,
         }
+    }
+}
+
+/// A diagnostic as a log event (outside the core's lock).
+fn log_diagnostic(d: Diagnostic) {
+    match d {
+        Diagnostic::Connected {
+            conn,
+            addr,
+            versions,
+        } => info!(conn = conn.0, %addr, %versions, "connected"),
+        // Closing an idle connection is routine (connections.max.idle.ms).
+        Diagnostic::Disconnected {
+            conn,
+            reason: Diagnostic::IDLE_CLOSE,
+        } => debug!(conn = conn.0, "closed an idle connection"),
+        Diagnostic::Disconnected { conn, reason } => {
+            info!(conn = conn.0, reason, "disconnected");
+        }
+        Diagnostic::HandshakeFailed { conn, addr, error } => {
+            warn!(conn = conn.0, %addr, %error, "handshake failed; will retry");
+        }
+        Diagnostic::Authenticated {
+            conn,
+            mechanism,
+            reauthentication,
+            session_lifetime_ms,
+        } => {
+            let what = if reauthentication {
+                "re-authenticated"
+            } else {
+                "authenticated"
+            };
+            info!(conn = conn.0, mechanism, session_lifetime_ms, "{what}");
+        }
+        Diagnostic::Retry {
+            topic,
+            partition,
+            batch,
+            error,
+        } => {
+            info!(target: "kprod_tokio::batch", %topic, partition, batch, %error, "batch retry")
+        }
+        Diagnostic::BatchSent {
+            topic,
+            partition,
+            batch,
+            identity,
+            base_sequence,
+            records,
+            bytes,
+            conn,
+            attempt,
+        } => debug!(
+            target: "kprod_tokio::batch",
+            %topic,
+            partition,
+            batch,
+            producer_id = identity.map_or(-1, |i| i.producer_id),
+            epoch = identity.map_or(-1, |i| i.epoch),
+            base_sequence,
+            records,
+            bytes,
+            conn = conn.0,
+            attempt,
+            "batch sent"
+        ),
+        Diagnostic::BatchAcked {
+            topic,
+            partition,
+            batch,
+            base_offset,
+            records,
+        } => debug!(
+            target: "kprod_tokio::batch",
+            %topic,
+            partition,
+            batch,
+            base_offset = base_offset.unwrap_or(-1),
+            records,
+            "batch acknowledged"
+        ),
+        Diagnostic::BatchFailed {
+            topic,
+            partition,
+            batch,
+            records,
+            error,
+            persisted,
+        } => debug!(
+            target: "kprod_tokio::batch",
+            %topic,
+            partition,
+            batch,
+            records,
+            %error,
+            ?persisted,
+            "batch failed"
+        ),
+        Diagnostic::EpochBumped(id) => {
+            info!(
+                producer_id = id.producer_id,
+                epoch = id.epoch,
+                "epoch bumped"
+            );
+        }
+        Diagnostic::ProducerId(id) => {
+            info!(
+                producer_id = id.producer_id,
+                epoch = id.epoch,
+                "producer id"
+            );
+        }
+        Diagnostic::DataLoss { topic, partition } => {
+            error!(%topic, partition, "broker lost acknowledged records");
+        }
+        other => debug!(?other, "diagnostic"),
     }
 }
 
