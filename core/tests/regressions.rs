@@ -2723,3 +2723,73 @@ fn policy_violation_fails_the_batch_not_persisted() {
         )]
     );
 }
+
+/// Batch a refused NOT_ENOUGH_REPLICAS (not written) while b, behind it, is accepted (a
+/// broker that lost the producer's state takes b's sequence), then a's retry refused
+/// OUT_OF_ORDER_SEQUENCE_NUMBER, while c waits behind them. Returns the harness and c's id.
+fn overtaken_then_refused(policy: kprod_core::GapPolicy) -> (Harness, RecordId) {
+    let mut h = Harness::new(|c| c.gap_policy = policy);
+    h.p.send(h.now, record("x")).unwrap();
+    h.answer_all();
+    let mut requests = Vec::new();
+    for v in ["a", "b"] {
+        h.p.send(h.now, record(v)).unwrap();
+        h.p.flush(h.now);
+        h.drain();
+        requests.push(h.next_frame().expect("a Produce request"));
+    }
+    h.feed(produce_error(&requests[0], ErrorCode::NotEnoughReplicas));
+    let b = respond(&requests[1], &mut h.next_offset);
+    h.feed(b);
+    for _ in 0..20 {
+        h.now += Duration::from_millis(100);
+        h.p.handle_timeout(h.now);
+        h.drain();
+        if let Some(retry) = h.next_frame() {
+            // c is buffered (not drained) when the refusal comes in.
+            let c = h.p.send(h.now, record("c")).unwrap();
+            h.feed(produce_error(&retry, ErrorCode::OutOfOrderSequenceNumber));
+            return (h, c);
+        }
+    }
+    panic!("a's retry never went: {:?}", h.events)
+}
+
+/// Review finding (2026-12-07): a batch overtaken by a later one (acknowledged while it
+/// waited for its retry) and then refused for good failed without the gap policy, so
+/// `Fatal` went on past the gap. It stops now.
+#[test]
+fn an_overtaken_batch_refused_for_good_stops_the_producer_under_the_fatal_policy() {
+    let (h, _) = overtaken_then_refused(kprod_core::GapPolicy::Fatal);
+    assert_eq!(
+        h.p.fatal_error(),
+        Some(&kprod_core::FatalError::Gap(
+            ErrorCode::OutOfOrderSequenceNumber
+        )),
+        "{:?}",
+        h.events
+    );
+    assert_eq!(h.p.pending_records(), 0);
+}
+
+/// The same under `CutPartition`: the refused batch fails not persisted, and the record
+/// buffered behind it is cut rather than written past the gap.
+#[test]
+fn an_overtaken_batch_refused_for_good_cuts_the_partition_under_the_cut_policy() {
+    let (mut h, c) = overtaken_then_refused(kprod_core::GapPolicy::CutPartition);
+    h.answer_all();
+    assert_eq!(
+        h.failures(),
+        [
+            (
+                DeliveryError::Broker(ErrorCode::OutOfOrderSequenceNumber),
+                Persistence::NotPersisted
+            ),
+            (DeliveryError::PartitionCut, Persistence::NotPersisted),
+        ],
+        "{:?}",
+        h.events
+    );
+    assert!(!deliveries(&h.events).iter().any(|d| d.0 == c));
+    assert_eq!(h.p.pending_records(), 0);
+}

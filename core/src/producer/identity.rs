@@ -185,12 +185,20 @@ impl Producer {
                     else {
                         break;
                     };
-                    let error = if cutting {
-                        DeliveryError::PartitionCut
-                    } else {
-                        DeliveryError::Broker(ErrorCode::OutOfOrderSequenceNumber)
-                    };
+                    if cutting {
+                        let error = DeliveryError::PartitionCut;
+                        self.fail_batch(ti, pi, i, error, Persistence::NotPersisted);
+                        continue;
+                    }
+                    // Overtaken: a later batch is in the log, so this failure is a gap
+                    // and the gap policy applies (a cut fails the rest as above).
+                    let code = ErrorCode::OutOfOrderSequenceNumber;
+                    let error = DeliveryError::Broker(code);
                     self.fail_batch(ti, pi, i, error, Persistence::NotPersisted);
+                    self.apply_gap_policy(ti, pi, code);
+                    if self.fatal.is_some() {
+                        return;
+                    }
                 }
                 let p = &mut self.topics[ti].partitions[pi];
                 let (old, old_seq) = (p.bound, p.next_seq);

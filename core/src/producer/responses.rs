@@ -429,13 +429,13 @@ impl Producer {
             self.fail_batch(ti, pi, i, error, Persistence::PossiblyPersisted);
         } else if b.maybe_persisted {
             self.fail_refused(ti, pi, i, code, Persistence::PossiblyPersisted);
-        } else if b.overtaken || p.cutting {
-            let error = if p.cutting {
-                DeliveryError::PartitionCut
-            } else {
-                DeliveryError::Broker(code)
-            };
+        } else if p.cutting {
+            let error = DeliveryError::PartitionCut;
             self.fail_batch(ti, pi, i, error, Persistence::NotPersisted);
+        } else if b.overtaken {
+            // A later batch is in the log: this one's failure is a gap, which the gap
+            // policy decides about (it went on under every policy before, a review finding).
+            self.fail_refused(ti, pi, i, code, Persistence::NotPersisted);
         } else {
             b.state = BatchState::AwaitRebase;
             p.update_inflight_conn();
@@ -638,7 +638,7 @@ impl Producer {
     /// the log, later records landing would leave the very gap `CutPartition` and `Fatal`
     /// forbid (a review finding: only refusals not persisted applied the policy). A delivery
     /// timeout is not a refusal and applies none, as in librdkafka's gapless guarantee.
-    fn apply_gap_policy(&mut self, ti: usize, pi: usize, code: ErrorCode) {
+    pub(super) fn apply_gap_policy(&mut self, ti: usize, pi: usize, code: ErrorCode) {
         match self.gap_policy() {
             GapPolicy::ContinueWithGap => {}
             GapPolicy::Fatal => self.fail_fatal(FatalError::Gap(code)),
