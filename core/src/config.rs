@@ -9,8 +9,10 @@ use crate::protocol::versions::MaxVersions;
 /// What to do when a batch fails permanently and leaves a gap in a partition's stream
 /// (idempotence-spec §B.4). A batch refused for good counts (not persisted, or possibly
 /// persisted, as after UNKNOWN_SERVER_ERROR: it may be missing from the log), and so do
-/// records failed for want of a producer id; a delivery timeout does not (as in
-/// librdkafka's gapless guarantee).
+/// records failed for want of a producer id, and a batch refused for good after a later
+/// batch of its partition was acknowledged (a broker that lost the producer's state took the
+/// later one: the gap is already in the log, and `Fatal` stops, `CutPartition` cuts what is
+/// buffered behind it); a delivery timeout does not (as in librdkafka's gapless guarantee).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum GapPolicy {
     /// Fail that batch, bump the epoch and go on with the later batches (Java's behaviour).
