@@ -137,10 +137,12 @@ fn fractional_millis(name: &str, v: &str) -> Result<Duration, PropertyError> {
     Ok(Duration::try_from_secs_f64(ms / 1000.0).unwrap_or(ProducerConfig::MAX_DURATION))
 }
 
+/// A boolean as Java (`true`, `false`, any case) and librdkafka (also `t`, `f`, `1`, `0`)
+/// take one.
 pub(crate) fn boolean(name: &str, v: &str) -> Result<bool, PropertyError> {
     match v.to_ascii_lowercase().as_str() {
-        "true" => Ok(true),
-        "false" => Ok(false),
+        "true" | "t" | "1" => Ok(true),
+        "false" | "f" | "0" => Ok(false),
         _ => Err(invalid(name, v, "true or false")),
     }
 }
@@ -475,7 +477,9 @@ fn agree(a: (&str, &str), b: (&str, &str)) -> bool {
 fn shown(name: &str, v: &str) -> String {
     let secret = name.contains("password")
         || name.contains("secret")
+        || name.contains("passphrase")
         || name.ends_with(".pem")
+        || name.ends_with(".key")
         || matches!(
             name,
             "sasl.jaas.config" | "sasl.oauthbearer.config" | "ssl.keystore.key"

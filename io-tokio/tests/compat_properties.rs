@@ -618,6 +618,14 @@ fn a_setting_given_twice_with_different_values_is_refused() {
         }
     );
     assert!(!e.to_string().contains("secret"), "{e}");
+    // Nor a passphrase (a review found this one shown: its name says neither password nor
+    // secret).
+    let name = "sasl.oauthbearer.assertion.private.key.passphrase";
+    let e = ClientConfig::from_properties(&[BOOTSTRAP, (name, "pass-one"), (name, "pass-two")])
+        .unwrap_err();
+    assert!(matches!(e, PropertyError::Conflict { .. }), "{e:?}");
+    assert!(!e.to_string().contains("pass-"), "{e}");
+    assert!(e.to_string().contains("(hidden)"), "{e}");
     // librdkafka's mechanism alias.
     let e = ClientConfig::from_properties(&[
         BOOTSTRAP,
@@ -992,6 +1000,17 @@ fn socket_options_are_taken_into_the_client_configuration() {
         "{:?}",
         socket(&back)
     );
+    // librdkafka's boolean spellings (t, f, 1, 0) as well as Java's (true, false, any case).
+    for (v, on) in [
+        ("1", true),
+        ("t", true),
+        ("T", true),
+        ("0", false),
+        ("F", false),
+    ] {
+        let s = socket(&[("socket.keepalive.enable", v)]).expect("a boolean");
+        assert_eq!(s.keepalive, on, "socket.keepalive.enable={v}");
+    }
     for (name, bad) in [
         ("send.buffer.bytes", "0"),
         ("receive.buffer.bytes", "-2"),
