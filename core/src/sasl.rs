@@ -296,6 +296,42 @@ pub(crate) enum ScramState {
     Done,
 }
 
+/// The last SCRAM salted password (`Hi(password, salt, i)`, RFC 5802 §3) and what it was
+/// derived from: Kafka keeps one salt and iteration count per user, so every broker's
+/// exchange, reconnects and re-authentications included, reuses it instead of running
+/// PBKDF2 again (4,096 to 100,000 rounds, while the driver holds the producer: every
+/// application thread waited for it at each handshake, a review finding).
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
+pub(crate) struct SaltedCache(Option<(SaslMechanism, Vec<u8>, u32, Vec<u8>)>);
+
+impl std::fmt::Debug for SaltedCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some((m, _, i, _)) => write!(f, "SaltedCache({m:?}, {i} iterations, (hidden))"),
+            None => f.write_str("SaltedCache(empty)"),
+        }
+    }
+}
+
+impl SaltedCache {
+    /// The salted password of `password` for `(mechanism, salt, iterations)`: the one kept
+    /// if it matches, else derived and kept. `None` without the `scram` feature.
+    fn salted(
+        &mut self,
+        mechanism: SaslMechanism,
+        password: &[u8],
+        salt: &[u8],
+        iterations: u32,
+    ) -> Option<&[u8]> {
+        let hit = matches!(&self.0, Some((m, s, i, _)) if *m == mechanism && s == salt && *i == iterations);
+        if !hit {
+            let salted = scram::salted(mechanism, password, salt, iterations)?;
+            self.0 = Some((mechanism, salt.to_vec(), iterations, salted));
+        }
+        self.0.as_ref().map(|(_, _, _, salted)| salted.as_slice())
+    }
+}
+
 impl Exchange {
     /// Starts an exchange for `cfg`.
     pub(crate) fn start(cfg: &SaslConfig) -> (Self, Step) {
@@ -364,7 +400,12 @@ impl Exchange {
     }
 
     /// The server's bytes from a successful SaslAuthenticate response.
-    pub(crate) fn server(&mut self, cfg: &SaslConfig, bytes: &[u8]) -> Step {
+    pub(crate) fn server(
+        &mut self,
+        cfg: &SaslConfig,
+        bytes: &[u8],
+        cache: &mut SaltedCache,
+    ) -> Step {
         match self {
             Self::Plain => Step::Done,
             Self::OAuth(s) => match s {
@@ -377,7 +418,7 @@ impl Exchange {
                 OAuthState::Rejected(e) => Step::Fail(format!("the token was rejected: {e}")),
                 OAuthState::AwaitToken => Step::Fail("unexpected server message".into()),
             },
-            Self::Scram(s) => scram_server(s, cfg, bytes),
+            Self::Scram(s) => scram_server(s, cfg, bytes, cache),
         }
     }
 
@@ -400,7 +441,12 @@ fn sasl_name(name: &str) -> String {
 const SCRAM_MIN_ITERATIONS: u32 = 4096;
 const SCRAM_MAX_ITERATIONS: u32 = 100_000;
 
-fn scram_server(s: &mut ScramState, cfg: &SaslConfig, bytes: &[u8]) -> Step {
+fn scram_server(
+    s: &mut ScramState,
+    cfg: &SaslConfig,
+    bytes: &[u8],
+    cache: &mut SaltedCache,
+) -> Step {
     let Ok(msg) = std::str::from_utf8(bytes) else {
         return Step::Fail("the server's SCRAM message is not UTF-8".into());
     };
@@ -441,13 +487,11 @@ fn scram_server(s: &mut ScramState, cfg: &SaslConfig, bytes: &[u8]) -> Step {
             // Channel binding "n,," is "biws" in base64.
             let without_proof = format!("c=biws,r={server_nonce}");
             let auth_message = format!("{client_first_bare},{msg},{without_proof}");
-            let Some((proof, server_signature)) = scram::keys(
-                cfg.mechanism,
-                cfg.password.expose().as_bytes(),
-                &salt,
-                iterations,
-                auth_message.as_bytes(),
-            ) else {
+            let password = cfg.password.expose().as_bytes();
+            let Some((proof, server_signature)) = cache
+                .salted(cfg.mechanism, password, &salt, iterations)
+                .and_then(|salted| scram::keys(cfg.mechanism, salted, auth_message.as_bytes()))
+            else {
                 return Step::Fail("SCRAM needs kprod-core's `scram` feature".into());
             };
             *s = ScramState::AwaitServerFinal {
@@ -483,17 +527,38 @@ mod scram {
 
     use super::SaslMechanism;
 
+    /// `Hi(password, salt, i)`: PBKDF2 with the mechanism's HMAC.
+    pub(super) fn salted(
+        mechanism: SaslMechanism,
+        password: &[u8],
+        salt: &[u8],
+        iterations: u32,
+    ) -> Option<Vec<u8>> {
+        Some(match mechanism {
+            SaslMechanism::ScramSha256 => {
+                let mut salted = vec![0u8; <Sha256 as Digest>::output_size()];
+                pbkdf2::pbkdf2_hmac::<Sha256>(password, salt, iterations, &mut salted);
+                salted
+            }
+            SaslMechanism::ScramSha512 => {
+                let mut salted = vec![0u8; <Sha512 as Digest>::output_size()];
+                pbkdf2::pbkdf2_hmac::<Sha512>(password, salt, iterations, &mut salted);
+                salted
+            }
+            _ => return None,
+        })
+    }
+
     macro_rules! keys_with {
-        ($hash:ty, $password:expr, $salt:expr, $iterations:expr, $auth:expr) => {{
+        ($hash:ty, $salted:expr, $auth:expr) => {{
             type H = Hmac<$hash>;
-            let mut salted = vec![0u8; <$hash as Digest>::output_size()];
-            pbkdf2::pbkdf2_hmac::<$hash>($password, $salt, $iterations, &mut salted);
+            let salted: &[u8] = $salted;
             let hmac = |key: &[u8], data: &[u8]| -> Vec<u8> {
                 let mut m = <H as Mac>::new_from_slice(key).expect("HMAC takes any key length");
                 m.update(data);
                 m.finalize().into_bytes().to_vec()
             };
-            let client_key = hmac(&salted, b"Client Key");
+            let client_key = hmac(salted, b"Client Key");
             let stored_key = <$hash>::digest(&client_key);
             let client_signature = hmac(&stored_key, $auth);
             let proof: Vec<u8> = client_key
@@ -501,26 +566,21 @@ mod scram {
                 .zip(&client_signature)
                 .map(|(a, b)| a ^ b)
                 .collect();
-            let server_key = hmac(&salted, b"Server Key");
+            let server_key = hmac(salted, b"Server Key");
             (proof, hmac(&server_key, $auth))
         }};
     }
 
-    /// The client proof and the expected server signature (RFC 5802 §3).
+    /// The client proof and the expected server signature (RFC 5802 §3), from the salted
+    /// password.
     pub(super) fn keys(
         mechanism: SaslMechanism,
-        password: &[u8],
-        salt: &[u8],
-        iterations: u32,
+        salted: &[u8],
         auth_message: &[u8],
     ) -> Option<(Vec<u8>, Vec<u8>)> {
         Some(match mechanism {
-            SaslMechanism::ScramSha256 => {
-                keys_with!(Sha256, password, salt, iterations, auth_message)
-            }
-            SaslMechanism::ScramSha512 => {
-                keys_with!(Sha512, password, salt, iterations, auth_message)
-            }
+            SaslMechanism::ScramSha256 => keys_with!(Sha256, salted, auth_message),
+            SaslMechanism::ScramSha512 => keys_with!(Sha512, salted, auth_message),
             _ => return None,
         })
     }
@@ -530,13 +590,11 @@ mod scram {
 mod scram {
     use super::SaslMechanism;
 
-    pub(super) fn keys(
-        _: SaslMechanism,
-        _: &[u8],
-        _: &[u8],
-        _: u32,
-        _: &[u8],
-    ) -> Option<(Vec<u8>, Vec<u8>)> {
+    pub(super) fn salted(_: SaslMechanism, _: &[u8], _: &[u8], _: u32) -> Option<Vec<u8>> {
+        None
+    }
+
+    pub(super) fn keys(_: SaslMechanism, _: &[u8], _: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
         None
     }
 }
@@ -620,7 +678,10 @@ mod tests {
             step,
             Step::Send(Bytes::from_static(b"\0alice\0alice-secret"))
         );
-        assert_eq!(ex.server(&cfg, b""), Step::Done);
+        assert_eq!(
+            ex.server(&cfg, b"", &mut SaltedCache::default()),
+            Step::Done
+        );
     }
 
     /// KIP-342: extensions follow the token, each `key=value` ended by ^A, as Kafka's
@@ -676,10 +737,13 @@ mod tests {
             Step::Send(Bytes::from_static(b"n,,\x01auth=Bearer a.b.\x01\x01"))
         );
         let mut ok = ex.clone();
-        assert_eq!(ok.server(&cfg, b""), Step::Done);
+        assert_eq!(
+            ok.server(&cfg, b"", &mut SaltedCache::default()),
+            Step::Done
+        );
         let challenge = br#"{"status":"invalid_token"}"#;
         assert_eq!(
-            ex.server(&cfg, challenge),
+            ex.server(&cfg, challenge, &mut SaltedCache::default()),
             Step::Send(Bytes::from_static(b"\x01"))
         );
         assert_eq!(ex.failure_detail(), Some(r#"{"status":"invalid_token"}"#));
@@ -713,7 +777,7 @@ mod tests {
             Step::Send(Bytes::from_static(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"))
         );
         let server_first = b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
-        let fin = ex.server(&cfg, server_first);
+        let fin = ex.server(&cfg, server_first, &mut SaltedCache::default());
         assert_eq!(
             fin,
             Step::Send(Bytes::from_static(
@@ -722,13 +786,50 @@ mod tests {
         );
         let mut forged = ex.clone();
         assert_eq!(
-            ex.server(&cfg, b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="),
+            ex.server(
+                &cfg,
+                b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=",
+                &mut SaltedCache::default()
+            ),
             Step::Done
         );
         assert!(matches!(
-            forged.server(&cfg, b"v=AAAATRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="),
+            forged.server(
+                &cfg,
+                b"v=AAAATRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=",
+                &mut SaltedCache::default()
+            ),
             Step::Fail(_)
         ));
+    }
+
+    /// A second exchange with the same salt and iteration count reuses the salted password
+    /// of the first (no PBKDF2 run): given a wrong password, it still sends the proof the
+    /// right one makes, which only the kept salted password can give. Another salt derives
+    /// it again (and the wrong password then shows).
+    #[cfg(feature = "scram")]
+    #[test]
+    fn scram_reuses_the_salted_password_for_the_same_salt() {
+        let server_first = b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
+        let expected = Step::Send(Bytes::from_static(
+            b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
+        ));
+        let mut cache = SaltedCache::default();
+        let exchange = |password: &str, server_first: &[u8], cache: &mut SaltedCache| {
+            let cfg = SaslConfig::new(SaslMechanism::ScramSha256, "user", password);
+            let (mut ex, _) = Exchange::start(&cfg);
+            ex.input(&cfg, SaslInput::Nonce("rOprNGfwEbeRWgbNEkqO".into()));
+            ex.server(&cfg, server_first, cache)
+        };
+        assert_eq!(exchange("pencil", server_first, &mut cache), expected);
+        assert!(!format!("{cache:?}").contains("W22Z"), "{cache:?}");
+        assert_eq!(exchange("wrong", server_first, &mut cache), expected);
+        let other_salt = b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=QUFBQQ==,i=4096";
+        let Step::Send(again) = exchange("pencil", other_salt, &mut cache) else {
+            panic!("a proof")
+        };
+        assert_ne!(Step::Send(again), expected);
+        assert_ne!(exchange("wrong", server_first, &mut cache), expected);
     }
 
     /// SCRAM-SHA-512 has no RFC example: the exchange must agree with itself computed from
@@ -749,7 +850,8 @@ mod tests {
             ))
         );
         let server_first = "r=0123456789abcdefghijSERVER,s=c2FsdA==,i=4096";
-        let Step::Send(fin) = ex.server(&cfg, server_first.as_bytes()) else {
+        let Step::Send(fin) = ex.server(&cfg, server_first.as_bytes(), &mut SaltedCache::default())
+        else {
             panic!("no client-final");
         };
         let fin = std::str::from_utf8(&fin).unwrap();
@@ -771,7 +873,11 @@ mod tests {
         assert_eq!(Sha512::digest(&client_key), stored);
         let server_sig = base64_encode(&mac(&mac(&salted, b"Server Key"), auth.as_bytes()));
         assert_eq!(
-            ex.server(&cfg, format!("v={server_sig}").as_bytes()),
+            ex.server(
+                &cfg,
+                format!("v={server_sig}").as_bytes(),
+                &mut SaltedCache::default()
+            ),
             Step::Done
         );
     }
@@ -796,7 +902,10 @@ mod tests {
             b"\xff",
         ] {
             assert!(
-                matches!(started().server(&cfg, bad), Step::Fail(_)),
+                matches!(
+                    started().server(&cfg, bad, &mut SaltedCache::default()),
+                    Step::Fail(_)
+                ),
                 "{bad:?}"
             );
         }

@@ -268,7 +268,10 @@ impl Producer {
         let Some(cfg) = self.cfg.sasl.clone() else {
             return Err("unexpected SaslAuthenticate response");
         };
-        let s = self.sasl_conn(conn)?;
+        // The connection alone is borrowed: the exchange may use `scram_salted` beside it.
+        let s = (self.conns.get_mut(&conn))
+            .and_then(|c| c.sasl.as_mut())
+            .ok_or("SASL response on a connection without SASL")?;
         let (_, resp) = decode_response::<SaslAuthenticateRequest>(s.authenticate_version, frame)
             .map_err(|_| "bad SaslAuthenticate response")?;
         let ex = s
@@ -286,7 +289,7 @@ impl Producer {
             self.sasl_failed(conn, reason);
             return Ok(());
         }
-        match ex.server(&cfg, &resp.auth_bytes) {
+        match ex.server(&cfg, &resp.auth_bytes, &mut self.scram_salted) {
             Step::Done => {
                 self.sasl_authenticated(conn, resp.session_lifetime_ms);
             }

@@ -211,6 +211,9 @@ pub struct Producer {
     /// ([`Self::set_compress_ahead`]); `None` (the default): every batch is compressed at
     /// its seal.
     compress_ahead: Option<ahead::CompressAhead>,
+    /// The SCRAM salted password last derived, reused by every later exchange with the same
+    /// salt and iteration count.
+    scram_salted: crate::sasl::SaltedCache,
 }
 
 /// Whether `name` is a legal Kafka topic name.
@@ -400,6 +403,7 @@ impl Producer {
             wakes: Derived(0),
             check_every_drain: Derived(false),
             compress_ahead: None,
+            scram_salted: Default::default(),
             cfg: config.with_durations_capped(),
         })
     }
