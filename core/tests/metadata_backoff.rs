@@ -339,3 +339,85 @@ fn new_topics_are_asked_about_alone() {
     let last = &s.asked.last().expect("asked").1;
     assert_eq!(last.len(), 200, "the periodic refresh names them all");
 }
+
+/// A record waits for a topic that does not exist (auto-creation off) while another topic is
+/// in use: the answers about the missing topic alone (partial, about once a second) kept
+/// postponing the periodic refresh, so the topic in use was never asked about again and its
+/// added partitions went unseen (a review finding, 2026-12-07). The periodic refresh now
+/// counts from the last answer naming every topic, and still comes.
+#[test]
+fn asking_about_a_missing_topic_does_not_postpone_the_periodic_refresh() {
+    let mut s = Sim::new(|c| {
+        c.metadata_max_age = Duration::from_secs(2);
+        c.allow_auto_topic_creation = false;
+    });
+    let first = s.p.send(s.now, Record::new("bench", "v")).unwrap();
+    s.run_for(Duration::from_millis(100), STEP, &|_| {});
+    assert!(deliveries(&s.events).iter().any(|d| d.0 == first));
+    s.p.send(s.now, Record::new("missing", "v")).unwrap();
+    let missing = |m: &mut MetadataResponse| {
+        for t in &mut m.topics {
+            if t.name.as_deref() == Some("missing") {
+                t.error_code = 3; // UNKNOWN_TOPIC_OR_PARTITION
+                t.partitions.clear();
+            }
+        }
+    };
+    let asked_from = s.asked.len();
+    s.run_for(Duration::from_secs(7), Duration::from_millis(50), &missing);
+    let later = &s.asked[asked_from..];
+    assert!(
+        later.iter().filter(|(_, n)| n == &["missing"]).count() >= 3,
+        "the missing topic is asked about again and again: {later:?}"
+    );
+    let full: Vec<Duration> = (later.iter())
+        .filter(|(_, n)| n.iter().any(|t| t == "bench"))
+        .map(|(at, _)| *at)
+        .collect();
+    // Every 2 s (the periodic refresh), give or take a backoff.
+    assert!(full.len() >= 2, "the topic in use asked about at {full:?}");
+}
+
+/// Metadata v9 (Kafka 2.4–2.7: leader epochs, no topic ids): `bench` deleted and created
+/// again between two answers, its partition now led by node 2 at epoch 0 where node 1 led it
+/// at epoch 5, and no answer ever said the topic was gone. Node 1, which still knows the old
+/// topic, refuses NOT_LEADER_OR_FOLLOWER. Every answer's epoch looked stale beside 5, the
+/// partition kept waiting for a leader, and its records failed at their delivery timeout (a
+/// review finding, 2026-12-07). Lower epochs that answers keep reporting, without a break,
+/// for `retry.backoff.max.ms` after the leader refused are believed, as after an answer
+/// that said the topic was gone.
+#[test]
+fn a_topic_created_again_without_topic_ids_is_followed_to_its_new_leader() {
+    let mut s = Sim::new(|c| c.max_versions.metadata = Some(9));
+    let epoch5 = |m: &mut MetadataResponse| {
+        for t in &mut m.topics {
+            t.partitions[0].leader_epoch = 5;
+        }
+    };
+    let first = s.p.send(s.now, Record::new("bench", "a")).unwrap();
+    s.run_for(Duration::from_millis(200), STEP, &epoch5);
+    assert!(deliveries(&s.events).iter().any(|d| d.0 == first));
+    let created_again = |m: &mut MetadataResponse| {
+        let mut b2 = m.brokers[0].clone();
+        b2.node_id = 2;
+        b2.host = "other".into();
+        m.brokers.push(b2);
+        for t in &mut m.topics {
+            t.partitions[0].leader_id = 2;
+            t.partitions[0].leader_epoch = 0;
+        }
+    };
+    s.refuse_at = Some("bench:9092".into());
+    let second = s.p.send(s.now, Record::new("bench", "b")).unwrap();
+    s.run_for(
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        &created_again,
+    );
+    assert!(!s.refusals.is_empty(), "node 1 refused");
+    assert!(
+        deliveries(&s.events).iter().any(|d| d.0 == second),
+        "delivered by the new leader: {:?}",
+        s.events.last()
+    );
+}

@@ -342,7 +342,7 @@ impl Producer {
                     self.need_metadata_after(partial);
                     let scheduled = self.metadata.retry_at.is_some_and(|t| t > self.now);
                     if reason != MOVED && reason != UNLISTED && !scheduled {
-                        self.metadata_again_after_backoff(false);
+                        self.metadata_again_after_backoff(false, partial);
                     }
                 }
                 RequestKind::InitProducerId => {

@@ -31,7 +31,15 @@ use crate::types::{ConnId, DeliveryError, Persistence};
 pub(super) struct MetadataState {
     pub(super) in_flight: bool,
     pub(super) needed: bool,
+    /// The last answer, or request lost: what paces the next request.
     pub(super) last_refresh: Option<Instant>,
+    /// The last answer (or request lost) of a request naming every topic in use: the
+    /// periodic refresh (`metadata.max.age.ms`) counts from it. A partial answer (the new
+    /// topics alone) does not postpone it: a producer asking about a missing topic every
+    /// second never refreshed the others, and a topic's added partitions went unseen (a
+    /// review finding, 2026-12-07; Java's `lastSuccessfulRefreshMs` moves only on full
+    /// updates too).
+    pub(super) full_refresh: Option<Instant>,
     pub(super) retry_at: Option<Instant>,
     /// The connection whose last answer was incomplete or stale: the next request goes to
     /// another ready connection if there is one, since a lagging broker keeps answering
@@ -74,7 +82,9 @@ impl Producer {
     /// Another metadata request after the backoff, which doubles with each answer in a row
     /// that changed nothing (`MetadataState::unchanged`), from `retry.backoff.ms` up to
     /// `retry.backoff.max.ms`; a change starts it over.
-    pub(super) fn metadata_again_after_backoff(&mut self, changed: bool) {
+    /// `partial`: the request named the new topics alone (it does not move the periodic
+    /// refresh).
+    pub(super) fn metadata_again_after_backoff(&mut self, changed: bool, partial: bool) {
         let n = if changed { 0 } else { self.metadata.unchanged };
         let max = self.cfg.retry_backoff_max;
         let delay = super::backoff_delay(self.cfg.retry_backoff, max, n);
@@ -89,6 +99,9 @@ impl Producer {
         // *answer*, long past, so a fault losing every Metadata request lost one per trigger
         // (a review finding).
         self.metadata.last_refresh = Some(self.now);
+        if !partial {
+            self.metadata.full_refresh = Some(self.now);
+        }
     }
 
     /// A metadata answer on `conn` that could not be decoded (its connection is closed): as
@@ -100,7 +113,7 @@ impl Producer {
     pub(super) fn on_unusable_metadata(&mut self, conn: ConnId) {
         let partial = std::mem::take(&mut self.metadata.partial);
         self.need_metadata_after(partial);
-        self.metadata_again_after_backoff(false);
+        self.metadata_again_after_backoff(false, partial);
         self.metadata.avoid = Some(conn);
     }
 
@@ -128,7 +141,7 @@ impl Producer {
         if self.metadata.needed {
             return true;
         }
-        match self.metadata.last_refresh {
+        match self.metadata.full_refresh {
             None => true,
             Some(t) => t + self.refresh_period() <= self.now,
         }
@@ -211,7 +224,7 @@ impl Producer {
         // Only the topics no answer has described yet, when nothing else is wanted and the
         // periodic refresh is not due (and they are not all there is).
         let periodic =
-            (self.metadata.last_refresh).is_none_or(|t| t + self.refresh_period() <= self.now);
+            (self.metadata.full_refresh).is_none_or(|t| t + self.refresh_period() <= self.now);
         let in_use = || self.topics.iter().filter(|t| !t.idle);
         let partial = !self.metadata.full
             && !periodic
@@ -281,6 +294,9 @@ impl Producer {
         // `metadata.max.age.ms` refreshes the others only when something asks for it (a
         // refusal, a lost connection), where Java's partial updates leave its timer alone.
         self.metadata.last_refresh = Some(self.now);
+        if !partial {
+            self.metadata.full_refresh = Some(self.now);
+        }
         self.metadata.failing_since = None;
         self.metadata.retry_at = None;
         // The brokers the answer lists, each at its (new) address. An entry without a usable
@@ -468,7 +484,12 @@ impl Producer {
             // and the next answer comes from one that lags. Lower epochs after such an answer
             // are believed only once answers keep reporting them, without a break, for
             // `retry.backoff.max.ms`: then every partition's epochs start over.
-            if topic.gone_without_id {
+            // The same once a leader refused the partition (NOT_LEADER_OR_FOLLOWER): a broker
+            // that still knows the deleted topic refuses so rather than saying it is gone,
+            // and no answer may ever say so (Kafka 2.4–2.7 give epochs without ids; before,
+            // the partition waited for a leader for the producer's life, a review finding).
+            let refused = topic.id == [0; 16] && topic.partitions.iter().any(|p| p.stale_leader);
+            if topic.gone_without_id || refused {
                 let lower = t.partitions.iter().any(|mp| {
                     (usize::try_from(mp.partition_index).ok())
                         .and_then(|i| topic.partitions.get(i))
@@ -578,12 +599,12 @@ impl Producer {
         // (A partial request asked only about topics still undescribed.)
         let omitted = !wanted_again
             && (self.topics.iter().zip(&answered)).any(|(t, answered)| {
-                !answered && !t.idle && t.holds_records() && (!partial || !t.described())
+                !answered && !t.idle && (!partial || !t.described()) && t.holds_records()
             });
         incomplete |= omitted;
         if incomplete {
             self.need_metadata_after(partial);
-            self.metadata_again_after_backoff(changed);
+            self.metadata_again_after_backoff(changed, partial);
         } else {
             self.metadata.unchanged = 0;
         }

@@ -794,7 +794,7 @@ impl Producer {
             .next_timer(now)
             .into_iter()
             .for_each(&mut consider);
-        if let Some(t) = self.metadata.last_refresh {
+        if let Some(t) = self.metadata.full_refresh {
             if !self.topics.is_empty() {
                 consider(t + self.refresh_period());
             }
