@@ -277,6 +277,46 @@ fn broker_state_loss_on_old_brokers() {
     assert_eq!(n, PINNED[5], "unique states changed");
 }
 
+/// The two configurations of broker state loss before KIP-360 (`UnknownPidError`: expiry
+/// and restart; DeleteRecords) on brokers that advertise what such brokers do (Apache Kafka
+/// 2.3: InitProducerId v1, no KIP-360), not the latest versions: the producer cannot bump
+/// its epoch there (S11) and takes a new producer id, which every partition starts at
+/// sequence 0 (S8). A review of the broker model found that these configurations ran only
+/// with KIP-360's versions, which no broker answering UNKNOWN_PRODUCER_ID advertises, so
+/// the recovery such a broker really gets was checked after one expiry alone
+/// (`brokers_without_kip360_or_kip951`).
+#[test]
+fn broker_state_loss_on_brokers_without_kip360() {
+    let restart = ModelCfg {
+        records_per_partition: 3,
+        budget: Budget {
+            expiries: 1,
+            restarts: 1,
+            disconnects: 1,
+            ..Budget::default()
+        },
+        broker_versions: Advertised::KAFKA_2_3,
+        ..base(BrokerMode::UnknownPidError)
+    };
+    let delete = ModelCfg {
+        broker_versions: Advertised::KAFKA_2_3,
+        ..delete_records_cfg()
+    };
+    let counts = [
+        check(
+            "expiry+restart, 2.3",
+            restart,
+            &[ALL_DELIVERED, HEAD, NO_KIP360],
+        ),
+        check(
+            "delete records, 2.3",
+            delete,
+            &[ALL_DELIVERED, HEAD, NO_KIP360],
+        ),
+    ];
+    assert_eq!(counts, [7_134, 3_474], "unique states changed");
+}
+
 #[test]
 fn metadata_flaps_keep_sequence_state() {
     let cfg = ModelCfg {
