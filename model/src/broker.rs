@@ -730,8 +730,11 @@ impl Cluster {
                     }
                     // Kafka 0.11 answers its last batch's duplicate with success and the
                     // original's offsets too (`Log.append` returns the duplicate's
-                    // `firstOffset`/`lastOffset`/`timestamp`, 0.11.0.0 Log.scala:643-648); 1.0
-                    // added DUPLICATE_SEQUENCE_NUMBER only for one older than the cache.
+                    // `firstOffset`/`lastOffset`/`timestamp`, 0.11.0.0 Log.scala:643-648); 1.0.0
+                    // and 1.0.1 answered DUPLICATE_SEQUENCE_NUMBER for a batch older than the
+                    // cache (`isDuplicate`), which this model does not: it answers such a
+                    // batch OUT_OF_ORDER_SEQUENCE_NUMBER, as 1.0.2 and later do (the producer's
+                    // answer to 46 is checked in the Tansu-like mode).
                     return if mode == BrokerMode::TansuLike {
                         Answer::refused(ErrorCode::DuplicateSequenceNumber, log_start)
                     } else {

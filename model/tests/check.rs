@@ -571,7 +571,7 @@ fn multi_record_batches_split_and_retried() {
     assert_eq!(n, PINNED_NEW[4], "unique states changed");
 }
 
-/// DeleteRecords: before 2.5 it also removed the producer's state, and the next batch draws
+/// DeleteRecords: before 2.4 (KAFKA-7190) it also removed the producer's state, and the next batch draws
 /// UNKNOWN_PRODUCER_ID at the head of line with the log start past the last ack (KIP-360).
 fn delete_records_cfg() -> ModelCfg {
     ModelCfg {
