@@ -134,7 +134,9 @@
 //! its timers included, moves only while that runtime's `block_on` runs: a handle used from
 //! another thread while nothing runs it waits (as every task of such a runtime does). Starting one outside a runtime returns
 //! [`StartError::NoRuntime`], and on a runtime without one of those drivers
-//! [`StartError::DriverDisabled`]; it never panics. The handle and every future it returns are
+//! [`StartError::DriverDisabled`]; it never panics (tokio has no query for its drivers, so
+//! the check catches the panic tokio raises without one: a program built with
+//! `panic = "abort"` aborts there instead). The handle and every future it returns are
 //! `Send`.
 //!
 //! # How it works
@@ -662,7 +664,8 @@ pub enum StartError {
     NoRuntime,
     /// The current runtime was built without a driver the producer needs: `"time"` (its
     /// timers) or `"IO"` (sockets, for a connector that [`Connector::needs_io_driver`]).
-    /// Build the runtime with `enable_all`.
+    /// Build the runtime with `enable_all`. (Found by catching tokio's panic: under
+    /// `panic = "abort"` the process aborts instead.)
     DriverDisabled(&'static str),
 }
 
