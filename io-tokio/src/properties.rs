@@ -1288,7 +1288,9 @@ fn compat_property(later: &mut Deferred, name: &str, v: &str) -> Result<bool, Pr
             return Err(unsupported(
                 name,
                 v,
-                "kprod times every request with request.timeout.ms; use that",
+                "kprod times every request with request.timeout.ms (Java's meaning: the \
+                 client's deadline as well as the broker's, where librdkafka's \
+                 request.timeout.ms is the broker's alone); use that",
             ))
         }
         "broker.version.fallback" => {
