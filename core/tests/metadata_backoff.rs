@@ -37,6 +37,10 @@ struct Sim {
     /// Produce requests to this address are refused NOT_LEADER_OR_FOLLOWER (no hint).
     refuse_at: Option<String>,
     refusals: Vec<Duration>,
+    /// Connects to this address fail.
+    unreachable: Option<String>,
+    /// (time since start, address) of every connect.
+    connects: Vec<(Duration, String)>,
 }
 
 impl Sim {
@@ -59,6 +63,8 @@ impl Sim {
             addr_of: BTreeMap::new(),
             refuse_at: None,
             refusals: Vec::new(),
+            unreachable: None,
+            connects: Vec::new(),
         }
     }
     fn drain(&mut self) {
@@ -66,6 +72,12 @@ impl Sim {
             match self.p.poll_output() {
                 Output::Wait { .. } => return,
                 Output::Connect { conn, addr } => {
+                    self.connects
+                        .push((self.now - self.start, addr.to_string()));
+                    if self.unreachable.as_deref() == Some(&*addr) {
+                        self.p.handle_connect_failed(self.now, conn);
+                        continue;
+                    }
                     self.addr_of.insert(conn, addr.to_string());
                     self.conns.insert(conn, BytesMut::new());
                     self.p.handle_connected(self.now, conn);
@@ -420,4 +432,48 @@ fn a_topic_created_again_without_topic_ids_is_followed_to_its_new_leader() {
         "delivered by the new leader: {:?}",
         s.events.last()
     );
+}
+
+/// A leader whose connects fail (its backoff grown to `retry.backoff.max.ms`) is listed at a
+/// new address: the new address is dialled as soon as the answer names it, not after the
+/// backoff earned at the old one (a review finding, 2026-12-07: up to a second later).
+#[test]
+fn a_broker_at_a_new_address_is_dialled_without_the_old_addresses_backoff() {
+    let mut s = Sim::new(|_| {});
+    let led_by_2 = |host: &'static str| {
+        move |m: &mut MetadataResponse| {
+            let mut b2 = m.brokers[0].clone();
+            b2.node_id = 2;
+            b2.host = host.into();
+            m.brokers.push(b2);
+            for t in &mut m.topics {
+                t.partitions[0].leader_id = 2;
+            }
+        }
+    };
+    s.unreachable = Some("old:9092".into());
+    s.p.send(s.now, Record::new("bench", "a")).unwrap();
+    s.run_for(Duration::from_secs(5), STEP, &led_by_2("old"));
+    let failed = s.connects.iter().filter(|(_, a)| a == "old:9092").count();
+    assert!(failed >= 4, "connects to the old address: {:?}", s.connects);
+    let answers = s.asked.len();
+    let mut moved_at = None;
+    while moved_at.is_none() {
+        assert!(s.now - s.start < Duration::from_secs(10), "never dialled");
+        s.step(STEP, &led_by_2("new"));
+        if s.asked.len() > answers {
+            moved_at.get_or_insert(s.asked[answers].0);
+        }
+    }
+    let moved_at = moved_at.unwrap();
+    let dialled = (s.connects.iter())
+        .find(|(_, a)| a == "new:9092")
+        .map(|(at, _)| *at);
+    assert_eq!(
+        dialled,
+        Some(moved_at),
+        "the answer naming the new address came at {moved_at:?}"
+    );
+    s.run_for(Duration::from_millis(100), STEP, &led_by_2("new"));
+    assert_eq!(s.p.pending_records(), 0, "delivered at the new address");
 }

@@ -325,11 +325,22 @@ impl Producer {
                         .copied()
                 })
                 .collect();
+            let mut readdressed: smallvec::SmallVec<[i32; 4]> = smallvec::SmallVec::new();
             for (id, addr) in &listed {
-                changed |= self.brokers.insert(*id, addr.clone()).as_ref() != Some(addr);
+                let old = self.brokers.insert(*id, addr.clone());
+                changed |= old.as_ref() != Some(addr);
+                if old.is_some_and(|old| old != *addr) {
+                    readdressed.push(*id);
+                }
             }
             for conn in moved {
                 self.close_conn(conn, super::connections::MOVED);
+            }
+            // The connects that failed were to the old address: the new one is tried at
+            // once, without their backoff (a review finding: it waited up to
+            // `retry.backoff.max.ms` after failures at the old address).
+            for id in readdressed {
+                self.backoff.remove(&Target::Node(id));
             }
         }
         let mut incomplete = false;
