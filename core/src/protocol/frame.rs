@@ -22,6 +22,9 @@ impl Default for FrameDecoder {
     }
 }
 
+/// How far past the bytes received [`FrameDecoder::decode`] reserves room for a frame.
+const RESERVE_AHEAD: usize = 1 << 20;
+
 impl FrameDecoder {
     /// A decoder that refuses frames larger than `max_frame_size` bytes.
     pub fn new(max_frame_size: usize) -> Self {
@@ -40,8 +43,12 @@ impl FrameDecoder {
         }
         let size = size as usize;
         if buf.len() < 4 + size {
-            // Reserve for the rest of this frame only once its size was validated.
-            buf.reserve(4 + size - buf.len());
+            // Reserve for the rest of this frame only once its size was validated, and at
+            // most `RESERVE_AHEAD` past what arrived: a peer announcing a frame of the
+            // largest size and sending nothing more holds a mebibyte, not the whole
+            // `max_frame_size` (100 MiB by default; a review finding). Larger frames grow as
+            // their bytes come.
+            buf.reserve((4 + size - buf.len()).min(RESERVE_AHEAD));
             return Ok(None);
         }
         buf.advance(4);
@@ -61,6 +68,26 @@ mod tests {
             v.put_slice(p);
         }
         v
+    }
+
+    /// A frame announced at nearly the largest size, its bytes not yet come: room for a
+    /// mebibyte is reserved, not for the whole frame; the frame still comes out whole.
+    #[test]
+    fn a_large_frame_announced_reserves_little_until_its_bytes_come() {
+        let d = FrameDecoder::default();
+        let size = DEFAULT_MAX_FRAME_SIZE - 1;
+        let mut buf = BytesMut::new();
+        buf.put_i32(size as i32);
+        assert_eq!(d.decode(&mut buf).unwrap(), None);
+        assert!(buf.capacity() <= 2 * RESERVE_AHEAD, "{}", buf.capacity());
+        let payload = vec![7u8; 3 * RESERVE_AHEAD + 5];
+        let mut buf = BytesMut::new();
+        buf.put_i32(payload.len() as i32);
+        for chunk in payload.chunks(64 * 1024) {
+            assert_eq!(d.decode(&mut buf).unwrap(), None);
+            buf.put_slice(chunk);
+        }
+        assert_eq!(d.decode(&mut buf).unwrap().as_deref(), Some(&payload[..]));
     }
 
     #[test]

@@ -570,6 +570,11 @@ impl RecordBatchBuilder {
 /// Returns a copy of a sealed batch re-stamped with a new producer id, epoch and base
 /// sequence, with the CRC recomputed. Used only for a batch that is definitively not
 /// persisted and must be re-sequenced (P3).
+///
+/// # Panics
+///
+/// If `batch` is shorter than a record batch's header (61 bytes): it must be a batch this
+/// crate sealed.
 pub fn restamp(batch: &[u8], producer_id: i64, producer_epoch: i16, base_sequence: i32) -> Bytes {
     let mut buf = BytesMut::from(batch);
     let mut h = &mut buf[43..57];
