@@ -1540,10 +1540,13 @@ where
     .expect("admin thread panicked")
 }
 
+/// Sends `sig` to `pid` through bash's builtin `kill` (a machine without procps has no
+/// `kill` binary, and the signal was then silently not sent; the watchdog uses the builtin
+/// too). A process already gone is not an error.
 fn signal(sig: &str, pid: u32) {
-    let _ = Command::new("kill")
-        .arg(format!("-{sig}"))
-        .arg(pid.to_string())
+    let _ = Command::new("bash")
+        .arg("-c")
+        .arg(format!("kill -{sig} {pid}"))
         .stderr(Stdio::null())
         .status();
 }

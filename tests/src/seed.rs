@@ -334,6 +334,9 @@ pub async fn run_seed(producer: &ProducerHandle, plan: &SeedPlan) -> SeedReport 
         tokio::spawn(async move {
             let partitions = plan.source.partitions.max(1) as u64;
             let mut interval = tokio::time::interval(plan.period);
+            // Behind (a loaded machine), the ticker keeps its period instead of catching up
+            // in a rush: the bursts, which start at fractions of its ticks, must overlap it.
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let mut pending = Vec::with_capacity(plan.ticks as usize);
             let first = Instant::now();
             for seq in 0..plan.ticks {
