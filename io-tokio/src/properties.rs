@@ -470,7 +470,19 @@ fn agree(a: (&str, &str), b: (&str, &str)) -> bool {
             (boolean(a.0, a.1), boolean(b.0, b.1)),
             (Ok(p), Ok(q)) if p == q
         )
+        // A keyword read in any case (`SSL` and `ssl`, `PLAIN` and `plain`: a review found
+        // them refused as a conflict).
+        || (KEYWORD_SETTINGS.contains(&setting_of(a.0)) && a.1.eq_ignore_ascii_case(b.1))
 }
+
+/// Settings whose values are keywords read in any case.
+const KEYWORD_SETTINGS: &[&str] = &[
+    "security.protocol",
+    "sasl.mechanism",
+    "ssl.endpoint.identification.algorithm",
+    "compression.type",
+    "broker.address.family",
+];
 
 /// `v` as an error message may show it: `(hidden)` for a secret (a password, a client
 /// secret, a JAAS configuration, an inline key).

@@ -626,6 +626,18 @@ fn a_setting_given_twice_with_different_values_is_refused() {
     assert!(matches!(e, PropertyError::Conflict { .. }), "{e:?}");
     assert!(!e.to_string().contains("pass-"), "{e}");
     assert!(e.to_string().contains("(hidden)"), "{e}");
+    // A keyword given twice in different cases is the same value (a review found these
+    // refused as a conflict).
+    let same = ClientConfig::from_properties(&[
+        BOOTSTRAP,
+        ("security.protocol", "SASL_PLAINTEXT"),
+        ("security.protocol", "sasl_plaintext"),
+        ("sasl.mechanisms", "plain"),
+        ("sasl.mechanism", "PLAIN"),
+        ("sasl.username", "u"),
+        ("sasl.password", "p"),
+    ]);
+    assert!(same.is_ok(), "{same:?}");
     // librdkafka's mechanism alias.
     let e = ClientConfig::from_properties(&[
         BOOTSTRAP,
