@@ -289,10 +289,25 @@ impl ClientConfig {
         // Java turns adaptive partitioning off under any `partitioner.class`, and derives the
         // reconnect backoff's maximum from `reconnect.backoff.ms` alone.
         let (mut adaptive_set, mut reconnect_set) = (false, false);
+        // librdkafka's refresh interval given: its `metadata.max.age.ms` beside it is
+        // librdkafka's cache age (3 times the interval by default), which kprod has no
+        // use for, not the Java client's refresh interval (a review found the pair refused
+        // as a conflict).
+        let librdkafka_refresh =
+            (props.iter()).any(|(name, _)| name.trim() == "topic.metadata.refresh.interval.ms");
         // The first property given for each setting (by `setting_of`).
         let mut given = BTreeMap::new();
         for &(name, value) in props {
             let (name, v) = (name.trim(), value.trim());
+            if librdkafka_refresh && name == "metadata.max.age.ms" {
+                millis(name, v)?;
+                tracing::warn!(
+                    "metadata.max.age.ms={v} beside topic.metadata.refresh.interval.ms: taken \
+                     as librdkafka's metadata cache age, which kprod does not keep; the \
+                     refresh interval is topic.metadata.refresh.interval.ms"
+                );
+                continue;
+            }
             idempotence_set |= name == "enable.idempotence";
             delivery_timeout_set |= matches!(name, "delivery.timeout.ms" | "message.timeout.ms");
             message_timeout_set |= name == "message.timeout.ms";
@@ -1408,7 +1423,7 @@ impl CodecLevels {
 /// | `retry.backoff.ms`, `retry.backoff.max.ms` | backoff before a batch is retried, doubling up to the maximum, spread by 20 % either side unless constant (`kprod.backoff.jitter.percent`); a `retry.backoff.ms` above the maximum is a constant backoff of `retry.backoff.ms` (the Java client 3.7+ waits the maximum instead, with a warning) |
 /// | `reconnect.backoff.ms` | backoff before reconnecting to a broker, doubling, spread as the retry backoff |
 /// | `reconnect.backoff.max.ms` | the most the reconnect backoff doubles to ([`ProducerConfig::reconnect_backoff_max`]); when not given, 1000 (whatever `retry.backoff.max.ms` says), or `reconnect.backoff.ms` when that is given alone (a constant backoff, with a warning), as in Java (librdkafka, which shares the name, doubles it up to 10 s by default); a `reconnect.backoff.ms` above it is waited in full every time |
-/// | `metadata.max.age.ms` (`topic.metadata.refresh.interval.ms`) | periodic metadata refresh; librdkafka's `topic.metadata.refresh.interval.ms=-1` turns it off (metadata is asked for when something needs it) |
+/// | `metadata.max.age.ms` (`topic.metadata.refresh.interval.ms`) | periodic metadata refresh; librdkafka's `topic.metadata.refresh.interval.ms=-1` turns it off (metadata is asked for when something needs it); given beside `topic.metadata.refresh.interval.ms`, `metadata.max.age.ms` is librdkafka's cache age: checked and left |
 /// | `metadata.max.idle.ms` | a topic not sent to for this long is left out of metadata requests until its next record (at least 5000, as in Java) |
 /// | `connections.max.idle.ms` | a connection with nothing in flight and no traffic for this long is closed, and opened again when needed ([`ProducerConfig::connections_max_idle`]; 540000 by default, as in Java); `-1` (Java) or `0` (librdkafka) never closes one |
 /// | `queue.buffering.max.messages` (librdkafka) | the most records held until they resolve ([`ProducerConfig::max_buffered_records`]); beyond it `send` waits, as for `buffer.memory` |
