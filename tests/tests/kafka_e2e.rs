@@ -741,7 +741,7 @@ fn idle_connections_closed_by_the_broker_or_the_producer_are_opened_again() {
         (
             "kprod-idle-closed-by-client",
             Some(Duration::from_millis(300)),
-            Duration::from_millis(700),
+            Duration::from_millis(1_500),
         ),
     ] {
         kafka.create_topic(topic, PARTITIONS, 1, None);

@@ -375,7 +375,7 @@ fn connections_the_producer_closes_when_idle_are_opened_again() {
     };
     let producer = rt.block_on(async { ProducerHandle::connect(config).expect("valid config") });
     let brokers = tansu.addr().to_string();
-    let idle = Duration::from_millis(700);
+    let idle = Duration::from_millis(1_500);
     let opened = bursts_with_idle_gaps(&rt, &producer, &brokers, topic, PARTITIONS, idle);
     assert!(
         opened.windows(2).all(|w| w[1] > w[0]),
