@@ -86,7 +86,9 @@ pub struct Metrics {
     /// Counter: Produce requests written (`batches_sent / produce_requests` is how many
     /// batches a request carried on average).
     pub produce_requests: u64,
-    /// Counter: batches scheduled for a retry ([`Diagnostic::Retry`]).
+    /// Counter: batches scheduled for a retry ([`Diagnostic::Retry`]), and batches refused
+    /// that wait to be sent again under a new epoch or producer id (no diagnostic: the
+    /// epoch bump or the new producer id is reported).
     pub retries: u64,
     /// Counter: local epoch bumps ([`Diagnostic::EpochBumped`], KIP-360).
     pub epoch_bumps: u64,

@@ -130,6 +130,9 @@ fn unknown_producer_id_after_idle_expiry_is_benign() {
         .events
         .iter()
         .any(|e| matches!(e, Event::Diagnostic(Diagnostic::EpochBumped(_)))));
+    // b was sent again under the new epoch: a retry (it was not counted before).
+    let m = h.p.metrics();
+    assert_eq!((m.batches_sent, m.retries), (3, 1), "{m:?}");
 }
 
 /// KIP-511: a broker that does not speak our ApiVersions version answers at v0 with

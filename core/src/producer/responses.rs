@@ -439,6 +439,9 @@ impl Producer {
         } else {
             b.state = BatchState::AwaitRebase;
             p.update_inflight_conn();
+            // Sent again once the partition is re-sequenced: a retry for `Metrics::retries`
+            // (before, only retries under the same identity counted).
+            self.stats.0.retries += 1;
             self.sync(ti, pi);
             self.request_paced_bump(ti, pi);
         }
