@@ -2381,7 +2381,7 @@ struct Driver<C: Connector> {
     /// Diagnostics taken under the lock, logged once it is released: a slow log writer
     /// (a subscriber writing to a file or a full pipe) then holds up the driver alone, not
     /// every `enqueue` waiting for the lock (a review finding).
-    to_log: Vec<Diagnostic>,
+    to_log: Vec<Log>,
     /// The metrics taken for a `metrics()` call in the current hold of the lock, while no
     /// other command has changed the core since: the next calls in the same burst get a
     /// copy. (Taking them walks every partition: 10,000 partitions and tasks calling
@@ -2785,8 +2785,8 @@ impl<C: Connector> Driver<C> {
         for (callback, outcome) in self.outbox.drain(..) {
             callback.complete(outcome);
         }
-        for d in self.to_log.drain(..) {
-            log_diagnostic(d);
+        for l in self.to_log.drain(..) {
+            l.write();
         }
     }
 
@@ -2965,13 +2965,13 @@ impl<C: Connector> Driver<C> {
                 self.failed(core, id, kind, persisted, record, detail);
             }
             Event::Fatal(e) => {
-                error!(error = %e, "producer failed");
+                self.to_log.push(Log::ProducerFailed(e.to_string()));
                 // Before the `Failed` events that follow it, so that a record's failure
                 // never resolves before `ProducerHandle::fatal` shows the cause.
                 let _ = self.fatal.set(Fatal::from_core(e));
             }
             // Logged once the lock is released (`deliver`).
-            Event::Diagnostic(d) => self.to_log.push(d),
+            Event::Diagnostic(d) => self.to_log.push(Log::Diagnostic(d)),
         }
     }
 
@@ -3364,19 +3364,33 @@ impl<C: Connector> Driver<C> {
                 }
             }
             ReadResult::Failed(e) => {
-                if let Some(c @ Conn::Open { .. }) = self.conns.get(&conn) {
-                    // A certificate rejected (by either side): the core decides whether
-                    // that is this connection's failure or the producer's.
-                    if let Some(reason) = self.fatal_reason(&e) {
-                        debug!(conn = conn.0, addr = %c.addr(), %reason, "connection refused");
-                        self.conns.remove(&conn);
-                        core.producer.handle_connection_refused(now(), conn, reason);
-                        return;
-                    }
-                    info!(conn = conn.0, addr = %c.addr(), error = %e, "connection failed");
+                let Some(addr) = (self.conns.get(&conn))
+                    .filter(|c| matches!(c, Conn::Open { .. }))
+                    .map(|c| c.addr().clone())
+                else {
+                    return;
+                };
+                // A certificate rejected (by either side): the core decides whether that is
+                // this connection's failure or the producer's.
+                if let Some(reason) = self.fatal_reason(&e) {
+                    self.to_log.push(Log::Refused {
+                        conn,
+                        addr,
+                        reason: reason.clone(),
+                    });
                     self.conns.remove(&conn);
-                    core.producer.handle_disconnected(now(), conn);
+                    core.producer.handle_connection_refused(now(), conn, reason);
+                    return;
                 }
+                let error = e.to_string();
+                self.to_log.push(Log::Failed {
+                    conn,
+                    addr,
+                    error,
+                    connecting: false,
+                });
+                self.conns.remove(&conn);
+                core.producer.handle_disconnected(now(), conn);
             }
         }
     }
@@ -3384,11 +3398,11 @@ impl<C: Connector> Driver<C> {
     /// [`Connector::fatal_reason`], application code run on the driver's task: a panic in
     /// it is taken for `None` (an ordinary failure, retried), not let through to end the
     /// driver and fail every record `DriverStopped` (review finding, 2026-12-06).
-    fn fatal_reason(&self, e: &io::Error) -> Option<String> {
+    fn fatal_reason(&mut self, e: &io::Error) -> Option<String> {
         let connector = &self.connector;
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| connector.fatal_reason(e)))
             .unwrap_or_else(|_| {
-                warn!(error = %e, "the connector's fatal_reason panicked: taken for a retriable failure");
+                self.to_log.push(Log::FatalReasonPanicked(e.to_string()));
                 None
             })
     }
@@ -3423,12 +3437,22 @@ impl<C: Connector> Driver<C> {
             }
             Err(e) => {
                 if let Some(reason) = self.fatal_reason(&e) {
-                    debug!(conn = conn.0, addr = %addr, %reason, "connection refused");
+                    self.to_log.push(Log::Refused {
+                        conn,
+                        addr,
+                        reason: reason.clone(),
+                    });
                     self.conns.remove(&conn);
                     core.producer.handle_connection_refused(now(), conn, reason);
                     return;
                 }
-                info!(conn = conn.0, addr = %addr, error = %e, "connect failed");
+                let error = e.to_string();
+                self.to_log.push(Log::Failed {
+                    conn,
+                    addr,
+                    error,
+                    connecting: true,
+                });
                 self.conns.remove(&conn);
                 core.producer.handle_connect_failed(now(), conn);
             }
@@ -3508,6 +3532,53 @@ impl<C: Connector> Driver<C> {
             writer: Some(writer),
             buf: BytesMut::new(),
             addr,
+        }
+    }
+}
+
+/// A log event the driver took while it held the core's lock, written once it let go
+/// ([`Driver::deliver`]): a slow log writer then holds up the driver alone, not every
+/// `enqueue` waiting for the lock.
+enum Log {
+    Diagnostic(Diagnostic),
+    /// A connect (`connecting`) or an open connection failed.
+    Failed {
+        conn: ConnId,
+        addr: Arc<str>,
+        error: String,
+        connecting: bool,
+    },
+    /// A connection refused for a reason the connector takes as fatal (a certificate).
+    Refused {
+        conn: ConnId,
+        addr: Arc<str>,
+        reason: String,
+    },
+    ProducerFailed(String),
+    FatalReasonPanicked(String),
+}
+
+impl Log {
+    fn write(self) {
+        match self {
+            Self::Diagnostic(d) => log_diagnostic(d),
+            Self::Failed {
+                conn,
+                addr,
+                error,
+                connecting: true,
+            } => info!(conn = conn.0, addr = %addr, %error, "connect failed"),
+            Self::Failed {
+                conn, addr, error, ..
+            } => info!(conn = conn.0, addr = %addr, %error, "connection failed"),
+            Self::Refused { conn, addr, reason } => {
+                debug!(conn = conn.0, addr = %addr, %reason, "connection refused");
+            }
+            Self::ProducerFailed(error) => error!(%error, "producer failed"),
+            Self::FatalReasonPanicked(error) => warn!(
+                %error,
+                "the connector's fatal_reason panicked: taken for a retriable failure"
+            ),
         }
     }
 }
