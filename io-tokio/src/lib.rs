@@ -3370,28 +3370,45 @@ impl<C: Connector> Driver<C> {
                 else {
                     return;
                 };
-                // A certificate rejected (by either side): the core decides whether that is
-                // this connection's failure or the producer's.
-                if let Some(reason) = self.fatal_reason(&e) {
-                    self.to_log.push(Log::Refused {
-                        conn,
-                        addr,
-                        reason: reason.clone(),
-                    });
-                    self.conns.remove(&conn);
-                    core.producer.handle_connection_refused(now(), conn, reason);
-                    return;
-                }
-                let error = e.to_string();
-                self.to_log.push(Log::Failed {
-                    conn,
-                    addr,
-                    error,
-                    connecting: false,
-                });
-                self.conns.remove(&conn);
-                core.producer.handle_disconnected(now(), conn);
+                self.conn_failed(core, conn, addr, &e, false);
             }
+        }
+    }
+
+    /// Connection `conn` to `addr` failed with `e`, while `connecting` or once open: a
+    /// certificate rejected (by either side) goes to the core as a refusal, which decides
+    /// whether that is this connection's failure or the producer's; anything else as a
+    /// failed connect or a lost connection. Logged once the lock is released.
+    fn conn_failed(
+        &mut self,
+        core: &mut Core,
+        conn: ConnId,
+        addr: Arc<str>,
+        e: &io::Error,
+        connecting: bool,
+    ) {
+        self.conns.remove(&conn);
+        if let Some(reason) = self.fatal_reason(e) {
+            let log = Log::Refused {
+                conn,
+                addr,
+                reason: reason.clone(),
+            };
+            self.to_log.push(log);
+            core.producer.handle_connection_refused(now(), conn, reason);
+            return;
+        }
+        let error = e.to_string();
+        self.to_log.push(Log::Failed {
+            conn,
+            addr,
+            error,
+            connecting,
+        });
+        if connecting {
+            core.producer.handle_connect_failed(now(), conn);
+        } else {
+            core.producer.handle_disconnected(now(), conn);
         }
     }
 
@@ -3435,27 +3452,7 @@ impl<C: Connector> Driver<C> {
                 self.conns.insert(conn, open);
                 core.producer.handle_connected(now(), conn);
             }
-            Err(e) => {
-                if let Some(reason) = self.fatal_reason(&e) {
-                    self.to_log.push(Log::Refused {
-                        conn,
-                        addr,
-                        reason: reason.clone(),
-                    });
-                    self.conns.remove(&conn);
-                    core.producer.handle_connection_refused(now(), conn, reason);
-                    return;
-                }
-                let error = e.to_string();
-                self.to_log.push(Log::Failed {
-                    conn,
-                    addr,
-                    error,
-                    connecting: true,
-                });
-                self.conns.remove(&conn);
-                core.producer.handle_connect_failed(now(), conn);
-            }
+            Err(e) => self.conn_failed(core, conn, addr, &e, true),
         }
     }
 
