@@ -192,10 +192,7 @@ impl Producer {
                     }
                     // Overtaken: a later batch is in the log, so this failure is a gap
                     // and the gap policy applies (a cut fails the rest as above).
-                    let code = ErrorCode::OutOfOrderSequenceNumber;
-                    let error = DeliveryError::Broker(code);
-                    self.fail_batch(ti, pi, i, error, Persistence::NotPersisted);
-                    self.apply_gap_policy(ti, pi, code);
+                    self.fail_permanently(ti, pi, i, ErrorCode::OutOfOrderSequenceNumber);
                     if self.fatal.is_some() {
                         return;
                     }

@@ -289,10 +289,8 @@ impl Producer {
         let wanted_again = self.metadata.needed;
         let partial = std::mem::take(&mut self.metadata.partial);
         // Every answer paces the next request (a partial one too: a topic asked about again
-        // and again while it is created must not be asked at the speed of the network), and
-        // so postpones the periodic refresh: a producer naming a new topic more often than
-        // `metadata.max.age.ms` refreshes the others only when something asks for it (a
-        // refusal, a lost connection), where Java's partial updates leave its timer alone.
+        // and again while it is created must not be asked at the speed of the network);
+        // only an answer naming every topic postpones the periodic refresh (`full_refresh`).
         self.metadata.last_refresh = Some(self.now);
         if !partial {
             self.metadata.full_refresh = Some(self.now);

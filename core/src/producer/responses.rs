@@ -435,7 +435,7 @@ impl Producer {
         } else if b.overtaken {
             // A later batch is in the log: this one's failure is a gap, which the gap
             // policy decides about (it went on under every policy before, a review finding).
-            self.fail_refused(ti, pi, i, code, Persistence::NotPersisted);
+            self.fail_permanently(ti, pi, i, code);
         } else {
             b.state = BatchState::AwaitRebase;
             p.update_inflight_conn();
@@ -641,7 +641,7 @@ impl Producer {
     /// the log, later records landing would leave the very gap `CutPartition` and `Fatal`
     /// forbid (a review finding: only refusals not persisted applied the policy). A delivery
     /// timeout is not a refusal and applies none, as in librdkafka's gapless guarantee.
-    pub(super) fn apply_gap_policy(&mut self, ti: usize, pi: usize, code: ErrorCode) {
+    fn apply_gap_policy(&mut self, ti: usize, pi: usize, code: ErrorCode) {
         match self.gap_policy() {
             GapPolicy::ContinueWithGap => {}
             GapPolicy::Fatal => self.fail_fatal(FatalError::Gap(code)),
