@@ -217,17 +217,25 @@ fn a_new_topic_is_not_held_by_the_grown_backoff() {
     );
 }
 
-/// Partition 0 of `bench` moved to node 2 (`other`), partition 1 offline.
-fn moved_one_offline(m: &mut MetadataResponse) {
-    one_offline(m);
+/// Node 2 listed at `host` (port as node 1's), leading partition 0 of every topic (at
+/// `epoch`, if given).
+fn partition_0_led_by_node_2(m: &mut MetadataResponse, host: &str, epoch: Option<i32>) {
     let mut b2 = m.brokers[0].clone();
     b2.node_id = 2;
-    b2.host = "other".into();
+    b2.host = host.into();
     m.brokers.push(b2);
     for t in &mut m.topics {
         t.partitions[0].leader_id = 2;
-        t.partitions[0].leader_epoch = 1;
+        if let Some(e) = epoch {
+            t.partitions[0].leader_epoch = e;
+        }
     }
+}
+
+/// Partition 0 of `bench` moved to node 2 (`other`), partition 1 offline.
+fn moved_one_offline(m: &mut MetadataResponse) {
+    one_offline(m);
+    partition_0_led_by_node_2(m, "other", Some(1));
 }
 
 /// A leader move refused NOT_LEADER_OR_FOLLOWER (no KIP-951 hint) while another partition's
@@ -409,16 +417,7 @@ fn a_topic_created_again_without_topic_ids_is_followed_to_its_new_leader() {
     let first = s.p.send(s.now, Record::new("bench", "a")).unwrap();
     s.run_for(Duration::from_millis(200), STEP, &epoch5);
     assert!(deliveries(&s.events).iter().any(|d| d.0 == first));
-    let created_again = |m: &mut MetadataResponse| {
-        let mut b2 = m.brokers[0].clone();
-        b2.node_id = 2;
-        b2.host = "other".into();
-        m.brokers.push(b2);
-        for t in &mut m.topics {
-            t.partitions[0].leader_id = 2;
-            t.partitions[0].leader_epoch = 0;
-        }
-    };
+    let created_again = |m: &mut MetadataResponse| partition_0_led_by_node_2(m, "other", Some(0));
     s.refuse_at = Some("bench:9092".into());
     let second = s.p.send(s.now, Record::new("bench", "b")).unwrap();
     s.run_for(
@@ -441,15 +440,7 @@ fn a_topic_created_again_without_topic_ids_is_followed_to_its_new_leader() {
 fn a_broker_at_a_new_address_is_dialled_without_the_old_addresses_backoff() {
     let mut s = Sim::new(|_| {});
     let led_by_2 = |host: &'static str| {
-        move |m: &mut MetadataResponse| {
-            let mut b2 = m.brokers[0].clone();
-            b2.node_id = 2;
-            b2.host = host.into();
-            m.brokers.push(b2);
-            for t in &mut m.topics {
-                t.partitions[0].leader_id = 2;
-            }
-        }
+        move |m: &mut MetadataResponse| partition_0_led_by_node_2(m, host, None)
     };
     s.unreachable = Some("old:9092".into());
     s.p.send(s.now, Record::new("bench", "a")).unwrap();

@@ -26,6 +26,20 @@ impl Harness {
             })
             .collect()
     }
+
+    /// A record of each value sent to partition 0 and flushed on its own: one Produce
+    /// request each, all in flight. Returns the records' ids and the requests.
+    fn each_in_its_own_request(&mut self, values: &[&str]) -> (Vec<RecordId>, Vec<Bytes>) {
+        let mut ids = Vec::new();
+        let mut requests = Vec::new();
+        for v in values {
+            ids.push(self.p.send(self.now, record(v)).unwrap());
+            self.p.flush(self.now);
+            self.drain();
+            requests.push(self.next_frame().expect("a Produce request"));
+        }
+        (ids, requests)
+    }
 }
 
 fn record(v: &str) -> Record {
@@ -365,13 +379,7 @@ fn requests_in_flight_behind_a_throttled_answer_wait_the_throttle_too() {
     let mut h = Harness::new(|c| c.request_timeout = Duration::from_secs(2));
     h.p.send(h.now, record("x")).unwrap();
     h.answer_all();
-    let mut requests = Vec::new();
-    for v in ["a", "b"] {
-        h.p.send(h.now, record(v)).unwrap();
-        h.p.flush(h.now);
-        h.drain();
-        requests.push(h.next_frame().expect("a Produce request"));
-    }
+    let (_, requests) = h.each_in_its_own_request(&["a", "b"]);
     let (_, version, corr) = api_of(&requests[0]);
     let a = respond(&requests[0], &mut h.next_offset);
     let (_, mut resp) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
@@ -761,13 +769,7 @@ fn an_authorization_refusal_of_a_new_producer_id_cuts_the_partition_under_the_cu
     assert_eq!(h.p.pending_records(), 0);
     // a and b in flight; a is refused PRODUCER_FENCED (the broker refuses the epoch: the
     // producer drops its identity and asks for a new id).
-    let mut requests = Vec::new();
-    for v in ["a", "b"] {
-        h.p.send(h.now, record(v)).unwrap();
-        h.p.flush(h.now);
-        h.drain();
-        requests.push(h.next_frame().expect("a Produce request"));
-    }
+    let (_, requests) = h.each_in_its_own_request(&["a", "b"]);
     h.feed(produce_error(&requests[0], ErrorCode::ProducerFenced));
     let init = h.next_frame().expect("an InitProducerId request");
     let (key, version, corr) = api_of(&init);
@@ -2435,13 +2437,7 @@ fn unknown_server_error_then_out_of_order(policy: kprod_core::GapPolicy) -> Harn
     let mut h = Harness::new(|c| c.gap_policy = policy);
     h.p.send(h.now, record("x")).unwrap();
     h.answer_all();
-    let mut requests = Vec::new();
-    for v in ["a", "b"] {
-        h.p.send(h.now, record(v)).unwrap();
-        h.p.flush(h.now);
-        h.drain();
-        requests.push(h.next_frame().expect("a Produce request"));
-    }
+    let (_, requests) = h.each_in_its_own_request(&["a", "b"]);
     h.feed(produce_error(&requests[0], ErrorCode::UnknownServerError));
     if h.p.fatal_error().is_none() {
         h.feed(produce_error(
@@ -2546,14 +2542,7 @@ fn a_partitions_outcomes_go_out_in_send_order_around_a_retry() {
     let mut h = Harness::new(|_| {});
     let x = h.p.send(h.now, record("x")).unwrap();
     h.answer_all();
-    let mut ids = Vec::new();
-    let mut requests = Vec::new();
-    for v in ["a", "b"] {
-        ids.push(h.p.send(h.now, record(v)).unwrap());
-        h.p.flush(h.now);
-        h.drain();
-        requests.push(h.next_frame().expect("a Produce request"));
-    }
+    let (ids, requests) = h.each_in_its_own_request(&["a", "b"]);
     h.feed(produce_error(
         &requests[0],
         ErrorCode::NotEnoughReplicasAfterAppend,
@@ -2581,14 +2570,7 @@ fn a_held_failure_keeps_its_records_charged_until_it_goes_out() {
     let mut h = Harness::new(|_| {});
     let x = h.p.send(h.now, record("x")).unwrap();
     h.answer_all();
-    let mut ids = Vec::new();
-    let mut requests = Vec::new();
-    for v in ["a", "b"] {
-        ids.push(h.p.send(h.now, record(v)).unwrap());
-        h.p.flush(h.now);
-        h.drain();
-        requests.push(h.next_frame().expect("a Produce request"));
-    }
+    let (ids, requests) = h.each_in_its_own_request(&["a", "b"]);
     let both = h.p.buffered_bytes();
     h.feed(produce_error(
         &requests[0],
@@ -2734,13 +2716,7 @@ fn overtaken_then_refused(policy: kprod_core::GapPolicy) -> (Harness, RecordId) 
     let mut h = Harness::new(|c| c.gap_policy = policy);
     h.p.send(h.now, record("x")).unwrap();
     h.answer_all();
-    let mut requests = Vec::new();
-    for v in ["a", "b"] {
-        h.p.send(h.now, record(v)).unwrap();
-        h.p.flush(h.now);
-        h.drain();
-        requests.push(h.next_frame().expect("a Produce request"));
-    }
+    let (_, requests) = h.each_in_its_own_request(&["a", "b"]);
     h.feed(produce_error(&requests[0], ErrorCode::NotEnoughReplicas));
     let b = respond(&requests[1], &mut h.next_offset);
     h.feed(b);

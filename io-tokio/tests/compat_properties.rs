@@ -406,7 +406,7 @@ fn raising_the_delivery_timeout_is_logged() {
     // The global subscriber: a thread-scoped one races with the other tests' threads over
     // tracing's per-callsite interest cache. Events are told apart by this test's values.
     let capture = capture::Capture::default();
-    tracing::subscriber::set_global_default(capture.clone()).expect("the only global one");
+    tracing::subscriber::set_global_default(capture.subscriber()).expect("the only global one");
     props(&[("request.timeout.ms", "150001")]).unwrap();
     props(&[
         ("request.timeout.ms", "150002"),

@@ -1554,7 +1554,7 @@ mod observability {
     #[tokio::test(start_paused = true)]
     async fn one_batch_can_be_followed_through_its_lifecycle() {
         let capture = capture::Capture::default();
-        tracing::subscriber::set_global_default(capture.clone()).expect("the only global one");
+        tracing::subscriber::set_global_default(capture.subscriber()).expect("the only global one");
         let broker = FakeBroker::new("traced", 1);
         broker.script.lock().unwrap().produce = VecDeque::from([Action::AppendThenDrop]);
         let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
@@ -1974,15 +1974,11 @@ async fn acks_zero_a_broker_that_stops_reading_loses_its_connection() {
     );
 }
 
-/// acks=0: a connection closed in good order reads until the broker closes its side (Tansu
-/// answers acks=0 requests; unread answers make the close a reset that drops what the broker
-/// had not read), bounded by `request.timeout.ms`. Fault probe (a paused leader): the close
-/// waited for each such connection one after another, each with its own bound, so two
-/// connections to brokers that never close cost two bounds. Now one deadline covers all.
-#[tokio::test(start_paused = true)]
-async fn acks_zero_close_waits_one_bound_for_all_brokers_that_keep_their_side_open() {
+/// An acks=0 producer (2 s `request.timeout.ms`) that handed one record over to each of two
+/// nodes, each of which took that first Produce request and then never reads (nor closes)
+/// again.
+async fn acks_zero_two_brokers_that_keep_their_side_open() -> (FakeBroker, ProducerHandle) {
     let broker = FakeBroker::two_nodes("t", 2, 1);
-    // Each node takes its first Produce request, then never reads (nor closes) again.
     broker.script.lock().unwrap().produce = VecDeque::from([Action::Stall, Action::Stall]);
     let cfg = config(&[
         ("acks", "0"),
@@ -1995,6 +1991,17 @@ async fn acks_zero_close_waits_one_bound_for_all_brokers_that_keep_their_side_op
         let r = Record::new("t", format!("r{p}")).with_partition(p);
         h.send(r).await.expect("handed over");
     }
+    (broker, h)
+}
+
+/// acks=0: a connection closed in good order reads until the broker closes its side (Tansu
+/// answers acks=0 requests; unread answers make the close a reset that drops what the broker
+/// had not read), bounded by `request.timeout.ms`. Fault probe (a paused leader): the close
+/// waited for each such connection one after another, each with its own bound, so two
+/// connections to brokers that never close cost two bounds. Now one deadline covers all.
+#[tokio::test(start_paused = true)]
+async fn acks_zero_close_waits_one_bound_for_all_brokers_that_keep_their_side_open() {
+    let (broker, h) = acks_zero_two_brokers_that_keep_their_side_open().await;
     assert_eq!(broker.log("t", 0), ["r0"]);
     assert_eq!(broker.log("t", 1), ["r1"]);
     let start = Instant::now();
@@ -2014,19 +2021,7 @@ async fn acks_zero_close_waits_one_bound_for_all_brokers_that_keep_their_side_op
 /// first.
 #[tokio::test(start_paused = true)]
 async fn calls_made_while_a_close_waits_for_its_writers_are_answered_at_once() {
-    let broker = FakeBroker::two_nodes("t", 2, 1);
-    broker.script.lock().unwrap().produce = VecDeque::from([Action::Stall, Action::Stall]);
-    let cfg = config(&[
-        ("acks", "0"),
-        ("retries", "0"),
-        ("linger.ms", "0"),
-        ("request.timeout.ms", "2000"),
-    ]);
-    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
-    for p in 0..2 {
-        let r = Record::new("t", format!("r{p}")).with_partition(p);
-        h.send(r).await.expect("handed over");
-    }
+    let (_broker, h) = acks_zero_two_brokers_that_keep_their_side_open().await;
     let start = Instant::now();
     assert!(
         h.close_timeout(Duration::from_millis(200)).await.is_err(),

@@ -6,12 +6,16 @@
 //! Its own test binary: the probe is the process's global subscriber (a thread-scoped one
 //! races with other tests over tracing's per-callsite interest cache).
 
+#[path = "common/capture.rs"]
+mod capture;
+
 use std::future::Future;
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use capture::OnEvent;
 use kprod_core::Record;
 use kprod_tokio::ProducerHandle;
 
@@ -23,58 +27,37 @@ static FREE: Mutex<Vec<bool>> = Mutex::new(Vec::new());
 /// Told after each entry of `FREE`.
 static PROBED: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
-struct Probe;
-
-impl tracing::Subscriber for Probe {
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
+/// Called with each event on the thread that logs it.
+fn probe(_: tracing::Level, _: &str, fields: String) {
+    // The driver's own "connect failed" and the core's diagnostic that follows it.
+    if !fields.starts_with("message=connect failed ")
+        && !fields.starts_with("message=disconnected ")
+    {
+        return;
     }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, e: &tracing::Event<'_>) {
-        struct Message(String);
-        impl tracing::field::Visit for Message {
-            fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
-                if f.name() == "message" {
-                    self.0 = format!("{v:?}");
-                }
-            }
-        }
-        let mut m = Message(String::new());
-        e.record(&mut m);
-        // The driver's own "connect failed" and the core's diagnostic that follows it.
-        if m.0 != "connect failed" && m.0 != "disconnected" {
-            return;
-        }
-        let Some((h, rt)) = HANDLE.get() else { return };
-        // Another thread hands a record over (its first poll takes the core's lock) while
-        // this event is being logged: it gets through at once unless the lock is held.
-        let (h, rt) = (h.clone(), rt.clone());
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let _in_runtime = rt.enter();
-            let mut send = std::pin::pin!(h.enqueue(Record::new("t", "x")));
-            let ready = matches!(
-                send.as_mut().poll(&mut Context::from_waker(Waker::noop())),
-                Poll::Ready(_)
-            );
-            let _ = tx.send(ready);
-        });
-        // Bounded: with the lock held here, the other thread waits for this event to end.
-        let free = rx.recv_timeout(Duration::from_secs(10)).is_ok();
-        FREE.lock().unwrap().push(free);
-        PROBED.notify_one();
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
+    let Some((h, rt)) = HANDLE.get() else { return };
+    // Another thread hands a record over (its first poll takes the core's lock) while this
+    // event is being logged: it gets through at once unless the lock is held.
+    let (h, rt) = (h.clone(), rt.clone());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _in_runtime = rt.enter();
+        let mut send = std::pin::pin!(h.enqueue(Record::new("t", "x")));
+        let ready = matches!(
+            send.as_mut().poll(&mut Context::from_waker(Waker::noop())),
+            Poll::Ready(_)
+        );
+        let _ = tx.send(ready);
+    });
+    // Bounded: with the lock held here, the other thread waits for this event to end.
+    let free = rx.recv_timeout(Duration::from_secs(10)).is_ok();
+    FREE.lock().unwrap().push(free);
+    PROBED.notify_one();
 }
 
 #[tokio::test]
 async fn diagnostics_are_logged_outside_the_lock_that_enqueue_takes() {
-    tracing::subscriber::set_global_default(Probe).expect("the only subscriber");
+    tracing::subscriber::set_global_default(OnEvent(probe)).expect("the only subscriber");
     // Nothing listens there: the connection fails, and the core says so (a diagnostic).
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

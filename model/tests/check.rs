@@ -261,9 +261,10 @@ fn request_timeouts_and_a_disconnect() {
     assert_eq!(n, PINNED[4], "unique states changed");
 }
 
-#[test]
-fn broker_state_loss_on_old_brokers() {
-    let cfg = ModelCfg {
+/// Broker state lost before KIP-360 (`UnknownPidError`): a producer-state expiry, a broker
+/// restart, a disconnect.
+fn state_loss_cfg() -> ModelCfg {
+    ModelCfg {
         records_per_partition: 3,
         budget: Budget {
             expiries: 1,
@@ -272,8 +273,12 @@ fn broker_state_loss_on_old_brokers() {
             ..Budget::default()
         },
         ..base(BrokerMode::UnknownPidError)
-    };
-    let n = check("expiry+restart", cfg, &[ALL_DELIVERED, HEAD]);
+    }
+}
+
+#[test]
+fn broker_state_loss_on_old_brokers() {
+    let n = check("expiry+restart", state_loss_cfg(), &[ALL_DELIVERED, HEAD]);
     assert_eq!(n, PINNED[5], "unique states changed");
 }
 
@@ -288,15 +293,8 @@ fn broker_state_loss_on_old_brokers() {
 #[test]
 fn broker_state_loss_on_brokers_without_kip360() {
     let restart = ModelCfg {
-        records_per_partition: 3,
-        budget: Budget {
-            expiries: 1,
-            restarts: 1,
-            disconnects: 1,
-            ..Budget::default()
-        },
         broker_versions: Advertised::KAFKA_2_3,
-        ..base(BrokerMode::UnknownPidError)
+        ..state_loss_cfg()
     };
     let delete = ModelCfg {
         broker_versions: Advertised::KAFKA_2_3,

@@ -3,6 +3,9 @@
 //! thread-scoped one races with other tests' threads over tracing's per-callsite interest
 //! cache, so each test tells its own events apart by its own values.
 
+// Each test binary uses a part of it.
+#![allow(dead_code)]
+
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
@@ -15,9 +18,27 @@ impl Capture {
     pub fn events(&self) -> Vec<(tracing::Level, String, String)> {
         self.0.lock().unwrap().clone()
     }
+
+    /// The subscriber that keeps every event here.
+    pub fn subscriber(&self) -> OnEvent<impl Fn(tracing::Level, &str, String) + Send + Sync> {
+        let events = Arc::clone(&self.0);
+        OnEvent(move |level, target: &str, fields| {
+            events
+                .lock()
+                .unwrap()
+                .push((level, target.to_owned(), fields));
+        })
+    }
 }
 
-impl tracing::Subscriber for Capture {
+/// A subscriber that calls its function with each event's level, target and fields as
+/// text (`name=value ` each, values as `Debug`; the message is the field `message`), on the
+/// thread that logs it.
+pub struct OnEvent<F>(pub F);
+
+impl<F: Fn(tracing::Level, &str, String) + Send + Sync + 'static> tracing::Subscriber
+    for OnEvent<F>
+{
     fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
         true
     }
@@ -36,7 +57,7 @@ impl tracing::Subscriber for Capture {
         let mut fields = Fields(String::new());
         e.record(&mut fields);
         let meta = e.metadata();
-        (self.0.lock().unwrap()).push((*meta.level(), meta.target().to_owned(), fields.0));
+        (self.0)(*meta.level(), meta.target(), fields.0);
     }
     fn enter(&self, _: &tracing::span::Id) {}
     fn exit(&self, _: &tracing::span::Id) {}
