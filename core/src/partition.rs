@@ -544,6 +544,12 @@ impl Partition {
         })
     }
 
+    /// Its first batch whose records are not yet reported failed at their delivery timeout
+    /// (the batches before it are in flight, waiting for their answers).
+    pub(crate) fn first_unreported(&self) -> Option<&Batch> {
+        self.batches.iter().find(|b| !b.reported)
+    }
+
     /// The linger and retry-backoff expiries that can make this partition send: the head
     /// retry's backoff (the retries behind it wait for it, P5) and the open batch's linger.
     pub(crate) fn deadlines(&self, linger: std::time::Duration) -> impl Iterator<Item = Instant> {

@@ -49,7 +49,8 @@ impl<T> std::hash::Hash for Derived<T> {
 pub(super) struct Entry {
     /// The partition holds batches: its leader.
     queued: Option<Option<i32>>,
-    /// Creation time of its oldest batch (the first to reach `delivery.timeout.ms`).
+    /// Creation time of its oldest batch whose records are not yet reported (the next to
+    /// reach `delivery.timeout.ms`).
     oldest: Option<Instant>,
     /// When it may start an idle probe (it was acknowledged before and is not probing).
     idle: Option<Instant>,
@@ -76,14 +77,13 @@ impl Entry {
         for (slot, d) in timers.iter_mut().zip(p.deadlines(linger)) {
             *slot = Some(d);
         }
-        timers[2] = p
-            .batches
-            .iter()
-            .find(|b| !b.reported)
-            .and_then(|b| b.created.checked_add(delivery_timeout));
+        // The first batch whose records are not yet reported: the next to reach the delivery
+        // timeout (the batches before it are in flight, waiting only for their answers).
+        let oldest = p.first_unreported().map(|b| b.created);
+        timers[2] = oldest.and_then(|c| c.checked_add(delivery_timeout));
         Self {
             queued: (!p.batches.is_empty()).then_some(p.leader),
-            oldest: p.batches.front().map(|b| b.created),
+            oldest,
             idle: if p.probe {
                 None
             } else {
@@ -184,9 +184,10 @@ pub(super) struct Index {
     unbound: BTreeSet<u64>,
     /// Exact: the partitions' deadlines (`Entry::timers`), with their slot.
     timers: BTreeSet<(Instant, u64, u8)>,
-    /// Lazy: each partition holding batches under a time at most its oldest batch's creation
-    /// (batches leave from the front, so it only grows; `expire_deliveries` moves the key up
-    /// when it passes). A partition left out has not reached its delivery timeout.
+    /// Lazy: each partition holding unreported batches under a time at most its oldest such
+    /// batch's creation (batches leave from the front and are reported from the front, so it
+    /// only grows; `expire_deliveries` moves the key up when it passes). A partition left out
+    /// has not reached its delivery timeout.
     oldest: BTreeSet<(Instant, u64)>,
     /// Lazy: each partition with an idle-probe time under a time at most that, until
     /// `fire_timers` passes it (then the partition is made sendable, or moved up).
@@ -464,7 +465,7 @@ impl Index {
     }
 
     /// After `expire_deliveries` looked at `(ti, pi)`: its `oldest` key moves up to its true
-    /// oldest batch (or goes, if it has none).
+    /// oldest unreported batch (or goes, if it has none).
     fn reset_oldest(&mut self, ti: usize, pi: usize, oldest: Option<Instant>) {
         let k = pack(ti, pi);
         let c = oldest;
@@ -566,11 +567,11 @@ impl Producer {
         });
     }
 
-    /// `expire_deliveries` looked at `(ti, pi)`: its delivery-timeout key moves up.
+    /// `expire_deliveries` looked at `(ti, pi)`: its delivery-timeout key moves up, past the
+    /// batches in flight whose records it reported.
     pub(super) fn expired_through(&mut self, ti: usize, pi: usize) {
         let oldest = self.topics[ti].partitions[pi]
-            .batches
-            .front()
+            .first_unreported()
             .map(|b| b.created);
         self.index.0.reset_oldest(ti, pi, oldest);
     }
@@ -614,7 +615,7 @@ impl Producer {
                 if let Some(c) = e.oldest {
                     let r = slot
                         .oldest
-                        .expect("a partition with batches has an oldest key");
+                        .expect("a partition with unreported batches has an oldest key");
                     assert!(r <= c && idx.oldest.contains(&(r, k)));
                 }
                 if let Some(t) = e.idle {
@@ -639,6 +640,17 @@ impl Producer {
             idx.timers_through.is_none_or(|t| t <= self.now),
             "timers fired ahead of time"
         );
+        // The delivery-timeout walk left no partition due: one whose key stayed at or before
+        // the timeout (a batch in flight whose records were reported, waiting for its
+        // answer) would be visited again by every drain until that answer (a review
+        // finding: every partition of a slow broker, at every drain).
+        if let Some(created_by) = self.now.checked_sub(self.cfg.delivery_timeout) {
+            let due: Vec<Tp> = idx.oldest_through(created_by).collect();
+            assert!(
+                due.is_empty(),
+                "partitions due again at every drain: {due:?}"
+            );
+        }
         for (ti, t) in self.topics.iter().enumerate() {
             for (pi, p) in t.partitions.iter().enumerate() {
                 let Some(node) = p.leader else { continue };

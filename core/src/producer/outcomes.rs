@@ -160,7 +160,8 @@ impl Producer {
     /// The first record of partition `(ti, pi)` whose outcome is still to come.
     fn first_unresolved(&self, ti: usize, pi: usize) -> Option<RecordId> {
         let p = &self.topics[ti].partitions[pi];
-        (p.batches.iter().find(|b| !b.reported)).and_then(|b| b.records.first().copied())
+        p.first_unreported()
+            .and_then(|b| b.records.first().copied())
     }
 
     /// Emits the outcome `event` of a record of partition `(ti, pi)` whose first record is
