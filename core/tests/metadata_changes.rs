@@ -64,6 +64,9 @@ struct Net {
     /// Addresses whose connects are never completed (silently dropped, as by a firewall):
     /// the producer's connect timeout ends them.
     dead: Vec<String>,
+    /// A half-working server: it completes the handshake and answers everything but
+    /// Metadata, which it swallows, or (with `true`) answers by closing the connection.
+    half: Option<(String, bool)>,
 }
 
 impl Net {
@@ -85,6 +88,7 @@ impl Net {
             dead: Vec::new(),
             too_large: 0,
             metadata_at: Vec::new(),
+            half: None,
         }
     }
 
@@ -158,6 +162,16 @@ impl Net {
                     self.swallowed += usize::from(key == api_key::PRODUCE);
                     self.swallowed_metadata += usize::from(key == api_key::METADATA);
                     continue;
+                }
+                if let (Some((half, reset)), api_key::METADATA) = (&self.half, key) {
+                    if *half == addr {
+                        if *reset {
+                            self.conns.remove(&conn);
+                            self.h.p.handle_disconnected(self.h.now, conn);
+                            self.drain();
+                        }
+                        continue;
+                    }
                 }
                 if key == api_key::METADATA {
                     self.metadata_at.push(self.h.now);
@@ -2277,4 +2291,37 @@ fn leader_epochs_below_metadata_v9_are_not_believed() {
     });
     assert_eq!(net.pending(), 0, "b delivered by the new leader");
     assert!(net.connects.iter().any(|a| a == "other:9092"));
+}
+
+/// From a review of multi-broker faults: the first bootstrap server completes the handshake
+/// but never answers Metadata (swallowed, or the connection closed on it: a half-working
+/// broker, a proxy in front of a dead one). Its request times out (or is lost), and the next
+/// try goes to the next bootstrap server. Before, a lost request on a ready connection was
+/// no failure, so the same server was dialled again after each backoff, for ever: the
+/// healthy second server was never tried and every record waited for its delivery timeout.
+fn a_half_working_bootstrap_server_is_passed_over(reset: bool) {
+    let mut net = Net::with(|c| {
+        c.bootstrap_servers = vec!["half:9092".into(), "bench:9092".into()];
+        c.request_timeout = Duration::from_secs(2);
+    });
+    net.half = Some(("half:9092".into(), reset));
+    net.send("a");
+    net.run(50, &|_| {}, &mut |_| None); // 10 s
+    assert_eq!(net.connects.first().map(String::as_str), Some("half:9092"));
+    assert!(
+        net.connects.iter().any(|a| a == "bench:9092"),
+        "only the half-working server was tried: {:?}",
+        net.connects
+    );
+    assert_eq!(net.pending(), 0, "a delivered through the second server");
+}
+
+#[test]
+fn a_bootstrap_server_that_swallows_metadata_is_passed_over() {
+    a_half_working_bootstrap_server_is_passed_over(false);
+}
+
+#[test]
+fn a_bootstrap_server_that_closes_on_metadata_is_passed_over() {
+    a_half_working_bootstrap_server_is_passed_over(true);
 }

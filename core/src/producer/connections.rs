@@ -311,7 +311,17 @@ impl Producer {
             self.backoff.insert(c.target, entry);
         }
         if let Target::Bootstrap(i) = c.target {
-            if failed {
+            // A bootstrap server that lost a request it took (it let it time out, or closed
+            // the connection on it) is passed over too, as one that failed: the next connect
+            // tries the next server. A half-working server (one that completes the handshake
+            // and drops Metadata, or a proxy in front of a dead broker) was dialled again
+            // after every backoff, for ever, and a healthy second server never tried (a
+            // review finding; Java's `leastLoadedNode` takes the node tried least recently).
+            let lost_request = c
+                .inflight
+                .iter()
+                .any(|r| matches!(r.kind, RequestKind::Metadata | RequestKind::InitProducerId));
+            if failed || lost_request {
                 self.bootstrap_next = (i + 1) % self.cfg.bootstrap_servers.len();
             }
         }
