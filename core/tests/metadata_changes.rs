@@ -67,6 +67,9 @@ struct Net {
     /// A half-working server: it completes the handshake and answers everything but
     /// Metadata, which it swallows, or (with `true`) answers by closing the connection.
     half: Option<(String, bool)>,
+    /// A lagging broker's address: metadata answers on every connection to it carry leader
+    /// epoch 4.
+    lagging_addr: Option<String>,
 }
 
 impl Net {
@@ -89,6 +92,7 @@ impl Net {
             too_large: 0,
             metadata_at: Vec::new(),
             half: None,
+            lagging_addr: None,
         }
     }
 
@@ -198,7 +202,7 @@ impl Net {
                             .collect();
                         self.asked.push(names);
                         meta(&mut m);
-                        if self.lagging == Some(conn) {
+                        if self.lagging == Some(conn) || self.lagging_addr.as_ref() == Some(&addr) {
                             for p in &mut m.topics[0].partitions {
                                 p.leader_epoch = 4;
                             }
@@ -2324,4 +2328,39 @@ fn a_bootstrap_server_that_swallows_metadata_is_passed_over() {
 #[test]
 fn a_bootstrap_server_that_closes_on_metadata_is_passed_over() {
     a_half_working_bootstrap_server_is_passed_over(true);
+}
+
+/// From a review of multi-broker faults: node 1 ("bench:9092", also the bootstrap server)
+/// lags behind the cluster after its partition moved to node 2: it refuses Produce
+/// (NOT_LEADER_OR_FOLLOWER, no hint) and its metadata answers carry an old leader epoch,
+/// refused as stale. Both ready connections (the bootstrap one and node 1's) reach it.
+/// Node 2 is asked (a connection opened to it), and the record goes there. Before, the
+/// request after a stale answer went to the other ready connection, to the same lagging
+/// broker, in turn for ever: node 2 was never asked, and the record waited for its
+/// delivery timeout.
+#[test]
+fn a_lagging_broker_behind_every_ready_connection_is_passed_over() {
+    let mut net = Net::new();
+    let moved = std::cell::Cell::new(false);
+    let meta = |m: &mut MetadataResponse| {
+        topic_on_two_nodes(m, 1, 1, 5);
+        let p = &mut m.topics[0].partitions[0];
+        (p.leader_id, p.leader_epoch) = if moved.get() { (2, 6) } else { (1, 5) };
+    };
+    net.send("a");
+    net.run(3, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 0, "a delivered by node 1");
+    assert!(!net.connects.iter().any(|a| a == "other:9092"));
+    moved.set(true);
+    net.lagging_addr = Some("bench:9092".into());
+    net.send("b");
+    net.run_at(30, &meta, &mut |addr, f| {
+        (addr == "bench:9092").then(|| produce_error(f, ErrorCode::NotLeaderOrFollower))
+    });
+    assert!(
+        net.connects.iter().any(|a| a == "other:9092"),
+        "node 2 never asked: {:?}",
+        net.connects
+    );
+    assert_eq!(net.pending(), 0, "b delivered by node 2");
 }

@@ -407,14 +407,18 @@ impl Producer {
         }
     }
 
-    /// [`Self::any_ready_conn`] while node `hung` is suspected: a ready connection to
-    /// another node (the least busy, never `avoid`, the broker whose last answer was stale),
-    /// or `None` while one is set up, opened here if need be (to a node without a
-    /// connection); `None` from this function (no such node known and reachable) falls back to
-    /// the usual choice.
-    fn conn_away_from(&mut self, hung: i32, avoid: Option<ConnId>) -> Option<Option<ConnId>> {
+    /// [`Self::any_ready_conn`] while a node is suspected (hung, or lagging): a ready
+    /// connection to a node `away` takes (the least busy, never `avoid`, the broker whose
+    /// last answer was stale), or `None` while one is set up, opened here if need be (to
+    /// such a node without a connection); `None` from this function (no such node known and
+    /// reachable) falls back to the usual choice.
+    fn conn_away_from(
+        &mut self,
+        away: impl Fn(i32, &str) -> bool,
+        avoid: Option<ConnId>,
+    ) -> Option<Option<ConnId>> {
         let elsewhere = |id: &ConnId, c: &Conn| {
-            matches!(c.target, Target::Node(n) if n != hung) && Some(*id) != avoid
+            matches!(c.target, Target::Node(n) if away(n, &c.addr)) && Some(*id) != avoid
         };
         if let Some(ready) = self.least_busy(elsewhere) {
             return Some(Some(ready));
@@ -422,8 +426,10 @@ impl Producer {
         if self.conns.iter().any(|(id, c)| elsewhere(id, c)) {
             return Some(None); // one is being set up
         }
-        self.open_to_node(|p, n| n != hung && !p.node_conns.contains_key(&n))
-            .then_some(None)
+        self.open_to_node(|p, n| {
+            !p.node_conns.contains_key(&n) && p.brokers.get(&n).is_some_and(|a| away(n, a))
+        })
+        .then_some(None)
     }
 
     /// The ready connection among those `keep` takes: an idle one (nothing in flight) to a
@@ -478,7 +484,12 @@ impl Producer {
     /// `avoid` if another is ready), or `None` after arranging one.
     pub(super) fn any_ready_conn(&mut self, avoid: Option<ConnId>) -> Option<ConnId> {
         if let Some(hung) = self.metadata.hung {
-            if let Some(away) = self.conn_away_from(hung, avoid) {
+            if let Some(away) = self.conn_away_from(|n, _| n != hung, avoid) {
+                return away;
+            }
+        }
+        if let Some(lagging) = self.metadata.lagging.clone() {
+            if let Some(away) = self.conn_away_from(|_, a| *a != *lagging, avoid) {
                 return away;
             }
         }

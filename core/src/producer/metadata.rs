@@ -50,6 +50,13 @@ pub(super) struct MetadataState {
     /// broker can answer goes to another node while one is known (the Java client too asks the
     /// cluster's nodes, not a bootstrap connection that may reach the hung one).
     pub(super) hung: Option<i32>,
+    /// The address whose last answer was stale (a leader epoch below one already known,
+    /// KIP-320): a lagging broker. Until an answer that is not stale, a request any broker
+    /// can answer goes to a node at another address while one is known, a connection opened
+    /// to it if need be: every ready connection may reach the lagging broker (its node's and
+    /// a bootstrap one), and `avoid` alone then alternated between them for ever (a review
+    /// finding).
+    pub(super) lagging: Option<Arc<str>>,
     /// When the next sweep for idle topics is due (`metadata.max.idle.ms`), once a request
     /// has scheduled one.
     pub(super) idle_sweep_at: Option<Instant>,
@@ -342,6 +349,8 @@ impl Producer {
             }
         }
         let mut incomplete = false;
+        // An answer with a leader epoch below one known: its broker lags.
+        let mut stale = false;
         let mut answered = vec![false; self.topics.len()];
         for t in m.topics {
             let Some(name) = t.name else { continue };
@@ -529,6 +538,7 @@ impl Producer {
                 };
                 if mp.leader_epoch >= 0 && mp.leader_epoch < p.leader_epoch {
                     incomplete = true; // stale metadata (KIP-320): ask again
+                    stale = true;
                     continue;
                 }
                 // A leader the answer does not list among the brokers (nor any earlier one):
@@ -618,6 +628,9 @@ impl Producer {
             self.metadata.unchanged = 0;
         }
         self.metadata.avoid = incomplete.then_some(conn);
+        self.metadata.lagging = stale
+            .then(|| self.conns.get(&conn).map(|c| c.addr.clone()))
+            .flatten();
         // A node taken out of the cluster is not tried again: known nodes that the answer
         // does not list go, but not one a partition still names as its leader (an answer
         // from a lagging broker is skipped as stale, and its partitions keep their leaders).
