@@ -2340,10 +2340,10 @@ fn unknown_producer_id_on_the_retry_of_an_unanswered_batch_is_not_written_again(
     );
 }
 
-/// After an idle period the partition probes, and a broker that forgot the producer for its
-/// idleness refused `a`'s first attempt too: written again, delivered. Unless the log starts
-/// past `a`'s offset (review of the session's diff: probing alone is not enough, kprod's
-/// expiry being far below any broker's): then `a` may have been written and cut.
+/// After an idle period, a log that starts right after the last acknowledged record: the
+/// deletion that dropped the producer's state came before `a`'s first attempt, which was
+/// refused too: written again, delivered. Unless the log starts past `a`'s offset: then `a`
+/// may have been written and cut.
 #[test]
 fn unknown_producer_id_after_idling_resends_unless_the_log_was_cut_past_the_batch() {
     let idle = Duration::from_secs(30);
@@ -2351,6 +2351,24 @@ fn unknown_producer_id_after_idling_resends_unless_the_log_was_cut_past_the_batc
     assert_sent_again_and_delivered(h);
     let h = unknown_producer_id_on_a_retry_after(2, idle);
     assert_failed_possibly_persisted_unknown_producer_id(&h);
+}
+
+/// From a review of outcome truthfulness: after an idle period (the partition probing), a
+/// lost first attempt whose retry is refused UNKNOWN_PRODUCER_ID, the log starting where
+/// it always did (0). Idling does not prove the broker forgot the producer before that
+/// attempt: one that loses its state after the write (restarted without it on durable
+/// storage; Kafka before 2.5 expiring a state dated by old record timestamps right after
+/// the append) keeps the batch. So `a` fails possibly persisted and is not written again.
+/// Before, it was taken as refused too and sent again under the next identity (a
+/// duplicate if the first attempt landed), or failed not persisted at its delivery timeout.
+#[test]
+fn unknown_producer_id_after_idling_does_not_prove_the_lost_attempt_was_refused() {
+    let mut h = unknown_producer_id_on_a_retry_after(0, Duration::from_secs(30));
+    assert_failed_possibly_persisted_unknown_producer_id(&h);
+    h.now += Duration::from_secs(2);
+    h.p.handle_timeout(h.now);
+    h.answer_all();
+    assert!(deliveries(&h.events).is_empty(), "{:?}", h.events);
 }
 
 /// Review finding: UNKNOWN_PRODUCER_ID on a batch at sequence 0 asks for a new producer id

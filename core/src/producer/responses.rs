@@ -498,17 +498,17 @@ impl Producer {
             // durable storage) may hold the batch but not the producer. So a batch that may be
             // in the log stays so, and fails possibly persisted below rather than being
             // written again under the next identity, a duplicate (a review finding; it was
-            // taken as not written). Unless something else explains the lost state:
-            // - the partition idled past the brokers' expiry (it is probing,
-            //   `Partition::probe`) and the log does not start past the batch: the broker
-            //   forgot the producer before this batch's first attempt, which it then refused
-            //   too (written, it would know the producer);
-            // - the log starts right after the last acknowledged record: a log start moved
-            //   past this batch would be beyond the batch's own offsets, so the deletion that
-            //   dropped the state came before it, and so did the refusal of its first attempt.
-            // (Probing alone is not enough: kprod's expiry, `delivery.timeout.ms` by default,
-            // is far below any broker's, so the log start must also not be past the
-            // batch: at most right after the last acknowledged record.)
+            // taken as not written). Unless the log itself explains the lost state: it
+            // starts right after the last acknowledged record, so a log start moved past this
+            // batch would be beyond the batch's own offsets, and the deletion that dropped
+            // the state came before it, and so did the refusal of its first attempt.
+            // (Idling past the brokers' expiry explains nothing: it was taken as proof that
+            // the broker forgot the producer before the first attempt, but a broker that
+            // loses its producer state after the write keeps the batch: one restarted
+            // without its state on durable storage, or Kafka before 2.5, which dates a
+            // producer's state by its batches' own timestamps, so old timestamps expire it
+            // at the next check after the append. The batch then failed not persisted, or
+            // was written twice: a review finding.)
             let p = &mut self.topics[ti].partitions[pi];
             // The offset right after the last acknowledged record, where the answer says
             // where the log starts.
@@ -516,9 +516,7 @@ impl Producer {
             let next = (p.last_acked)
                 .filter(|&(_, offset)| self.log_start_known && offset >= 0)
                 .map(|(_, offset)| offset.saturating_add(1));
-            let deleted_before = next == Some(log_start);
-            let forgotten_idle = p.probe && next.is_some_and(|n| log_start <= n);
-            if forgotten_idle || deleted_before {
+            if next == Some(log_start) {
                 p.batches[i].maybe_persisted = false;
             }
             // Refused at sequence 0, the start of an identity on the partition: the broker
