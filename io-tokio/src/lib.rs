@@ -67,6 +67,12 @@
 //! [`DeliveryError::into_record`]): send it again, re-route it or persist it without keeping
 //! a copy (see `examples/possibly_persisted.rs`).
 //!
+//! Callbacks run after the driver lets go of its lock, so they may call the producer. Code
+//! of the application that runs *under* that lock must not: a [`Connector::fatal_reason`], a
+//! [`TokenProvider`], and the `Drop` of a record's payload owner (`Bytes::from_owner`; a
+//! record's bytes are copied into its batch, and the owner dropped, while the record is
+//! taken). A producer call there waits for the lock its own thread holds, for ever.
+//!
 //! ## Trading durability for throughput: `acks` 0 and 1
 //!
 //! By default kprod is idempotent with `acks=all`. With `enable.idempotence=false` it also
@@ -280,6 +286,10 @@ pub trait Connector: Send + Sync + 'static {
     /// the cluster was reached, once every bootstrap server refused so, the producer fails
     /// with [`ErrorKind::Connection`]; after, only that connection fails. See the crate
     /// documentation.
+    ///
+    /// It is called while the driver holds the lock that every [`ProducerHandle`] call takes:
+    /// it must not call the producer (an `abort()`, a send), which would wait for itself for
+    /// ever. Decide, and return.
     fn fatal_reason(&self, error: &io::Error) -> Option<String> {
         let _ = error;
         None
@@ -3126,6 +3136,9 @@ impl<C: Connector> Driver<C> {
             Command::Close(tx) => {
                 core.producer.close(now());
                 self.close_requested = true;
+                // Callers that gave up (a `close_timeout` loop against a broker that does
+                // not answer) are let go here, not only when the driver ends.
+                self.closers.retain(|c| !c.is_closed());
                 self.closers.extend(tx);
             }
             Command::Metrics(tx) => {
@@ -3270,6 +3283,14 @@ impl<C: Connector> Driver<C> {
     /// Retries deferred commands in order once memory was freed.
     fn pump_deferred(&mut self, core: &mut Core) {
         while let Some(cmd) = self.deferred.pop_front() {
+            // A send whose caller gave up holds nothing back: it goes (its ticket with it),
+            // and what waited behind it is tried as if memory had been freed, its refusal
+            // having been that record's. Before, a later record that fit waited behind it
+            // until memory was freed or its `max.block.ms` passed (a review finding).
+            if cmd.abandoned() {
+                self.refused_at = None;
+                continue;
+            }
             // While the writers are backed up (acks=0) no record is taken; a flush or close
             // at the front goes ahead, and the sends behind it still expire.
             if cmd.is_send() && self.write_backlogged() {

@@ -30,6 +30,8 @@ use crate::PropertyError;
 /// connection completed its handshake it fails the producer (`FatalError::Authentication`, once every
 /// bootstrap server has failed so), later only that connection, which is opened again after
 /// the reconnect backoff. Any `Fn() -> Result<String, String> + Send + Sync` closure is a provider.
+/// It is called while the driver holds the lock that every `ProducerHandle` call takes, so it
+/// must not call the producer either: that call would wait for itself for ever.
 pub trait TokenProvider: Send + Sync + 'static {
     /// The token to authenticate with now.
     fn token(&self) -> Result<String, String>;

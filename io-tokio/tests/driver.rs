@@ -1160,6 +1160,41 @@ mod handle_api {
         h.close().await;
     }
 
+    /// From a review of API misuse: a send that waits for memory and whose caller gives up
+    /// (its future dropped) holds nothing back: a later record that fits is accepted at
+    /// once. Before, the abandoned send stayed at the front of the queue of sends waiting
+    /// for memory, and every later send (even one that fit) waited behind it until memory
+    /// was freed or the abandoned one's `max.block.ms` passed.
+    #[tokio::test(start_paused = true)]
+    async fn an_abandoned_send_does_not_hold_back_a_later_one_that_fits() {
+        let broker = FakeBroker::new("t", 1);
+        broker.script.lock().unwrap().latency = Duration::from_secs(10);
+        let cfg = config(&[
+            ("buffer.memory", "4096"),
+            ("batch.size", "1024"),
+            ("max.request.size", "4096"),
+            ("max.block.ms", "2000"),
+        ]);
+        let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+        // A batch of at most 1 KiB of the 4 KiB held for 10 s: room for a small record, not
+        // for a record of 3,500 bytes.
+        let held = h.enqueue(Record::new("t", big("held"))).await.unwrap();
+        // A record too large for the room left waits for memory; its caller gives up.
+        let gave_up = tokio::time::timeout(
+            Duration::from_millis(100),
+            h.send(Record::new("t", "c".repeat(3500))),
+        )
+        .await;
+        assert!(gave_up.is_err(), "{gave_up:?}");
+        let start = Instant::now();
+        let small = h.enqueue(Record::new("t", "small")).await.unwrap();
+        assert_eq!(start.elapsed(), Duration::ZERO, "accepted at once");
+        assert_eq!(held.await.unwrap().offset, Some(0));
+        assert_eq!(small.await.unwrap().offset, Some(1));
+        assert!(!counts(&broker, "t").contains_key(&"c".repeat(3500)));
+        h.close().await;
+    }
+
     /// A 600-byte value named `name`: one fills a 1 KiB `buffer.memory`.
     fn big(name: &str) -> String {
         format!("{name}-{}", "x".repeat(600))
