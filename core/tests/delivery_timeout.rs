@@ -222,3 +222,40 @@ fn a_batch_never_sent_for_want_of_a_connection_says_so() {
     );
     assert_eq!(*persisted, Persistence::NotPersisted);
 }
+
+/// From a review of long-running use: an outage's delivery timeouts fail every buffered
+/// record within a drain or two, one event each, and the output queue kept room for all of
+/// them for the producer's life (tens of megabytes outside `buffer.memory` after the first
+/// long outage). Its room now follows a decaying peak of the drains' sizes: after quiet
+/// drains it is back to a few hundred outputs.
+#[test]
+fn the_output_queue_gives_back_the_room_of_an_outage() {
+    let mut h = Harness::new(|c| {
+        c.request_timeout = Duration::from_secs(2);
+        c.delivery_timeout = Duration::from_secs(5);
+    });
+    // No answer ever comes: every record waits for its topic's metadata.
+    for i in 0..20_000 {
+        h.p.send(h.now, Record::new(TOPIC, format!("r{i}")))
+            .unwrap();
+    }
+    h.drain();
+    h.now += Duration::from_secs(6);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    let failed = (h.events.iter())
+        .filter(|e| matches!(e, Event::Failed { .. }))
+        .count();
+    assert_eq!(failed, 20_000);
+    assert!(room(&h) >= 20_000, "{}", room(&h));
+    for _ in 0..200 {
+        h.now += Duration::from_millis(100);
+        h.p.handle_timeout(h.now);
+        h.drain();
+    }
+    assert!(room(&h) <= 1024, "room for {} outputs kept", room(&h));
+}
+
+fn room(h: &Harness) -> usize {
+    h.p.output_room()
+}

@@ -1437,6 +1437,22 @@ impl Command {
     }
 }
 
+/// Gives back the room a burst left in a list emptied at every hand-over: an outage's
+/// delivery timeouts fail every buffered record within a few drains, one outcome each, and
+/// the list kept room for all of them (tens of megabytes outside `buffer.memory`) for the
+/// producer's life (a review finding). The room follows `peak`, a peak of the lengths
+/// handed over (`used` this time) that decays by a sixteenth a hand-over, so a steady load
+/// keeps the room it uses. (The core's output queue does the same.)
+fn trim<T>(list: &mut Vec<T>, peak: &mut usize, used: usize) {
+    /// Room always kept.
+    const KEEP: usize = 256;
+    *peak = (*peak - *peak / 16).max(used);
+    let keep = (*peak).max(KEEP);
+    if list.capacity() > 4 * keep {
+        list.shrink_to(keep);
+    }
+}
+
 /// The length of the queue of commands waiting for memory at which abandoned sends are first
 /// purged (then whenever it doubles).
 const DEFERRED_PURGE_FROM: usize = 64;
@@ -1634,6 +1650,7 @@ impl ProducerHandle {
             outbox: Vec::new(),
             to_wake: Vec::new(),
             to_log: Vec::new(),
+            handed_over_peaks: [0; 3],
             deferred: VecDeque::new(),
             deferred_purge_at: DEFERRED_PURGE_FROM,
             metrics_snapshot: None,
@@ -2392,6 +2409,9 @@ struct Driver<C: Connector> {
     /// (a subscriber writing to a file or a full pipe) then holds up the driver alone, not
     /// every `enqueue` waiting for the lock (a review finding).
     to_log: Vec<Log>,
+    /// Decaying peaks of the lengths of `outbox`, `to_wake` and `to_log` at a hand-over
+    /// ([`trim`]).
+    handed_over_peaks: [usize; 3],
     /// The metrics taken for a `metrics()` call in the current hold of the lock, while no
     /// other command has changed the core since: the next calls in the same burst get a
     /// copy. (Taking them walks every partition: 10,000 partitions and tasks calling
@@ -2791,6 +2811,7 @@ impl<C: Connector> Driver<C> {
     /// Hands over the outcomes taken under the lock: wakes the futures whose slots were
     /// written, and calls the callbacks.
     fn deliver(&mut self) {
+        let used = [self.outbox.len(), self.to_wake.len(), self.to_log.len()];
         slots::wake_all(&mut self.to_wake);
         for (callback, outcome) in self.outbox.drain(..) {
             callback.complete(outcome);
@@ -2798,6 +2819,10 @@ impl<C: Connector> Driver<C> {
         for l in self.to_log.drain(..) {
             l.write();
         }
+        let [outbox, to_wake, to_log] = &mut self.handed_over_peaks;
+        trim(&mut self.outbox, outbox, used[0]);
+        trim(&mut self.to_wake, to_wake, used[1]);
+        trim(&mut self.to_log, to_log, used[2]);
     }
 
     /// Record `id`, if still pending, was delivered to `(topic, partition)` (at `offset`, or

@@ -1107,9 +1107,15 @@ impl Producer {
 
     /// The first record waiting for the metadata of topic `ti`, taken out.
     pub(super) fn pop_pending(&mut self, ti: usize) -> Option<PendingRecord> {
-        let p = self.topics[ti].pending.pop_front();
-        if self.topics[ti].pending.is_empty() {
+        let pending = &mut self.topics[ti].pending;
+        let p = pending.pop_front();
+        if pending.is_empty() {
             self.awaiting.remove(&ti);
+            // Room for a burst sent before the topic's metadata came (a million records at
+            // start-up) is given back once they are placed (a review finding).
+            if pending.capacity() > 64 {
+                pending.shrink_to_fit();
+            }
         }
         p
     }

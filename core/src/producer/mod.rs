@@ -207,6 +207,9 @@ pub struct Producer {
     /// Debug builds check the derived state at every drain whatever the partition count
     /// ([`Self::check_every_drain`]; tests of many partitions).
     check_every_drain: Derived<bool>,
+    /// The outputs taken since the last `Wait`, and a peak of those counts that decays by a
+    /// sixteenth a drain: the output queue's room follows it ([`Self::trim_out`]).
+    out_rounds: Derived<(usize, usize)>,
     /// Closed batches whose records a driver may compress away from the producer
     /// ([`Self::set_compress_ahead`]); `None` (the default): every batch is compressed at
     /// its seal.
@@ -402,6 +405,7 @@ impl Producer {
             batch_pool: Derived(pool::BatchPool::default()),
             wakes: Derived(0),
             check_every_drain: Derived(false),
+            out_rounds: Derived((0, 0)),
             compress_ahead: None,
             scram_salted: Default::default(),
             cfg: config.with_durations_capped(),
@@ -679,8 +683,12 @@ impl Producer {
             self.work();
         }
         match self.out.pop_front() {
-            Some(o) => o,
+            Some(o) => {
+                self.out_rounds.0 .0 += 1;
+                o
+            }
             None => {
+                self.trim_out();
                 // Debug builds check the derived state at every drain (every state of the
                 // model, every unit test), a walk over every partition and batch; past a few
                 // hundred partitions that walk, under the adapter's lock, is what a debug
@@ -704,6 +712,28 @@ impl Producer {
                 }
             }
         }
+    }
+
+    /// Gives back the room a burst of outputs left in the queue: an outage's delivery
+    /// timeouts fail every buffered record in a few drains, one event each, and the queue
+    /// kept room for all of them (tens of megabytes outside `buffer.memory`) for the
+    /// producer's life (a review finding). The room follows a peak of the drains' counts
+    /// that decays by a sixteenth a drain, so a steady load keeps the room it uses.
+    fn trim_out(&mut self) {
+        /// Room always kept.
+        const KEEP: usize = 256;
+        let (taken, peak) = &mut self.out_rounds.0;
+        *peak = (*peak - *peak / 16).max(std::mem::take(taken));
+        let keep = (*peak).max(KEEP);
+        if self.out.capacity() > 4 * keep {
+            self.out.shrink_to(keep);
+        }
+    }
+
+    /// The room of the output queue (tests of [`Self::trim_out`]).
+    #[doc(hidden)]
+    pub fn output_room(&self) -> usize {
+        self.out.capacity()
     }
 
     fn advance(&mut self, now: Instant) {
