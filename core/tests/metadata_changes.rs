@@ -70,6 +70,8 @@ struct Net {
     /// A lagging broker's address: metadata answers on every connection to it carry leader
     /// epoch 4.
     lagging_addr: Option<String>,
+    /// The host a lagging broker's answers give node 1 (an address it has left).
+    lagging_host: Option<String>,
 }
 
 impl Net {
@@ -93,6 +95,7 @@ impl Net {
             metadata_at: Vec::new(),
             half: None,
             lagging_addr: None,
+            lagging_host: None,
         }
     }
 
@@ -205,6 +208,9 @@ impl Net {
                         if self.lagging == Some(conn) || self.lagging_addr.as_ref() == Some(&addr) {
                             for p in &mut m.topics[0].partitions {
                                 p.leader_epoch = 4;
+                            }
+                            if let Some(host) = &self.lagging_host {
+                                m.brokers[0].host = host.clone();
                             }
                         }
                         encode_response::<MetadataRequest>(&m, version, corr)
@@ -2363,4 +2369,47 @@ fn a_lagging_broker_behind_every_ready_connection_is_passed_over() {
         net.connects
     );
     assert_eq!(net.pending(), 0, "b delivered by node 2");
+}
+
+/// From a review of multi-broker faults: node 1 moved from "one:9092" to "new:9092", and the
+/// broker behind its new connection lags: its metadata answers still give node 1 the old
+/// address, with an old leader epoch (refused as stale). Before, the stale answer's address
+/// was taken anyway: node 1's working connection was closed ("broker address changed"),
+/// with whatever was in flight on it, and one opened to the old address, then back at the
+/// next good answer. Now a stale answer moves no known node.
+#[test]
+fn a_stale_answer_does_not_move_a_node_back_to_an_old_address() {
+    let mut net = Net::with(|c| c.metadata_max_age = Duration::from_secs(1));
+    let moved = std::cell::Cell::new(false);
+    let meta = |m: &mut MetadataResponse| {
+        m.brokers[0].host = if moved.get() { "new" } else { "one" }.into();
+        m.topics[0].partitions[0].leader_epoch = if moved.get() { 6 } else { 5 };
+    };
+    net.send("a");
+    net.run(3, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 0, "a delivered by node 1 at one:9092");
+    moved.set(true);
+    net.run(10, &meta, &mut |_| None); // a periodic refresh learns the move
+    net.send("b");
+    net.run(10, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 0, "b delivered by node 1 at new:9092");
+    let before = net.connects.len();
+    assert_eq!(net.connects.last().map(String::as_str), Some("new:9092"));
+    net.lagging_addr = Some("new:9092".into());
+    net.lagging_host = Some("one".into());
+    for v in ["c", "d", "e"] {
+        net.send(v);
+        net.run(10, &meta, &mut |_| None);
+    }
+    assert_eq!(net.pending(), 0);
+    assert!(
+        net.asked.len() > 3,
+        "periodic refreshes answered: {:?}",
+        net.asked
+    );
+    assert_eq!(
+        &net.connects[before..],
+        [] as [String; 0],
+        "no connection closed for an old address"
+    );
 }

@@ -290,6 +290,30 @@ impl Producer {
         self.metadata.idle_sweep_at = self.now.checked_add(period);
     }
 
+    /// Whether metadata answer `m` comes from a broker that lags behind what the producer
+    /// knows: it names a retired id of a topic (one deleted and created again), or gives a
+    /// partition of a topic under the same id a leader epoch below the one known (KIP-320).
+    fn answer_lags(&self, m: &protocol::metadata::MetadataResponse) -> bool {
+        m.topics.iter().any(|t| {
+            let Some(topic) = (t.name.as_deref())
+                .and_then(|n| self.topic_index.get(n))
+                .map(|&ti| &self.topics[ti])
+            else {
+                return false;
+            };
+            if topic.retired.contains(&t.topic_id) {
+                return true;
+            }
+            let same = t.topic_id == [0; 16] || topic.id == [0; 16] || t.topic_id == topic.id;
+            same && t.partitions.iter().any(|mp| {
+                usize::try_from(mp.partition_index)
+                    .ok()
+                    .and_then(|i| topic.partitions.get(i))
+                    .is_some_and(|p| mp.leader_epoch >= 0 && mp.leader_epoch < p.leader_epoch)
+            })
+        })
+    }
+
     pub(super) fn on_metadata(&mut self, conn: ConnId, m: protocol::metadata::MetadataResponse) {
         // Something asked for fresh metadata since this request went out (a new topic, one
         // back from idleness): the next request goes at once.
@@ -318,6 +342,15 @@ impl Producer {
                 (listed.entry(b.node_id))
                     .or_insert_with(|| Arc::from(format!("{}:{}", b.host, b.port).as_str()));
             }
+        }
+        // A lagging broker's answer (one it refuses below as stale) may also list a node at an
+        // address the node has since left: known nodes keep theirs, so that a working
+        // connection is not closed for it (its Produce requests in flight then possibly
+        // persisted) and opened at the old address, and again at the next good answer (a
+        // review finding: answers alternating between a lagging broker and a good one did
+        // so about once a second). New nodes are still learned.
+        if self.answer_lags(&m) {
+            listed.retain(|id, _| !self.brokers.contains_key(id));
         }
         if !listed.is_empty() {
             // A node that moved (a new host or port under its id): its connection reaches
