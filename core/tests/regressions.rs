@@ -446,6 +446,40 @@ fn a_request_sent_on_a_throttled_connection_times_out_from_the_throttles_end() {
     assert!(closed(&h.events), "timed out 2 s after the throttle ended");
 }
 
+/// From a review of multi-broker faults: Kafka may throttle the ApiVersions answer too
+/// (`sendResponseMaybeThrottle`), and from v2 the client keeps the throttle (KIP-219, as the
+/// Java client does): the broker reads nothing on the connection until it passes. The
+/// Metadata request written after it times out 2 s after the throttle's end, not 2 s after
+/// it was written. Before, the throttle was ignored and the connection closed as timed out
+/// while the broker only muted it.
+#[test]
+fn a_throttled_api_versions_answer_is_waited_out() {
+    use kprod_core::protocol::api_versions::ApiVersionsRequest;
+
+    let mut h = Harness::new(|c| c.request_timeout = Duration::from_secs(2));
+    h.p.send(h.now, record("a")).unwrap();
+    h.drain();
+    let f = h.next_frame().expect("the ApiVersions request");
+    let (key, version, corr) = api_of(&f);
+    assert_eq!(key, api_key::API_VERSIONS);
+    assert!(version >= 2, "v{version}");
+    let a = respond(&f, &mut h.next_offset);
+    let (_, mut resp) = decode_response::<ApiVersionsRequest>(version, a.slice(4..)).unwrap();
+    resp.throttle_time_ms = 5_000;
+    h.feed(encode_response::<ApiVersionsRequest>(&resp, version, corr));
+    h.drain();
+    let disconnected = |events: &[Event]| {
+        (events.iter()).any(|e| matches!(e, Event::Diagnostic(Diagnostic::Disconnected { .. })))
+    };
+    h.now += Duration::from_millis(6_900);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    assert!(!disconnected(&h.events), "{:?}", h.events);
+    h.answer_all();
+    assert_eq!(h.p.pending_records(), 0, "a delivered on that connection");
+    assert!(!disconnected(&h.events), "{:?}", h.events);
+}
+
 /// Review finding: once a partition waits for a rebase (a failed batch left a gap), a retry
 /// that was never written goes only under the next epoch. A later batch that may have been
 /// written, refused OUT_OF_ORDER_SEQUENCE_NUMBER behind it, was taken as waiting for that

@@ -701,6 +701,11 @@ impl Producer {
         if !code.is_ok() {
             return Err("ApiVersions error");
         }
+        // KIP-219: from v2 an ApiVersions answer's throttle is the client's to keep (Kafka
+        // throttles it like any other request; Java's `shouldClientThrottle`): the broker
+        // reads nothing on the connection until it passes, so the requests written next
+        // count their timeouts from its end (a review finding: they timed out under it).
+        self.on_throttle(conn, version >= 2, resp.throttle_time_ms, false);
         let idempotent = self.cfg.enable_idempotence;
         let versions =
             protocol::negotiate_versions_for(&resp, version, &self.cfg.version_caps(), idempotent)

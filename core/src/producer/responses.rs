@@ -128,7 +128,13 @@ impl Producer {
     /// The same for the other answers whose version leaves the wait to the client (KIP-219:
     /// Metadata v6+, InitProducerId v1+): under a request quota (`request_percentage`) the
     /// broker mutes the connection after any of them.
-    fn on_throttle(&mut self, conn: ConnId, kip219: bool, throttle_ms: i32, produce: bool) {
+    pub(super) fn on_throttle(
+        &mut self,
+        conn: ConnId,
+        kip219: bool,
+        throttle_ms: i32,
+        produce: bool,
+    ) {
         if !kip219 || throttle_ms <= 0 {
             return;
         }
