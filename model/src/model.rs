@@ -1747,7 +1747,24 @@ impl Model for KafkaModel {
                 // Without permanent errors, timeouts or a broker restart (whose shrunken dedup
                 // cache can leave a retried batch only "possibly persisted"), a quiescent
                 // producer has delivered everything.
+                // After a producer-state expiry, a batch whose first attempt was lost and
+                // whose retry drew UNKNOWN_PRODUCER_ID may have been written before the
+                // broker lost the state (Kafka before 2.5 dates it by the records' own
+                // timestamps, which may be old; a broker restarted without its state): it
+                // fails possibly persisted, never delivered (a review finding, 2026-12-07;
+                // before, idling past the expiry was taken as proof it was refused).
+                let expired = s.budget.expiries < m.cfg.budget.expiries
+                    || s.budget.partition_expiries < m.cfg.budget.partition_expiries;
+                let delivered_or_possibly = || {
+                    s.outcomes.values().all(|o| {
+                        matches!(
+                            o,
+                            Outcome::Delivered(_) | Outcome::Failed(Persistence::PossiblyPersisted)
+                        )
+                    })
+                };
                 s.permanent_injected.iter().any(|g| *g)
+                    || (expired && delivered_or_possibly())
                     || s.budget.timeouts < m.cfg.budget.timeouts
                     || s.budget.restarts < m.cfg.budget.restarts
                     || s.budget.silent_expiries < m.cfg.budget.silent_expiries

@@ -814,7 +814,24 @@ fn a_second_bootstrap_server_tried_while_the_first_waits() {
 /// `PINNED_MODES` 973,266 / 777,924 / 777,924; `PINNED_COMBINED` [0] 2,047,686;
 /// `PINNED_NEW` [1] 218,278, [4] 17,883; `brokers_without_kip360_or_kip951` 839,544.
 /// Configurations without a success for a duplicate (Tansu's 46) are unchanged.
-const PINNED: [usize; 6] = [5_299_271, 2_648_741, 146, 1_034, 415_218, 6_596];
+///
+/// 2026-12-07 (reviews of multi-broker faults and of outcome truthfulness), three changes,
+/// each reverted alone to attribute its counts. (1) A bootstrap server that lost a Metadata or
+/// InitProducerId request it took (its connection reset or timed out with it in flight) is
+/// passed over: the next connect goes to the next bootstrap server, not to the same one
+/// again. `PINNED` [1] 2,648,741; `PINNED_PATIENCE` 148,302 / 8,794; `PINNED_HINTS` 43,202
+/// (after (2)); `PINNED_COMBINED` 1,135,642 / 731,398 (after (2)). (2) After a stale
+/// metadata answer (a leader epoch below one known), the next request any broker can answer
+/// goes to a node at another address (a connection opened to it if need be) until an answer
+/// that is not stale; before, it went to the other ready connection, possibly to the same
+/// lagging broker: `PINNED_HINTS` 44,354; `PINNED_COMBINED` [0] 1,174,881;
+/// `PINNED_TRUNCATION` 158,507. (3) UNKNOWN_PRODUCER_ID on the retry of a batch whose first
+/// attempt was lost no longer counts as proof that attempt was refused when the partition
+/// idled past the expiry: such a batch fails possibly persisted instead of going again
+/// under a new identity (fewer states), and L4 allows that outcome after an expiry:
+/// `PINNED_MODES` [0] 983,358; `brokers_without_kip360_or_kip951` 822,338. Every other
+/// property holds, and every planted bug is still caught.
+const PINNED: [usize; 6] = [5_299_271, 2_663_479, 146, 1_034, 415_218, 6_596];
 /// The first three of `PINNED_MODES` were 859,998 / 685,968 / 685,968, and four of
 /// `PINNED_NEW` ([4] 16,169, [6] 1,484, [7] 119,176, [9] 1,564), until the broker model
 /// answered a duplicate with an injected error after the append, as Kafka's `DelayedProduce`
@@ -844,19 +861,19 @@ const PINNED: [usize; 6] = [5_299_271, 2_648_741, 146, 1_034, 415_218, 6_596];
 /// other Tansu rules of that audit (per-producer epoch, sequence 0 without state, ids it
 /// handed out, InitProducerId refusals) changed no count here or in any other Tansu-like
 /// configuration: kprod never meets them there. No property changed.
-const PINNED_MODES: [usize; 4] = [983_358, 780_446, 780_446, 382_082];
+const PINNED_MODES: [usize; 4] = [979_344, 780_446, 780_446, 382_082];
 /// `a_second_bootstrap_server_tried_while_the_first_waits`: with the patience, without
 /// (95,846 and 12,370 before `ACCEPTANCE_TIME`; 197,427 and 12,441 until a retry to a moved
 /// leader skipped its backoff, see `PINNED`; then 173,478 and 11,075 until a Metadata request
-/// lost with its connection waited its backoff).
-const PINNED_PATIENCE: [usize; 2] = [148_302, 8_794];
+/// lost with its connection waited its backoff; see `PINNED` for 2026-12-07).
+const PINNED_PATIENCE: [usize; 2] = [148_274, 8_774];
 /// `a_leader_change_learned_from_a_kip_951_hint` (96,015 before `ACCEPTANCE_TIME`; 99,498
 /// until a later answer repeating the hint the partition already follows left it sendable,
 /// instead of waiting for a metadata answer: more interleavings of the move, 2026-12-05;
 /// 112,459 until a retry to a moved leader skipped its backoff, see `PINNED`; then 66,321 until
 /// a Metadata request lost with its connection waited its backoff; 51,606 until the review of
-/// those changes, see `PINNED`).
-const PINNED_HINTS: usize = 44_354;
+/// those changes, see `PINNED`; see `PINNED` for 2026-12-07).
+const PINNED_HINTS: usize = 42_904;
 /// `leader_change_and_errors_after_the_append_on_kafka_and_tansu`: Kafka's rules, Tansu's.
 /// 2,053,939 and 1,061,549 until a partition's last acknowledged offset became the highest
 /// acknowledged (2026-12-05): an overtaken batch acknowledged after a later one no longer
@@ -872,8 +889,9 @@ const PINNED_HINTS: usize = 44_354;
 /// leader epoch are believed, as an answer saying the topic was gone already did
 /// (2026-12-07: a topic created again that no answer reports gone): here a metadata answer
 /// computed before a leader change reaches the producer after the new leader's refusal,
-/// and the states that differ only in that clock are new. Every property holds.
-const PINNED_COMBINED: [usize; 2] = [1_174_881, 731_398];
+/// and the states that differ only in that clock are new. Every property holds. See
+/// `PINNED` for 2026-12-07.
+const PINNED_COMBINED: [usize; 2] = [1_122_718, 721_117];
 /// `lingering_batches_go_with_a_request_that_goes_anyway` (951,159 with the open batches
 /// left out of requests that go anyway: the configuration reaches the rule).
 const PINNED_LINGER: usize = 901_357;
@@ -883,8 +901,8 @@ const PINNED_LINGER: usize = 901_357;
 /// lies above, and a duplicate commits its original only). 218,521 until a later answer
 /// repeating the KIP-951 hint the partition already follows left it sendable (2026-12-05,
 /// late). 521,613 until a retry to a moved leader skipped its backoff (see `PINNED`); 341,150
-/// until the review of that change.
-const PINNED_TRUNCATION: usize = 158_507;
+/// until the review of that change; see `PINNED` for 2026-12-07.
+const PINNED_TRUNCATION: usize = 155_977;
 /// `zombie_requests_written_after_the_close`: Kafka's rules with a refusal, Tansu's without.
 /// [1,186,642, 354,475] while a stall made every tick free, with no time limit, and a
 /// zombie's duplicate or OUT_OF_ORDER answer still counted (the review of that day).
@@ -1512,8 +1530,8 @@ fn brokers_without_kip360_or_kip951() {
     // id until then, which tells apart states that differed only in ids spent earlier);
     // 755,715 until `ACCEPTANCE_TIME`; 840,220 until a Metadata request lost with its
     // connection waited its backoff (see `PINNED`).
-    // 821,382 until NODE_FIRST (see `PINNED`).
-    assert_eq!(n, 822_338, "unique states changed");
+    // 821,382 until NODE_FIRST (see `PINNED`); 822,338 until 2026-12-07 (see `PINNED`).
+    assert_eq!(n, 818_930, "unique states changed");
 }
 
 /// One partition, three records, two in flight, a stall and a request timeout, and one of
