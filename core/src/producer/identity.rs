@@ -164,7 +164,7 @@ impl Producer {
         if identity.is_none() {
             return;
         }
-        // Only the partitions bound to another identity (the index keeps them).
+        // Only the drained partitions bound to another identity (the index keeps them).
         let unbound: Vec<(usize, usize)> = self.index.0.unbound().collect();
         for (ti, pi) in unbound {
             {

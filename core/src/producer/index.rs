@@ -54,7 +54,11 @@ pub(super) struct Entry {
     oldest: Option<Instant>,
     /// When it may start an idle probe (it was acknowledged before and is not probing).
     idle: Option<Instant>,
-    /// The producer has an identity and this partition is bound to another one.
+    /// The producer has an identity, this partition is bound to another one, and it is
+    /// drained (nothing in flight, no retry that may be in the log): ready to move to the
+    /// producer's identity. (Not while batches are in flight: every drain after a change of
+    /// identity then looked at every partition with answers still to come, until they came,
+    /// a review finding: about P²/64 looks at P busy partitions per bump.)
     unbound: bool,
     /// Its last batch is open and holds records (it is lingering, or about to go), and
     /// `linger.ms` is not 0.
@@ -89,7 +93,7 @@ impl Entry {
             } else {
                 p.last_write.and_then(|t| t.checked_add(idle_expiry))
             },
-            unbound: identity.is_some() && p.bound != identity,
+            unbound: identity.is_some() && p.bound != identity && p.is_drained(),
             // Only a linger lets an open batch wait (without one, nothing is taken early).
             lingering: !linger.is_zero()
                 && (p.batches.back())
@@ -180,7 +184,7 @@ pub(super) struct Index {
     slots: Vec<Vec<Slot>>,
     /// Exact: how many partitions hold batches, by leader.
     queued: BTreeMap<Option<i32>, usize>,
-    /// Exact: partitions bound to another identity than the producer's.
+    /// Exact: drained partitions bound to another identity than the producer's.
     unbound: BTreeSet<u64>,
     /// Exact: the partitions' deadlines (`Entry::timers`), with their slot.
     timers: BTreeSet<(Instant, u64, u8)>,
