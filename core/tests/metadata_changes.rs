@@ -72,6 +72,9 @@ struct Net {
     lagging_addr: Option<String>,
     /// The host a lagging broker's answers give node 1 (an address it has left).
     lagging_host: Option<String>,
+    /// A node a lagging broker's answers list beside the others (one the cluster has not
+    /// listed yet, or no longer lists).
+    lagging_extra: Option<MetadataBroker>,
 }
 
 impl Net {
@@ -96,6 +99,7 @@ impl Net {
             half: None,
             lagging_addr: None,
             lagging_host: None,
+            lagging_extra: None,
         }
     }
 
@@ -212,6 +216,7 @@ impl Net {
                             if let Some(host) = &self.lagging_host {
                                 m.brokers[0].host = host.clone();
                             }
+                            m.brokers.extend(self.lagging_extra.clone());
                         }
                         encode_response::<MetadataRequest>(&m, version, corr)
                     }
@@ -2412,4 +2417,41 @@ fn a_stale_answer_does_not_move_a_node_back_to_an_old_address() {
         [] as [String; 0],
         "no connection closed for an old address"
     );
+}
+
+/// From a review of the day's diff: a lagging broker's answer that lists a node the producer
+/// does not know (node 3) beside known ones. Its list was cut to the unknown node (known nodes
+/// keep their addresses), and the step that forgets nodes the cluster no longer lists then
+/// forgot every known node leading nothing: node 2's idle connection was closed as no longer
+/// listed. A lagging answer's list is no authority: nothing is forgotten for it.
+#[test]
+fn a_lagging_answer_listing_an_unknown_node_forgets_no_known_node() {
+    let mut net = Net::with(|c| c.metadata_max_age = Duration::from_secs(1));
+    let meta = |m: &mut MetadataResponse| topic_on_two_nodes(m, 1, 1, 5);
+    net.send("a");
+    net.run(3, &meta, &mut |_| None);
+    assert_eq!(net.pending(), 0, "a delivered by node 1");
+    // Node 1 lags from now on: its answers are stale and list a node 3; the refreshes after
+    // a stale one go to node 2 (a connection opened to it).
+    net.lagging_addr = Some("bench:9092".into());
+    let b1 = net.h.events.len();
+    net.lagging_extra = Some(MetadataBroker {
+        node_id: 3,
+        host: "three".into(),
+        port: 9092,
+        rack: None,
+    });
+    net.run(30, &meta, &mut |_| None);
+    assert!(
+        net.connects.iter().any(|a| a == "other:9092"),
+        "node 2 asked: {:?}",
+        net.connects
+    );
+    let unlisted: Vec<&Event> = (net.h.events[b1..].iter())
+        .filter(|e| {
+            matches!(e, Event::Diagnostic(Diagnostic::Disconnected { reason, .. })
+                if *reason == "broker no longer listed")
+        })
+        .collect();
+    assert!(unlisted.is_empty(), "{unlisted:?}");
 }

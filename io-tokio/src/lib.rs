@@ -71,7 +71,8 @@
 //! of the application that runs *under* that lock must not: a [`Connector::fatal_reason`], a
 //! [`TokenProvider`], and the `Drop` of a record's payload owner (`Bytes::from_owner`; a
 //! record's bytes are copied into its batch, and the owner dropped, while the record is
-//! taken). A producer call there waits for the lock its own thread holds, for ever.
+//! taken, or when a send whose caller gave up is discarded). A producer call there waits for
+//! the lock its own thread holds, for ever.
 //!
 //! ## Trading durability for throughput: `acks` 0 and 1
 //!
@@ -1441,12 +1442,13 @@ impl Command {
 /// delivery timeouts fail every buffered record within a few drains, one outcome each, and
 /// the list kept room for all of them (tens of megabytes outside `buffer.memory`) for the
 /// producer's life (a review finding). The room follows `peak`, a peak of the lengths
-/// handed over (`used` this time) that decays by a sixteenth a hand-over, so a steady load
-/// keeps the room it uses. (The core's output queue does the same.)
-fn trim<T>(list: &mut Vec<T>, peak: &mut usize, used: usize) {
+/// handed over (`used` this time) halved `halvings` times (once a second), so a steady load
+/// keeps the room it uses, however its hand-overs alternate between large and empty ones.
+/// (The core's output queue does the same.)
+fn trim<T>(list: &mut Vec<T>, peak: &mut usize, halvings: u32, used: usize) {
     /// Room always kept.
     const KEEP: usize = 256;
-    *peak = (*peak - *peak / 16).max(used);
+    *peak = (*peak >> halvings).max(used);
     let keep = (*peak).max(KEEP);
     if list.capacity() > 4 * keep {
         list.shrink_to(keep);
@@ -1650,7 +1652,7 @@ impl ProducerHandle {
             outbox: Vec::new(),
             to_wake: Vec::new(),
             to_log: Vec::new(),
-            handed_over_peaks: [0; 3],
+            handed_over_peaks: ([0; 3], None),
             deferred: VecDeque::new(),
             deferred_purge_at: DEFERRED_PURGE_FROM,
             metrics_snapshot: None,
@@ -2409,9 +2411,9 @@ struct Driver<C: Connector> {
     /// (a subscriber writing to a file or a full pipe) then holds up the driver alone, not
     /// every `enqueue` waiting for the lock (a review finding).
     to_log: Vec<Log>,
-    /// Decaying peaks of the lengths of `outbox`, `to_wake` and `to_log` at a hand-over
-    /// ([`trim`]).
-    handed_over_peaks: [usize; 3],
+    /// Peaks of the lengths of `outbox`, `to_wake` and `to_log` at a hand-over, halved
+    /// every second since the time kept beside them ([`trim`]).
+    handed_over_peaks: ([usize; 3], Option<Instant>),
     /// The metrics taken for a `metrics()` call in the current hold of the lock, while no
     /// other command has changed the core since: the next calls in the same burst get a
     /// copy. (Taking them walks every partition: 10,000 partitions and tasks calling
@@ -2819,10 +2821,16 @@ impl<C: Connector> Driver<C> {
         for l in self.to_log.drain(..) {
             l.write();
         }
-        let [outbox, to_wake, to_log] = &mut self.handed_over_peaks;
-        trim(&mut self.outbox, outbox, used[0]);
-        trim(&mut self.to_wake, to_wake, used[1]);
-        trim(&mut self.to_log, to_log, used[2]);
+        let ([outbox, to_wake, to_log], since) = &mut self.handed_over_peaks;
+        let t = now();
+        let halvings = since.map_or(0, |s| t.saturating_duration_since(s).as_secs());
+        if halvings > 0 || since.is_none() {
+            *since = Some(t);
+        }
+        let halvings = halvings.min(63) as u32;
+        trim(&mut self.outbox, outbox, halvings, used[0]);
+        trim(&mut self.to_wake, to_wake, halvings, used[1]);
+        trim(&mut self.to_log, to_log, halvings, used[2]);
     }
 
     /// Record `id`, if still pending, was delivered to `(topic, partition)` (at `offset`, or
@@ -3372,6 +3380,11 @@ impl<C: Connector> Driver<C> {
                 }
             }
             self.drain(core);
+        }
+        // Emptied: the room of a crowd of senders that waited for memory (one entry each) is
+        // given back (a review of the day's diff).
+        if self.deferred.capacity() > 64 {
+            self.deferred.shrink_to_fit();
         }
     }
 

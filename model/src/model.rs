@@ -1753,8 +1753,11 @@ impl Model for KafkaModel {
                 // timestamps, which may be old; a broker restarted without its state): it
                 // fails possibly persisted, never delivered (a review finding, 2026-12-07;
                 // before, idling past the expiry was taken as proof it was refused).
-                let expired = s.budget.expiries < m.cfg.budget.expiries
-                    || s.budget.partition_expiries < m.cfg.budget.partition_expiries;
+                // (Only brokers that answer UNKNOWN_PRODUCER_ID for a forgotten producer,
+                // before 2.5: later ones take its batch as new.)
+                let expired = m.cfg.mode == BrokerMode::UnknownPidError
+                    && (s.budget.expiries < m.cfg.budget.expiries
+                        || s.budget.partition_expiries < m.cfg.budget.partition_expiries);
                 let delivered_or_possibly = || {
                     s.outcomes.values().all(|o| {
                         matches!(

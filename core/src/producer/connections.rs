@@ -480,16 +480,24 @@ impl Producer {
             .is_none_or(|b| b.until <= self.now)
     }
 
+    /// A ready connection for a Metadata request: [`Self::any_ready_conn`], but after a stale
+    /// answer (`lagging`) one to a node at another address while one is known, a connection
+    /// opened to it if need be. (Not for InitProducerId, which a broker with stale metadata
+    /// answers as well: it would wait for a new connection.)
+    pub(super) fn metadata_conn(&mut self, avoid: Option<ConnId>) -> Option<ConnId> {
+        if let (None, Some(lagging)) = (self.metadata.hung, self.metadata.lagging.clone()) {
+            if let Some(away) = self.conn_away_from(|_, a| *a != *lagging, avoid) {
+                return away;
+            }
+        }
+        self.any_ready_conn(avoid)
+    }
+
     /// A ready connection for a request any broker can answer (the least busy, other than
     /// `avoid` if another is ready), or `None` after arranging one.
     pub(super) fn any_ready_conn(&mut self, avoid: Option<ConnId>) -> Option<ConnId> {
         if let Some(hung) = self.metadata.hung {
             if let Some(away) = self.conn_away_from(|n, _| n != hung, avoid) {
-                return away;
-            }
-        }
-        if let Some(lagging) = self.metadata.lagging.clone() {
-            if let Some(away) = self.conn_away_from(|_, a| *a != *lagging, avoid) {
                 return away;
             }
         }

@@ -115,7 +115,7 @@ struct Slot {
     entry: Entry,
     /// The leader it is marked sendable to, if any.
     sendable: Option<i32>,
-    /// Its key in `oldest`: at most its oldest batch's creation (see `oldest`).
+    /// Its key in `oldest`: at most its oldest unreported batch's creation (see `oldest`).
     oldest: Option<Instant>,
     /// Its key in `idle`: at most its idle-probe time, and not yet fired (see `idle`).
     idle: Option<Instant>,

@@ -51,11 +51,11 @@ pub(super) struct MetadataState {
     /// cluster's nodes, not a bootstrap connection that may reach the hung one).
     pub(super) hung: Option<i32>,
     /// The address whose last answer was stale (a leader epoch below one already known,
-    /// KIP-320): a lagging broker. Until an answer that is not stale, a request any broker
-    /// can answer goes to a node at another address while one is known, a connection opened
-    /// to it if need be: every ready connection may reach the lagging broker (its node's and
-    /// a bootstrap one), and `avoid` alone then alternated between them for ever (a review
-    /// finding).
+    /// KIP-320, or a retired topic id): a lagging broker. Until an answer that is not stale,
+    /// a Metadata request goes to a node at another address while one is known, a connection opened
+    /// to it if need be (`metadata_conn`): every ready connection may reach the lagging broker
+    /// (its node's and a bootstrap one), and `avoid` alone then alternated between them for
+    /// ever (a review finding).
     pub(super) lagging: Option<Arc<str>>,
     /// When the next sweep for idle topics is due (`metadata.max.idle.ms`), once a request
     /// has scheduled one.
@@ -223,7 +223,7 @@ impl Producer {
         if self.rebootstrap_at().is_some_and(|t| t <= self.now) {
             self.open_bootstrap();
         }
-        let Some(conn) = self.any_ready_conn(self.metadata.avoid) else {
+        let Some(conn) = self.metadata_conn(self.metadata.avoid) else {
             return;
         };
         let version = self.conns[&conn].versions.metadata;
@@ -349,7 +349,8 @@ impl Producer {
         // persisted) and opened at the old address, and again at the next good answer (a
         // review finding: answers alternating between a lagging broker and a good one did
         // so about once a second). New nodes are still learned.
-        if self.answer_lags(&m) {
+        let lags = self.answer_lags(&m);
+        if lags {
             listed.retain(|id, _| !self.brokers.contains_key(id));
         }
         if !listed.is_empty() {
@@ -661,13 +662,16 @@ impl Producer {
             self.metadata.unchanged = 0;
         }
         self.metadata.avoid = incomplete.then_some(conn);
-        self.metadata.lagging = stale
+        self.metadata.lagging = (stale || lags)
             .then(|| self.conns.get(&conn).map(|c| c.addr.clone()))
             .flatten();
         // A node taken out of the cluster is not tried again: known nodes that the answer
         // does not list go, but not one a partition still names as its leader (an answer
         // from a lagging broker is skipped as stale, and its partitions keep their leaders).
-        if !listed.is_empty() && self.brokers.len() > listed.len() {
+        // Not on a lagging broker's answer, whose list is no authority (and was cut to the
+        // nodes not known above: a review of the day's diff found every known node leading
+        // nothing forgotten when a lagging answer listed one unknown node).
+        if !lags && !listed.is_empty() && self.brokers.len() > listed.len() {
             // Not the leaders of idle topics: nothing refreshes them, and such a topic trusts
             // none of them when it is used again.
             let leaders: std::collections::BTreeSet<i32> = (self.topics.iter())

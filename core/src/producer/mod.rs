@@ -207,9 +207,10 @@ pub struct Producer {
     /// Debug builds check the derived state at every drain whatever the partition count
     /// ([`Self::check_every_drain`]; tests of many partitions).
     check_every_drain: Derived<bool>,
-    /// The outputs taken since the last `Wait`, and a peak of those counts that decays by a
-    /// sixteenth a drain: the output queue's room follows it ([`Self::trim_out`]).
-    out_rounds: Derived<(usize, usize)>,
+    /// The outputs taken since the last `Wait`, a peak of those counts that halves every
+    /// second, and when it last halved: the output queue's room follows the peak
+    /// ([`Self::trim_out`]).
+    out_rounds: Derived<(usize, usize, Option<Instant>)>,
     /// Closed batches whose records a driver may compress away from the producer
     /// ([`Self::set_compress_ahead`]); `None` (the default): every batch is compressed at
     /// its seal.
@@ -405,7 +406,7 @@ impl Producer {
             batch_pool: Derived(pool::BatchPool::default()),
             wakes: Derived(0),
             check_every_drain: Derived(false),
-            out_rounds: Derived((0, 0)),
+            out_rounds: Derived((0, 0, None)),
             compress_ahead: None,
             scram_salted: Default::default(),
             cfg: config.with_durations_capped(),
@@ -718,12 +719,19 @@ impl Producer {
     /// timeouts fail every buffered record in a few drains, one event each, and the queue
     /// kept room for all of them (tens of megabytes outside `buffer.memory`) for the
     /// producer's life (a review finding). The room follows a peak of the drains' counts
-    /// that decays by a sixteenth a drain, so a steady load keeps the room it uses.
+    /// that halves every second, so a steady load keeps the room it uses, however its drains
+    /// alternate between large and empty ones (a decay per drain shrank it between two large
+    /// ones: a review of the first version).
     fn trim_out(&mut self) {
         /// Room always kept.
         const KEEP: usize = 256;
-        let (taken, peak) = &mut self.out_rounds.0;
-        *peak = (*peak - *peak / 16).max(std::mem::take(taken));
+        let now = self.now;
+        let (taken, peak, since) = &mut self.out_rounds.0;
+        let halvings = since.map_or(0, |t| now.saturating_duration_since(t).as_secs());
+        if halvings > 0 || since.is_none() {
+            *since = Some(now);
+        }
+        *peak = (*peak >> halvings.min(63)).max(std::mem::take(taken));
         let keep = (*peak).max(KEEP);
         if self.out.capacity() > 4 * keep {
             self.out.shrink_to(keep);

@@ -23,8 +23,8 @@ impl Producer {
     pub(super) fn expire_deliveries(&mut self) {
         let now = self.now;
         let timeout = self.cfg.delivery_timeout;
-        // Only partitions whose oldest batch may have reached the timeout (the index keeps
-        // them sorted by it), visited in the order of a walk over every partition.
+        // Only partitions whose oldest unreported batch may have reached the timeout (the
+        // index keeps them sorted by it), visited in the order of a walk over every partition.
         let mut due: SmallVec<[(usize, usize); 8]> = match now.checked_sub(timeout) {
             Some(created_by) => self.index.0.oldest_through(created_by).collect(),
             None => SmallVec::new(),
