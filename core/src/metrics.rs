@@ -162,6 +162,7 @@ pub struct PartitionMetrics {
     /// epoch bumps), `None` before the first acknowledgement with an offset.
     pub last_acked_offset: Option<i64>,
     /// The sequence number the next new batch gets under the partition's current producer
-    /// identity (restarts at 0 when the partition moves to a new identity).
+    /// identity (restarts at 0 when the partition moves to a new identity); -1 without
+    /// idempotence, whose batches carry no sequence.
     pub next_sequence: i32,
 }

@@ -684,9 +684,9 @@ pub enum Diagnostic {
         /// The batch: an id unique within this producer, the same in every event about it.
         /// Halves of a split batch get new ids.
         batch: u64,
-        /// The producer id and epoch it is sequenced under.
+        /// The producer id and epoch it is sequenced under (`None` without idempotence).
         identity: Option<ProducerIdentity>,
-        /// Its first record's sequence number.
+        /// Its first record's sequence number (-1 without idempotence, as on the wire).
         base_sequence: i32,
         /// Records in it.
         records: usize,

@@ -180,3 +180,32 @@ fn batch_diagnostics_follow_one_batch() {
     assert_eq!(h.p.metrics().records_delivered, 1);
     assert!(batch_events(&h).is_empty());
 }
+
+/// From a review of the non-default modes: without idempotence the wire carries no sequence,
+/// and the diagnostics and metrics say so (-1, no identity). Before, they showed the batch's
+/// internal count (0, 1, 2...), which no broker log would ever match.
+#[test]
+fn without_idempotence_batches_show_no_sequence() {
+    let mut h = Harness::new(|c| {
+        c.batch_diagnostics = true;
+        c.enable_idempotence = false;
+        c.acks = 1;
+    });
+    for _ in 0..3 {
+        h.send(1);
+        h.answer_all();
+    }
+    let sent: Vec<(i32, bool)> = (batch_events(&h).into_iter())
+        .filter_map(|d| match d {
+            Diagnostic::BatchSent {
+                base_sequence,
+                identity,
+                ..
+            } => Some((*base_sequence, identity.is_some())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent, [(-1, false); 3]);
+    let m = h.p.metrics();
+    assert!(m.partitions.iter().all(|p| p.next_sequence == -1), "{m:?}");
+}

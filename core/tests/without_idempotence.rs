@@ -1592,3 +1592,49 @@ fn without_idempotence_a_broker_need_not_serve_init_producer_id() {
         idempotent.events
     );
 }
+
+/// From a review of the non-default modes: under acks=1 a KAFKA_STORAGE_ERROR may come after
+/// the append (a log flushed every `log.flush.interval.messages` fails its flush after
+/// appending, and a follower may hold the batch), so the attempt is possibly persisted: the
+/// record fails `PossiblyPersisted` at its delivery timeout, not `NotPersisted` while it is
+/// in the log.
+#[test]
+fn acks_1_storage_error_may_follow_the_append() {
+    let mut n = Net::new(ProducerConfig {
+        delivery_timeout: Duration::from_secs(3),
+        ..cfg_off(1)
+    });
+    n.send("a");
+    let mut first = true;
+    let mut fate = |_: &str| Fate::Answer;
+    let mut act = |_: &str, _| {
+        if std::mem::replace(&mut first, false) {
+            Act::AppendThen(ErrorCode::KafkaStorageError)
+        } else {
+            Act::Refuse(ErrorCode::KafkaStorageError)
+        }
+    };
+    n.rounds(40, Duration::from_millis(200), &mut fate, &mut act);
+    assert_eq!(n.p.pending_records(), 0);
+    assert_eq!(n.log_values(0), ["a"], "appended by the first attempt");
+    n.check_truthful();
+}
+
+/// From a review of the non-default modes: a connection that carried acks=0 requests has
+/// nothing awaiting an answer, so it looked idle and took the next Metadata request first;
+/// behind a writer backlog (up to `buffer.memory`) that request timed out, and the close
+/// threw away records already reported sent. A ready connection without acks=0 traffic (here
+/// the bootstrap one) is taken instead.
+#[test]
+fn acks_0_metadata_goes_on_a_connection_without_a_produce_backlog() {
+    let mut n = Net::new(cfg_off(0));
+    n.send("a");
+    n.run(&mut |_| Fate::Answer, &mut |_, _| Act::Ok);
+    assert_eq!(n.log_values(0), ["a"]);
+    assert!(n.conns.len() >= 2, "a bootstrap and a node connection");
+    n.p.send(n.now, Record::new("t2", "b")).unwrap();
+    n.drain();
+    let (conn, f) = n.next_frame().expect("a Metadata request for t2");
+    assert_eq!(api_of(&f).0, api_key::METADATA);
+    assert_eq!(conn, ConnId(0), "on the bootstrap connection");
+}

@@ -453,7 +453,11 @@ impl Producer {
             .min_by_key(|(_, c)| {
                 (
                     c.throttled_until.is_some_and(|t| t > self.now),
-                    !c.inflight.is_empty(),
+                    // A connection that carried acks=0 requests is never seen busy (nothing
+                    // awaits an answer there), but its writer may hold up to `buffer.memory`
+                    // of them: a Metadata request behind that backlog timed out, and the
+                    // close threw away records already reported sent (a review finding).
+                    !c.inflight.is_empty() || c.unacknowledged.is_some(),
                     matches!(c.target, Target::Bootstrap(_)),
                     c.inflight.len(),
                 )

@@ -56,7 +56,11 @@ impl Producer {
                     queued_records: queued,
                     in_flight_batches: p.inflight(),
                     last_acked_offset: p.last_offset.0,
-                    next_sequence: p.next_seq,
+                    next_sequence: if self.cfg.enable_idempotence {
+                        p.next_seq
+                    } else {
+                        -1
+                    },
                 });
             }
         }
@@ -79,9 +83,11 @@ impl Producer {
             let Some(b) = p.position(r.batch).map(|i| &p.batches[i]) else {
                 continue;
             };
+            // Without idempotence the wire carries no sequence (-1), whatever the batch
+            // counts internally (a review finding: traces showed 0, 1, 2...).
             let (identity, base_sequence) = match b.seq {
-                Some((id, seq)) => (Some(id), seq),
-                None => (None, -1),
+                Some((id, seq)) if self.cfg.enable_idempotence => (Some(id), seq),
+                _ => (None, -1),
             };
             let d = Diagnostic::BatchSent {
                 topic: t.name.clone(),

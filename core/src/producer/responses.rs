@@ -312,8 +312,12 @@ impl Producer {
             ErrorCode::CorruptMessage => self.on_corrupt_message(r, i),
             c if c.is_retriable() => {
                 // Under acks=all a refusal may also come after the append (leadership moved
-                // while the batch waited for its followers, which may hold it).
-                let after_append = self.cfg.acks == -1 && c.may_follow_append();
+                // while the batch waited for its followers, which may hold it). Under acks=1
+                // KAFKA_STORAGE_ERROR may too: a log flushed every `log.flush.interval.messages`
+                // fails its flush after the append (Kafka's `UnifiedLog.append`), and a
+                // follower may already hold the batch (a review finding).
+                let after_append = (self.cfg.acks == -1 && c.may_follow_append())
+                    || (self.cfg.acks == 1 && c == ErrorCode::KafkaStorageError);
                 self.retry_batch(r, c, c.is_possibly_persisted() || after_append)
             }
             c if c.is_possibly_persisted() => {
