@@ -3521,10 +3521,16 @@ impl<C: Connector> Driver<C> {
         let io_tx = self.io_tx.clone();
         let closing = Arc::new(AtomicBool::new(false));
         let discard = Arc::clone(&closing);
-        let reader = tokio::spawn(async move {
+        let reader = spawn_failing_on_panic(conn, self.io_tx.clone(), async move {
             let mut buf = BytesMut::new();
             loop {
-                buf.reserve(READ_CHUNK);
+                // A new block only when the current one has little room left: each read's
+                // bytes are split off (handed to the driver) and share the block, so
+                // reserving a whole chunk every time took a fresh 64 KiB block per read,
+                // however small (a review finding: a 100-byte answer, a trickling peer).
+                if buf.capacity() < READ_CHUNK / 4 {
+                    buf.reserve(READ_CHUNK);
+                }
                 match rd.read_buf(&mut buf).await {
                     Ok(0) => break,
                     // Closing in good order: nothing more is for the producer.
@@ -3554,7 +3560,7 @@ impl<C: Connector> Driver<C> {
         let unwritten = (self.write_backlog_limit.is_some()).then(|| Arc::new(AtomicUsize::new(0)));
         let (count, written) = (unwritten.clone(), Arc::clone(&self.written));
         let stall = self.write_stall;
-        let writer = tokio::spawn(async move {
+        let writer = spawn_failing_on_panic(conn, self.io_tx.clone(), async move {
             // A request arrives as several chunks (its record batches are not copied by the
             // core): gather everything queued and hand it to the socket in vectored writes.
             let mut queued: Vec<Bytes> = Vec::new();
@@ -3568,6 +3574,9 @@ impl<C: Connector> Driver<C> {
                 }
                 if let Err(e) = result {
                     debug!(conn = conn.0, error = %e, "write failed");
+                    // Nothing more is taken: what the core hands over meanwhile is refused
+                    // at once rather than counted as queued (a review finding).
+                    drop(rx);
                     let _ = io_tx.send((conn, ReadResult::Failed(e))).await;
                     return;
                 }
@@ -3588,6 +3597,40 @@ impl<C: Connector> Driver<C> {
             writer: Some(writer),
             buf: BytesMut::new(),
             addr,
+        }
+    }
+}
+
+/// Spawns a connection's reader or writer. A panic in it (in a custom [`Connector`]'s
+/// stream) fails the connection, as a read error does: before, the task ended without a
+/// word and the connection stayed open and dead, its requests waiting for
+/// `request.timeout.ms`, and under `acks=0` every later record reported sent while nothing
+/// reached the broker (a review finding). The panic is caught as a connector's is.
+fn spawn_failing_on_panic(
+    conn: ConnId,
+    io_tx: mpsc::Sender<(ConnId, ReadResult)>,
+    task: impl Future<Output = ()> + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if (CatchPanic(Box::pin(task))).await {
+            let e = io::Error::other("the connection's stream panicked");
+            let _ = io_tx.send((conn, ReadResult::Failed(e))).await;
+        }
+    })
+}
+
+/// A future that ends with `true` if polling the inner one panicked.
+struct CatchPanic<F>(Pin<Box<F>>);
+
+impl<F: Future<Output = ()>> Future for CatchPanic<F> {
+    type Output = bool;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
+        let inner = self.0.as_mut();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(Poll::Ready(())) => Poll::Ready(false),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(_) => Poll::Ready(true),
         }
     }
 }

@@ -3023,3 +3023,83 @@ async fn a_panicking_fatal_reason_is_an_ordinary_connection_failure() {
     assert_eq!(broker.log("t", 0).len(), 10);
     h.close().await;
 }
+
+/// A stream whose next write panics once `armed` is set (then it disarms): a custom
+/// connector's stream with a bug.
+struct Fuse {
+    inner: DuplexStream,
+    armed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl tokio::io::AsyncRead for Fuse {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Fuse {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        if self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            panic!("the stream's write has a bug");
+        }
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+struct FusedBroker(FakeBroker, Arc<std::sync::atomic::AtomicBool>);
+
+impl Connector for FusedBroker {
+    type Stream = Fuse;
+    async fn connect(&self, addr: &str) -> io::Result<Fuse> {
+        Ok(Fuse {
+            inner: self.0.connect(addr).await?,
+            armed: Arc::clone(&self.1),
+        })
+    }
+}
+
+/// From a review of the I/O path: a connection's writer that panics (a bug in a custom
+/// connector's stream) fails its connection at once, as a write error does, and the record
+/// goes again on a new one. Before, the task ended silently and the connection stayed open
+/// and dead: the record waited for `request.timeout.ms` (30 s), and under acks=0 every later
+/// record was reported sent while nothing reached the broker.
+#[tokio::test(start_paused = true)]
+async fn a_writer_that_panics_fails_its_connection() {
+    let broker = FakeBroker::new("t", 1);
+    let fuse = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let h =
+        ProducerHandle::with_connector(config(&[]), FusedBroker(broker.clone(), Arc::clone(&fuse)))
+            .unwrap();
+    h.send(Record::new("t", "a")).await.unwrap();
+    fuse.store(true, std::sync::atomic::Ordering::SeqCst);
+    let start = Instant::now();
+    let d = h.send(Record::new("t", "b")).await.unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "b waited {:?}",
+        start.elapsed()
+    );
+    assert_eq!(d.offset, Some(1));
+    assert_eq!(broker.log("t", 0), ["a", "b"]);
+    h.close().await;
+}
