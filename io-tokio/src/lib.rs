@@ -2044,7 +2044,11 @@ impl ProducerHandle {
     /// thus bounded by `delivery.timeout.ms`, plus `max.block.ms` when sends were waiting
     /// (or, for an [`Self::enqueue_many`] still having records taken, `max.block.ms` after
     /// the last one taken); [`Self::flush_timeout`] takes a shorter deadline. Dropping it
-    /// cancels nothing.
+    /// cancels nothing. Under `acks=0`, where a record resolves once its request is handed
+    /// to a connection's writer, it also waits until the writers have written what they
+    /// hold to their sockets (or lost it with a failed connection: a write that makes no
+    /// progress for `request.timeout.ms` fails it), as the Java client's flush completes an
+    /// acks=0 request once it is written.
     pub async fn flush(&self) {
         let (tx, rx) = oneshot::channel();
         if self.tx.send(Command::Flush(tx)).await.is_ok() {
@@ -2724,7 +2728,9 @@ impl<C: Connector> Driver<C> {
                     Input::Connected(r)
                 }
                 () = &mut sleep, if armed.is_some() => Input::Timer,
-                () = written.notified(), if backlogged => Input::Woken,
+                () = written.notified(), if backlogged || !self.flushes.is_empty() => {
+                    Input::Woken
+                }
                 () = shared.wake.notified() => Input::Woken,
             });
         }
@@ -3238,17 +3244,20 @@ impl<C: Connector> Driver<C> {
     /// (acks=0 only): then no record is accepted until a writer catches up (sends wait with
     /// those waiting for memory, up to `max.block.ms`).
     fn write_backlogged(&self) -> bool {
-        self.write_backlog_limit.is_some_and(|limit| {
-            let unwritten: usize = (self.conns.values())
-                .map(|c| match c {
-                    Conn::Open {
-                        unwritten: Some(u), ..
-                    } => u.load(Ordering::Relaxed),
-                    Conn::Open { .. } | Conn::Connecting { .. } => 0,
-                })
-                .sum();
-            unwritten > limit
-        })
+        self.write_backlog_limit
+            .is_some_and(|limit| self.unwritten() > limit)
+    }
+
+    /// The bytes handed to the writers and not yet written (counted under acks=0 only).
+    fn unwritten(&self) -> usize {
+        (self.conns.values())
+            .map(|c| match c {
+                Conn::Open {
+                    unwritten: Some(u), ..
+                } => u.load(Ordering::Relaxed),
+                Conn::Open { .. } | Conn::Connecting { .. } => 0,
+            })
+            .sum()
     }
 
     /// When the send at the front of the commands waiting for memory has waited
@@ -3390,13 +3399,18 @@ impl<C: Connector> Driver<C> {
 
     /// Resolves the flushes no pending record is below; `lowest` is the first pending one.
     fn resolve_flushes(&mut self, lowest: Option<RecordId>) {
+        // Under acks=0 a record resolves when its request is handed to a writer: a flush
+        // also waits for the writers to write it (a review finding: it resolved while the
+        // bytes still sat in the driver, so `flush()` then an abort or a process exit lost
+        // records reported sent). The driver wakes as writes complete (`written`).
+        let unwritten = self.write_backlog_limit.is_some() && self.unwritten() > 0;
         let mut i = 0;
         while i < self.flushes.len() {
             // A caller that gave up (`flush_timeout`) is forgotten too: a harness flushing
             // with a short timeout through a long outage left one entry per call, each
             // scanned on every wake-up until the records resolved.
             let (upto, tx) = &self.flushes[i];
-            if lowest.is_none_or(|l| l >= *upto) || tx.is_closed() {
+            if (lowest.is_none_or(|l| l >= *upto) && !unwritten) || tx.is_closed() {
                 let _ = self.flushes.swap_remove(i).1.send(());
             } else {
                 i += 1;

@@ -2647,7 +2647,8 @@ async fn acks_zero_a_write_backlog_holds_sends_only_up_to_max_block() {
     assert_eq!(pc.unwrap(), 1);
     // A flush queued behind a waiting send, and a send behind the flush: once the first send
     // is refused the flush goes ahead, and the send behind it is refused at its own
-    // max.block.ms (before the review's fix, both waited for the stalled connection, 59 s).
+    // max.block.ms (before the review's fix, the send waited for the stalled connection,
+    // 59 s).
     let start = Instant::now();
     let send = |v: &'static str| {
         let h = h.clone();
@@ -2673,9 +2674,16 @@ async fn acks_zero_a_write_backlog_holds_sends_only_up_to_max_block() {
     let (ok2, t2) = (tokio::time::timeout(Duration::from_secs(3), s2).await)
         .expect("the send behind the flush answered within 3 s")
         .unwrap();
-    let tf = (tokio::time::timeout(Duration::from_secs(3), flush).await)
-        .expect("the flush returned within 3 s")
+    // The flush itself waits for the writers to write what they hold (since 2026-12-07, as
+    // the Java client's acks=0 flush does): until the stalled connection is given up at
+    // `request.timeout.ms`.
+    let tf = (tokio::time::timeout(Duration::from_secs(70), flush).await)
+        .expect("the flush returned once the stalled connection was given up")
         .unwrap();
+    assert!(
+        tf > Duration::from_secs(3),
+        "flushed with bytes unwritten: {tf:?}"
+    );
     assert!(
         !ok1 && !ok2,
         "both sends refused while the writers stay backed up"
@@ -3102,4 +3110,30 @@ async fn a_writer_that_panics_fails_its_connection() {
     assert_eq!(d.offset, Some(1));
     assert_eq!(broker.log("t", 0), ["a", "b"]);
     h.close().await;
+}
+
+/// From a review of the non-default modes: under acks=0 a record resolves (`Unacknowledged`)
+/// once its request is handed to the connection's writer, and a flush resolved then too,
+/// with the bytes still in the driver: a `flush()` followed by an abort or a process exit
+/// lost records reported sent. A flush now also waits for the writers to write what they
+/// hold, as the Java client's does. Here the broker stops reading: the flush waits (until
+/// the connection's writes fail at `request.timeout.ms`, 60 s here).
+#[tokio::test(start_paused = true)]
+async fn acks_zero_flush_waits_for_the_writers() {
+    let (_broker, h) = acks_zero_first_connection_stalls("60000");
+    let value = "x".repeat(1_000);
+    let mut sent = Vec::new();
+    for _ in 0..100 {
+        let r = Record::new("t", value.clone()).with_partition(0);
+        sent.push(h.enqueue(r).await.expect("accepted"));
+    }
+    for d in sent {
+        d.await.expect("each handed to the writer");
+    }
+    let flushed = h.flush_timeout(Duration::from_secs(5)).await;
+    assert!(
+        flushed.is_err(),
+        "flushed with 100 kB unwritten: {flushed:?}"
+    );
+    h.abort().await;
 }
