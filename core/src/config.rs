@@ -13,9 +13,10 @@ use crate::protocol::versions::MaxVersions;
 /// batch of its partition was acknowledged (a broker that lost the producer's state took the
 /// later one: the gap is already in the log, and `Fatal` stops, `CutPartition` cuts what is
 /// buffered behind it); a delivery timeout does not (as in librdkafka's gapless guarantee).
-/// Nor, without idempotence, does a refusal with an idempotence error (OUT_OF_ORDER_SEQUENCE_NUMBER,
-/// UNKNOWN_PRODUCER_ID and the like, which a broker sends no batch of producer id -1): such a
-/// batch fails, and the partition goes on, whatever the policy.
+/// Nor, without idempotence, does a refusal with an idempotence error
+/// (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID and the like, which no broker sends for
+/// a batch of producer id -1): such a batch fails, and the partition goes on, whatever the
+/// policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum GapPolicy {
     /// Fail that batch, bump the epoch and go on with the later batches (Java's behaviour).

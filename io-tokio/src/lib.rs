@@ -1666,6 +1666,7 @@ impl ProducerHandle {
             token_provider,
             fatal: fatal.clone(),
             finishing: Vec::new(),
+            draining: Vec::new(),
             final_metrics: final_metrics.clone(),
             write_backlog_limit: None,
             write_stall: None,
@@ -2362,6 +2363,10 @@ enum Conn {
         /// Bytes sent to the writer and not yet written (or dropped with a failed writer);
         /// counted only under acks=0 (`Driver::write_backlog_limit`).
         unwritten: Option<Arc<AtomicUsize>>,
+        /// Bytes handed to the writer in all (`queued` less `unwritten` were written): an
+        /// acks=0 flush waits for each connection to have written what it held when the
+        /// flush's records were handed over ([`Flush`]).
+        queued: u64,
         /// `None` once the connection closes in good order (then [`finish`] holds it).
         reader: Option<tokio::task::JoinHandle<()>>,
         /// Set when the connection closes in good order: the reader then discards what it
@@ -2437,7 +2442,7 @@ struct Driver<C: Connector> {
     /// it goes on after the lock was let go ([`Self::pump_deferred`]).
     paused_many: bool,
     /// Flush waiters: resolved once no pending record is below the bound.
-    flushes: Vec<(RecordId, oneshot::Sender<()>)>,
+    flushes: Vec<Flush>,
     closers: Vec<oneshot::Sender<()>>,
     close_requested: bool,
     deadline: Option<Instant>,
@@ -2449,6 +2454,9 @@ struct Driver<C: Connector> {
     /// finishing the bytes they hold (acks=0 requests whose records are already `Sent`);
     /// `close` waits for them.
     finishing: Vec<tokio::task::JoinHandle<()>>,
+    /// acks=0 connections closed in good order whose writers finish what they hold: their
+    /// bytes not yet written, and their task (a flush waits for them, [`Flush`]).
+    draining: Vec<(ConnId, Arc<AtomicUsize>, AbortHandle)>,
     /// Shared with the handles: the metrics when the driver stopped.
     final_metrics: Arc<OnceLock<Metrics>>,
     /// With `acks=0` a record leaves `buffer.memory` when its request is handed over, so
@@ -2884,7 +2892,13 @@ impl<C: Connector> Driver<C> {
         loop {
             match core.producer.poll_output() {
                 Output::Transmit { conn, bytes } => {
-                    if let Some(Conn::Open { tx, unwritten, .. }) = self.conns.get(&conn) {
+                    if let Some(Conn::Open {
+                        tx,
+                        unwritten,
+                        queued,
+                        ..
+                    }) = self.conns.get_mut(&conn)
+                    {
                         // Counted before the writer can see them, so it never subtracts
                         // bytes that were not added.
                         let n = bytes.len();
@@ -2895,6 +2909,8 @@ impl<C: Connector> Driver<C> {
                             if let Some(u) = unwritten {
                                 u.fetch_sub(n, Ordering::Relaxed);
                             }
+                        } else {
+                            *queued += n as u64;
                         }
                     }
                 }
@@ -2918,6 +2934,7 @@ impl<C: Connector> Driver<C> {
                             writer,
                             reader,
                             closing,
+                            unwritten,
                             ..
                         }) = self.conns.get_mut(&conn)
                         {
@@ -2930,7 +2947,13 @@ impl<C: Connector> Driver<C> {
                             match (writer.take(), reader.take()) {
                                 (Some(w), Some(r)) if self.write_backlog_limit.is_some() => {
                                     closing.store(true, Ordering::Relaxed);
-                                    self.finishing.push(tokio::spawn(finish(w, r)));
+                                    let task = tokio::spawn(finish(w, r));
+                                    // A flush waits for what this writer still holds.
+                                    if let Some(u) = unwritten {
+                                        self.draining.retain(|d| !d.2.is_finished());
+                                        self.draining.push((conn, u.clone(), task.abort_handle()));
+                                    }
+                                    self.finishing.push(task);
                                 }
                                 (w, r) => {
                                     *reader = r;
@@ -3170,7 +3193,11 @@ impl<C: Connector> Driver<C> {
             }
             Command::Flush(tx) => {
                 core.producer.flush(now());
-                self.flushes.push((core.producer.next_record_id(), tx));
+                self.flushes.push(Flush {
+                    upto: core.producer.next_record_id(),
+                    tx,
+                    written: None,
+                });
             }
             Command::Close(tx) => {
                 core.producer.close(now());
@@ -3402,16 +3429,50 @@ impl<C: Connector> Driver<C> {
         // Under acks=0 a record resolves when its request is handed to a writer: a flush
         // also waits for the writers to write it (a review finding: it resolved while the
         // bytes still sat in the driver, so `flush()` then an abort or a process exit lost
-        // records reported sent). The driver wakes as writes complete (`written`).
-        let unwritten = self.write_backlog_limit.is_some() && self.unwritten() > 0;
+        // records reported sent). Once its records are handed over, each connection is to
+        // write what it then held (bytes handed over later do not hold it back: a review of
+        // the first version, which waited for every writer to be empty at once, and never
+        // returned under steady traffic). The driver wakes as writes complete (`written`).
+        let acks_zero = self.write_backlog_limit.is_some();
+        // A writer closing in good order has written all it will once it is empty or ended.
+        self.draining
+            .retain(|(_, u, task)| u.load(Ordering::Relaxed) > 0 && !task.is_finished());
+        let (conns, draining, flushes) = (&self.conns, &self.draining, &mut self.flushes);
         let mut i = 0;
-        while i < self.flushes.len() {
+        while i < flushes.len() {
             // A caller that gave up (`flush_timeout`) is forgotten too: a harness flushing
             // with a short timeout through a long outage left one entry per call, each
             // scanned on every wake-up until the records resolved.
-            let (upto, tx) = &self.flushes[i];
-            if (lowest.is_none_or(|l| l >= *upto) && !unwritten) || tx.is_closed() {
-                let _ = self.flushes.swap_remove(i).1.send(());
+            let f = &mut flushes[i];
+            let resolved = lowest.is_none_or(|l| l >= f.upto);
+            let done = f.tx.is_closed()
+                || resolved
+                    && (!acks_zero || {
+                        let targets = f.written.get_or_insert_with(|| {
+                            (conns.iter())
+                                .filter_map(|(c, conn)| match conn {
+                                    Conn::Open {
+                                        unwritten: Some(_),
+                                        queued,
+                                        ..
+                                    } => Some((*c, *queued)),
+                                    _ => None,
+                                })
+                                .collect()
+                        });
+                        // A connection gone has written, or lost, all it will, unless its
+                        // writer is still finishing what it holds.
+                        targets.iter().all(|(c, target)| match conns.get(c) {
+                            Some(Conn::Open {
+                                unwritten: Some(u),
+                                queued,
+                                ..
+                            }) => queued - u.load(Ordering::Relaxed) as u64 >= *target,
+                            _ => !draining.iter().any(|d| d.0 == *c),
+                        })
+                    });
+            if done {
+                let _ = flushes.swap_remove(i).tx.send(());
             } else {
                 i += 1;
             }
@@ -3606,6 +3667,7 @@ impl<C: Connector> Driver<C> {
         Conn::Open {
             tx,
             unwritten,
+            queued: 0,
             reader: Some(reader),
             closing,
             writer: Some(writer),
@@ -3613,6 +3675,15 @@ impl<C: Connector> Driver<C> {
             addr,
         }
     }
+}
+
+/// A `flush()` waiting: for the records before `upto` to resolve, and under acks=0 for each
+/// connection to have written what it held once they had (`written`: per connection, the
+/// bytes then handed over in all).
+struct Flush {
+    upto: RecordId,
+    tx: oneshot::Sender<()>,
+    written: Option<Vec<(ConnId, u64)>>,
 }
 
 /// Spawns a connection's reader or writer. A panic in it (in a custom [`Connector`]'s

@@ -3137,3 +3137,76 @@ async fn acks_zero_flush_waits_for_the_writers() {
     );
     h.abort().await;
 }
+
+/// From a review of the acks=0 flush: a flush waits for the bytes of the records before it,
+/// not for every writer to be empty at once. Under steady acks=0 traffic the writers always
+/// hold something, and the first version of the flush never returned while it lasted.
+/// (Real time: the sender never lets a paused clock move.)
+#[tokio::test]
+async fn acks_zero_flush_returns_under_steady_traffic() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let broker = FakeBroker::new("t", 1);
+    let cfg = config(&[("acks", "0"), ("retries", "0"), ("linger.ms", "0")]);
+    let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+    h.send(Record::new("t", "first")).await.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let sender = {
+        let (h, stop) = (h.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                drop(h.enqueue(Record::new("t", "x".repeat(2_000))).await);
+                n += 1;
+                if n % 8 == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+            n
+        })
+    };
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    let flushed = h.flush_timeout(Duration::from_secs(10)).await;
+    stop.store(true, Ordering::SeqCst);
+    let n = sender.await.unwrap();
+    assert!(
+        flushed.is_ok(),
+        "no flush under steady traffic ({n} records sent)"
+    );
+    assert!(n > 100, "steady traffic: {n} records");
+    h.close().await;
+}
+
+/// From a review of the producer's lifecycle: under acks=0 a close hands each connection's
+/// writer what it holds to finish, and takes the connection out of the driver's table; a
+/// flush waiting for those bytes took that for written and returned while they still sat in
+/// the writer (a `flush()` then an `abort()` lost records the flush had vouched for). It now
+/// waits for the finishing writer too.
+#[tokio::test(start_paused = true)]
+async fn acks_zero_flush_waits_for_a_writer_finishing_at_close() {
+    let (_broker, h) = acks_zero_first_connection_stalls("60000");
+    let value = "x".repeat(1_000);
+    let mut sent = Vec::new();
+    for _ in 0..100 {
+        let r = Record::new("t", value.clone()).with_partition(0);
+        sent.push(h.enqueue(r).await.expect("accepted"));
+    }
+    for d in sent {
+        d.await.expect("each handed to the writer");
+    }
+    let flush = {
+        let h = h.clone();
+        tokio::spawn(async move { h.flush().await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!flush.is_finished(), "flushed with 100 kB unwritten");
+    let closed = h.close_timeout(Duration::from_millis(100)).await;
+    assert!(closed.is_err(), "the stalled writer holds the close");
+    tokio::task::yield_now().await;
+    assert!(
+        !flush.is_finished(),
+        "the flush returned while the closing writer still held its bytes"
+    );
+    h.abort().await;
+}

@@ -218,11 +218,15 @@ impl Producer {
     }
 
     /// Closes a connection on our side: a failure (request timeout, protocol error, a
-    /// handshake refused), its broker moved or gone, or idleness (the only close that asks
-    /// the driver to write what it holds first, `flush`).
+    /// handshake refused), its broker moved or gone, or idleness. Idleness asks the driver to
+    /// write what it holds first (`flush`), and so does a broker moved or gone under acks=0
+    /// with nothing awaiting an answer: the records of what the writer holds were reported
+    /// sent, and were thrown away with it (a review finding).
     pub(super) fn close_conn(&mut self, conn: ConnId, reason: &'static str) {
-        if self.conns.contains_key(&conn) {
-            let flush = reason == IDLE;
+        if let Some(c) = self.conns.get(&conn) {
+            let unacknowledged = c.unacknowledged.is_some() && c.inflight.is_empty();
+            let flush =
+                reason == IDLE || (unacknowledged && (reason == MOVED || reason == UNLISTED));
             self.out.push_back(Output::Close { conn, flush });
             self.drop_conn(conn, reason);
         }

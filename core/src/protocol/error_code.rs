@@ -390,7 +390,9 @@ impl ErrorCode {
     /// be in the log. (§B.3 of the design spec says "no" for these: that holds only for the
     /// refusal before the append, which the client cannot tell apart.) Not
     /// UNKNOWN_TOPIC_OR_PARTITION: after the append it means the topic was deleted, and its
-    /// logs with it.
+    /// logs with it. (Under `acks=1` the producer also takes KAFKA_STORAGE_ERROR as possibly
+    /// after the append: a log flushed every `log.flush.interval.messages` fails its flush
+    /// after appending.)
     pub fn may_follow_append(self) -> bool {
         matches!(self, Self::NotLeaderOrFollower | Self::KafkaStorageError)
     }
