@@ -2824,3 +2824,53 @@ fn an_overtaken_batch_refused_for_good_cuts_the_partition_under_the_cut_policy()
     assert!(!deliveries(&h.events).iter().any(|d| d.0 == c));
     assert_eq!(h.p.pending_records(), 0);
 }
+
+/// From a review of the lifecycle: a producer closed before it had a producer id or any
+/// metadata answer (no broker reachable) asked for them again at the next call after the
+/// close, on a new connection that nothing would ever close (a closed producer has no
+/// deadline). A closed producer asks nothing more of any broker.
+#[test]
+fn a_producer_closed_before_reaching_the_cluster_connects_no_more() {
+    let mut h = Harness::new(|_| {});
+    h.p.close(h.now);
+    let mut connects = 0;
+    loop {
+        match h.p.poll_output() {
+            Output::Wait { .. } => break,
+            Output::Connect { .. } => connects += 1,
+            _ => {}
+        }
+    }
+    assert!(h.p.is_closed());
+    for _ in 0..50 {
+        h.now += Duration::from_secs(10);
+        h.p.handle_timeout(h.now);
+        h.p.flush(h.now);
+        let o = h.p.poll_output();
+        assert!(matches!(o, Output::Wait { .. }), "after the close: {o:?}");
+    }
+    assert!(
+        connects <= 1,
+        "{connects} connects before the close finished"
+    );
+}
+
+/// From a review of the lifecycle: an abort with a sequenced batch in flight failed it (a
+/// gap), and the gap asked for an epoch bump after the fatal error: an "epoch bumped" log
+/// line after "producer failed", and `Metrics::epoch_bumps` one higher than what happened.
+#[test]
+fn an_abort_with_a_batch_in_flight_bumps_nothing() {
+    let mut h = Harness::new(|_| {});
+    h.p.send(h.now, record("x")).unwrap();
+    h.answer_all();
+    h.p.send(h.now, record("a")).unwrap();
+    h.answer_until_produce(&[])
+        .expect("a's request, unanswered");
+    h.events.clear();
+    h.p.abort(h.now, "the application gives up");
+    h.drain();
+    let bumped =
+        (h.events.iter()).any(|e| matches!(e, Event::Diagnostic(Diagnostic::EpochBumped(_))));
+    assert!(!bumped, "{:?}", h.events);
+    assert_eq!(h.p.metrics().epoch_bumps, 0);
+}

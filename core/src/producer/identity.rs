@@ -234,6 +234,11 @@ impl Producer {
     }
 
     fn request_bump(&mut self, ti: usize, pi: usize, paced: bool) {
+        // A stopped producer bumps nothing: its batches failed in flight would otherwise log
+        // and count a bump after the fatal error (a review finding).
+        if self.fatal.is_some() {
+            return;
+        }
         let p = &self.topics[ti].partitions[pi];
         if !p.needs_rebase || p.bound.is_none() || p.bound != self.identity {
             return;

@@ -761,7 +761,10 @@ impl Producer {
     }
 
     fn work(&mut self) {
-        if self.fatal.is_some() {
+        // Closed: every record resolved and every connection closed; nothing more is asked
+        // of any broker (a review finding: a producer closed without an id or a metadata
+        // answer asked for them again at the next call, a connection nothing would close).
+        if self.fatal.is_some() || self.closed {
             return;
         }
         self.expire_connects();
