@@ -2455,7 +2455,7 @@ struct Driver<C: Connector> {
     /// `close` waits for them.
     finishing: Vec<tokio::task::JoinHandle<()>>,
     /// acks=0 connections closed in good order whose writers finish what they hold: their
-    /// bytes not yet written, and their task (a flush waits for them, [`Flush`]).
+    /// bytes not yet written, and their writer (a flush waits for them, [`Flush`]).
     draining: Vec<(ConnId, Arc<AtomicUsize>, AbortHandle)>,
     /// Shared with the handles: the metrics when the driver stopped.
     final_metrics: Arc<OnceLock<Metrics>>,
@@ -2947,13 +2947,14 @@ impl<C: Connector> Driver<C> {
                             match (writer.take(), reader.take()) {
                                 (Some(w), Some(r)) if self.write_backlog_limit.is_some() => {
                                     closing.store(true, Ordering::Relaxed);
-                                    let task = tokio::spawn(finish(w, r));
-                                    // A flush waits for what this writer still holds.
+                                    // A flush waits for what this writer still holds, until
+                                    // it has written it or ended (its failure is reported,
+                                    // which wakes the driver).
                                     if let Some(u) = unwritten {
                                         self.draining.retain(|d| !d.2.is_finished());
-                                        self.draining.push((conn, u.clone(), task.abort_handle()));
+                                        self.draining.push((conn, u.clone(), w.abort_handle()));
                                     }
-                                    self.finishing.push(task);
+                                    self.finishing.push(tokio::spawn(finish(w, r)));
                                 }
                                 (w, r) => {
                                     *reader = r;
@@ -3458,6 +3459,9 @@ impl<C: Connector> Driver<C> {
                                     } => Some((*c, *queued)),
                                     _ => None,
                                 })
+                                // And the writers already finishing what they hold (closed in
+                                // good order before the snapshot: a review finding).
+                                .chain(draining.iter().map(|d| (d.0, 0)))
                                 .collect()
                         });
                         // A connection gone has written, or lost, all it will, unless its
@@ -3650,7 +3654,14 @@ impl<C: Connector> Driver<C> {
                 if let Err(e) = result {
                     debug!(conn = conn.0, error = %e, "write failed");
                     // Nothing more is taken: what the core hands over meanwhile is refused
-                    // at once rather than counted as queued (a review finding).
+                    // at once rather than counted as queued, and what was queued is lost
+                    // with the connection, so no longer counted (a review finding).
+                    rx.close();
+                    while let Ok(lost) = rx.try_recv() {
+                        if let Some(count) = &count {
+                            count.fetch_sub(lost.len(), Ordering::Relaxed);
+                        }
+                    }
                     drop(rx);
                     let _ = io_tx.send((conn, ReadResult::Failed(e))).await;
                     return;

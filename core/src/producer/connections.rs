@@ -224,7 +224,7 @@ impl Producer {
     /// sent, and were thrown away with it (a review finding).
     pub(super) fn close_conn(&mut self, conn: ConnId, reason: &'static str) {
         if let Some(c) = self.conns.get(&conn) {
-            let unacknowledged = c.unacknowledged.is_some() && c.inflight.is_empty();
+            let unacknowledged = c.unacknowledged.is_some() && c.produce_inflight() == 0;
             let flush =
                 reason == IDLE || (unacknowledged && (reason == MOVED || reason == UNLISTED));
             self.out.push_back(Output::Close { conn, flush });

@@ -647,8 +647,11 @@ impl Producer {
         // The delivery-timeout walk left no partition due: one whose key stayed at or before
         // the timeout (a batch in flight whose records were reported, waiting for its
         // answer) would be visited again by every drain until that answer (a review
-        // finding: every partition of a slow broker, at every drain).
-        if let Some(created_by) = self.now.checked_sub(self.cfg.delivery_timeout) {
+        // finding: every partition of a slow broker, at every drain). (Not once closed: no
+        // drain does any work then, and every batch is gone.)
+        if let Some(created_by) =
+            (self.now.checked_sub(self.cfg.delivery_timeout)).filter(|_| !self.closed)
+        {
             let due: Vec<Tp> = idx.oldest_through(created_by).collect();
             assert!(
                 due.is_empty(),
