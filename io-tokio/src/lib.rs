@@ -2046,10 +2046,12 @@ impl ProducerHandle {
     /// (or, for an [`Self::enqueue_many`] still having records taken, `max.block.ms` after
     /// the last one taken); [`Self::flush_timeout`] takes a shorter deadline. Dropping it
     /// cancels nothing. Under `acks=0`, where a record resolves once its request is handed
-    /// to a connection's writer, it also waits until the writers have written what they
-    /// hold to their sockets (or lost it with a failed connection: a write that makes no
-    /// progress for `request.timeout.ms` fails it), as the Java client's flush completes an
-    /// acks=0 request once it is written.
+    /// to a connection's writer, it also waits until each writer has written what it held
+    /// once those records were handed over (bytes handed over later do not hold it), or lost
+    /// it with a failed connection (a write that makes no progress for `request.timeout.ms`
+    /// fails it), as the Java client's flush completes an acks=0 request once it is written.
+    /// A flush taken after a close has finished resolving every record returns at once; the
+    /// close itself waits for the writers.
     pub async fn flush(&self) {
         let (tx, rx) = oneshot::channel();
         if self.tx.send(Command::Flush(tx)).await.is_ok() {
