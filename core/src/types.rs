@@ -949,8 +949,10 @@ pub enum Output {
         /// earlier `Transmit`s handed over before closing it, as under `acks=0` those
         /// requests' records are already reported `Sent` (an idle connection has nothing
         /// left to write: one that carried `acks=0` requests is never idle; the flag there
-        /// is a safeguard). `false`: drop it at once (it failed: a request timeout, a
-        /// protocol error; its broker left the cluster or moved; the producer closed while a
+        /// is a safeguard; a connection to a broker that left the cluster or moved, under
+        /// `acks=0` with no Produce answer awaited, is closed so too). `false`: drop it at
+        /// once (it failed: a request timeout, a protocol error; its broker left the cluster
+        /// or moved with a Produce answer awaited; the producer closed while a
         /// Produce answer was awaited, its records already reported at their delivery
         /// timeout; or the producer failed or was aborted, [`Event::Fatal`]: under `acks=0`
         /// requests already reported `Sent` may then never be written).

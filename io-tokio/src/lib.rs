@@ -2062,7 +2062,8 @@ impl ProducerHandle {
     /// [`Self::flush`] with a deadline.
     ///
     /// # Errors
-    /// [`Timeout`] if records enqueued before the call are still unresolved after `timeout`;
+    /// [`Timeout`] if records enqueued before the call are still unresolved after `timeout`
+    /// (or, under acks=0, still held by the writers);
     /// they go on being delivered.
     pub async fn flush_timeout(&self, timeout: Duration) -> Result<(), Timeout> {
         self.timeout(timeout, self.flush())
@@ -2443,7 +2444,8 @@ struct Driver<C: Connector> {
     /// The last `apply` stopped a `SendMany` after [`MANY_PER_LOCK`] records, room left:
     /// it goes on after the lock was let go ([`Self::pump_deferred`]).
     paused_many: bool,
-    /// Flush waiters: resolved once no pending record is below the bound.
+    /// Flush waiters: resolved once no pending record is below the bound, and under acks=0
+    /// once the writers wrote what they held then ([`Flush`]).
     flushes: Vec<Flush>,
     closers: Vec<oneshot::Sender<()>>,
     close_requested: bool,

@@ -220,7 +220,7 @@ impl Producer {
     /// Closes a connection on our side: a failure (request timeout, protocol error, a
     /// handshake refused), its broker moved or gone, or idleness. Idleness asks the driver to
     /// write what it holds first (`flush`), and so does a broker moved or gone under acks=0
-    /// with nothing awaiting an answer: the records of what the writer holds were reported
+    /// with no Produce answer awaited: the records of what the writer holds were reported
     /// sent, and were thrown away with it (a review finding).
     pub(super) fn close_conn(&mut self, conn: ConnId, reason: &'static str) {
         if let Some(c) = self.conns.get(&conn) {

@@ -126,7 +126,7 @@ impl Producer {
     /// only a hostile value is bounded, by `delivery.timeout.ms`, past which every record
     /// waiting for the connection has failed anyway.
     /// The same for the other answers whose version leaves the wait to the client (KIP-219:
-    /// Metadata v6+, InitProducerId v1+): under a request quota (`request_percentage`) the
+    /// Metadata v6+, InitProducerId v1+, ApiVersions v2+): under a request quota (`request_percentage`) the
     /// broker mutes the connection after any of them.
     pub(super) fn on_throttle(
         &mut self,
