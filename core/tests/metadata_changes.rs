@@ -283,6 +283,11 @@ impl Net {
         self.h.p.pending_records()
     }
 
+    /// Whether a connect to `addr` was asked for.
+    fn dialled(&self, addr: &str) -> bool {
+        self.connects.iter().any(|a| a == addr)
+    }
+
     /// Hands `answer` to the producer on `conn`, at the current time.
     fn feed(&mut self, conn: ConnId, answer: &Bytes) {
         (self.h.p).handle_read(self.h.now, conn, &mut BytesMut::from(&answer[..]));
@@ -832,14 +837,14 @@ fn a_broker_that_moved_is_reached_at_its_new_address() {
     net.send("a");
     net.run(3, &|_| {}, &mut |_| None);
     assert_eq!(net.pending(), 0);
-    assert!(!net.connects.iter().any(|a| a == "bench:9093"));
+    assert!(!net.dialled("bench:9093"));
     let moved = |m: &mut MetadataResponse| m.brokers[0].port = 9093;
     // The old address answers NOT_LEADER_OR_FOLLOWER once, which asks for metadata.
     net.send("b");
     net.run_refusing_first(ErrorCode::NotLeaderOrFollower, 5, &moved);
     assert_eq!(net.pending(), 0, "b delivered");
     assert!(
-        net.connects.iter().any(|a| a == "bench:9093"),
+        net.dialled("bench:9093"),
         "connected to the new address: {:?}",
         net.connects
     );
@@ -948,7 +953,7 @@ fn a_node_no_longer_listed_is_forgotten() {
     net.run(8, &|_| {}, &mut |_| None);
     assert!(!net.connects.is_empty(), "reconnected for metadata");
     assert!(
-        !net.connects.iter().any(|a| a == "gone:9092"),
+        !net.dialled("gone:9092"),
         "dialled a node no longer listed: {:?}",
         net.connects
     );
@@ -967,11 +972,7 @@ fn a_connection_to_a_node_no_longer_listed_is_closed() {
     net.send("a");
     net.run(2, &led_by_gone, &mut |_| None);
     assert_eq!(net.pending(), 0);
-    assert!(
-        net.connects.iter().any(|a| a == "gone:9092"),
-        "{:?}",
-        net.connects
-    );
+    assert!(net.dialled("gone:9092"), "{:?}", net.connects);
     let open_before = net.conns.len();
     let closed = |net: &Net| {
         (net.h.events.iter())
@@ -1238,7 +1239,7 @@ fn a_topic_recreated_while_idle_without_topic_ids_is_used_again() {
     net.run(3, &new, &mut |_| None);
     assert_eq!(net.pending(), 0, "delivered to the topic created again");
     assert!(
-        net.connects.iter().any(|a| a == "bench2:9092"),
+        net.dialled("bench2:9092"),
         "the new leader: {:?}",
         net.connects
     );
@@ -1663,11 +1664,7 @@ fn a_cluster_that_moved_is_found_again_through_the_bootstrap_servers() {
     // 1 at its new address.
     net.run(600, &meta, &mut |_| None);
     assert_eq!(net.pending(), 0, "b delivered after rebootstrapping");
-    assert!(
-        net.connects.iter().any(|a| a == "new1:9092"),
-        "{:?}",
-        net.connects
-    );
+    assert!(net.dialled("new1:9092"), "{:?}", net.connects);
 }
 
 /// Review finding (2026-12-05): a metadata answer too large to read (above `max_frame_size`,
@@ -2305,7 +2302,7 @@ fn leader_epochs_below_metadata_v9_are_not_believed() {
         (addr == "bench:9092").then(|| produce_error(f, ErrorCode::NotLeaderOrFollower))
     });
     assert_eq!(net.pending(), 0, "b delivered by the new leader");
-    assert!(net.connects.iter().any(|a| a == "other:9092"));
+    assert!(net.dialled("other:9092"));
 }
 
 /// From a review of multi-broker faults: the first bootstrap server completes the handshake
@@ -2324,7 +2321,7 @@ fn a_half_working_bootstrap_server_is_passed_over(reset: bool) {
     net.run(50, &|_| {}, &mut |_| None); // 10 s
     assert_eq!(net.connects.first().map(String::as_str), Some("half:9092"));
     assert!(
-        net.connects.iter().any(|a| a == "bench:9092"),
+        net.dialled("bench:9092"),
         "only the half-working server was tried: {:?}",
         net.connects
     );
@@ -2361,7 +2358,7 @@ fn a_lagging_broker_behind_every_ready_connection_is_passed_over() {
     net.send("a");
     net.run(3, &meta, &mut |_| None);
     assert_eq!(net.pending(), 0, "a delivered by node 1");
-    assert!(!net.connects.iter().any(|a| a == "other:9092"));
+    assert!(!net.dialled("other:9092"));
     moved.set(true);
     net.lagging_addr = Some("bench:9092".into());
     net.send("b");
@@ -2369,7 +2366,7 @@ fn a_lagging_broker_behind_every_ready_connection_is_passed_over() {
         (addr == "bench:9092").then(|| produce_error(f, ErrorCode::NotLeaderOrFollower))
     });
     assert!(
-        net.connects.iter().any(|a| a == "other:9092"),
+        net.dialled("other:9092"),
         "node 2 never asked: {:?}",
         net.connects
     );
@@ -2443,7 +2440,7 @@ fn a_lagging_answer_listing_an_unknown_node_forgets_no_known_node() {
     });
     net.run(30, &meta, &mut |_| None);
     assert!(
-        net.connects.iter().any(|a| a == "other:9092"),
+        net.dialled("other:9092"),
         "node 2 asked: {:?}",
         net.connects
     );

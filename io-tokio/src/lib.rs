@@ -2954,8 +2954,8 @@ impl<C: Connector> Driver<C> {
                                     // A flush waits for what this writer still holds, until
                                     // it has written it or ended (its failure is reported,
                                     // which wakes the driver).
+                                    // (`resolve_flushes` prunes the list at every turn.)
                                     if let Some(u) = unwritten {
-                                        self.draining.retain(|d| !d.2.is_finished());
                                         self.draining.push((conn, u.clone(), w.abort_handle()));
                                     }
                                     self.finishing.push(tokio::spawn(finish(w, r)));

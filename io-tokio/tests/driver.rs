@@ -3112,14 +3112,9 @@ async fn a_writer_that_panics_fails_its_connection() {
     h.close().await;
 }
 
-/// From a review of the non-default modes: under acks=0 a record resolves (`Unacknowledged`)
-/// once its request is handed to the connection's writer, and a flush resolved then too,
-/// with the bytes still in the driver: a `flush()` followed by an abort or a process exit
-/// lost records reported sent. A flush now also waits for the writers to write what they
-/// hold, as the Java client's does. Here the broker stops reading: the flush waits (until
-/// the connection's writes fail at `request.timeout.ms`, 60 s here).
-#[tokio::test(start_paused = true)]
-async fn acks_zero_flush_waits_for_the_writers() {
+/// acks=0, the first connection stalled (60 s `request.timeout.ms`): 100 records of 1 kB
+/// resolved (handed to the writer), most of them still unwritten.
+async fn acks_zero_100_kb_held_by_a_stalled_writer() -> ProducerHandle {
     let (_broker, h) = acks_zero_first_connection_stalls("60000");
     let value = "x".repeat(1_000);
     let mut sent = Vec::new();
@@ -3130,6 +3125,18 @@ async fn acks_zero_flush_waits_for_the_writers() {
     for d in sent {
         d.await.expect("each handed to the writer");
     }
+    h
+}
+
+/// From a review of the non-default modes: under acks=0 a record resolves (`Unacknowledged`)
+/// once its request is handed to the connection's writer, and a flush resolved then too,
+/// with the bytes still in the driver: a `flush()` followed by an abort or a process exit
+/// lost records reported sent. A flush now also waits for the writers to write what they
+/// hold, as the Java client's does. Here the broker stops reading: the flush waits (until
+/// the connection's writes fail at `request.timeout.ms`, 60 s here).
+#[tokio::test(start_paused = true)]
+async fn acks_zero_flush_waits_for_the_writers() {
+    let h = acks_zero_100_kb_held_by_a_stalled_writer().await;
     let flushed = h.flush_timeout(Duration::from_secs(5)).await;
     assert!(
         flushed.is_err(),
@@ -3185,16 +3192,7 @@ async fn acks_zero_flush_returns_under_steady_traffic() {
 /// waits for the finishing writer too.
 #[tokio::test(start_paused = true)]
 async fn acks_zero_flush_waits_for_a_writer_finishing_at_close() {
-    let (_broker, h) = acks_zero_first_connection_stalls("60000");
-    let value = "x".repeat(1_000);
-    let mut sent = Vec::new();
-    for _ in 0..100 {
-        let r = Record::new("t", value.clone()).with_partition(0);
-        sent.push(h.enqueue(r).await.expect("accepted"));
-    }
-    for d in sent {
-        d.await.expect("each handed to the writer");
-    }
+    let h = acks_zero_100_kb_held_by_a_stalled_writer().await;
     let flush = {
         let h = h.clone();
         tokio::spawn(async move { h.flush().await })

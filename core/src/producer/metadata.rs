@@ -383,8 +383,6 @@ impl Producer {
             }
         }
         let mut incomplete = false;
-        // An answer with a leader epoch below one known: its broker lags.
-        let mut stale = false;
         let mut answered = vec![false; self.topics.len()];
         for t in m.topics {
             let Some(name) = t.name else { continue };
@@ -572,7 +570,6 @@ impl Producer {
                 };
                 if mp.leader_epoch >= 0 && mp.leader_epoch < p.leader_epoch {
                     incomplete = true; // stale metadata (KIP-320): ask again
-                    stale = true;
                     continue;
                 }
                 // A leader the answer does not list among the brokers (nor any earlier one):
@@ -662,7 +659,8 @@ impl Producer {
             self.metadata.unchanged = 0;
         }
         self.metadata.avoid = incomplete.then_some(conn);
-        self.metadata.lagging = (stale || lags)
+        // (Every partition refused above as stale is one `answer_lags` found.)
+        self.metadata.lagging = lags
             .then(|| self.conns.get(&conn).map(|c| c.addr.clone()))
             .flatten();
         // A node taken out of the cluster is not tried again: known nodes that the answer
