@@ -2452,3 +2452,73 @@ fn a_lagging_answer_listing_an_unknown_node_forgets_no_known_node() {
         .collect();
     assert!(unlisted.is_empty(), "{unlisted:?}");
 }
+
+/// A metadata answer saying topic `x` does not exist (every other topic as the responder
+/// describes it).
+fn x_gone(m: &mut MetadataResponse) {
+    for t in &mut m.topics {
+        if t.name.as_deref() == Some("x") {
+            t.error_code = ErrorCode::UnknownTopicOrPartition.as_i16();
+            t.partitions.clear();
+        }
+    }
+}
+
+/// Review finding (2026-12-07): records for a topic the cluster says does not exist (a
+/// misspelt or deleted one) waited in `buffer.memory` for `max.block.ms`, so an application
+/// writing to it filled the buffer and every other topic's records were refused `QueueFull`
+/// for as long. They now hold at most a quarter of the buffer: past it the oldest waiting
+/// fail `UnknownTopic` at once, in send order, and the topic's newest records still wait for
+/// it to appear.
+#[test]
+fn records_for_a_missing_topic_hold_at_most_a_quarter_of_the_buffer() {
+    let mut net = Net::with(|c| c.buffer_memory = 64 * 1024);
+    let x = |_: usize| Record::new("x", vec![7u8; 1000]).with_partition(0);
+    let first = net.h.p.send(net.h.now, x(0)).unwrap();
+    net.run(2, &x_gone, &mut |_| None);
+    assert_eq!(net.pending(), 1, "the first record for x waits for it");
+    let mut ids = vec![first];
+    for i in 1..200 {
+        match net.h.p.send(net.h.now, x(i)) {
+            Ok(id) => ids.push(id),
+            Err(e) => panic!("record {i} for the missing topic refused: {e}"),
+        }
+    }
+    net.drain();
+    // The other topic is not held up behind them.
+    for v in 0..20 {
+        let big = "y".repeat(1000) + &v.to_string();
+        if let Err(e) = net.h.p.send(net.h.now, record(&big)) {
+            panic!("a record for a healthy topic refused: {e}");
+        }
+    }
+    net.run(2, &x_gone, &mut |_| None);
+    let failed: Vec<RecordId> = (net.h.events.iter())
+        .filter_map(|e| match e {
+            Event::Failed {
+                id,
+                error: DeliveryError::UnknownTopic(ErrorCode::UnknownTopicOrPartition),
+                persisted: Persistence::NotPersisted,
+                ..
+            } => Some(*id),
+            _ => None,
+        })
+        .collect();
+    let waiting = net.pending();
+    assert!(
+        (1..=16).contains(&waiting),
+        "x's records left waiting: {waiting} (a quarter of 64 KiB holds about 15)"
+    );
+    assert_eq!(
+        failed,
+        ids[..ids.len() - waiting],
+        "the oldest fail, in send order"
+    );
+    // The topic appears: the records still waiting for it go.
+    net.run(3, &|_| {}, &mut |_| None);
+    assert_eq!(net.pending(), 0);
+    let delivered: Vec<RecordId> = (deliveries(&net.h.events).iter()).map(|d| d.0).collect();
+    assert!(ids[ids.len() - waiting..]
+        .iter()
+        .all(|id| delivered.contains(id)));
+}

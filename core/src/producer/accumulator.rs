@@ -280,6 +280,8 @@ pub(super) struct Topic {
     /// in `partitions` (an answer about them may still arrive) but take no record.
     pub(super) count: usize,
     pub(super) pending: VecDeque<PendingRecord>,
+    /// The sum of `pending`'s charges.
+    pub(super) pending_bytes: usize,
     pub(super) sticky: i32,
     /// Bytes of keyless records appended to the sticky partition since it was chosen: it
     /// moves on once they reach `batch.size` even when batches leave before they fill
@@ -343,6 +345,7 @@ impl Topic {
             partitions: Vec::new(),
             count: 0,
             pending: VecDeque::new(),
+            pending_bytes: 0,
             sticky: -1,
             sticky_bytes: 0,
             missing: None,
@@ -610,6 +613,31 @@ impl Producer {
             Ok(placeable) => placeable,
             Err(refusal) => return Err(refusal.with(record)),
         };
+        // The records waiting for topics the cluster says do not exist (or refuses) hold at
+        // most a quarter of `buffer.memory`: past that, the oldest waiting for this record's
+        // topic fail now (in send order, as they would at `max.block.ms`), or this record
+        // does if its topic holds none. Else they filled the buffer for `max.block.ms` and
+        // held up every other topic's records behind them (a review finding: an application
+        // writing to a misspelt or deleted topic stalled all its topics; the Java client
+        // takes no memory for a record waiting for its topic, its `send` blocking the caller
+        // instead). Whatever is needed is granted while nothing is held so.
+        if let (None, Some(ti)) = (placeable, known) {
+            if let Some(code) = self.said_missing(ti) {
+                let need = size + PENDING_CHARGE + self.cfg.record_overhead;
+                let budget = self.cfg.buffer_memory / 4;
+                let over = |held: usize| held > 0 && held.saturating_add(need) > budget;
+                let mut held = self.held_for_missing_topics();
+                while over(held) {
+                    let Some(p) = self.pop_pending(ti) else { break };
+                    held -= p.size;
+                    self.resolve_pending(p, DeliveryError::UnknownTopic(code));
+                    self.wakes.0 += 1;
+                }
+                if over(held) {
+                    return Ok(self.fail_at_once(ti, record, DeliveryError::UnknownTopic(code)));
+                }
+            }
+        }
         // librdkafka's count limit (`queue.buffering.max.messages`), refused as a full
         // `buffer.memory` is (below).
         if (self.cfg.max_buffered_records).is_some_and(|max| self.pending_records >= max) {
@@ -671,6 +699,47 @@ impl Producer {
             );
         }
         Ok(id)
+    }
+
+    /// What the last metadata answer said of topic `ti` if it said that the topic does not
+    /// exist, or that this producer may not use it (not a topic being created, which
+    /// answers LEADER_NOT_AVAILABLE while the cluster makes it).
+    fn said_missing(&self, ti: usize) -> Option<ErrorCode> {
+        self.topics[ti].missing.filter(|code| {
+            matches!(
+                code,
+                ErrorCode::UnknownTopicOrPartition
+                    | ErrorCode::TopicAuthorizationFailed
+                    | ErrorCode::InvalidTopicException
+            )
+        })
+    }
+
+    /// What the records waiting for topics said missing ([`Self::said_missing`]) hold of
+    /// `buffer.memory`.
+    fn held_for_missing_topics(&self) -> usize {
+        (self.awaiting.iter())
+            .filter(|&&ti| self.said_missing(ti).is_some())
+            .map(|&ti| self.topics[ti].pending_bytes)
+            .sum()
+    }
+
+    /// Accepts `record` for topic `ti` and fails it at once with `error`, not persisted,
+    /// charging nothing.
+    fn fail_at_once(&mut self, ti: usize, record: Record, error: DeliveryError) -> RecordId {
+        self.mark_used(ti);
+        let id = RecordId(self.next_record);
+        self.next_record += 1;
+        self.stats.0.records_accepted += 1;
+        self.wakes.0 += 1;
+        self.emit(Event::Failed {
+            id,
+            error,
+            persisted: Persistence::NotPersisted,
+            record: Some(Box::new(record)),
+            detail: None,
+        });
+        id
     }
 
     /// Topic `ti` is in use (a record, or the application asking about it) for this
@@ -1090,6 +1159,10 @@ impl Producer {
             })
             .sum();
         assert_eq!(self.buffered_bytes, held, "buffer.memory accounting");
+        for t in &self.topics {
+            let pending: usize = t.pending.iter().map(|p| p.size).sum();
+            assert_eq!(t.pending_bytes, pending, "records waiting for metadata");
+        }
         let awaiting = (self.topics.iter().enumerate())
             .filter(|(_, t)| !t.pending.is_empty())
             .map(|(ti, _)| ti);
@@ -1101,14 +1174,19 @@ impl Producer {
 
     /// A record waits for its topic's metadata.
     fn push_pending(&mut self, ti: usize, p: PendingRecord) {
+        self.topics[ti].pending_bytes += p.size;
         self.topics[ti].pending.push_back(p);
         self.awaiting.insert(ti);
     }
 
     /// The first record waiting for the metadata of topic `ti`, taken out.
     pub(super) fn pop_pending(&mut self, ti: usize) -> Option<PendingRecord> {
-        let pending = &mut self.topics[ti].pending;
+        let t = &mut self.topics[ti];
+        let pending = &mut t.pending;
         let p = pending.pop_front();
+        if let Some(p) = &p {
+            t.pending_bytes -= p.size;
+        }
         if pending.is_empty() {
             self.awaiting.remove(&ti);
             // Room for a burst sent before the topic's metadata came (a million records at
