@@ -1168,6 +1168,13 @@ fn acks1_leader_move_for_comparison() {
         n.metadata_requests
     );
     n.check_truthful();
+    // Retried after the refusals (acks=1 waits for each answer): every record delivered,
+    // not merely truthfully failed (a test audit: `check_truthful` alone passes an empty log).
+    let delivered = (n.outcomes().values())
+        .filter(|v| matches!(v[0], Outcome::Delivered(_)))
+        .count();
+    assert_eq!(delivered, 301, "acks=1: delivered {delivered} of 301");
+    assert_eq!(log.len(), 301, "acks=1: the log holds {} of 301", log.len());
 }
 
 #[test]

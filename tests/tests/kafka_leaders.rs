@@ -92,6 +92,7 @@ fn leader_fault(fault: LeaderFault) {
     rt.block_on(send_paced(&mut ledger, &producer, PHASE));
 
     let leader = kafka.leader(&topic, 0);
+    let asked_before = rt.block_on(producer.metrics()).metadata_requests;
     let faulted_at = Instant::now();
     match fault {
         LeaderFault::Kill => kafka.kill(leader),
@@ -116,6 +117,7 @@ fn leader_fault(fault: LeaderFault) {
     let healed_after = faulted_at.elapsed();
     rt.block_on(send_paced(&mut ledger, &producer, PHASE));
     let summary = verify(&rt, &kafka, &mut ledger);
+    let metrics = rt.block_on(producer.metrics());
     rt.block_on(async {
         tokio::time::timeout(Duration::from_secs(30), producer.close())
             .await
@@ -127,6 +129,12 @@ fn leader_fault(fault: LeaderFault) {
         started.elapsed()
     );
     assert_eq!(summary.sent, 3 * PHASE);
+    // The fault was felt: partition 0's new leader can only be learned from a metadata
+    // answer asked for after it (the periodic refresh is minutes away).
+    assert!(
+        metrics.metadata_requests > asked_before,
+        "no metadata request after the fault ({metrics:?})"
+    );
     // With a 120 s delivery timeout and the leadership back within seconds, nothing fails.
     assert!(summary.all_delivered(), "{summary:?}");
     assert_eq!(summary.in_log, summary.sent, "{summary:?}");

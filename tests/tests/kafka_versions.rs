@@ -350,6 +350,7 @@ fn leader_change(
     };
     paced(&mut ledger, 600);
     let leader = kafka.leader(&topic, 0);
+    let asked_before = rt.block_on(producer.metrics()).metadata_requests;
     kafka.kill(leader);
     paced(&mut ledger, 600);
     let new_leader = kafka.wait_leader_moved(&topic, 0, leader);
@@ -367,6 +368,12 @@ fn leader_change(
         started.elapsed()
     );
     assert_eq!(seen, want, "{label}: versions on the wire");
+    // The kill was felt: partition 0's new leader can only be learned from a metadata answer
+    // asked for after it (the periodic refresh is minutes away).
+    assert!(
+        metrics.metadata_requests > asked_before,
+        "{label}: no metadata request after the leader was killed ({metrics:?})"
+    );
     assert_eq!(summary.sent, 1_800);
     assert!(summary.all_delivered(), "{summary:?}");
     assert_eq!(summary.in_log, summary.sent, "{summary:?}");
