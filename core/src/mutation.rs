@@ -69,4 +69,7 @@ pub enum Mutation {
     /// is: a broker that forgot an idle producer (its expiry) taken for one that lost
     /// acknowledged records (D14: KafkaJS #485, aiokafka #510, sarama #1737 fail on it).
     UnknownPidAsDataLoss,
+    /// An exhausted epoch bumped once more (past `max_epoch`) instead of a new producer id
+    /// being taken: past `i16::MAX` Kafka's epoch turns negative and is refused.
+    EpochPastMax,
 }

@@ -196,6 +196,10 @@ pub struct BrokerStats {
     /// A batch whose base sequence is above the largest (a client that did not wrap: past
     /// `i32::MAX` Kafka's sequence turns negative, refused INVALID_RECORD by `LogValidator`).
     pub beyond_max_sequence: u32,
+    /// A batch whose epoch is above the largest (a client that bumped an exhausted epoch
+    /// instead of taking a new producer id: past `i16::MAX` Kafka's epoch turns negative,
+    /// below the current one, refused INVALID_PRODUCER_EPOCH).
+    pub beyond_max_epoch: u32,
     /// A Produce request of the idempotent producer with `acks` other than -1: the broker
     /// model answers every request as if replicated, so it must not see one (Kafka answers
     /// `acks=1` after the leader's own append, and `acks=0` not at all).
@@ -222,6 +226,9 @@ pub struct Cluster {
     pub partitions: BTreeMap<(String, i32), Box<PartitionLog>>,
     /// Largest sequence before wrapping to 0.
     pub max_sequence: i32,
+    /// The largest producer epoch (Kafka's `i16::MAX`; the model's is small, so that the
+    /// exhaustion is reached).
+    pub max_epoch: i16,
     /// Next producer id to hand out.
     pub next_producer_id: i64,
     /// Topics that metadata pretends are missing (a metadata flap, spec D10).
@@ -263,6 +270,7 @@ impl Cluster {
             ),
             partitions: BTreeMap::new(),
             max_sequence: i32::MAX,
+            max_epoch: i16::MAX,
             next_producer_id: FIRST_PRODUCER_ID,
             hidden_topics: Vec::new(),
             stats: BrokerStats::default(),
@@ -671,6 +679,10 @@ impl Cluster {
         if pid >= 0 && first > max_seq {
             self.stats.beyond_max_sequence += 1;
             return Answer::refused(ErrorCode::InvalidRecord, log_start);
+        }
+        if pid >= 0 && epoch > self.max_epoch {
+            self.stats.beyond_max_epoch += 1;
+            return Answer::refused(ErrorCode::InvalidProducerEpoch, log_start);
         }
         let modulus = i64::from(max_seq) + 1;
         if pid < 0 {

@@ -1308,6 +1308,7 @@ impl Model for KafkaModel {
         let refs: Vec<&str> = addrs.iter().map(String::as_str).collect();
         let mut cluster = Cluster::new(self.cfg.mode, &refs);
         cluster.max_sequence = self.cfg.max_sequence;
+        cluster.max_epoch = self.cfg.max_epoch;
         cluster.advertised = self.cfg.broker_versions;
         cluster.leader_hints = self.cfg.leader_hints;
         cluster.truncation = self.cfg.truncation;
@@ -1713,6 +1714,7 @@ impl Model for KafkaModel {
                     && st.new_epoch_nonzero_seq == 0
                     && st.overlap == 0
                     && st.beyond_max_sequence == 0
+                    && st.beyond_max_epoch == 0
                     && st.acks_not_all == 0
             }),
             Property::always(
@@ -1749,8 +1751,8 @@ impl Model for KafkaModel {
                 // producer has delivered everything.
                 // After a producer-state expiry, a batch whose first attempt was lost and
                 // whose retry drew UNKNOWN_PRODUCER_ID may have been written before the
-                // broker lost the state (Kafka before 2.5 dates it by the records' own
-                // timestamps, which may be old; a broker restarted without its state): it
+                // broker lost the state (Kafka dates it by the records' own timestamps,
+                // which may be old; a broker restarted without its state): it
                 // fails possibly persisted, never delivered (a review finding, 2026-12-07;
                 // before, idling past the expiry was taken as proof it was refused).
                 // (Only brokers that answer UNKNOWN_PRODUCER_ID for a forgotten producer,

@@ -230,9 +230,10 @@ fn sequence_wraps() {
     assert_eq!(n, PINNED[2], "unique states changed");
 }
 
-#[test]
-fn epoch_exhaustion_takes_a_new_producer_id() {
-    let cfg = ModelCfg {
+/// One partition of 3 records, epochs up to 1, two injected errors (NOT_ENOUGH_REPLICAS,
+/// INVALID_RECORD): the second bump exhausts the epoch.
+fn epoch_exhaustion_cfg() -> ModelCfg {
+    ModelCfg {
         records_per_partition: 3,
         max_epoch: 1,
         budget: Budget {
@@ -241,7 +242,12 @@ fn epoch_exhaustion_takes_a_new_producer_id() {
         },
         injectable: vec![Inject::NotEnoughReplicas, Inject::InvalidRecord],
         ..base(BrokerMode::Lenient)
-    };
+    }
+}
+
+#[test]
+fn epoch_exhaustion_takes_a_new_producer_id() {
+    let cfg = epoch_exhaustion_cfg();
     let n = check("epoch exhaustion", cfg, &[ALL_DELIVERED, NEW_PID, NON_HEAD]);
     assert_eq!(n, PINNED[3], "unique states changed");
 }
@@ -1339,6 +1345,18 @@ fn catches_a_full_window_on_kafka_0_11() {
         "full window on 0.11",
         planted(kafka_0_11_cfg(), Core::FullWindowOnKafka011),
         L4,
+    );
+}
+
+/// An exhausted epoch bumped once more instead of a new producer id: the broker model, which
+/// refuses an epoch above the largest (Kafka's would turn negative), counts it a client bug
+/// (a model audit, 2026-12-07: the broker model had no epoch limit, so this passed).
+#[test]
+fn catches_an_epoch_bumped_past_its_largest() {
+    expect_caught(
+        "epoch past its largest",
+        planted(epoch_exhaustion_cfg(), Core::EpochPastMax),
+        S10,
     );
 }
 

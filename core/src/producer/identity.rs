@@ -276,7 +276,8 @@ impl Producer {
     fn next_bump_is_local(&self) -> bool {
         !self.bump_refused
             && self.cfg.enable_idempotence
-            && (self.identity).is_some_and(|id| id.epoch < self.cfg.max_epoch)
+            && (self.identity)
+                .is_some_and(|id| id.epoch < self.cfg.max_epoch || mutated!(self.cfg, EpochPastMax))
     }
 
     /// Moves to the next identity: the next epoch (a local bump), or a new producer id.

@@ -515,9 +515,9 @@ impl Producer {
             // (Idling past the brokers' expiry explains nothing: it was taken as proof that
             // the broker forgot the producer before the first attempt, but a broker that
             // loses its producer state after the write keeps the batch: one restarted
-            // without its state on durable storage, or Kafka before 2.5, which dates a
-            // producer's state by its batches' own timestamps, so old timestamps expire it
-            // at the next check after the append. The batch then failed not persisted, or
+            // without its state on durable storage, or any Kafka, which dates a producer's
+            // state by its batches' own timestamps, so old timestamps expire it at the next
+            // check after the append; Kafka before 2.5 then answers UNKNOWN_PRODUCER_ID. The batch then failed not persisted, or
             // was written twice: a review finding.)
             let p = &mut self.topics[ti].partitions[pi];
             // The offset right after the last acknowledged record, where the answer says
