@@ -519,12 +519,26 @@ impl Sim {
 }
 
 fn warm(s: &mut Sim) {
-    // one record per topic to learn metadata
+    // Metadata first (a record waits for it at most `max.block.ms`, which some tests set to
+    // 0), then one record per topic.
+    let names: Vec<String> = s.broker.topics.iter().map(|t| t.0.clone()).collect();
+    for name in &names {
+        assert!(s.p.want_topic(s.now, name));
+    }
+    for _ in 0..1000 {
+        if names.iter().all(|n| s.p.partition_count(n).is_some()) {
+            break;
+        }
+        s.answer_all();
+        s.advance(Duration::from_millis(1));
+    }
+    // One at a time: some tests leave `buffer.memory` room for one batch only.
     for ti in 0..s.broker.topics.len() {
         s.send(ti, 0, 8).unwrap();
+        s.settle(1000);
     }
-    s.settle(1000);
     assert_eq!(s.p.pending_records(), 0);
+    assert!(s.failed.is_empty(), "warm-up: {:?}", s.failed);
 }
 
 // ---------------------------------------------------------------------------------------------

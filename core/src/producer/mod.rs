@@ -821,10 +821,7 @@ impl Producer {
         let timeout = self.cfg.delivery_timeout;
         for t in self.awaiting.iter().map(|&ti| &self.topics[ti]) {
             if let Some(p) = t.pending.front() {
-                consider(p.enqueued + timeout);
-                if t.missing.is_some() {
-                    consider(p.enqueued + self.cfg.max_block);
-                }
+                consider(p.enqueued + timeout.min(self.cfg.max_block));
             }
         }
         // Every partition's linger and retry-backoff expiries, and the delivery timeout of

@@ -41,7 +41,14 @@ impl Producer {
         let mut due = due.into_iter().peekable();
         for ti in topics {
             while let Some(p) = self.topics[ti].pending.front() {
-                let error = if p.enqueued + timeout <= now {
+                // A record waits for its topic's metadata at most `max.block.ms` (as the
+                // Java client's `send` blocks in `waitOnMetadata`) and at most its delivery
+                // timeout, whatever holds the answer back: before, only a topic said missing
+                // was held to `max.block.ms`, and a record for an unreachable cluster waited
+                // its whole delivery timeout (a review of the settings against Java's).
+                let waited_enough = p.enqueued + timeout <= now
+                    || p.enqueued + self.cfg.max_block <= now && self.topics[ti].missing.is_none();
+                let error = if waited_enough {
                     // What metadata last said of the topic, if it said it is missing; else,
                     // when no connection to any broker is past its ApiVersions exchange (an
                     // unreachable, unresolvable or silent bootstrap server), that the
