@@ -2522,3 +2522,48 @@ fn records_for_a_missing_topic_hold_at_most_a_quarter_of_the_buffer() {
         .iter()
         .all(|id| delivered.contains(id)));
 }
+
+/// A review of wasted work (2026-12-07): a dead broker listed both as a node and as the
+/// bootstrap server (one address, two targets, each with its own reconnect backoff) was
+/// dialled twice as often as `reconnect.backoff.ms` allows: with the node in its backoff,
+/// the Metadata request the refusal asked for dialled the bootstrap server at once. Over
+/// 10 s of refused connects: 28 dials before, 14 now (the backoff climbs 50 ms, 100 ms, ...
+/// to 1 s, with jitter).
+#[test]
+fn a_dead_broker_listed_as_node_and_bootstrap_is_dialled_at_the_reconnect_pace() {
+    let mut net = Net::new();
+    net.send("a");
+    net.run(3, &|_| {}, &mut |_| None);
+    assert_eq!(net.pending(), 0);
+    net.send("b");
+    // The broker dies: every connection reset, every connect refused.
+    let conns: Vec<ConnId> = net.conns.keys().copied().collect();
+    for c in conns {
+        net.conns.remove(&c);
+        net.h.p.handle_disconnected(net.h.now, c);
+    }
+    let start = net.h.now;
+    let mut dials = 0;
+    while net.h.now < start + Duration::from_secs(10) {
+        let until = loop {
+            match net.h.p.poll_output() {
+                Output::Wait { until } => break until,
+                Output::Connect { conn, addr } => {
+                    assert_eq!(&*addr, "bench:9092");
+                    dials += 1;
+                    net.h.p.handle_connect_failed(net.h.now, conn);
+                }
+                Output::Event(e) => net.h.events.push(e),
+                _ => {}
+            }
+        };
+        net.h.now = until.unwrap_or(net.h.now + Duration::from_millis(10));
+        net.h.p.handle_timeout(net.h.now);
+    }
+    eprintln!("{dials} dials in 10 s");
+    assert!(
+        (8..=18).contains(&dials),
+        "{dials} dials of one dead address in 10 s (reconnect.backoff.max.ms 1 s)"
+    );
+    assert_eq!(net.pending(), 1, "b still waits");
+}

@@ -837,7 +837,19 @@ fn a_second_bootstrap_server_tried_while_the_first_waits() {
 /// under a new identity (fewer states), and L4 allows that outcome after an expiry:
 /// `PINNED_MODES` [0] 983,358; `brokers_without_kip360_or_kip951` 822,338. Every other
 /// property holds, and every planted bug is still caught.
-const PINNED: [usize; 6] = [5_299_271, 2_663_479, 146, 1_034, 415_218, 6_596];
+///
+/// DIAL_PACE (2026-12-07, a later session; a review of wasted work): a bootstrap server at the
+/// address of a known node in its reconnect backoff is not dialled (each target keeps its own
+/// backoff, so a dead broker listed both ways was dialled twice as often as the backoff
+/// allows). In the model every bootstrap address is a node's, so after a disconnect the
+/// Metadata request it asks for no longer goes at once to a new bootstrap connection to the
+/// same broker: those paths are gone. Five configurations fell: `PINNED` [0] 5,299,271 and
+/// [4] 415,218, `PINNED_ZOMBIE` 1,051,343 / 301,616, `PINNED_NEW` [1] 204,721,
+/// `PINNED_KAFKA_0_11` 17,421. It was the only change of that run to touch the model's
+/// states (the other, a record waiting for metadata at most `max.block.ms`, does not apply:
+/// the model's `max.block.ms` is an hour). Every property holds, and every planted bug is
+/// still caught.
+const PINNED: [usize; 6] = [5_195_459, 2_663_479, 146, 1_034, 241_258, 6_596];
 /// The first three of `PINNED_MODES` were 859,998 / 685,968 / 685,968, and four of
 /// `PINNED_NEW` ([4] 16,169, [6] 1,484, [7] 119,176, [9] 1,564), until the broker model
 /// answered a duplicate with an injected error after the append, as Kafka's `DelayedProduce`
@@ -914,7 +926,8 @@ const PINNED_TRUNCATION: usize = 155_977;
 /// zombie's duplicate or OUT_OF_ORDER answer still counted (the review of that day).
 /// [1,203,974, 339,708] until a Metadata request lost with its connection waited its backoff
 /// (see `PINNED`).
-const PINNED_ZOMBIE: [usize; 2] = [1_051_343, 301_616];
+/// See `PINNED` for DIAL_PACE.
+const PINNED_ZOMBIE: [usize; 2] = [652_434, 192_891];
 /// The configurations added for issue 15, in file order.
 const PINNED_NEW: [usize; 10] = [
     // [1] was 236,273 until a batch in flight had its records reported at its delivery
@@ -931,8 +944,9 @@ const PINNED_NEW: [usize; 10] = [
     // bump was asked under on a move to a new one makes [1] 220,020.
     // [2] 136,205 until a retry to a moved leader skipped its backoff (see `PINNED`).
     // [1] 220,020 until a Metadata request lost with its connection waited its backoff;
-    // 208,007 until the review of those changes (see `PINNED`).
-    4_403, 204_721, 110_138, 398, 17_929, 3_055, 1_543, 115_251, 98_041, 1_730,
+    // 208,007 until the review of those changes (see `PINNED`); 204,721 until DIAL_PACE
+    // (see `PINNED`).
+    4_403, 155_638, 110_138, 398, 17_929, 3_055, 1_543, 115_251, 98_041, 1_730,
 ];
 
 /// Kafka 0.11 (Produce v3, Metadata v4, InitProducerId v0), which caches a producer's last
@@ -967,8 +981,9 @@ fn a_kafka_0_11_broker_with_disconnects() {
 /// while the model answered the duplicate DUPLICATE_SEQUENCE_NUMBER; 17,916 once it answers
 /// success with the original's offsets, as 0.11.0.0's `Log.append` does (a review of the
 /// model against Kafka's source): 17,485.
-/// 17,485 until a Metadata request lost with its connection waited its backoff (see `PINNED`).
-const PINNED_KAFKA_0_11: usize = 17_421;
+/// 17,485 until a Metadata request lost with its connection waited its backoff (see `PINNED`);
+/// 17,421 until DIAL_PACE (see `PINNED`).
+const PINNED_KAFKA_0_11: usize = 16_835;
 
 // -----------------------------------------------------------------------------------------
 // Non-vacuity: deliberately buggy client policies must be caught.

@@ -567,12 +567,20 @@ impl Producer {
 
     /// Opens a connection to the next bootstrap server that has none and is past its
     /// reconnect backoff, if any.
+    ///
+    /// Not a server at the address of a known node in its reconnect backoff: each target
+    /// keeps its own backoff, so a dead broker listed both ways was dialled twice as often
+    /// as `reconnect.backoff` allows, the bootstrap connect right after the node's was
+    /// refused (a review of wasted work).
     pub(super) fn open_bootstrap(&mut self) {
         let len = self.cfg.bootstrap_servers.len();
         for k in 0..len {
             let i = (self.bootstrap_next + k) % len;
             let busy = (self.conns.values()).any(|c| c.target == Target::Bootstrap(i));
-            if !busy && self.target_ready(Target::Bootstrap(i)) {
+            let addr = self.cfg.bootstrap_servers[i].as_str();
+            let node_backing_off = (self.brokers.iter())
+                .any(|(&n, a)| **a == *addr && !self.target_ready(Target::Node(n)));
+            if !busy && !node_backing_off && self.target_ready(Target::Bootstrap(i)) {
                 let addr: Arc<str> = Arc::from(self.cfg.bootstrap_servers[i].as_str());
                 self.open_conn(Target::Bootstrap(i), addr);
                 return;
