@@ -681,12 +681,21 @@ impl Producer {
         if let Some(placed) = placed {
             self.append(ti, id, record, 0, payload, placed);
         } else {
-            self.wakes.0 += 1;
+            // Only the first record waiting for the topic brings a deadline (its delivery
+            // timeout or `max.block.ms`; a later one's come after it), and only a request
+            // for metadata not yet wanted gives the drain work: a driver woken for every
+            // record waiting behind others did a drain each for nothing (a review of wasted
+            // work: up to a wake-up per record while a cluster is unreachable).
+            let mut wake = self.topics[ti].pending.is_empty();
             self.buffered_bytes += need;
             // A topic last seen missing is not asked about while nothing waits for it: this
             // record waits, so ask (the backoff still paces the requests).
             if self.topics[ti].missing.is_some() {
+                wake |= !self.metadata.needed;
                 self.need_metadata(Some(ti));
+            }
+            if wake {
+                self.wakes.0 += 1;
             }
             self.push_pending(
                 ti,

@@ -465,8 +465,9 @@ impl Producer {
     /// A number that changes whenever an input outside the drain ([`Self::send`],
     /// [`Self::precheck`], [`Self::want_topic`]) may have given the drain something to do
     /// before the deadline of the last [`Output::Wait`]: an accepted record opened a new batch
-    /// (a new linger deadline), filled one (sendable now), waits for its topic's metadata (a
-    /// new topic, a delivery deadline) or failed at once (an event); a refused record or a
+    /// (a new linger deadline), filled one (sendable now), is the first to wait for its
+    /// topic's metadata (a new topic, a deadline) or asked for metadata, or failed at once
+    /// (an event); a refused record or a
     /// wanted topic asked for metadata. A
     /// record that joined an open batch which still has room leaves it unchanged: until the
     /// deadline the driver already waits for, the drain would do nothing more than before.
