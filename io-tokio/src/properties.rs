@@ -341,6 +341,13 @@ impl ClientConfig {
         }
         levels.apply(&mut c);
         if !idempotence_set && c.acks != -1 {
+            // As the Java client (3.0+), which logs it too: said, since retries may then
+            // duplicate and reorder records.
+            tracing::warn!(
+                "acks={} without enable.idempotence: idempotence is off (a retry may \
+                 duplicate or reorder records); set enable.idempotence=false to say so",
+                c.acks
+            );
             c.enable_idempotence = false;
         }
         if !delivery_timeout_set {
@@ -883,6 +890,15 @@ impl Deferred {
 /// the client's default.
 const DEFAULT_PARTITIONER: &str = "org.apache.kafka.clients.producer.internals.DefaultPartitioner";
 
+/// Kafka's serializers that write what kprod writes: bytes as they are, a string as its
+/// UTF-8 (the `StringSerializer`'s default encoding).
+const BYTES_SERIALIZERS: [&str; 4] = [
+    "org.apache.kafka.common.serialization.ByteArraySerializer",
+    "org.apache.kafka.common.serialization.ByteBufferSerializer",
+    "org.apache.kafka.common.serialization.BytesSerializer",
+    "org.apache.kafka.common.serialization.StringSerializer",
+];
+
 /// Java's deprecated partitioner that ignores keys (sticky batches for every record), as
 /// `partitioner.ignore.keys=true` does since 3.3.
 const UNIFORM_STICKY: &str = "org.apache.kafka.clients.producer.UniformStickyPartitioner";
@@ -911,13 +927,18 @@ fn compat_property(later: &mut Deferred, name: &str, v: &str) -> Result<bool, Pr
         "socket.connection.setup.timeout.max.ms" => {
             later.connect_timeout_max = Some((v.to_owned(), millis(name, v)?));
         }
+        // Kafka's serializers of bytes, and of strings (UTF-8, Java's default encoding):
+        // what kprod does with the bytes it is given (a Java properties file always names
+        // one, as the Java producer requires it).
+        "key.serializer" | "value.serializer" if BYTES_SERIALIZERS.contains(&v) => {}
         "key.serializer" | "value.serializer" => {
             return Err(unsupported(
                 name,
                 v,
                 "kprod takes keys and values as bytes (anything Into<Bytes>: Record::new, \
                  Record::with_key); serialize them in the application and remove this \
-                 Java class",
+                 Java class (Kafka's ByteArraySerializer, ByteBufferSerializer, \
+                 BytesSerializer and StringSerializer are taken: they do what kprod does)",
             ))
         }
         "transactional.id" if v.is_empty() => {}
@@ -1484,8 +1505,13 @@ impl CodecLevels {
 /// | `kprod.producer.id.expiration.ms` (kprod's own) | the brokers' `producer.id.expiration.ms`, or a lower bound of it: a partition idle this long sends one batch alone until it is acknowledged ([`ProducerConfig::producer_id_expiration`]; by default `delivery.timeout.ms`, at most 1 day, Kafka's default) |
 /// | `kprod.broker.version.max` (kprod's own) | an Apache Kafka release from `0.11` to `4.4` (`2.3`, `3.9.1`): every API capped at the version that release served ([`ProducerConfig::broker_version_max`]); the lower of it and a `kprod.max.*.version` wins |
 ///
-/// Refused, with the reason in the error: `key.serializer` and `value.serializer` (kprod takes
-/// bytes), `transactional.id` and `transaction.timeout.ms` (no transactions), any other
+/// Taken without effect: `key.serializer` and `value.serializer` naming one of Kafka's
+/// serializers of bytes or strings (`org.apache.kafka.common.serialization.`
+/// `ByteArraySerializer`, `ByteBufferSerializer`, `BytesSerializer`, `StringSerializer`: kprod
+/// takes bytes, and a Rust string's bytes are its UTF-8, Java's default encoding).
+///
+/// Refused, with the reason in the error: `key.serializer` and `value.serializer` naming any
+/// other class (kprod takes bytes), `transactional.id` and `transaction.timeout.ms` (no transactions), any other
 /// `partitioner.class`, `interceptor.classes` (no Java classes), `metrics.*` and `metric.reporters`
 /// (no metrics registry: tracing events), other values of `debug` (tracing filters) and
 /// `statistics.interval.ms`, `log_level` (tracing filters), `bootstrap.resolve.timeout.ms`,
@@ -1519,7 +1545,7 @@ impl CodecLevels {
 ///
 /// let err = config_from_properties(&[
 ///     ("bootstrap.servers", "broker1:9092"),
-///     ("value.serializer", "org.apache.kafka.common.serialization.StringSerializer"),
+///     ("value.serializer", "com.example.AvroSerializer"),
 /// ])
 /// .unwrap_err();
 /// assert!(matches!(err, PropertyError::Unsupported { ref property, .. } if property == "value.serializer"));
