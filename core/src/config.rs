@@ -207,11 +207,12 @@ pub struct ProducerConfig {
     /// `Some(0)` is refused (the property's `0` and `-1` give `None`).
     pub connections_max_idle: Option<Duration>,
     /// `max.block.ms`: how long a record waits for its topic's metadata before it fails (as
-    /// Java's `send` waits in `waitOnMetadata`): `UnknownTopic` if the last answer said the
-    /// topic does not exist (a topic that briefly vanishes must not fail records), else
-    /// `DeliveryTimeout` (no broker reached, or no answer). A record waits at most its
-    /// delivery timeout either way. kprod-tokio also bounds a send's wait for room in
-    /// `buffer.memory` by it.
+    /// Java's `send` waits in `waitOnMetadata`): `UnknownTopic` with the code if the last
+    /// answer gave the topic an error (it does not exist, or is refused; a topic that briefly
+    /// vanishes must not fail records), else `DeliveryTimeout` (no broker reached, or no
+    /// answer). A record waits at most its delivery timeout either way. kprod-tokio also
+    /// bounds a send's wait for room in `buffer.memory` by it, so that a send may wait up to
+    /// twice this in all (Java's `send` spends one `max.block.ms` on both waits).
     pub max_block: Duration,
     /// Gap policy (§B.4).
     pub gap_policy: GapPolicy,

@@ -495,13 +495,17 @@ pub enum Persistence {
     PossiblyPersisted,
 }
 
+/// How [`DeliveryError::DeliveryTimeout`] reads.
+const TIMED_OUT: &str = "timed out (delivery.timeout.ms, or max.block.ms waiting for metadata)";
+
 /// Why a record failed.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum DeliveryError {
     /// The broker rejected the batch with this code.
     Broker(ErrorCode),
-    /// `delivery.timeout.ms` passed.
+    /// `delivery.timeout.ms` passed, or, for a record still waiting for its topic's metadata,
+    /// `max.block.ms` (as Java's `send` gives up waiting for metadata).
     DeliveryTimeout {
         /// What held the record back: the last error an attempt of its batch drew (a
         /// broker's code such as NOT_ENOUGH_REPLICAS, or NETWORK_EXCEPTION and
@@ -537,8 +541,8 @@ impl std::fmt::Display for DeliveryError {
             Self::Broker(c) => write!(f, "broker error {c}"),
             Self::DeliveryTimeout {
                 last_error: Some(c),
-            } => write!(f, "delivery.timeout.ms expired (last error: {c})"),
-            Self::DeliveryTimeout { last_error: None } => write!(f, "delivery.timeout.ms expired"),
+            } => write!(f, "{TIMED_OUT} (last error: {c})"),
+            Self::DeliveryTimeout { last_error: None } => write!(f, "{TIMED_OUT}"),
             Self::UnknownTopic(c) => write!(f, "topic unavailable: {c}"),
             Self::UnknownPartition => write!(f, "partition does not exist"),
             Self::PartitionCut => write!(f, "partition cut after an earlier failure"),

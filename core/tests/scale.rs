@@ -521,6 +521,7 @@ impl Sim {
 fn warm(s: &mut Sim) {
     // Metadata first (a record waits for it at most `max.block.ms`, which some tests set to
     // 0), then one record per topic.
+    let failed = s.failed.len();
     let names: Vec<String> = s.broker.topics.iter().map(|t| t.0.clone()).collect();
     for name in &names {
         assert!(s.p.want_topic(s.now, name));
@@ -538,7 +539,7 @@ fn warm(s: &mut Sim) {
         s.settle(1000);
     }
     assert_eq!(s.p.pending_records(), 0);
-    assert!(s.failed.is_empty(), "warm-up: {:?}", s.failed);
+    assert_eq!(s.failed.len(), failed, "warm-up: {:?}", &s.failed[failed..]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1575,6 +1576,24 @@ fn max_block_zero_fresh_topic() {
     assert_eq!(s.p.pending_records(), 0);
     assert_eq!(s.p.buffered_bytes(), 0);
     assert_eq!(s.delivered.len() + s.failed.len(), s.sent.len());
+    // As Java's `send` with `max.block.ms` 0 throws for a topic whose metadata it lacks,
+    // every record sent before the metadata fails at once, not persisted.
+    assert!(s.delivered.is_empty(), "{} delivered", s.delivered.len());
+    assert!(
+        (s.failed.iter()).all(|f| f.1.starts_with("DeliveryTimeout") && f.2 == Persistence::NotPersisted),
+        "{:?}",
+        &s.failed[..3]
+    );
+    // With the metadata known, records go.
+    let failed = s.failed.len();
+    warm(&mut s);
+    for i in 0..500 {
+        s.send(i % 2, i % 3, 100).unwrap();
+    }
+    s.settle(10_000);
+    s.check_logs();
+    assert_eq!(s.failed.len(), failed, "no more failures");
+    assert_eq!(s.delivered.len(), 502, "the warm-up records and the 500");
 }
 
 /// A broker that stops answering while 10,000 partitions each get records (at the default

@@ -341,8 +341,8 @@ impl ClientConfig {
         }
         levels.apply(&mut c);
         if !idempotence_set && c.acks != -1 {
-            // As the Java client (3.0+), which logs it too: said, since retries may then
-            // duplicate and reorder records.
+            // As the Java client (3.0+), which logs it at INFO: a warning here, since retries
+            // may then duplicate and reorder records.
             tracing::warn!(
                 "acks={} without enable.idempotence: idempotence is off (a retry may \
                  duplicate or reorder records); set enable.idempotence=false to say so",

@@ -180,7 +180,8 @@ fn the_possibly_persisted_example_takes_the_not_persisted_path_without_a_broker(
         assert!(
             text.contains(&format!(
                 "payment-{i}: not persisted again (delivery failed (NotPersisted) to \
-                 payments: delivery.timeout.ms expired (last error: NETWORK_EXCEPTION (13))), \
+                 payments: timed out (delivery.timeout.ms, or max.block.ms waiting for \
+                 metadata) (last error: NETWORK_EXCEPTION (13))), \
                  giving up: it is not in the log"
             )),
             "{text}"

@@ -289,6 +289,8 @@ pub(super) struct Topic {
     pub(super) sticky_bytes: usize,
     /// Metadata says the topic does not exist: the code, while it keeps saying so.
     pub(super) missing: Option<ErrorCode>,
+    /// Since when answers have kept saying the topic is missing (any code).
+    pub(super) missing_since: Option<Instant>,
     /// An answer to a batch's first attempt carried a log append time: the topic keeps
     /// `message.timestamp.type=LogAppendTime` ([`Producer::log_append_time_of`]).
     pub(super) stamps_appends: bool,
@@ -349,6 +351,7 @@ impl Topic {
             sticky: -1,
             sticky_bytes: 0,
             missing: None,
+            missing_since: None,
             stamps_appends: false,
             compression,
             ratio: RatioEstimate::default(),
@@ -613,27 +616,48 @@ impl Producer {
             Ok(placeable) => placeable,
             Err(refusal) => return Err(refusal.with(record)),
         };
-        // The records waiting for topics the cluster says do not exist (or refuses) hold at
-        // most a quarter of `buffer.memory`: past that, the oldest waiting for this record's
-        // topic fail now (in send order, as they would at `max.block.ms`), or this record
-        // does if its topic holds none. Else they filled the buffer for `max.block.ms` and
-        // held up every other topic's records behind them (a review finding: an application
-        // writing to a misspelt or deleted topic stalled all its topics; the Java client
-        // takes no memory for a record waiting for its topic, its `send` blocking the caller
-        // instead). Whatever is needed is granted while nothing is held so.
+        // The records waiting for topics the cluster has said for a while do not exist (or
+        // refuses) hold at most a quarter of `buffer.memory` ([`Self::said_missing`]): past
+        // that, the oldest waiting for this record's topic fail now (in send order, as they
+        // would at `max.block.ms`), or, if the topic's own cannot make the room, they and
+        // this record do. Else they filled the buffer for `max.block.ms` and held up every
+        // other topic's records behind them (a review finding: an application writing to a
+        // misspelt or deleted topic stalled all its topics; the Java client takes no memory
+        // for a record waiting for its topic, its `send` blocking the caller instead).
+        // Whatever is needed is granted while nothing is held so. Nothing fails for a record
+        // that is then refused anyway (the count limit, or a buffer full of other records).
         if let (None, Some(ti)) = (placeable, known) {
             if let Some(code) = self.said_missing(ti) {
                 let need = size + PENDING_CHARGE + self.cfg.record_overhead;
                 let budget = self.cfg.buffer_memory / 4;
                 let over = |held: usize| held > 0 && held.saturating_add(need) > budget;
-                let mut held = self.held_for_missing_topics();
-                while over(held) {
-                    let Some(p) = self.pop_pending(ti) else { break };
-                    held -= p.size;
-                    self.resolve_pending(p, DeliveryError::UnknownTopic(code));
-                    self.wakes.0 += 1;
+                let held = self.held_for_missing_topics();
+                let (mut evict, mut freed) = (0, 0);
+                for p in &self.topics[ti].pending {
+                    if !over(held - freed) {
+                        break;
+                    }
+                    evict += 1;
+                    freed += p.size;
                 }
-                if over(held) {
+                let fail_now = over(held - freed);
+                let left = self.buffered_bytes - freed;
+                let taken = fail_now
+                    || (self.cfg.max_buffered_records)
+                        .is_none_or(|max| self.pending_records - evict < max)
+                        && (left == 0
+                            || left
+                                .saturating_add(self.external_bytes)
+                                .saturating_add(need)
+                                <= self.cfg.buffer_memory);
+                if taken {
+                    for _ in 0..evict {
+                        let p = self.pop_pending(ti).expect("counted above");
+                        self.resolve_pending(p, DeliveryError::UnknownTopic(code));
+                        self.wakes.0 += 1;
+                    }
+                }
+                if fail_now {
                     return Ok(self.fail_at_once(ti, record, DeliveryError::UnknownTopic(code)));
                 }
             }
@@ -712,10 +736,18 @@ impl Producer {
 
     /// What the last metadata answer said of topic `ti` if it said that the topic does not
     /// exist, or that this producer may not use it (not a topic being created, which
-    /// answers LEADER_NOT_AVAILABLE while the cluster makes it).
+    /// answers LEADER_NOT_AVAILABLE while the cluster makes it), and answers have said it is
+    /// missing for a quarter of `max.block.ms` (15 s by default): a topic an operator creates
+    /// moments after the application starts, or one a lagging broker does not know yet,
+    /// fails none of its records (a review of the day's changes: a backlog sent before the
+    /// topic appeared lost its oldest records).
     fn said_missing(&self, ti: usize) -> Option<ErrorCode> {
-        self.topics[ti].missing.filter(|code| {
-            matches!(
+        let t = &self.topics[ti];
+        let grace = self.cfg.max_block / 4;
+        let long = (t.missing_since)
+            .is_some_and(|since| since.checked_add(grace).is_some_and(|t| t <= self.now));
+        t.missing.filter(|code| {
+            long && matches!(
                 code,
                 ErrorCode::UnknownTopicOrPartition
                     | ErrorCode::TopicAuthorizationFailed

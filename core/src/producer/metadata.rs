@@ -410,9 +410,11 @@ impl Producer {
                 }
                 // An unknown topic may be a flap or still being created: its records wait up
                 // to `max.block.ms` (see `expire_deliveries`).
+                let now = self.now;
                 let topic = &mut self.topics[ti];
                 changed |= topic.missing != Some(code);
                 topic.missing = Some(code);
+                topic.missing_since.get_or_insert(now);
                 if code == ErrorCode::UnknownTopicOrPartition && topic.id == [0; 16] {
                     topic.gone_without_id = true;
                     topic.lower_epochs_since = None;
@@ -442,6 +444,7 @@ impl Producer {
             let topic = &mut self.topics[ti];
             changed |= topic.missing.is_some();
             topic.missing = None;
+            topic.missing_since = None;
             // An earlier topic of this name: the answer comes from a broker that has not yet
             // learned of the new one, and is stale ...
             if topic.retired.contains(&t.topic_id) {
