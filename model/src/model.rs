@@ -432,6 +432,10 @@ pub struct State {
     /// §C.4 ghost: the true head of a partition drew OUT_OF_ORDER_SEQUENCE_NUMBER or
     /// UNKNOWN_PRODUCER_ID: `Some(log start had moved past 0)`.
     pub head_rejection: Option<bool>,
+    /// S10 (§C): the true head of a partition drew OUT_OF_ORDER_SEQUENCE_NUMBER in the
+    /// well-behaved profile (no broker state lost or cut, no zombie, no record-level error
+    /// given to that partition): a client bug (a model audit, 2026-12-07: S10 lacked it).
+    pub head_out_of_order: bool,
     /// §C.4 ghost: a producer id that reached the epoch limit.
     pub exhausted_pid: Option<i64>,
     /// §C.4 ghost: a batch went out under a new producer id after the epoch limit.
@@ -1178,6 +1182,20 @@ impl KafkaModel {
 
     /// §C.4 ghosts from a Produce answer: an acknowledgement that overtook an earlier record
     /// missing from the log, and a rejection of a partition's true head of line.
+    /// §C's well-behaved profile so far: no fault that loses or cuts the broker's producer
+    /// state (a restart, an expiry, DeleteRecords, a truncating leader change) and no zombie
+    /// request.
+    fn well_behaved(&self, s: &State) -> bool {
+        let (b, c) = (&s.budget, &self.cfg.budget);
+        !self.cfg.truncation
+            && b.restarts == c.restarts
+            && b.expiries == c.expiries
+            && b.partition_expiries == c.partition_expiries
+            && b.silent_expiries == c.silent_expiries
+            && b.delete_records == c.delete_records
+            && b.stalls == c.stalls
+    }
+
     fn observe_produce_response(&self, s: &mut State, frame: &Bytes, ghost: &Ghost) {
         let Ok((_, resp)) = decode_response::<ProduceRequest>(ghost.version, frame.clone()) else {
             return;
@@ -1210,6 +1228,13 @@ impl KafkaModel {
                     if head {
                         let moved = s.cluster.partition(TOPIC, p).log_start > 0;
                         s.head_rejection = Some(moved || s.head_rejection == Some(true));
+                        let code = ErrorCode::from_i16(pr.error_code);
+                        if code == ErrorCode::OutOfOrderSequenceNumber
+                            && self.well_behaved(s)
+                            && !s.permanent_injected[p as usize]
+                        {
+                            s.head_out_of_order = true;
+                        }
                     }
                 }
                 _ => {}
@@ -1348,6 +1373,7 @@ impl Model for KafkaModel {
             cut_unless_landed: BTreeSet::new(),
             overtaken: false,
             head_rejection: None,
+            head_out_of_order: false,
             exhausted_pid: None,
             new_pid_after_exhaustion: false,
             refreshes: 0,
@@ -1715,6 +1741,7 @@ impl Model for KafkaModel {
                     && st.overlap == 0
                     && st.beyond_max_sequence == 0
                     && st.beyond_max_epoch == 0
+                    && !s.head_out_of_order
                     && st.acks_not_all == 0
             }),
             Property::always(

@@ -342,7 +342,12 @@ fn metadata_flaps_keep_sequence_state() {
     // (`ACCEPTANCE_TIME` below; here fewer: the refreshes 2 ms apart no longer give the
     // routed batches distinct creation times).
     // 80,918 until NODE_FIRST (see `PINNED`).
-    assert_eq!(n, 82_956, "unique states changed");
+    // 82,956 until the producer kept since when answers have said the topic is missing
+    // (`Topic::missing_since`, 2026-12-07: the limit on what records waiting for a missing
+    // topic hold applies after a quarter of `max.block.ms`): states that differ only in when
+    // a flap began are told apart. It was the only change of that run to touch the model's
+    // states (S10's new head-of-line check only flags a violation, and none was found).
+    assert_eq!(n, 87_723, "unique states changed");
 }
 
 /// A strict broker, 1 partition × 3 records under `policy`, one error of `injectable` and
