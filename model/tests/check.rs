@@ -1020,6 +1020,19 @@ fn catches_the_kafkajs_sequence_bug() {
     expect_caught("KafkaJS <= 1.16", cfg, S4);
 }
 
+/// Six batches in flight (the bound off by one) and the first one's answer lost after the
+/// append: its retry is no longer among the five batches Kafka caches, so the broker answers
+/// the partition's true head of line OUT_OF_ORDER_SEQUENCE_NUMBER, which S10 flags in the
+/// well-behaved profile since 2026-12-07 (§C's S10; before, only S7 caught this bug).
+#[test]
+fn catches_a_head_of_line_out_of_order_answer() {
+    expect_caught(
+        "in-flight off by one, seen by the broker",
+        planted(five_in_flight_cfg(), Core::InflightOffByOne),
+        S10,
+    );
+}
+
 #[test]
 fn catches_kafka_12152() {
     let cfg = ModelCfg {
