@@ -1580,7 +1580,8 @@ fn max_block_zero_fresh_topic() {
     // every record sent before the metadata fails at once, not persisted.
     assert!(s.delivered.is_empty(), "{} delivered", s.delivered.len());
     assert!(
-        (s.failed.iter()).all(|f| f.1.starts_with("DeliveryTimeout") && f.2 == Persistence::NotPersisted),
+        (s.failed.iter())
+            .all(|f| f.1.starts_with("DeliveryTimeout") && f.2 == Persistence::NotPersisted),
         "{:?}",
         &s.failed[..3]
     );
