@@ -229,3 +229,50 @@ fn a_batch_that_cannot_be_sent_holds_back_no_other() {
     }
     assert!(h.p.metrics().batches_compressed_ahead > 10);
 }
+
+/// A fairness review (2026-12-07): batches of a leader that cannot take them (here none: the
+/// partition has no leader) stay compressed ahead until they are sent or expire. Once they
+/// held the whole budget, every other leader's batches went back to compression at the seal,
+/// inside the drain, under the lock the application's threads take. The budget is now shared
+/// by the leaders whose batches are held: the stuck one keeps its part, the others get theirs.
+#[test]
+fn a_leader_that_cannot_take_its_batches_leaves_the_others_their_part() {
+    const MEMORY: usize = 128 * 1024;
+    let mut h = gzip_harness(true, MEMORY);
+    h.p.send(h.now, record(0)).unwrap();
+    h.p.flush(h.now);
+    assert_eq!(
+        answer_leaderless(&mut h),
+        1,
+        "the first record, to partition 0"
+    );
+    // Partition 1 (no leader): more than the whole budget's worth of batches.
+    for i in 1..400 {
+        h.p.send(h.now, record(i).with_partition(1)).unwrap();
+    }
+    let mut stuck = 0;
+    while let Some(t) = h.p.poll_compression() {
+        stuck += t.len();
+        assert!(h.p.take_compressed(t.run()));
+    }
+    assert!(
+        stuck >= MEMORY / 8,
+        "{stuck} B of partition 1 compressed ahead"
+    );
+    // Partition 0: its batches are still compressed ahead, and go.
+    let before = h.p.metrics().batches_compressed_ahead;
+    for i in 400..500 {
+        h.p.send(h.now, record(i)).unwrap();
+    }
+    let tasks: Vec<_> = std::iter::from_fn(|| h.p.poll_compression()).collect();
+    assert!(
+        tasks.len() >= 2,
+        "{} of partition 0's batches compressed ahead",
+        tasks.len()
+    );
+    for t in tasks {
+        assert!(h.p.take_compressed(t.run()));
+    }
+    assert!(h.p.metrics().batches_compressed_ahead >= before + 2);
+    assert!(answer_leaderless(&mut h) > 0, "partition 0's batches sent");
+}

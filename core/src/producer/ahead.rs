@@ -19,11 +19,14 @@
 //!
 //! Memory: a batch compressed ahead holds its records twice (raw and compressed) until its
 //! seal drops the raw ones. What is held so, counted by the raw size of the tasks handed out,
-//! reaches an eighth of `buffer.memory` at most by the last task handed out (at least one
-//! batch goes); past it no task is handed out and batches are compressed at their seal. A
-//! batch counts until it is sealed or gone. This is outside `buffer.memory`.
+//! reaches an eighth of `buffer.memory` at most, shared equally by the leaders whose batches
+//! are held, plus one batch per leader (a leader holding nothing may always take one); past
+//! its part a leader's batches are compressed at their seal. A batch counts until it is
+//! sealed or gone. This is outside `buffer.memory`.
 
 use std::collections::VecDeque;
+
+use smallvec::SmallVec;
 
 use super::Producer;
 use crate::partition::{Batch, BatchState};
@@ -39,18 +42,11 @@ pub(super) struct CompressAhead {
     /// order; all are looked at once the budget is reached, so that one batch held back,
     /// its leader gone, keeps no other's count).
     held: VecDeque<(usize, usize, u64, usize)>,
-    /// The sum of `held`'s sizes.
-    held_bytes: usize,
 }
 
 impl CompressAhead {
     pub(super) fn push(&mut self, at: (usize, usize, u64)) {
         self.queue.push_back(at);
-    }
-
-    /// Whether what is held has reached `budget` (nothing held never has: one batch goes).
-    fn spent(&self, budget: usize) -> bool {
-        self.held_bytes > 0 && self.held_bytes >= budget
     }
 }
 
@@ -107,9 +103,10 @@ impl Producer {
     }
 
     /// The next closed batch whose records the driver may compress without the producer, if
-    /// any (see [`Self::set_compress_ahead`]). `None` once batches compressed ahead and not
-    /// yet sealed hold an eighth of `buffer.memory` (at least one batch): the batches listed
-    /// are then dropped from the list and compressed at their seal.
+    /// any (see [`Self::set_compress_ahead`]). Batches compressed ahead and not yet sealed
+    /// hold at most an eighth of `buffer.memory`, shared equally by their leaders (one batch
+    /// each at least): a listed batch whose leader's part is used up is dropped from the list
+    /// and compressed at its seal.
     pub fn poll_compression(&mut self) -> Option<CompressionTask> {
         let budget = self.cfg.buffer_memory / 8;
         let Self {
@@ -126,36 +123,18 @@ impl Producer {
             if unsealed(h) {
                 break;
             }
-            ahead.held_bytes -= h.3;
             ahead.held.pop_front();
         }
         if ahead.queue.is_empty() {
             return None;
         }
-        if ahead.spent(budget) {
-            // Every held batch looked at: one whose partition cannot send (its leader gone)
-            // may sit in front of others long sealed.
-            let mut released = 0;
-            ahead.held.retain(|h| {
-                let keep = unsealed(h);
-                if !keep {
-                    released += h.3;
-                }
-                keep
-            });
-            ahead.held_bytes -= released;
-            if ahead.held_bytes >= budget {
-                // The list would only grow (it is not charged to `buffer.memory`): these go
-                // to their seal.
-                ahead.queue.clear();
-                return None;
-            }
-        }
+        let leader_of = |ti: usize, pi: usize| {
+            (topics.get(ti))
+                .and_then(|t| t.partitions.get(pi))
+                .and_then(|p| p.leader)
+        };
+        let mut looked = false;
         while let Some(at) = ahead.queue.pop_front() {
-            if ahead.spent(budget) {
-                ahead.queue.push_front(at);
-                return None;
-            }
             // A batch sealed, failed or split since it closed is no longer one to compress.
             let Some(b) = find(topics, at).filter(|b| b.state == BatchState::Ready) else {
                 continue;
@@ -163,8 +142,40 @@ impl Producer {
             let Some(job) = b.builder.as_ref().and_then(|bb| bb.compression_job()) else {
                 continue;
             };
+            // The budget is shared by the leaders whose batches are held: each takes an
+            // equal part of it (one batch at least), so that the batches of a leader that
+            // cannot take them (gone, slow, unreachable), which stay held until they are
+            // sent or expire, do not send every other leader's back to compression at the
+            // seal, under the lock (a fairness review).
+            let group = leader_of(at.0, at.1);
+            let share = |ahead: &CompressAhead| {
+                let mut mine = 0;
+                let mut groups: SmallVec<[Option<i32>; 8]> = SmallVec::new();
+                groups.push(group);
+                for h in &ahead.held {
+                    let g = leader_of(h.0, h.1);
+                    if g == group {
+                        mine += h.3;
+                    } else if !groups.contains(&g) {
+                        groups.push(g);
+                    }
+                }
+                (mine, budget / groups.len())
+            };
+            let (mut mine, mut part) = share(ahead);
+            if mine > 0 && mine >= part && !looked {
+                // Every held batch looked at: one sealed behind another still waiting (its
+                // leader gone) counts no more.
+                looked = true;
+                ahead.held.retain(unsealed);
+                (mine, part) = share(ahead);
+            }
+            if mine > 0 && mine >= part {
+                // Compressed at its seal (the list would only grow: it is not charged to
+                // `buffer.memory`).
+                continue;
+            }
             ahead.held.push_back((at.0, at.1, at.2, job.len()));
-            ahead.held_bytes += job.len();
             return Some(CompressionTask { at, job });
         }
         None
