@@ -658,6 +658,9 @@ impl Producer {
                     }
                 }
                 if fail_now {
+                    // Asked about again (the backoff paces it), as for a record that waits:
+                    // a topic created meanwhile stops failing at the next answer.
+                    self.need_metadata(Some(ti));
                     return Ok(self.fail_at_once(ti, record, DeliveryError::UnknownTopic(code)));
                 }
             }
