@@ -270,6 +270,12 @@ fn a_leader_that_cannot_take_its_batches_leaves_the_others_their_part() {
         "{} of partition 0's batches compressed ahead",
         tasks.len()
     );
+    // Within twice the budget in all (and a batch more per leader).
+    let raw: usize = stuck + tasks.iter().map(|t| t.len()).sum::<usize>();
+    assert!(
+        raw <= 2 * (MEMORY / 8) + 2 * BATCH,
+        "{raw} B held compressed ahead"
+    );
     for t in tasks {
         assert!(h.p.take_compressed(t.run()));
     }

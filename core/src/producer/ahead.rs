@@ -19,10 +19,12 @@
 //!
 //! Memory: a batch compressed ahead holds its records twice (raw and compressed) until its
 //! seal drops the raw ones. What is held so, counted by the raw size of the tasks handed out,
-//! reaches an eighth of `buffer.memory` at most, shared equally by the leaders whose batches
-//! are held, plus one batch per leader (a leader holding nothing may always take one); past
-//! its part a leader's batches are compressed at their seal. A batch counts until it is
-//! sealed or gone. This is outside `buffer.memory`.
+//! reaches an eighth of `buffer.memory`; past it a leader still takes batches up to its equal
+//! part of that budget, and the total up to twice it (so that a leader that cannot take its
+//! batches, which keeps them until they are sent or expire, leaves the others their part),
+//! plus one batch per leader (a leader holding nothing may always take one); other batches
+//! are compressed at their seal. A batch counts until it is sealed or gone. This is outside
+//! `buffer.memory`.
 
 use std::collections::VecDeque;
 
@@ -37,16 +39,50 @@ use crate::protocol::record_batch::{CompressionJob, Precompressed};
 pub(super) struct CompressAhead {
     /// Closed batches by (topic, partition, batch id), in the order they closed.
     queue: VecDeque<(usize, usize, u64)>,
-    /// Batches whose records were handed out, with the raw size counted for each, until
-    /// they are sealed or gone (released from the front as they are sealed, roughly in
-    /// order; all are looked at once the budget is reached, so that one batch held back,
-    /// its leader gone, keeps no other's count).
-    held: VecDeque<(usize, usize, u64, usize)>,
+    /// Batches whose records were handed out, with the raw size counted for each and the
+    /// leader its partition had then, until they are sealed or gone (released from the front
+    /// as they are sealed, roughly in order; all are looked at once a leader's part is used
+    /// up, so that one batch held back, its leader gone, keeps no other's count).
+    held: VecDeque<Held>,
+    /// What `held` counts for each leader (`None`: no leader) holding any.
+    parts: SmallVec<[(Option<i32>, usize); 8]>,
 }
+
+/// A batch handed out: (topic, partition, batch id), its raw size, its leader then.
+type Held = (usize, usize, u64, usize, Option<i32>);
 
 impl CompressAhead {
     pub(super) fn push(&mut self, at: (usize, usize, u64)) {
         self.queue.push_back(at);
+    }
+
+    fn count(&mut self, leader: Option<i32>, bytes: usize) {
+        match self.parts.iter_mut().find(|p| p.0 == leader) {
+            Some(p) => p.1 += bytes,
+            None => self.parts.push((leader, bytes)),
+        }
+    }
+
+    fn release(&mut self, leader: Option<i32>, bytes: usize) {
+        if let Some(i) = self.parts.iter().position(|p| p.0 == leader) {
+            self.parts[i].1 -= bytes;
+            if self.parts[i].1 == 0 {
+                self.parts.swap_remove(i);
+            }
+        }
+    }
+
+    /// Whether a batch of `leader` may be compressed ahead: while what is held stays within
+    /// `budget`; past it, while the leader holds less than its equal part of it and the
+    /// total stays within twice the budget (a leader that cannot take its batches keeps what
+    /// it holds until they are sent or expire); and always for a leader holding nothing.
+    fn admits(&self, leader: Option<i32>, budget: usize) -> bool {
+        let total: usize = self.parts.iter().map(|p| p.1).sum();
+        let mine = (self.parts.iter())
+            .find(|p| p.0 == leader)
+            .map_or(0, |p| p.1);
+        let leaders = self.parts.len() + usize::from(mine == 0);
+        mine == 0 || total < budget || mine < budget / leaders && total < budget.saturating_mul(2)
     }
 }
 
@@ -104,9 +140,9 @@ impl Producer {
 
     /// The next closed batch whose records the driver may compress without the producer, if
     /// any (see [`Self::set_compress_ahead`]). Batches compressed ahead and not yet sealed
-    /// hold at most an eighth of `buffer.memory`, shared equally by their leaders (one batch
-    /// each at least): a listed batch whose leader's part is used up is dropped from the list
-    /// and compressed at its seal.
+    /// hold an eighth of `buffer.memory`; past it a leader takes batches up to its equal part
+    /// of that, the total up to twice it, one batch each at least: a listed batch that does
+    /// not fit is dropped from the list and compressed at its seal.
     pub fn poll_compression(&mut self) -> Option<CompressionTask> {
         let budget = self.cfg.buffer_memory / 8;
         let Self {
@@ -115,18 +151,16 @@ impl Producer {
             ..
         } = self;
         let ahead = compress_ahead.as_mut()?;
-        let unsealed = |&(ti, pi, id, _): &(usize, usize, u64, usize)| {
+        let unsealed = |&(ti, pi, id, _, _): &Held| {
             find(topics, (ti, pi, id)).is_some_and(|b| b.builder.is_some())
         };
         // Release what was sealed (or is gone) since, from the front.
-        while let Some(h) = ahead.held.front() {
-            if unsealed(h) {
+        while let Some(&h) = ahead.held.front() {
+            if unsealed(&h) {
                 break;
             }
             ahead.held.pop_front();
-        }
-        if ahead.queue.is_empty() {
-            return None;
+            ahead.release(h.4, h.3);
         }
         let leader_of = |ti: usize, pi: usize| {
             (topics.get(ti))
@@ -136,46 +170,41 @@ impl Producer {
         let mut looked = false;
         while let Some(at) = ahead.queue.pop_front() {
             // A batch sealed, failed or split since it closed is no longer one to compress.
-            let Some(b) = find(topics, at).filter(|b| b.state == BatchState::Ready) else {
+            let Some(bb) = find(topics, at)
+                .filter(|b| b.state == BatchState::Ready)
+                .and_then(|b| b.builder.as_ref())
+            else {
                 continue;
             };
-            let Some(job) = b.builder.as_ref().and_then(|bb| bb.compression_job()) else {
-                continue;
-            };
-            // The budget is shared by the leaders whose batches are held: each takes an
-            // equal part of it (one batch at least), so that the batches of a leader that
-            // cannot take them (gone, slow, unreachable), which stay held until they are
-            // sent or expire, do not send every other leader's back to compression at the
-            // seal, under the lock (a fairness review).
-            let group = leader_of(at.0, at.1);
-            let share = |ahead: &CompressAhead| {
-                let mut mine = 0;
-                let mut groups: SmallVec<[Option<i32>; 8]> = SmallVec::new();
-                groups.push(group);
-                for h in &ahead.held {
-                    let g = leader_of(h.0, h.1);
-                    if g == group {
-                        mine += h.3;
-                    } else if !groups.contains(&g) {
-                        groups.push(g);
-                    }
-                }
-                (mine, budget / groups.len())
-            };
-            let (mut mine, mut part) = share(ahead);
-            if mine > 0 && mine >= part && !looked {
+            // The budget is shared by the leaders whose batches are held, so that the
+            // batches of a leader that cannot take them (gone, slow, unreachable), held
+            // until they are sent or expire, do not send every other leader's back to
+            // compression at the seal, under the lock (a fairness review).
+            let leader = leader_of(at.0, at.1);
+            if !ahead.admits(leader, budget) && !looked {
                 // Every held batch looked at: one sealed behind another still waiting (its
                 // leader gone) counts no more.
                 looked = true;
-                ahead.held.retain(unsealed);
-                (mine, part) = share(ahead);
+                let held = std::mem::take(&mut ahead.held);
+                for h in held {
+                    if unsealed(&h) {
+                        ahead.held.push_back(h);
+                    } else {
+                        ahead.release(h.4, h.3);
+                    }
+                }
             }
-            if mine > 0 && mine >= part {
+            if !ahead.admits(leader, budget) {
                 // Compressed at its seal (the list would only grow: it is not charged to
                 // `buffer.memory`).
                 continue;
             }
-            ahead.held.push_back((at.0, at.1, at.2, job.len()));
+            let Some(job) = bb.compression_job() else {
+                continue;
+            };
+            let len = job.len();
+            ahead.held.push_back((at.0, at.1, at.2, len, leader));
+            ahead.count(leader, len);
             return Some(CompressionTask { at, job });
         }
         None
