@@ -183,6 +183,29 @@ fn answer_leaderless(h: &mut Harness) -> usize {
     produced
 }
 
+/// Gzip with `memory` of `buffer.memory`, partition 1 without a leader: one record delivered
+/// to partition 0, then `records` to partition 1, compressed ahead as far as they are handed
+/// out. Returns the raw bytes compressed ahead for partition 1.
+fn stuck_on_partition_1(memory: usize, records: usize) -> (Harness, usize) {
+    let mut h = gzip_harness(true, memory);
+    h.p.send(h.now, record(0)).unwrap();
+    h.p.flush(h.now);
+    assert_eq!(
+        answer_leaderless(&mut h),
+        1,
+        "the first record, to partition 0"
+    );
+    for i in 1..=records {
+        h.p.send(h.now, record(i).with_partition(1)).unwrap();
+    }
+    let mut stuck = 0;
+    while let Some(t) = h.p.poll_compression() {
+        stuck += t.len();
+        assert!(h.p.take_compressed(t.run()));
+    }
+    (h, stuck)
+}
+
 /// A batch compressed ahead whose partition cannot send (no leader) keeps its count, but
 /// no other's: batches of the other partition, compressed ahead and sealed, are released
 /// even behind it, and compression ahead goes on past the budget that their total would
@@ -191,23 +214,9 @@ fn answer_leaderless(h: &mut Harness) -> usize {
 #[test]
 fn a_batch_that_cannot_be_sent_holds_back_no_other() {
     const MEMORY: usize = 128 * 1024;
-    let mut h = gzip_harness(true, MEMORY);
-    h.p.send(h.now, record(0)).unwrap();
-    h.p.flush(h.now);
-    assert_eq!(
-        answer_leaderless(&mut h),
-        1,
-        "the first record, to partition 0"
-    );
     // Partition 1 (no leader): two full batches and an open one, compressed ahead.
-    for i in 1..40 {
-        h.p.send(h.now, record(i).with_partition(1)).unwrap();
-    }
-    let stuck: Vec<_> = std::iter::from_fn(|| h.p.poll_compression()).collect();
-    assert!(!stuck.is_empty());
-    for t in stuck {
-        assert!(h.p.take_compressed(t.run()));
-    }
+    let (mut h, stuck) = stuck_on_partition_1(MEMORY, 39);
+    assert!(stuck > 0);
     // Partition 0: several budgets' worth of batches, each compressed ahead and sent.
     let mut raw = 0;
     let mut n = 40;
@@ -238,23 +247,8 @@ fn a_batch_that_cannot_be_sent_holds_back_no_other() {
 #[test]
 fn a_leader_that_cannot_take_its_batches_leaves_the_others_their_part() {
     const MEMORY: usize = 128 * 1024;
-    let mut h = gzip_harness(true, MEMORY);
-    h.p.send(h.now, record(0)).unwrap();
-    h.p.flush(h.now);
-    assert_eq!(
-        answer_leaderless(&mut h),
-        1,
-        "the first record, to partition 0"
-    );
     // Partition 1 (no leader): more than the whole budget's worth of batches.
-    for i in 1..400 {
-        h.p.send(h.now, record(i).with_partition(1)).unwrap();
-    }
-    let mut stuck = 0;
-    while let Some(t) = h.p.poll_compression() {
-        stuck += t.len();
-        assert!(h.p.take_compressed(t.run()));
-    }
+    let (mut h, stuck) = stuck_on_partition_1(MEMORY, 399);
     assert!(
         stuck >= MEMORY / 8,
         "{stuck} B of partition 1 compressed ahead"

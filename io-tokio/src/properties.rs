@@ -1511,8 +1511,9 @@ impl CodecLevels {
 /// takes bytes, and a Rust string's bytes are its UTF-8, Java's default encoding).
 ///
 /// Refused, with the reason in the error: `key.serializer` and `value.serializer` naming any
-/// other class (kprod takes bytes), `transactional.id` and `transaction.timeout.ms` (no transactions), any other
-/// `partitioner.class`, `interceptor.classes` (no Java classes), `metrics.*` and `metric.reporters`
+/// other class (kprod takes bytes), `transactional.id` and `transaction.timeout.ms` (no
+/// transactions), any other `partitioner.class`, `interceptor.classes` (no Java classes),
+/// `metrics.*` and `metric.reporters`
 /// (no metrics registry: tracing events), other values of `debug` (tracing filters) and
 /// `statistics.interval.ms`, `log_level` (tracing filters), `bootstrap.resolve.timeout.ms`,
 /// librdkafka's `sticky.partitioning.linger.ms`,

@@ -1180,8 +1180,6 @@ impl KafkaModel {
         s.producer.handle_read(now, conn, &mut buf);
     }
 
-    /// §C.4 ghosts from a Produce answer: an acknowledgement that overtook an earlier record
-    /// missing from the log, and a rejection of a partition's true head of line.
     /// §C's well-behaved profile so far: no fault that loses or cuts the broker's producer
     /// state (a restart, an expiry, DeleteRecords, a truncating leader change) and no zombie
     /// request.
@@ -1196,6 +1194,8 @@ impl KafkaModel {
             && b.stalls == c.stalls
     }
 
+    /// §C.4 ghosts from a Produce answer: an acknowledgement that overtook an earlier record
+    /// missing from the log, and a rejection of a partition's true head of line.
     fn observe_produce_response(&self, s: &mut State, frame: &Bytes, ghost: &Ghost) {
         let Ok((_, resp)) = decode_response::<ProduceRequest>(ghost.version, frame.clone()) else {
             return;
@@ -1219,7 +1219,7 @@ impl KafkaModel {
             };
             match ErrorCode::from_i16(pr.error_code) {
                 ErrorCode::None if earlier_unresolved(s) => s.overtaken = true,
-                ErrorCode::OutOfOrderSequenceNumber | ErrorCode::UnknownProducerId => {
+                code @ (ErrorCode::OutOfOrderSequenceNumber | ErrorCode::UnknownProducerId) => {
                     let head = s
                         .ids
                         .iter()
@@ -1228,7 +1228,6 @@ impl KafkaModel {
                     if head {
                         let moved = s.cluster.partition(TOPIC, p).log_start > 0;
                         s.head_rejection = Some(moved || s.head_rejection == Some(true));
-                        let code = ErrorCode::from_i16(pr.error_code);
                         if code == ErrorCode::OutOfOrderSequenceNumber
                             && self.well_behaved(s)
                             && !s.permanent_injected[p as usize]

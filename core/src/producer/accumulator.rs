@@ -23,7 +23,7 @@ use crate::protocol::record_batch::{
     body_len, doubled_to, record_payload_len, shared_buffer, RecordBatchBuilder, HEADER_LEN,
 };
 use crate::protocol::ErrorCode;
-use crate::types::{DeliveryError, Event, Persistence, Record, RecordId, SendError};
+use crate::types::{DeliveryError, Record, RecordId, SendError};
 
 /// What a record waiting for its topic's metadata is charged against `buffer.memory` beyond
 /// its encoded size: its place in the topic's queue (the record's own allocations are its
@@ -641,15 +641,9 @@ impl Producer {
                     freed += p.size;
                 }
                 let fail_now = over(held - freed);
-                let left = self.buffered_bytes - freed;
                 let taken = fail_now
-                    || (self.cfg.max_buffered_records)
-                        .is_none_or(|max| self.pending_records - evict < max)
-                        && (left == 0
-                            || left
-                                .saturating_add(self.external_bytes)
-                                .saturating_add(need)
-                                <= self.cfg.buffer_memory);
+                    || !self.records_full(self.pending_records - evict)
+                        && !self.memory_full(self.buffered_bytes - freed, need);
                 if taken {
                     for _ in 0..evict {
                         let p = self.pop_pending(ti).expect("counted above");
@@ -667,7 +661,7 @@ impl Producer {
         }
         // librdkafka's count limit (`queue.buffering.max.messages`), refused as a full
         // `buffer.memory` is (below).
-        if (self.cfg.max_buffered_records).is_some_and(|max| self.pending_records >= max) {
+        if self.records_full(self.pending_records) {
             self.flush_for_memory();
             return Err(SendError::QueueFull(record));
         }
@@ -684,13 +678,7 @@ impl Producer {
         let need = placed.map_or(size + PENDING_CHARGE + self.cfg.record_overhead, |p| {
             p.charge
         });
-        if need > 0
-            && self.buffered_bytes > 0
-            && (self.buffered_bytes)
-                .saturating_add(self.external_bytes)
-                .saturating_add(need)
-                > self.cfg.buffer_memory
-        {
+        if self.memory_full(self.buffered_bytes, need) {
             self.flush_for_memory();
             return Err(SendError::QueueFull(record));
         }
@@ -737,6 +725,22 @@ impl Producer {
         Ok(id)
     }
 
+    /// Whether `records` held reach librdkafka's count limit (`queue.buffering.max.messages`).
+    fn records_full(&self, records: usize) -> bool {
+        (self.cfg.max_buffered_records).is_some_and(|max| records >= max)
+    }
+
+    /// Whether `buffer.memory`, `held` of it charged, has no room for `need` more (whatever
+    /// is needed is granted when nothing is held).
+    fn memory_full(&self, held: usize, need: usize) -> bool {
+        need > 0
+            && held > 0
+            && held
+                .saturating_add(self.external_bytes)
+                .saturating_add(need)
+                > self.cfg.buffer_memory
+    }
+
     /// What the last metadata answer said of topic `ti` if it said that the topic does not
     /// exist, or that this producer may not use it (not a topic being created, which
     /// answers LEADER_NOT_AVAILABLE while the cluster makes it), and answers have said it is
@@ -776,13 +780,7 @@ impl Producer {
         self.next_record += 1;
         self.stats.0.records_accepted += 1;
         self.wakes.0 += 1;
-        self.emit(Event::Failed {
-            id,
-            error,
-            persisted: Persistence::NotPersisted,
-            record: Some(Box::new(record)),
-            detail: None,
-        });
+        self.emit_not_persisted(id, record, error);
         id
     }
 
@@ -1030,13 +1028,7 @@ impl Producer {
             self.wakes.0 += 1;
             self.buffered_bytes -= charged;
             self.pending_records -= 1;
-            self.emit(Event::Failed {
-                id,
-                error: DeliveryError::UnknownPartition,
-                persisted: Persistence::NotPersisted,
-                record: Some(Box::new(record)),
-                detail: None,
-            });
+            self.emit_not_persisted(id, record, DeliveryError::UnknownPartition);
             return;
         }
         if let Some(to) = placed.sticky_to {

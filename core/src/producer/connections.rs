@@ -581,7 +581,7 @@ impl Producer {
             let node_backing_off = (self.brokers.iter())
                 .any(|(&n, a)| **a == *addr && !self.target_ready(Target::Node(n)));
             if !busy && !node_backing_off && self.target_ready(Target::Bootstrap(i)) {
-                let addr: Arc<str> = Arc::from(self.cfg.bootstrap_servers[i].as_str());
+                let addr: Arc<str> = Arc::from(addr);
                 self.open_conn(Target::Bootstrap(i), addr);
                 return;
             }

@@ -467,10 +467,10 @@ impl Producer {
     /// before the deadline of the last [`Output::Wait`]: an accepted record opened a new batch
     /// (a new linger deadline), filled one (sendable now), is the first to wait for its
     /// topic's metadata (a new topic, a deadline) or asked for metadata, or failed at once
-    /// (an event); a refused record or a
-    /// wanted topic asked for metadata. A
-    /// record that joined an open batch which still has room leaves it unchanged: until the
-    /// deadline the driver already waits for, the drain would do nothing more than before.
+    /// (an event); a refused record or a wanted topic asked for metadata. A record that
+    /// joined an open batch which still has room leaves it unchanged, and so does one that
+    /// waits for metadata behind another: until the deadline the driver already waits for,
+    /// the drain would do nothing more than before.
     ///
     /// For a driver that calls `send` outside its drain loop (from the application's thread,
     /// say): compare it before and after `send` and run the drain only if it changed. Reading

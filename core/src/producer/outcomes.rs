@@ -220,11 +220,21 @@ impl Producer {
     pub(super) fn resolve_pending(&mut self, p: PendingRecord, error: DeliveryError) {
         self.buffered_bytes -= p.size;
         self.pending_records -= 1;
+        self.emit_not_persisted(p.id, p.record, error);
+    }
+
+    /// Record `id`, never sent, failed with `error`: not persisted, handed back.
+    pub(super) fn emit_not_persisted(
+        &mut self,
+        id: RecordId,
+        record: crate::types::Record,
+        error: DeliveryError,
+    ) {
         self.emit(Event::Failed {
-            id: p.id,
+            id,
             error,
             persisted: Persistence::NotPersisted,
-            record: Some(Box::new(p.record)),
+            record: Some(Box::new(record)),
             detail: None,
         });
     }

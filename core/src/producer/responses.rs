@@ -517,8 +517,8 @@ impl Producer {
             // loses its producer state after the write keeps the batch: one restarted
             // without its state on durable storage, or any Kafka, which dates a producer's
             // state by its batches' own timestamps, so old timestamps expire it at the next
-            // check after the append; Kafka before 2.5 then answers UNKNOWN_PRODUCER_ID. The batch then failed not persisted, or
-            // was written twice: a review finding.)
+            // check after the append; Kafka before 2.5 then answers UNKNOWN_PRODUCER_ID. The
+            // batch then failed not persisted, or was written twice: a review finding.)
             let p = &mut self.topics[ti].partitions[pi];
             // The offset right after the last acknowledged record, where the answer says
             // where the log starts.
