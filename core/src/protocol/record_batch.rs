@@ -539,8 +539,14 @@ impl RecordBatchBuilder {
             // Compressed ahead (the same bytes this would write), unless records came since.
             let raw_len = buf.len() - HEADER_LEN;
             let ahead = (precompressed.filter(|p| p.matches(count, raw_len))).map(|p| p.out);
-            if let Some(out) =
-                ahead.or_else(|| compress_records(compression, ratio, &buf[HEADER_LEN..]))
+            // Records the codec does not make smaller (random or already compressed bytes,
+            // which every codec's framing grows) go out as they are, as librdkafka sends
+            // them: a batch never grows past its records' own size, so the size checks made
+            // on the records hold for the batch (a record just under `i32::MAX` went out
+            // with a wrapped length; a review finding).
+            if let Some(out) = (ahead
+                .or_else(|| compress_records(compression, ratio, &buf[HEADER_LEN..])))
+            .filter(|out| out.len() < buf.len())
             {
                 buf = out;
                 codec = compression.codec;
@@ -565,6 +571,13 @@ impl RecordBatchBuilder {
         buf[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
         buf.freeze()
     }
+}
+
+/// The `maxTimestamp` field of a batch this crate sealed (`None` if `batch` is shorter than a
+/// header).
+pub fn sealed_max_timestamp(batch: &[u8]) -> Option<i64> {
+    let field = batch.get(35..43)?;
+    Some(i64::from_be_bytes(field.try_into().ok()?))
 }
 
 /// Returns a copy of a sealed batch re-stamped with a new producer id, epoch and base
@@ -981,6 +994,38 @@ mod tests {
                 (9, 0, 0)
             );
             assert_eq!(s.records, d.records);
+        }
+    }
+
+    /// Records no codec makes smaller go out uncompressed (a review finding): every codec's
+    /// framing grows random bytes, and a batch grown past its records' own size could pass
+    /// the size checks made on the records and not fit the wire's lengths.
+    #[test]
+    fn records_a_codec_would_grow_go_out_uncompressed() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let noise: Vec<u8> = (0..64 * 1024)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        for codec in CompressionType::ALL {
+            if !codec.is_available() || codec == CompressionType::None {
+                continue;
+            }
+            let mut b = RecordBatchBuilder::with_capacity(0);
+            b.set_compression(Compression::new(codec), RatioEstimate::default());
+            b.push(5, Some(b"k"), Some(&noise), &[]);
+            let raw = b.records_len();
+            let sealed = b.seal(42, 3, 7);
+            assert_eq!(sealed.len(), HEADER_LEN + raw, "{codec}");
+            let attributes = i16::from_be_bytes([sealed[21], sealed[22]]);
+            assert_eq!(attributes, CompressionType::None.id(), "{codec}");
+            let d = &RecordBatch::decode_all(sealed.clone()).unwrap()[0];
+            assert_eq!(d.records[0].value.as_deref(), Some(&noise[..]), "{codec}");
+            assert_eq!(sealed_max_timestamp(&sealed), Some(5));
         }
     }
 
