@@ -259,6 +259,62 @@ fn after_idling_past_the_state_expiry_the_first_batch_goes_alone() {
     assert_eq!(h.p.pending_records(), 0);
 }
 
+/// The same idle period, spent asleep (a review finding): a suspended machine's monotonic
+/// clock (Linux's `CLOCK_MONOTONIC`, which `Instant` reads) stands still, so the producer saw
+/// a second where the broker, which dates our state by the batches' timestamps against its
+/// wall clock, saw two days and forgot us. The records' timestamps tell it: the first batch
+/// after such a gap goes alone, as after an idle period the producer saw.
+#[test]
+fn after_a_suspend_past_the_state_expiry_the_first_batch_goes_alone() {
+    let expiry = Duration::from_secs(60);
+    let mut h = Harness::new(|c| c.producer_id_expiration = Some(expiry));
+    let before = 1_700_000_000_000;
+    h.p.send(h.now, record("a").with_timestamp(before)).unwrap();
+    h.answer_all();
+    assert_eq!(h.p.pending_records(), 0);
+    let produce = |fs: &[Bytes]| {
+        fs.iter()
+            .filter(|f| api_of(f).0 == api_key::PRODUCE)
+            .count()
+    };
+
+    // A second later by the monotonic clock, within the expiry by the records' clock too:
+    // pipelined.
+    h.now += Duration::from_secs(1);
+    h.p.handle_timeout(h.now);
+    for v in ["b", "c"] {
+        h.p.send(h.now, record(v).with_timestamp(before + 1_000))
+            .unwrap();
+        h.drain();
+    }
+    let frames = h.frames();
+    assert_eq!(produce(&frames), 2, "pipelined within the expiry");
+    for f in frames {
+        let a = respond(&f, &mut h.next_offset);
+        h.feed(a);
+    }
+    h.answer_all();
+    assert_eq!(h.p.pending_records(), 0);
+
+    // Another second by the monotonic clock, two days by the wall clock.
+    h.now += Duration::from_secs(1);
+    h.p.handle_timeout(h.now);
+    let after = before + 2 * 86_400_000;
+    for v in ["d", "e"] {
+        h.p.send(h.now, record(v).with_timestamp(after)).unwrap();
+        h.drain();
+    }
+    let frames = h.frames();
+    assert_eq!(produce(&frames), 1, "one probe batch, nothing behind it");
+    for f in frames {
+        let a = respond(&f, &mut h.next_offset);
+        h.feed(a);
+    }
+    h.answer_all();
+    assert!(h.failures().is_empty(), "{:?}", h.failures());
+    assert_eq!(h.p.pending_records(), 0);
+}
+
 /// KIP-219: a Produce answer (v6+) with `throttle_time_ms` asks the client to wait. The
 /// producer sends nothing more on that connection until the time has passed (the broker
 /// mutes it meanwhile), and wakes itself when it has.

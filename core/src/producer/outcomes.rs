@@ -13,6 +13,7 @@ use super::requests::BatchRef;
 use super::Target;
 use super::{BackoffFor, Producer};
 use crate::partition::{Batch, BatchState};
+use crate::protocol::record_batch::sealed_max_timestamp;
 use crate::protocol::ErrorCode;
 use crate::types::{
     ConnId, Delivered, DeliveryError, Diagnostic, Event, FatalError, Output, Persistence,
@@ -342,6 +343,7 @@ impl Producer {
                 };
                 p.probe = false;
                 p.last_write = Some(b.created);
+                p.last_write_timestamp = b.wire.as_deref().and_then(sealed_max_timestamp);
             }
             // P11: a later acknowledgement proves nothing about earlier batches, and makes
             // them impossible to re-sequence without reordering.
