@@ -1729,13 +1729,15 @@ impl ProducerHandle {
     ///
     /// When there is room the record is accepted on the caller's task at the first poll,
     /// without waiting for the producer's task (a short lock shared with it). Like tokio's own
-    /// channels, this then spends the task's cooperative budget, so a loop of enqueues yields
-    /// to other tasks now and then (and to the producer's task on a single-threaded runtime).
+    /// channels, it first spends the task's cooperative budget, so a loop of enqueues yields
+    /// to other tasks now and then (and to the producer's task on a single-threaded runtime);
+    /// a poll that yields there has accepted nothing.
     ///
     /// Cancellation: if this future is dropped before it returns, the record is either never
-    /// accepted (then it is not sent at all: that is the case while it waits for memory) or
-    /// accepted a moment before, and then it is delivered like any other record (`flush` and
-    /// `close` wait for it). Either way it is never half-sent; to learn which, await the
+    /// accepted (then it is not sent at all: that is the case while it waits for memory, and
+    /// whenever a poll with room returned `Pending`) or, when it waited, accepted by the
+    /// producer's task a moment before, and then it is delivered like any other record
+    /// (`flush` and `close` wait for it). Either way it is never half-sent; to learn which, await the
     /// future. Dropping the returned [`DeliveryFuture`] cancels nothing.
     ///
     /// # Errors
@@ -1794,13 +1796,16 @@ impl ProducerHandle {
         record: Record,
         done: Done,
     ) -> Result<(i64, Option<slots::Bound>), DeliveryError> {
+        // The cooperative budget is spent before the record is taken, as tokio's channels
+        // spend it: a future that returns `Pending` here has accepted nothing. (Spent after,
+        // every enqueue past the budget's 128th within one poll of its task accepted its
+        // record and returned `Pending`, so `now_or_never()` or a zero `timeout` dropped an
+        // accepted record's outcome, and a caller that kept it to retry sent it twice; a
+        // review finding.) The only await point on the path with room: without it a loop of
+        // enqueues would never yield to the scheduler.
+        tokio::task::coop::consume_budget().await;
         let (record, done, ticket) = match self.try_accept(record, done) {
-            Accept::Accepted(timestamp, slot) => {
-                // The only await point on this path: without it a loop of enqueues would
-                // never yield to the scheduler.
-                tokio::task::coop::consume_budget().await;
-                return Ok((timestamp, slot));
-            }
+            Accept::Accepted(timestamp, slot) => return Ok((timestamp, slot)),
             Accept::Refused(e) => return Err(e),
             Accept::Wait(record, done, ticket) => (record, done, ticket),
         };
@@ -1816,7 +1821,9 @@ impl ProducerHandle {
         if let Err(mpsc::error::SendError(Command::Send { record, .. })) = self.tx.send(cmd).await {
             return Err(refused_after_stop(self.fatal.get(), record));
         }
-        match accepted_rx.await {
+        // Unconstrained: a verdict already given is taken whatever the budget left (the
+        // record may be accepted; the future must not drop its outcome for a yield).
+        match tokio::task::coop::unconstrained(accepted_rx).await {
             Ok(Ok(slot)) => Ok((timestamp, slot)),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(stopped_before_acceptance()),
@@ -1976,6 +1983,9 @@ impl ProducerHandle {
             return Vec::new();
         }
         let n = timestamps.len();
+        // The cooperative budget is spent before any record is taken (as in `accept`): a
+        // future that returns `Pending` here has accepted nothing.
+        tokio::task::coop::consume_budget().await;
         let mut results = Vec::with_capacity(n);
         // A long list is taken in pieces, the lock let go between them, so that the
         // producer's task (acknowledgements, linger timers) and other senders are not held
@@ -1988,7 +1998,6 @@ impl ProducerHandle {
             }
         };
         let verdicts = if queued.is_empty() {
-            tokio::task::coop::consume_budget().await;
             results
         } else {
             let (accepted, accepted_rx) = oneshot::channel();
@@ -2000,7 +2009,7 @@ impl ProducerHandle {
                 _ticket: ticket.unwrap_or_else(|| Ticket::new(&self.shared)),
             };
             match self.tx.send(cmd).await {
-                Ok(()) => accepted_rx
+                Ok(()) => tokio::task::coop::unconstrained(accepted_rx)
                     .await
                     .unwrap_or_else(|_| (0..n).map(|_| Err(stopped())).collect()),
                 Err(mpsc::error::SendError(cmd)) => {

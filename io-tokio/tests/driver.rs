@@ -1195,6 +1195,38 @@ mod handle_api {
         h.close().await;
     }
 
+    /// An `enqueue` that is not ready has accepted nothing (a review finding): it spent the
+    /// task's cooperative budget after taking the record, so past the budget every enqueue
+    /// in one poll of a task accepted its record and returned `Pending`, and `now_or_never`
+    /// lost the outcome of a record that was then delivered.
+    #[tokio::test(start_paused = true)]
+    async fn an_enqueue_that_is_not_ready_has_accepted_nothing() {
+        let broker = FakeBroker::new("t", 1);
+        let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
+        let cx = &mut std::task::Context::from_waker(std::task::Waker::noop());
+        let mut ready = Vec::new();
+        let mut not_ready = Vec::new();
+        for i in 0..300 {
+            let value = format!("r{i}");
+            let mut f = std::pin::pin!(h.enqueue(Record::new("t", value.clone())));
+            match f.as_mut().poll(cx) {
+                std::task::Poll::Ready(r) => ready.push((value, r.unwrap())),
+                std::task::Poll::Pending => not_ready.push(value),
+            }
+        }
+        assert!(!not_ready.is_empty(), "the task's budget ran out");
+        h.flush().await;
+        let counts = counts(&broker, "t");
+        for (value, delivery) in ready {
+            assert!(delivery.await.is_ok());
+            assert_eq!(counts.get(&value), Some(&1), "{value}");
+        }
+        for value in not_ready {
+            assert!(!counts.contains_key(&value), "{value} was sent");
+        }
+        h.close().await;
+    }
+
     /// A 600-byte value named `name`: one fills a 1 KiB `buffer.memory`.
     fn big(name: &str) -> String {
         format!("{name}-{}", "x".repeat(600))
