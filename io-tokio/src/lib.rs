@@ -1330,6 +1330,39 @@ impl Pending {
     }
 }
 
+/// Wakes the producer's task if a send waiting for its verdict is given up by its caller:
+/// the task then drops the abandoned command and tries the sends queued behind it. (Without
+/// the wake, sends behind a first one given up slept with room free until something else
+/// woke the task, an acknowledgement or a request timeout, or were refused `QueueFull` at
+/// the abandoned one's `max.block.ms`; a review finding.)
+struct WakeIfAbandoned<'a>(Option<&'a Shared>);
+
+impl<'a> WakeIfAbandoned<'a> {
+    fn new(shared: &'a Shared) -> Self {
+        Self(Some(shared))
+    }
+
+    /// The verdict came: nothing to wake.
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+
+    /// Awaits `f`, waking the producer's task if it is dropped first.
+    async fn around<F: Future>(self, f: F) -> F::Output {
+        let out = f.await;
+        self.disarm();
+        out
+    }
+}
+
+impl Drop for WakeIfAbandoned<'_> {
+    fn drop(&mut self) {
+        if let Some(shared) = self.0 {
+            shared.wake.notify_one();
+        }
+    }
+}
+
 /// Counts one command in [`Shared::waiting`] from its creation until it is dropped (applied,
 /// refused, or given up by its caller).
 #[derive(Debug)]
@@ -1823,7 +1856,10 @@ impl ProducerHandle {
         }
         // Unconstrained: a verdict already given is taken whatever the budget left (the
         // record may be accepted; the future must not drop its outcome for a yield).
-        match tokio::task::coop::unconstrained(accepted_rx).await {
+        let waiting = WakeIfAbandoned::new(&self.shared);
+        let verdict = tokio::task::coop::unconstrained(accepted_rx).await;
+        waiting.disarm();
+        match verdict {
             Ok(Ok(slot)) => Ok((timestamp, slot)),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(stopped_before_acceptance()),
@@ -2009,7 +2045,8 @@ impl ProducerHandle {
                 _ticket: ticket.unwrap_or_else(|| Ticket::new(&self.shared)),
             };
             match self.tx.send(cmd).await {
-                Ok(()) => tokio::task::coop::unconstrained(accepted_rx)
+                Ok(()) => WakeIfAbandoned::new(&self.shared)
+                    .around(tokio::task::coop::unconstrained(accepted_rx))
                     .await
                     .unwrap_or_else(|_| (0..n).map(|_| Err(stopped())).collect()),
                 Err(mpsc::error::SendError(cmd)) => {

@@ -1195,6 +1195,44 @@ mod handle_api {
         h.close().await;
     }
 
+    /// A send waiting behind a first one whose caller gives up is served at once, with no
+    /// other event to wake the producer's task (a review finding: it slept with room free
+    /// until the first one's `max.block.ms`, then was refused `QueueFull` with it).
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_behind_a_send_given_up_is_served_at_once() {
+        let broker = FakeBroker::new("t", 1);
+        broker.script.lock().unwrap().latency = Duration::from_secs(10);
+        let cfg = config(&[
+            ("buffer.memory", "4096"),
+            ("batch.size", "1024"),
+            ("max.request.size", "4096"),
+            ("max.block.ms", "2000"),
+        ]);
+        let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+        let held = h.enqueue(Record::new("t", big("held"))).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let cx = &mut std::task::Context::from_waker(std::task::Waker::noop());
+        // Too large for the room left: waits. The small one waits behind it.
+        let mut large = Box::pin(h.send(Record::new("t", "c".repeat(3500))));
+        let mut small = Box::pin(h.enqueue(Record::new("t", "small")));
+        assert!(large.as_mut().poll(cx).is_pending());
+        assert!(small.as_mut().poll(cx).is_pending());
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            small.as_mut().poll(cx).is_pending(),
+            "waits behind the large one"
+        );
+        drop(large);
+        let start = Instant::now();
+        let small = small.await.unwrap();
+        assert_eq!(start.elapsed(), Duration::ZERO, "accepted at once");
+        assert_eq!(held.await.unwrap().offset, Some(0));
+        assert_eq!(small.await.unwrap().offset, Some(1));
+        h.close().await;
+    }
+
     /// An `enqueue` that is not ready has accepted nothing (a review finding): it spent the
     /// task's cooperative budget after taking the record, so past the budget every enqueue
     /// in one poll of a task accepted its record and returned `Pending`, and `now_or_never`
