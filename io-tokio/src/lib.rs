@@ -2117,6 +2117,11 @@ impl ProducerHandle {
 
     /// [`Self::flush`] with a deadline.
     ///
+    /// The deadline's timer is set on the caller's runtime when called inside one, which then
+    /// needs its time driver (`enable_time` or `enable_all`), as any `tokio::time::timeout`
+    /// does; outside a runtime it is set on the producer's, where a current-thread runtime's
+    /// timers run only while its `block_on` runs.
+    ///
     /// # Errors
     /// [`Timeout`] if records enqueued before the call are still unresolved after `timeout`
     /// (or, under acks=0, still held by the writers);
@@ -2224,6 +2229,11 @@ impl ProducerHandle {
     }
 
     /// [`Self::close`] with a deadline.
+    ///
+    /// The deadline's timer is set on the caller's runtime when called inside one, which then
+    /// needs its time driver (`enable_time` or `enable_all`), as any `tokio::time::timeout`
+    /// does; outside a runtime it is set on the producer's, where a current-thread runtime's
+    /// timers run only while its `block_on` runs.
     ///
     /// # Errors
     /// [`Timeout`] if records are still unresolved after `timeout`. The producer is closed to
@@ -2624,10 +2634,15 @@ impl<C: Connector> Drop for Driver<C> {
             core = shared.lock();
         }
         core.stopped = true;
-        let _ = self.final_metrics.set(core.producer.metrics());
         let pending = std::mem::take(&mut core.pending);
         let mut waiting = Vec::new();
         core.slabs.close(&mut waiting);
+        // Last, and not from a core a panic left half-way: a second panic there, while this
+        // thread unwinds from the first, would abort the process, and before the futures were
+        // released it left them waiting forever (a review finding). Metrics then stay zeros.
+        if !half_way {
+            let _ = self.final_metrics.set(core.producer.metrics());
+        }
         drop(core);
         // Each says "stopped" (a callback is called, a future finds its slab closed), lowest
         // id first, outside the lock.
