@@ -225,6 +225,41 @@ fn a_buffer_no_larger_than_a_batch_holds_a_batch_that_grows() {
     assert!(matches!(h.p.send(h.now, big), Err(SendError::QueueFull(_))));
 }
 
+/// `buffer.memory` no larger than `batch.size` with a driver's per-record overhead (a review
+/// finding): a batch opened with nothing held reserved its whole room, more than the buffer,
+/// so every later record was refused for its overhead and kprod-tokio sent one record a
+/// round trip. The batch now opens with its first record's room and grows, as above.
+#[test]
+fn a_buffer_no_larger_than_a_batch_takes_many_records_with_a_drivers_overhead() {
+    const ROOM: usize = 16 * 1024;
+    let mut h = Harness::new(|c| {
+        c.batch_size = ROOM;
+        c.buffer_memory = ROOM;
+        c.max_request_size = ROOM;
+        c.linger = std::time::Duration::from_secs(60);
+        c.record_overhead = 77;
+    });
+    // Known metadata, nothing held.
+    h.p.send(h.now, Record::new(TOPIC, "warm").with_partition(0))
+        .unwrap();
+    h.p.flush(h.now);
+    let f = h.answer_until_produce(&[]).expect("flushed");
+    let a = harness::support::respond(&f, &mut h.next_offset);
+    h.feed(a);
+    assert_eq!(h.p.buffered_bytes(), 0);
+    let mut taken = 0;
+    while h
+        .p
+        .send(h.now, Record::new(TOPIC, vec![b'v'; 100]).with_partition(0))
+        .is_ok()
+    {
+        taken += 1;
+        assert!(taken < 200, "a 16 KiB buffer.memory takes everything");
+    }
+    assert!(taken >= 40, "{taken} records of 100 B taken");
+    assert!(h.p.buffered_bytes() <= ROOM, "{} B", h.p.buffered_bytes());
+}
+
 /// Review finding (an adapter probe): a record refused for memory while the memory was held
 /// by a lingering batch waited for that batch's `linger.ms` (a minute here), and a sender
 /// waiting for memory (kprod-tokio's `send`, `flush` and `close` queued behind it) as long.

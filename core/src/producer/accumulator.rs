@@ -972,9 +972,19 @@ impl Producer {
     ) -> Reserve {
         let room = reserve_for(&self.cfg, size);
         let held = self.buffered_bytes;
-        if held == 0
-            || held + room.charge() <= self.cfg.buffer_memory / 4
-            || fills_batches(&self.cfg, record, partition, size)
+        // With a driver's per-record overhead, a room is reserved whole only if `buffer.memory`
+        // also holds the overhead of the records that would fill it: granted when nothing
+        // was held, a room that alone filled it (`buffer.memory` no larger than `batch.size`)
+        // left no room for the next record's overhead, and kprod-tokio sent one record a
+        // round trip (a review finding). Without an overhead, records within the room need
+        // nothing, and the whole room fills (see `a_small_buffer_memory_still_fills_batches`).
+        let overhead = (self.cfg.record_overhead).saturating_mul(room.ids);
+        let fits = self.cfg.record_overhead == 0
+            || room.charge().saturating_add(overhead) <= self.cfg.buffer_memory;
+        if fits
+            && (held == 0
+                || held + room.charge() <= self.cfg.buffer_memory / 4
+                || fills_batches(&self.cfg, record, partition, size))
         {
             room
         } else {
