@@ -64,13 +64,26 @@ pub(super) fn fit_sealed(
         b.builder.is_none() && !b.reported,
         "a batch sealed just now"
     );
-    let Some(wire) = b.wire.as_deref() else {
+    let Some(wire) = b.wire.take() else {
         return 0;
     };
-    // Measured against the room the batch is charged: its reserve, doubled as its `raw`
-    // records (and header) grew it.
+    // Measured against the larger of the room the batch is charged (its reserve, doubled as
+    // its `raw` records and header grew it) and the buffer it holds (just sealed, it holds
+    // it alone). (A hot partition's batch may take an idle buffer far larger than its
+    // reserve, up to twice `batch.size`, and grow into it; sealed early, by its linger or a
+    // flush, it held that buffer in flight charged as its reserve, beyond `buffer.memory`
+    // with a large `batch.size`; a review finding.)
     let len = wire.len();
-    if len.saturating_mul(4) > grown_room(b.reserve.bytes, HEADER_LEN + raw) {
+    let charged = grown_room(b.reserve.bytes, HEADER_LEN + raw);
+    let (wire, room) = match wire.try_into_mut() {
+        Ok(buf) => {
+            let room = buf.capacity().max(charged);
+            (buf.freeze(), room)
+        }
+        Err(wire) => (wire, charged),
+    };
+    let wire = b.wire.insert(wire);
+    if len.saturating_mul(4) > room {
         return 0;
     }
     // A compressed batch was sealed into a buffer of about its size already (the codec's
@@ -1279,6 +1292,37 @@ mod tests {
             sticky: 0,
             ..Topic::new("t".into(), Compression::NONE)
         }
+    }
+
+    /// A batch sealed early in a buffer far larger than the room it was charged (a hot
+    /// partition's batch takes any idle buffer up to twice `batch.size`) moves into one of
+    /// its size, and the large one goes back to the pool (a review finding: it was measured
+    /// against its charged room only, and held in flight charged as a small batch).
+    #[test]
+    fn a_batch_sealed_early_in_a_large_buffer_moves_out_of_it() {
+        let cfg = ProducerConfig {
+            batch_size: 1 << 20,
+            ..ProducerConfig::default()
+        };
+        let mut b = Batch::new(0, Instant::now(), 64, 1);
+        b.builder = None;
+        b.reserve = reserve_for(&cfg, 100);
+        let raw = 10_000;
+        let mut big = bytes::BytesMut::with_capacity(2 << 20);
+        big.resize(HEADER_LEN + raw, 0);
+        b.wire = Some(big.freeze());
+        b.size = b.reserve.charge();
+        let mut pool = BatchPool::default();
+        let freed = fit_sealed(&mut b, raw, &cfg, &mut pool);
+        let wire = b.wire.take().unwrap();
+        assert_eq!(wire.len(), HEADER_LEN + raw);
+        let held = wire.try_into_mut().unwrap().capacity();
+        assert!(held < 2 * (HEADER_LEN + raw), "still holds {held} B");
+        assert!(freed > 0, "charged what it holds");
+        assert!(
+            pool.buffer(1 << 20, usize::MAX).is_some(),
+            "the large buffer is back in the pool"
+        );
     }
 
     /// The least loaded of the next partitions with a leader, the nearest on a tie; never the
