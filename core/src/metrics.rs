@@ -139,9 +139,10 @@ pub struct Metrics {
     pub buffer_memory: usize,
     /// Gauge: records waiting for their topic's metadata (not in any partition yet).
     pub records_awaiting_metadata: usize,
-    /// One entry per partition of every topic the producer knows, by topic and partition. (A
-    /// partition gone with a topic created again with fewer partitions is listed only while
-    /// it still holds a batch.)
+    /// One entry per partition of every topic the producer knows and has not left idle
+    /// (`metadata.max.idle.ms`, [`Self::idle_topics`]), by topic and partition. (A partition
+    /// gone with a topic created again with fewer partitions is listed only while it still
+    /// holds a batch.)
     pub partitions: Vec<PartitionMetrics>,
 }
 

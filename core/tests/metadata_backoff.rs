@@ -316,9 +316,18 @@ fn topics_left_idle_leave_the_requests() {
     assert_eq!(s.p.pending_records(), 0, "every record delivered");
     // Every topic, `bench` too (nothing sent to it for 15 s).
     assert_eq!(s.p.metrics().idle_topics, 3_001);
+    // Idle topics have no rows in the metrics (a review finding: each snapshot listed every
+    // partition of every topic ever used, a walk and a sort under the adapter's lock that
+    // grew with the producer's age).
+    assert!(s.p.metrics().partitions.is_empty());
     s.p.send(s.now, Record::new("bench", "steady")).unwrap();
     s.run_for(Duration::from_secs(2), Duration::from_millis(250), &|_| {});
     assert_eq!(s.p.pending_records(), 0);
+    let rows = s.p.metrics().partitions;
+    assert!(
+        !rows.is_empty() && rows.iter().all(|r| &*r.topic == "bench"),
+        "the topic in use is listed again: {rows:?}"
+    );
     let (_, last) = s.asked.last().unwrap();
     assert_eq!(
         last,

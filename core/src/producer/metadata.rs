@@ -281,6 +281,16 @@ impl Producer {
                         t.partitions
                             .iter_mut()
                             .for_each(|p| p.batches.shrink_to_fit());
+                    } else {
+                        // A topic in use gives back the room a backlog grew its partitions'
+                        // queues to (an outage's thousands of batches, 260 B a slot), which
+                        // it kept for the producer's life (a review finding).
+                        for p in &mut t.partitions {
+                            let keep = 2 * p.batches.len().max(8);
+                            if p.batches.capacity() > 2 * keep {
+                                p.batches.shrink_to(keep);
+                            }
+                        }
                     }
                     t.used = holds;
                 }

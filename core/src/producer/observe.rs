@@ -40,7 +40,9 @@ impl Producer {
             records_awaiting_metadata: self.topics.iter().map(|t| t.pending.len()).sum(),
             partitions: Vec::new(),
         };
-        for t in &self.topics {
+        // Not the topics left idle (`metadata.max.idle.ms`; they hold no record): a snapshot
+        // walked and sorted every partition of every topic ever used (a review finding).
+        for t in self.topics.iter().filter(|t| !t.idle) {
             let listed = (t.partitions.iter().enumerate())
                 .filter(|(pi, p)| *pi < t.count || !p.batches.is_empty());
             for (pi, p) in listed {
