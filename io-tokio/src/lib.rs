@@ -404,6 +404,11 @@ impl TcpConnector {
         if addrs.len() > 1 {
             let start = {
                 let mut rotation = self.rotation.lock().unwrap_or_else(|e| e.into_inner());
+                // Names only come and go (brokers replaced over weeks): a long list starts
+                // over rather than growing for the producer's life (a review finding).
+                if rotation.len() >= 1024 && !rotation.contains_key(name) {
+                    rotation.clear();
+                }
                 let next = rotation.entry(name.to_owned()).or_insert(0);
                 let start = *next;
                 *next = next.wrapping_add(1);
