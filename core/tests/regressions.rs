@@ -536,6 +536,50 @@ fn a_throttled_api_versions_answer_is_waited_out() {
     assert!(!disconnected(&h.events), "{:?}", h.events);
 }
 
+/// RECORD_LIST_TOO_LARGE (Kafka's answer to a batch larger than the log's `segment.bytes`)
+/// splits a batch of several records, as MESSAGE_TOO_LARGE does (a review finding: it
+/// failed every record of the batch for good, which a smaller batch would have delivered);
+/// a batch of one record still fails, not persisted.
+#[test]
+fn record_list_too_large_splits_a_batch_of_several_records() {
+    let mut h = Harness::new(|_| {});
+    h.p.send(h.now, record("x")).unwrap();
+    h.answer_all();
+    for v in ["a1", "a2", "a3", "a4"] {
+        h.p.send(h.now, record(v)).unwrap();
+    }
+    h.p.flush(h.now);
+    h.drain();
+    let f = h.next_frame().expect("a Produce request");
+    h.feed(produce_error(&f, ErrorCode::RecordListTooLarge));
+    // Every piece of two or more is refused again: the pieces of one record go through.
+    let mut refused = 1;
+    for _ in 0..20 {
+        h.now += Duration::from_millis(500);
+        h.p.handle_timeout(h.now);
+        h.drain();
+        while let Some(f) = h.next_frame() {
+            // A batch's record count: bytes 57–60 of its header.
+            let many = api_of(&f).0 == api_key::PRODUCE && {
+                let p = &produce_of(&f).topic_data[0].partition_data[0];
+                let r = p.records.clone().unwrap();
+                i32::from_be_bytes(r[57..61].try_into().unwrap()) > 1
+            };
+            let a = if many {
+                refused += 1;
+                produce_error(&f, ErrorCode::RecordListTooLarge)
+            } else {
+                respond(&f, &mut h.next_offset)
+            };
+            h.feed(a);
+        }
+    }
+    assert_eq!(refused, 3, "the batch and its two halves");
+    assert!(h.failures().is_empty(), "{:?}", h.failures());
+    assert_eq!(h.p.pending_records(), 0);
+    assert_eq!(deliveries(&h.events).len(), 5, "x and a1 to a4");
+}
+
 /// Review finding: once a partition waits for a rebase (a failed batch left a gap), a retry
 /// that was never written goes only under the next epoch. A later batch that may have been
 /// written, refused OUT_OF_ORDER_SEQUENCE_NUMBER behind it, was taken as waiting for that

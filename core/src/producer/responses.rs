@@ -256,9 +256,7 @@ impl Producer {
         // one stops the producer), and reports nothing more for it (`ack_batch`,
         // `fail_batch`).
         let b = &self.topics[ti].partitions[pi].batches[i];
-        if b.reported
-            && (code.is_retriable() || code == ErrorCode::MessageTooLarge && b.count() > 1)
-        {
+        if b.reported && (code.is_retriable() || is_too_large(code) && b.count() > 1) {
             let error = DeliveryError::Broker(code);
             self.fail_batch(ti, pi, i, error, Persistence::PossiblyPersisted);
             return;
@@ -286,8 +284,8 @@ impl Producer {
                 }
                 self.reject_for_rebase(ti, pi, i, code);
             }
-            ErrorCode::MessageTooLarge if self.topics[ti].partitions[pi].batches[i].count() > 1 => {
-                self.split_batch(ti, pi, i)
+            c if is_too_large(c) && self.topics[ti].partitions[pi].batches[i].count() > 1 => {
+                self.split_batch(ti, pi, i, c)
             }
             ErrorCode::NotEnoughReplicasAfterAppend
             | ErrorCode::RequestTimedOut
@@ -680,28 +678,29 @@ impl Producer {
         }
     }
 
-    /// MESSAGE_TOO_LARGE for a batch of several records: the batch was rejected whole, so its
-    /// sequence range is reused by two halves with contiguous sequences (KAFKA-8325). The
-    /// records are re-derived from the sent bytes (decompressed if need be; the uncompressed
-    /// records are not kept after the seal) and each half is compressed again.
-    pub(super) fn split_batch(&mut self, ti: usize, pi: usize, i: usize) {
+    /// MESSAGE_TOO_LARGE (or RECORD_LIST_TOO_LARGE, `code`) for a batch of several records:
+    /// the batch was rejected whole, so its sequence range is reused by two halves with
+    /// contiguous sequences (KAFKA-8325). The records are re-derived from the sent bytes
+    /// (decompressed if need be; the uncompressed records are not kept after the seal) and
+    /// each half is compressed again.
+    pub(super) fn split_batch(&mut self, ti: usize, pi: usize, i: usize, code: ErrorCode) {
         let max_seq = self.cfg.max_sequence;
         let (compression, ratio) = (self.topics[ti].compression, self.topics[ti].ratio);
         let p = &mut self.topics[ti].partitions[pi];
         let b = &p.batches[i];
         if b.maybe_persisted {
             // Its range may be in the log: it cannot be re-sequenced into halves (P3).
-            return self.fail_permanently(ti, pi, i, ErrorCode::MessageTooLarge);
+            return self.fail_permanently(ti, pi, i, code);
         }
         if !self.cfg.enable_idempotence && p.cutting {
             let error = DeliveryError::PartitionCut;
             return self.fail_batch(ti, pi, i, error, Persistence::NotPersisted);
         }
         let (Some(wire), Some((identity, base))) = (b.wire.clone(), b.seq) else {
-            return self.fail_permanently(ti, pi, i, ErrorCode::MessageTooLarge);
+            return self.fail_permanently(ti, pi, i, code);
         };
         let Ok(batch) = RecordBatch::decode_own(wire) else {
-            return self.fail_permanently(ti, pi, i, ErrorCode::MessageTooLarge);
+            return self.fail_permanently(ti, pi, i, code);
         };
         let half = batch.records.len() / 2;
         let old = p.batches.remove(i).expect("index valid");
@@ -846,4 +845,14 @@ fn may_fail_records(code: i16) -> bool {
                 | ErrorCode::ProducerFenced
                 | ErrorCode::InvalidProducerIdMapping
         )
+}
+
+/// A refusal for size that splitting a batch of several records answers: MESSAGE_TOO_LARGE
+/// (the batch passed `message.max.bytes`), and RECORD_LIST_TOO_LARGE (it passed the log's
+/// `segment.bytes`), which failed such a batch whole before, as Java does (a review finding).
+fn is_too_large(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::MessageTooLarge | ErrorCode::RecordListTooLarge
+    )
 }
