@@ -193,7 +193,17 @@ fn a_tls_listener_or_an_http_server_is_named_when_its_answer_is_not_kafka() {
             None,
         ),
         (b"HTTP/1.1 400 Bad Request\r\n\r\n", "HTTP server", None),
-        (&[0x7f, 0xff, 0xff, 0xff, 0x00][..], "bad frame size", None),
+        (
+            &[0x7f, 0xff, 0xff, 0xff, 0x00][..],
+            "larger than receive.message.max.bytes",
+            None,
+        ),
+        (&[0x80, 0x00, 0x00, 0x01, 0x00][..], "bad frame size", None),
+        (
+            &[0x00, 0x20, 0x00, 0x00, 0x00][..],
+            "larger than receive.message.max.bytes",
+            Some(1 << 20),
+        ),
         (
             &[0x15u8, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28][..],
             "speaks TLS",

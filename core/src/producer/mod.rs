@@ -259,7 +259,15 @@ pub(crate) fn topic_name_problem(name: &str) -> Option<String> {
 /// says so (a TLS listener answers a plaintext request with an alert record, 0x15 0x03; an
 /// HTTP server with its status line).
 fn bad_frame_size(buf: &[u8]) -> &'static str {
-    not_kafka(buf).unwrap_or("bad frame size")
+    not_kafka(buf).unwrap_or(match buf {
+        // A legal size above the cap: an answer the broker meant (a Metadata answer for a
+        // very large cluster, records' errors for a large batch), which the setting refuses
+        // (a review finding: "bad frame size" named neither).
+        [0x00..=0x7f, ..] => {
+            "bad frame size: an answer larger than receive.message.max.bytes (max_frame_size)"
+        }
+        _ => "bad frame size",
+    })
 }
 
 /// Why bytes that begin an answer are not Kafka's, when they look like a TLS record (an
