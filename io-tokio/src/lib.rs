@@ -123,8 +123,9 @@
 //! background, for as long as its runtime runs: a runtime dropped first (`main` returning
 //! right after its last send) drops the producer's task with it, and the records it still
 //! held fail [`ErrorKind::DriverStopped`] (the ones never written not persisted, handed
-//! back), without reaching the broker. Await [`ProducerHandle::close`] before leaving
-//! `main`.
+//! back), without reaching the broker; later records are refused with it and
+//! [`ProducerHandle::fatal`] says [`Fatal::DriverStopped`]. Await [`ProducerHandle::close`]
+//! before leaving `main`.
 //!
 //! An error that no retry can fix (CLUSTER_AUTHORIZATION_FAILED on a Produce request, failed
 //! SASL authentication or a rejected certificate before any broker was reached, the gap or
@@ -625,6 +626,11 @@ pub enum Fatal {
     /// [`FatalError::Refused`]): see [`ConnectionError`]. Records fail with
     /// [`ErrorKind::Connection`].
     Connection(ConnectionError),
+    /// The producer's task ended before the producer was closed: its runtime was dropped
+    /// (`main` returned, a test's runtime ended), or it panicked. Records pending then fail
+    /// and later ones are refused with [`ErrorKind::DriverStopped`]. (Before, later records
+    /// were refused as if the application had closed the producer.)
+    DriverStopped,
 }
 
 impl Fatal {
@@ -645,6 +651,7 @@ impl Fatal {
         match self {
             Self::Producer(e) => ErrorKind::Failed(FailureReason::Fatal(e.clone())),
             Self::Connection(e) => ErrorKind::Connection(e.clone()),
+            Self::DriverStopped => ErrorKind::DriverStopped,
         }
     }
 
@@ -664,6 +671,10 @@ impl std::fmt::Display for Fatal {
         match self {
             Self::Producer(e) => write!(f, "the producer failed: {e}"),
             Self::Connection(e) => e.fmt(f),
+            Self::DriverStopped => f.write_str(
+                "the producer's task stopped before the producer was closed (its runtime was \
+                 dropped, or it panicked)",
+            ),
         }
     }
 }
@@ -2596,6 +2607,12 @@ impl<C: Connector> Drop for Driver<C> {
             Ok(core) => (core, false),
             Err(poisoned) => (poisoned.into_inner(), true),
         };
+        // Ended before the producer was closed or failed: it says so from now on, where a
+        // later record was refused as if the application had closed it (a review finding).
+        let lost = !core.stopped
+            && !core.producer.is_closed()
+            && core.producer.fatal_error().is_none()
+            && self.fatal.get().is_none();
         // Dropped with its runtime (not finished, the core whole): the core says which of
         // the records it holds were never sent (not persisted, handed back) and which may be
         // in the log. Before, every one was reported possibly persisted without its record,
@@ -2637,6 +2654,9 @@ impl<C: Connector> Drop for Driver<C> {
             drop(core);
             self.deliver();
             core = shared.lock();
+        }
+        if lost {
+            let _ = self.fatal.set(Fatal::DriverStopped);
         }
         core.stopped = true;
         let pending = std::mem::take(&mut core.pending);
