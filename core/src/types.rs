@@ -597,6 +597,18 @@ impl std::fmt::Display for FatalError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Broker(c) => write!(f, "broker error {c}"),
+            // What to change, for the APIs a broker can lack (a review of Kafka-compatible
+            // brokers: "no supported version of InitProducerId" left the user guessing).
+            Self::UnsupportedVersions("InitProducerId") => f.write_str(
+                "no supported version of InitProducerId, which an idempotent producer needs: \
+                 the broker has idempotence turned off (Redpanda's enable_idempotence), or \
+                 is a proxy or service without it; set enable.idempotence=false to produce \
+                 without it",
+            ),
+            Self::UnsupportedVersions("Produce") => f.write_str(
+                "no supported version of Produce: the broker predates Kafka 0.11 (record \
+                 batches v2), which kprod needs",
+            ),
             Self::UnsupportedVersions(api) => write!(f, "no supported version of {api}"),
             Self::Gap(c) => write!(f, "a batch failed with {c} under the fatal gap policy"),
             Self::DataLoss => write!(f, "the broker lost acknowledged records"),
@@ -1003,5 +1015,22 @@ impl std::fmt::Debug for Output {
                 .finish(),
             Self::Wait { until } => f.debug_struct("Wait").field("until", until).finish(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FatalError;
+
+    /// A broker without InitProducerId (idempotence turned off, a proxy) names the setting
+    /// that produces without it; one without record batches v2 says what it is.
+    #[test]
+    fn an_unsupported_api_says_what_to_change() {
+        let pid = FatalError::UnsupportedVersions("InitProducerId").to_string();
+        assert!(pid.contains("enable.idempotence=false"), "{pid}");
+        let produce = FatalError::UnsupportedVersions("Produce").to_string();
+        assert!(produce.contains("0.11"), "{produce}");
+        let other = FatalError::UnsupportedVersions("Metadata").to_string();
+        assert_eq!(other, "no supported version of Metadata");
     }
 }

@@ -746,6 +746,20 @@ fn an_init_producer_id_answer_without_an_id_is_an_error_on_its_connection() {
 /// every record whose delivery timeout fell in that time failed.
 #[test]
 fn unknown_producer_id_at_sequence_zero_takes_a_new_producer_id() {
+    refused_under_a_forgotten_id_takes_a_new_producer_id(ErrorCode::UnknownProducerId);
+}
+
+/// Event Hubs after a restart answers every batch of a producer id it forgot
+/// INVALID_PRODUCER_ID_MAPPING, at any epoch (Azure/azure-event-hubs-for-kafka#261, where the
+/// Java producer never recovers): once a bumped epoch is refused so too, the producer takes a
+/// new producer id. Before, it bumped once a second through the id's 32,767 epochs, and
+/// every record failed at its delivery timeout (a review of Kafka-compatible brokers).
+#[test]
+fn invalid_producer_id_mapping_after_a_bump_takes_a_new_producer_id() {
+    refused_under_a_forgotten_id_takes_a_new_producer_id(ErrorCode::InvalidProducerIdMapping);
+}
+
+fn refused_under_a_forgotten_id_takes_a_new_producer_id(code: ErrorCode) {
     use kprod_core::protocol::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
     let mut h = Harness::new(|_| {});
     h.p.send(h.now, record("a")).unwrap();
@@ -768,7 +782,7 @@ fn unknown_producer_id_at_sequence_zero_takes_a_new_producer_id() {
                     let pid = i64::from_be_bytes(records[43..51].try_into().unwrap());
                     if pid == 7 {
                         refused += 1;
-                        produce_error(&f, ErrorCode::UnknownProducerId)
+                        produce_error(&f, code)
                     } else {
                         respond(&f, &mut h.next_offset)
                     }
@@ -817,6 +831,18 @@ fn unknown_producer_id_at_sequence_zero_takes_a_new_producer_id() {
 /// record is delivered. No fatal error.
 #[test]
 fn an_init_producer_id_refused_unknown_server_error_is_asked_again() {
+    init_producer_id_refused_is_asked_again(ErrorCode::UnknownServerError);
+}
+
+/// Redpanda in recovery mode (maintenance) answers InitProducerId POLICY_VIOLATION: asked
+/// again after the backoff too (a review of Kafka-compatible brokers: it stopped the producer
+/// for good, where its Produce answers in that mode fail only their batches).
+#[test]
+fn an_init_producer_id_refused_policy_violation_is_asked_again() {
+    init_producer_id_refused_is_asked_again(ErrorCode::PolicyViolation);
+}
+
+fn init_producer_id_refused_is_asked_again(code: ErrorCode) {
     use kprod_core::protocol::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
     let mut h = Harness::new(|c| {
         c.delivery_timeout = Duration::from_secs(2);
@@ -833,7 +859,7 @@ fn an_init_producer_id_refused_unknown_server_error_is_asked_again() {
                 let granted = grant.get();
                 let a = InitProducerIdResponse {
                     throttle_time_ms: 0,
-                    error_code: if granted { 0 } else { -1 },
+                    error_code: if granted { 0 } else { code.as_i16() },
                     producer_id: if granted { 8 } else { -1 },
                     producer_epoch: if granted { 0 } else { -1 },
                 };
@@ -858,7 +884,7 @@ fn an_init_producer_id_refused_unknown_server_error_is_asked_again() {
         h.failures(),
         vec![(
             DeliveryError::DeliveryTimeout {
-                last_error: Some(ErrorCode::UnknownServerError)
+                last_error: Some(code)
             },
             Persistence::NotPersisted
         )]
@@ -2052,7 +2078,9 @@ fn a_reconnect_backoff_above_the_maximum_is_waited_in_full() {
 /// send again at once, every time: Produce and the refusal went round at the speed of the
 /// network (32,767 bumps, then a new producer id, and again) until the delivery timeout.
 /// Now the first bump goes at once and the next ones, while nothing is acknowledged under
-/// the bumped identity, after a growing backoff up to `retry.backoff.max.ms`.
+/// the bumped identity, after a growing backoff up to `retry.backoff.max.ms` (for
+/// INVALID_PRODUCER_ID_MAPPING, a new producer id after the first bump, each after the
+/// backoff for ids).
 #[test]
 fn a_broker_refusing_every_epoch_is_not_sent_to_at_network_speed() {
     for code in [
@@ -2084,8 +2112,20 @@ fn a_broker_refusing_every_epoch_is_not_sent_to_at_network_speed() {
             &produces[..produces.len().min(40)]
         );
         let spacing: Vec<Duration> = produces.windows(2).map(|w| w[1] - w[0]).collect();
+        // INVALID_PRODUCER_ID_MAPPING refused again after a bump takes a new producer id
+        // (whose first bump goes at once), so its attempts alternate between the id's
+        // backoff and the bump's.
+        let least = if code == ErrorCode::InvalidProducerIdMapping {
+            let ids = (h.events.iter())
+                .filter(|e| matches!(e, Event::Diagnostic(Diagnostic::ProducerId(_))))
+                .count();
+            assert!(ids >= 3, "{code}: {ids} producer ids");
+            Duration::from_millis(200)
+        } else {
+            Duration::from_secs(1)
+        };
         assert!(
-            spacing.iter().skip(5).all(|d| *d >= Duration::from_secs(1)),
+            spacing.iter().skip(5).all(|d| *d >= least),
             "{code}: attempts at {produces:?}"
         );
     }

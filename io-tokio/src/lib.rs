@@ -3862,7 +3862,18 @@ impl Log {
                 addr,
                 error,
                 connecting: true,
-            } => info!(conn = conn.0, addr = %addr, %error, "connect failed"),
+                // At WARN, as the Java client logs it ("could not be established"): a broker
+                // advertised under an address that does not resolve or connect from here (a
+                // VPC-only name, a container's `advertised.listeners`) said nothing at the usual
+                // level until records timed out, naming no address (a review of deployments).
+                // Paced by `reconnect.backoff.ms` per address.
+            } => warn!(
+                conn = conn.0,
+                addr = %addr,
+                %error,
+                "connect failed (is the broker down, or its advertised address unreachable \
+                 from here: advertised.listeners, DNS?)"
+            ),
             Self::Failed {
                 conn, addr, error, ..
             } => info!(conn = conn.0, addr = %addr, %error, "connection failed"),

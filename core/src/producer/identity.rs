@@ -75,11 +75,16 @@ impl Producer {
             // for ids during its life (a bump refused, an epoch run out, Tansu at every gap),
             // and one hiccup of the broker's id storage failed every record it held (a review
             // against librdkafka). Records waiting for an id meanwhile fail at their delivery
-            // timeout, with the error.
+            // timeout, with the error. So is POLICY_VIOLATION, Redpanda's answer in recovery
+            // mode (maintenance), which stopped the producer for good (a review of
+            // Kafka-compatible brokers).
             c if c.is_retriable()
                 || matches!(
                     c,
-                    ErrorCode::None | ErrorCode::UnknownServerError | ErrorCode::Unknown(_)
+                    ErrorCode::None
+                        | ErrorCode::UnknownServerError
+                        | ErrorCode::PolicyViolation
+                        | ErrorCode::Unknown(_)
                 ) =>
             {
                 self.pid_refused.0 = (c != ErrorCode::None).then_some(c);
@@ -343,6 +348,27 @@ impl Producer {
     /// PRODUCER_FENCED for batch `i`: Tansu refuses a client-side epoch bump, so from now on
     /// the producer takes a new id instead of bumping, and drops the identity the batch was
     /// refused under if it is still the current one.
+    /// INVALID_PRODUCER_ID_MAPPING on a Produce answer: Kafka sends it to transactional
+    /// producers only, and the first is taken as INVALID_PRODUCER_EPOCH is (a bump, the
+    /// spec's table). A later epoch of the same producer id refused so too means the broker
+    /// does not know the id at all (Event Hubs after a restart, which refuses every batch of
+    /// it; Azure/azure-event-hubs-for-kafka#261): the producer takes a new id, where each
+    /// bump was refused in turn, one a second, for the 32,767 epochs of the id (a review of
+    /// Kafka-compatible brokers). Local bumps stay on for later gaps.
+    pub(super) fn on_id_mapping_refused(&mut self, ti: usize, pi: usize, i: usize) {
+        let b = &self.topics[ti].partitions[pi].batches[i];
+        let Some(refused) = b.seq.map(|s| s.0) else {
+            return;
+        };
+        let again = self.id_mapping_refused.is_some_and(|earlier| {
+            earlier.producer_id == refused.producer_id && earlier.epoch != refused.epoch
+        });
+        self.id_mapping_refused = Some(refused);
+        if again && Some(refused) == self.identity {
+            self.give_up_identity(refused);
+        }
+    }
+
     pub(super) fn on_bump_refused(&mut self, ti: usize, pi: usize, i: usize) {
         // Tansu refuses a client-side epoch bump: from now on take a new id.
         self.bump_refused = true;

@@ -343,6 +343,7 @@ impl Producer {
                 };
                 p.probe = false;
                 p.last_write = Some(b.created);
+                self.id_mapping_refused = None;
                 p.last_write_timestamp = b.wire.as_deref().and_then(sealed_max_timestamp);
             }
             // P11: a later acknowledgement proves nothing about earlier batches, and makes

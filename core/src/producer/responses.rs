@@ -281,6 +281,8 @@ impl Producer {
             | ErrorCode::InvalidProducerIdMapping => {
                 if code == ErrorCode::ProducerFenced {
                     self.on_bump_refused(ti, pi, i);
+                } else if code == ErrorCode::InvalidProducerIdMapping {
+                    self.on_id_mapping_refused(ti, pi, i);
                 }
                 self.reject_for_rebase(ti, pi, i, code);
             }
