@@ -14,9 +14,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::protocol::record_batch::{
-    restamp, sealed_max_timestamp, RecordBatch, RecordBatchBuilder,
-};
+use crate::protocol::record_batch::{restamp, RecordBatch, RecordBatchBuilder};
 use crate::protocol::ErrorCode;
 use crate::types::{ConnId, ProducerIdentity, Record, RecordId};
 
@@ -234,10 +232,6 @@ pub(crate) struct Partition {
     /// When the last acknowledged batch was created: the broker's idle clock for this
     /// producer started no earlier.
     pub(crate) last_write: Option<Instant>,
-    /// The `maxTimestamp` of the last acknowledged batch: what the broker dates this
-    /// producer's state by. Its idle clock is the wall clock, which runs on while a machine
-    /// sleeps and `Instant` (the monotonic clock of Linux and macOS) stands still.
-    pub(crate) last_write_timestamp: Option<i64>,
     /// The offset of the last record acknowledged, for metrics (history, not behaviour).
     pub(crate) last_offset: crate::metrics::Observed<Option<i64>>,
     /// Epoch bumps this partition asked for to send a refused batch again since one of its
@@ -491,18 +485,6 @@ impl Partition {
             (None, Some(old)) => restamp(old, identity.producer_id, identity.epoch, wire_seq),
             (None, None) => return None,
         };
-        // Idle by the records' own clock (a review finding): the broker forgets a producer
-        // whose last batch's `maxTimestamp` is `producer.id.expiration.ms` behind its wall
-        // clock, and after a suspend the monotonic `last_write` test above misses that. This
-        // batch's timestamps stand for the broker's clock; the window starts with a probe.
-        if i == 0 && !self.probe && !mutated!(ctx, NoIdleProbe) {
-            let expiry = i64::try_from(ctx.idle_expiry.as_millis()).unwrap_or(i64::MAX);
-            let now = sealed_max_timestamp(&wire);
-            if let (Some(last), Some(now)) = (self.last_write_timestamp, now) {
-                self.probe = now.saturating_sub(last) >= expiry;
-            }
-        }
-        let b = &mut self.batches[i];
         b.wire = Some(wire);
         b.seq = Some((identity, base));
         b.state = BatchState::InFlight;

@@ -261,15 +261,18 @@ fn after_idling_past_the_state_expiry_the_first_batch_goes_alone() {
 
 /// The same idle period, spent asleep (a review finding): a suspended machine's monotonic
 /// clock (Linux's `CLOCK_MONOTONIC`, which `Instant` reads) stands still, so the producer saw
-/// a second where the broker, which dates our state by the batches' timestamps against its
-/// wall clock, saw two days and forgot us. The records' timestamps tell it: the first batch
-/// after such a gap goes alone, as after an idle period the producer saw.
+/// a second where the broker, which dates our state by its wall clock, saw two days and
+/// forgot us. The driver reports the wall clock's jump (`handle_wall_clock_jump`), and the
+/// first batch after it goes alone, also for records that waited through the suspend.
 #[test]
 fn after_a_suspend_past_the_state_expiry_the_first_batch_goes_alone() {
     let expiry = Duration::from_secs(60);
-    let mut h = Harness::new(|c| c.producer_id_expiration = Some(expiry));
-    let before = 1_700_000_000_000;
-    h.p.send(h.now, record("a").with_timestamp(before)).unwrap();
+    let mut h = Harness::new(|c| {
+        c.producer_id_expiration = Some(expiry);
+        c.linger = Duration::from_millis(100);
+    });
+    h.p.send(h.now, record("a")).unwrap();
+    h.p.flush(h.now);
     h.answer_all();
     assert_eq!(h.p.pending_records(), 0);
     let produce = |fs: &[Bytes]| {
@@ -278,13 +281,12 @@ fn after_a_suspend_past_the_state_expiry_the_first_batch_goes_alone() {
             .count()
     };
 
-    // A second later by the monotonic clock, within the expiry by the records' clock too:
-    // pipelined.
+    // A jump within the expiry changes nothing: pipelined.
     h.now += Duration::from_secs(1);
-    h.p.handle_timeout(h.now);
+    h.p.handle_wall_clock_jump(h.now, Duration::from_secs(10));
     for v in ["b", "c"] {
-        h.p.send(h.now, record(v).with_timestamp(before + 1_000))
-            .unwrap();
+        h.p.send(h.now, record(v)).unwrap();
+        h.p.flush(h.now);
         h.drain();
     }
     let frames = h.frames();
@@ -296,14 +298,15 @@ fn after_a_suspend_past_the_state_expiry_the_first_batch_goes_alone() {
     h.answer_all();
     assert_eq!(h.p.pending_records(), 0);
 
-    // Another second by the monotonic clock, two days by the wall clock.
+    // Records lingering when the machine sleeps; a second later by the monotonic clock, two
+    // days by the wall clock.
+    h.p.send(h.now, record("d")).unwrap();
     h.now += Duration::from_secs(1);
-    h.p.handle_timeout(h.now);
-    let after = before + 2 * 86_400_000;
-    for v in ["d", "e"] {
-        h.p.send(h.now, record(v).with_timestamp(after)).unwrap();
-        h.drain();
-    }
+    h.p.handle_wall_clock_jump(h.now, Duration::from_secs(2 * 86_400));
+    h.drain();
+    h.p.send(h.now, record("e")).unwrap();
+    h.p.flush(h.now);
+    h.drain();
     let frames = h.frames();
     assert_eq!(produce(&frames), 1, "one probe batch, nothing behind it");
     for f in frames {

@@ -1704,6 +1704,7 @@ impl ProducerHandle {
         let (io_tx, io_rx) = mpsc::channel(IO_QUEUE);
         let driver = Driver {
             shared: Arc::clone(&shared),
+            clock_watch: ClockWatch::new(),
             connector: Arc::new(connector),
             conns: HashMap::new(),
             connecting: JoinSet::new(),
@@ -2426,6 +2427,46 @@ impl WallClock {
     }
 }
 
+/// Notices wall-clock time that the monotonic clock did not count: a suspend (Linux's
+/// `CLOCK_MONOTONIC` and macOS's uptime clock stand still while the machine sleeps) or a
+/// step of the wall clock. Reads the real clocks (not tokio's, which paused-time tests move
+/// on their own), two reads per drain.
+struct ClockWatch {
+    base: Instant,
+    /// Wall-clock nanoseconds minus monotonic nanoseconds since `base`, at the last look.
+    offset_ns: i64,
+}
+
+impl ClockWatch {
+    /// Smaller steps are the clocks' own drift and slewing.
+    const JUMP: Duration = Duration::from_secs(1);
+
+    fn new() -> Self {
+        let base = Instant::now();
+        Self {
+            base,
+            offset_ns: wall_clock_ns(),
+        }
+    }
+
+    /// How far the wall clock moved ahead of the monotonic one since the last look, if at
+    /// least [`Self::JUMP`].
+    fn jumped(&mut self) -> Option<Duration> {
+        let mono = i64::try_from(self.base.elapsed().as_nanos()).unwrap_or(i64::MAX);
+        self.observe(wall_clock_ns(), mono)
+    }
+
+    /// [`Self::jumped`] for the clocks read as `wall_ns` (since the epoch) and `mono_ns`
+    /// (since `base`).
+    fn observe(&mut self, wall_ns: i64, mono_ns: i64) -> Option<Duration> {
+        let offset = wall_ns.saturating_sub(mono_ns);
+        let by = offset.saturating_sub(self.offset_ns);
+        self.offset_ns = offset;
+        let by = Duration::from_nanos(u64::try_from(by).ok()?);
+        (by >= Self::JUMP).then_some(by)
+    }
+}
+
 /// The core's clock: tokio's, so that paused-time tests are virtual end to end.
 fn now() -> Instant {
     tokio::time::Instant::now().into_std()
@@ -2491,6 +2532,8 @@ impl Drop for Conn {
 struct Driver<C: Connector> {
     /// The core and the accepted records' senders, shared with the handles.
     shared: Arc<Shared>,
+    /// Notices a suspend, which the core's clock does not count.
+    clock_watch: ClockWatch,
     connector: Arc<C>,
     conns: HashMap<ConnId, Conn>,
     connecting: JoinSet<(ConnId, io::Result<C::Stream>)>,
@@ -2745,6 +2788,11 @@ impl<C: Connector> Driver<C> {
                 let mut guard = shared.lock();
                 let core = &mut *guard;
                 core.notified = false;
+                // Before the drain, which may sequence batches that waited through it.
+                if let Some(by) = self.clock_watch.jumped() {
+                    info!(?by, "the wall clock jumped ahead (a suspend?): partitions idle past the producer-state expiry start with a probe");
+                    core.producer.handle_wall_clock_jump(now(), by);
+                }
                 // Handles may have changed the core since the last hold.
                 self.metrics_snapshot = None;
                 match input.take() {
@@ -4227,6 +4275,32 @@ mod tests {
         }
         assert!(p.is_empty());
         assert_eq!(p.first(), None);
+    }
+
+    /// A suspend shows as wall-clock time the monotonic clock did not count; drift, slewing
+    /// and a step back do not.
+    #[test]
+    fn the_clock_watch_sees_a_suspend() {
+        let mut w = ClockWatch {
+            base: Instant::now(),
+            offset_ns: 1_000_000_000_000,
+        };
+        let s = 1_000_000_000i64;
+        // Both clocks ten seconds on, with 10 ms of drift: nothing.
+        assert_eq!(
+            w.observe(1_000_000_000_000 + 10 * s + 10_000_000, 10 * s),
+            None
+        );
+        // Two days asleep: the monotonic clock a second on, the wall clock two days.
+        let day = 86_400 * s;
+        let jump = w.observe(1_000_000_000_000 + 2 * day + 11 * s, 11 * s);
+        let expected = Duration::from_nanos(u64::try_from(2 * day - 10_000_000).unwrap());
+        assert_eq!(jump, Some(expected));
+        // The wall clock stepped back a minute: nothing.
+        assert_eq!(
+            w.observe(1_000_000_000_000 + 2 * day - 48 * s, 12 * s),
+            None
+        );
     }
 
     /// A burst resolved in order (every slot still held, so nothing to compact) gives back

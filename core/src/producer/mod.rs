@@ -678,6 +678,34 @@ impl Producer {
         self.advance(now);
     }
 
+    /// The wall clock moved `by` more than the producer's clock: the machine was suspended
+    /// (Linux's `CLOCK_MONOTONIC` and macOS's uptime clock, which `Instant` reads, stand still
+    /// while it sleeps) or the wall clock was stepped. The brokers date this producer's
+    /// state by the wall clock and may have forgotten it meanwhile; each partition's idle
+    /// time counts `by`, so one idle past the producer-state expiry that way starts its next
+    /// window with a probe (one batch alone until it is acknowledged, D7), as after an idle
+    /// period the producer saw. Before, after a two-day suspend the producer saw seconds,
+    /// and pipelined batches into a broker that takes any sequence from a producer it does
+    /// not know (a review finding). A driver whose clock counts a suspend need not call it.
+    pub fn handle_wall_clock_jump(&mut self, now: Instant, by: Duration) {
+        self.advance(now);
+        let expiry = self.cfg.producer_state_expiry();
+        let mut moved = false;
+        for p in self.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+            if let Some(t) = p.last_write {
+                // Earlier by `by`; at worst (before what an `Instant` holds) far enough back
+                // to be idle past the expiry now.
+                let back = (t.checked_sub(by)).or_else(|| self.now.checked_sub(expiry));
+                p.last_write = back.or(Some(t));
+                moved = true;
+            }
+        }
+        if moved {
+            self.sync_all();
+            self.dirty = true;
+        }
+    }
+
     /// In debug builds, check the derived state at every drain however many partitions
     /// there are (by default only up to 256): for tests of many partitions. Does nothing in
     /// release builds.

@@ -13,7 +13,6 @@ use super::requests::BatchRef;
 use super::Target;
 use super::{BackoffFor, Producer};
 use crate::partition::{Batch, BatchState};
-use crate::protocol::record_batch::sealed_max_timestamp;
 use crate::protocol::ErrorCode;
 use crate::types::{
     ConnId, Delivered, DeliveryError, Diagnostic, Event, FatalError, Output, Persistence,
@@ -344,7 +343,6 @@ impl Producer {
                 p.probe = false;
                 p.last_write = Some(b.created);
                 self.id_mapping_refused = None;
-                p.last_write_timestamp = b.wire.as_deref().and_then(sealed_max_timestamp);
             }
             // P11: a later acknowledgement proves nothing about earlier batches, and makes
             // them impossible to re-sequence without reordering.

@@ -596,13 +596,6 @@ impl RecordBatchBuilder {
     }
 }
 
-/// The `maxTimestamp` field of a batch this crate sealed (`None` if `batch` is shorter than a
-/// header).
-pub fn sealed_max_timestamp(batch: &[u8]) -> Option<i64> {
-    let field = batch.get(35..43)?;
-    Some(i64::from_be_bytes(field.try_into().ok()?))
-}
-
 /// Returns a copy of a sealed batch re-stamped with a new producer id, epoch and base
 /// sequence, with the CRC recomputed. Used only for a batch that is definitively not
 /// persisted and must be re-sequenced (P3).
@@ -1048,7 +1041,6 @@ mod tests {
             assert_eq!(attributes, CompressionType::None.id(), "{codec}");
             let d = &RecordBatch::decode_all(sealed.clone()).unwrap()[0];
             assert_eq!(d.records[0].value.as_deref(), Some(&noise[..]), "{codec}");
-            assert_eq!(sealed_max_timestamp(&sealed), Some(5));
         }
     }
 
