@@ -232,6 +232,13 @@ pub(crate) struct Partition {
     /// When the last acknowledged batch was created: the broker's idle clock for this
     /// producer started no earlier.
     pub(crate) last_write: Option<Instant>,
+    /// The identity an answer for this partition last refused INVALID_PRODUCER_ID_MAPPING,
+    /// until one of its batches is acknowledged: a later epoch of the same producer id
+    /// refused so too means the broker does not know the id (Event Hubs after a restart),
+    /// which no bump fixes. The partition's own (a review finding: a producer-wide mark,
+    /// cleared by any partition's acknowledgement, never saw a second refusal while a
+    /// partition the broker still knew kept being acknowledged).
+    pub(crate) id_mapping_refused: Option<ProducerIdentity>,
     /// The offset of the last record acknowledged, for metrics (history, not behaviour).
     pub(crate) last_offset: crate::metrics::Observed<Option<i64>>,
     /// Epoch bumps this partition asked for to send a refused batch again since one of its

@@ -1970,6 +1970,23 @@ fn two_partitions_one_refusing(
     (refused, healthy)
 }
 
+/// INVALID_PRODUCER_ID_MAPPING for every batch of one partition, beside a healthy one whose
+/// batches are acknowledged under each new epoch: the refused partition still sees its
+/// second refusal and takes a new producer id (the review of the day's diff: a producer-wide
+/// mark, cleared by the healthy partition's acknowledgements, never saw it).
+#[test]
+fn a_partition_refused_id_mapping_beside_a_healthy_one_takes_a_new_producer_id() {
+    let mut h = Harness::new(refused_for_20s);
+    let (refused, healthy) =
+        two_partitions_one_refusing(&mut h, ErrorCode::InvalidProducerIdMapping, &[0], &[1]);
+    assert!(healthy >= 1800, "partition 1 kept being written: {healthy}");
+    assert!(!refused.is_empty());
+    let ids = (h.events.iter())
+        .filter(|e| matches!(e, Event::Diagnostic(Diagnostic::ProducerId(_))))
+        .count();
+    assert!(ids >= 2, "{ids} producer ids");
+}
+
 /// Review finding (2026-12-05): PRODUCER_FENCED dropped the producer id and a new one was
 /// asked for at once, every time: a broker that fences every batch had InitProducerId,
 /// Produce and PRODUCER_FENCED go round at the speed of the network until the delivery

@@ -345,9 +345,6 @@ impl Producer {
         );
     }
 
-    /// PRODUCER_FENCED for batch `i`: Tansu refuses a client-side epoch bump, so from now on
-    /// the producer takes a new id instead of bumping, and drops the identity the batch was
-    /// refused under if it is still the current one.
     /// INVALID_PRODUCER_ID_MAPPING on a Produce answer: Kafka sends it to transactional
     /// producers only, and the first is taken as INVALID_PRODUCER_EPOCH is (a bump, the
     /// spec's table). A later epoch of the same producer id refused so too means the broker
@@ -356,19 +353,22 @@ impl Producer {
     /// bump was refused in turn, one a second, for the 32,767 epochs of the id (a review of
     /// Kafka-compatible brokers). Local bumps stay on for later gaps.
     pub(super) fn on_id_mapping_refused(&mut self, ti: usize, pi: usize, i: usize) {
-        let b = &self.topics[ti].partitions[pi].batches[i];
-        let Some(refused) = b.seq.map(|s| s.0) else {
+        let p = &mut self.topics[ti].partitions[pi];
+        let Some(refused) = p.batches[i].seq.map(|s| s.0) else {
             return;
         };
-        let again = self.id_mapping_refused.is_some_and(|earlier| {
+        let again = p.id_mapping_refused.is_some_and(|earlier| {
             earlier.producer_id == refused.producer_id && earlier.epoch != refused.epoch
         });
-        self.id_mapping_refused = Some(refused);
+        p.id_mapping_refused = Some(refused);
         if again && Some(refused) == self.identity {
             self.give_up_identity(refused);
         }
     }
 
+    /// PRODUCER_FENCED for batch `i`: Tansu refuses a client-side epoch bump, so from now on
+    /// the producer takes a new id instead of bumping, and drops the identity the batch was
+    /// refused under if it is still the current one.
     pub(super) fn on_bump_refused(&mut self, ti: usize, pi: usize, i: usize) {
         // Tansu refuses a client-side epoch bump: from now on take a new id.
         self.bump_refused = true;

@@ -147,10 +147,6 @@ pub struct Producer {
     /// current id would.
     given_up: Option<i64>,
     bump_refused: bool,
-    /// The identity a Produce answer last refused INVALID_PRODUCER_ID_MAPPING, until a batch
-    /// is acknowledged: a later epoch of the same producer id refused so too means the broker
-    /// does not know the id (Event Hubs after a restart), which no bump fixes.
-    id_mapping_refused: Option<ProducerIdentity>,
     /// When a bump that waits for its backoff is due (`Partition::fruitless_bumps`): always
     /// of the current identity (`set_identity` clears it when the identity changes).
     bump_at: Option<Instant>,
@@ -394,7 +390,6 @@ impl Producer {
             broker_refusal: None,
             log_start_known: false,
             bump_refused: false,
-            id_mapping_refused: None,
             bump_at: None,
             metadata: MetadataState::default(),
             buffered_bytes: 0,

@@ -342,7 +342,7 @@ impl Producer {
                 };
                 p.probe = false;
                 p.last_write = Some(b.created);
-                self.id_mapping_refused = None;
+                p.id_mapping_refused = None;
             }
             // P11: a later acknowledgement proves nothing about earlier batches, and makes
             // them impossible to re-sequence without reordering.
