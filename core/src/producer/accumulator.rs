@@ -67,35 +67,37 @@ pub(super) fn fit_sealed(
     let Some(wire) = b.wire.take() else {
         return 0;
     };
-    // Measured against the larger of the room the batch is charged (its reserve, doubled as
-    // its `raw` records and header grew it) and the buffer it holds (just sealed, it holds
-    // it alone). (A hot partition's batch may take an idle buffer far larger than its
-    // reserve, up to twice `batch.size`, and grow into it; sealed early, by its linger or a
-    // flush, it held that buffer in flight charged as its reserve, beyond `buffer.memory`
-    // with a large `batch.size`; a review finding.)
+    // The charge is fitted when the batch holds under a quarter of the room it is charged
+    // (its reserve, doubled as its `raw` records and header grew it): a function of the batch
+    // and the configuration, so equal batches are charged alike.
     let len = wire.len();
     let charged = grown_room(b.reserve.bytes, HEADER_LEN + raw);
-    let (wire, room) = match wire.try_into_mut() {
+    let fit = len.saturating_mul(4) <= charged;
+    // The memory: the bytes move into a buffer of their size when the one they are in is
+    // more than twice what the batch is charged from now on. That is an uncompressed batch
+    // fitted; a hot partition's batch that took an idle buffer up to twice `batch.size` and
+    // was sealed early, by its linger or a flush (it held that buffer in flight charged as
+    // its reserve, past `buffer.memory` with a large `batch.size`); and a codec's output
+    // sized for the records, not for the result (zstd's bound, snappy's reserve), which
+    // held a compressed batch's raw size charged as its compressed bytes (review findings).
+    let (wire, capacity) = match wire.try_into_mut() {
         Ok(buf) => {
-            let room = buf.capacity().max(charged);
-            (buf.freeze(), room)
+            let capacity = buf.capacity();
+            (buf.freeze(), capacity)
         }
-        Err(wire) => (wire, charged),
+        Err(wire) => (wire, len),
     };
     let wire = b.wire.insert(wire);
-    if len.saturating_mul(4) > room {
-        return 0;
-    }
-    // A compressed batch was sealed into a buffer of about its size already (the codec's
-    // output); only an uncompressed one still sits in the buffer it reserved. (The codec
-    // bits are the low three of the attributes, bytes 21–22 of the header.)
-    let compressed = wire.get(22).is_some_and(|a| a & 0x07 != 0);
-    if !compressed {
+    let keeps = if fit { len } else { charged };
+    if capacity > keeps.saturating_mul(2) {
         let mut fitted = shared_buffer(len);
         fitted.extend_from_slice(wire);
         if let Some(big) = b.wire.replace(fitted.freeze()) {
             pool.put_wire(big, pooled_capacities(cfg));
         }
+    }
+    if !fit {
+        return 0;
     }
     b.records.shrink_to_fit();
     b.reserve = Reserve {
@@ -1297,7 +1299,8 @@ mod tests {
     /// A batch sealed early in a buffer far larger than the room it was charged (a hot
     /// partition's batch takes any idle buffer up to twice `batch.size`) moves into one of
     /// its size, and the large one goes back to the pool (a review finding: it was measured
-    /// against its charged room only, and held in flight charged as a small batch).
+    /// against its charged room only, and held in flight charged as a small batch). Its
+    /// charge does not depend on the buffer it got.
     #[test]
     fn a_batch_sealed_early_in_a_large_buffer_moves_out_of_it() {
         let cfg = ProducerConfig {
@@ -1318,7 +1321,28 @@ mod tests {
         assert_eq!(wire.len(), HEADER_LEN + raw);
         let held = wire.try_into_mut().unwrap().capacity();
         assert!(held < 2 * (HEADER_LEN + raw), "still holds {held} B");
-        assert!(freed > 0, "charged what it holds");
+        assert_eq!(
+            freed, 0,
+            "charged as its room, which it fills past a quarter"
+        );
+        assert_eq!(b.size, b.reserve.charge());
+
+        // A compressed batch of 500 bytes in its codec's buffer sized for 10,000 raw bytes
+        // (zstd's bound): fitted, and moved out of it.
+        let mut b = Batch::new(1, Instant::now(), 64, 1);
+        b.builder = None;
+        b.reserve = reserve_for(&cfg, 100);
+        let mut out = bytes::BytesMut::with_capacity(HEADER_LEN + raw + 64);
+        out.resize(HEADER_LEN + 500, 0);
+        out[22] = 4;
+        b.wire = Some(out.freeze());
+        b.size = b.reserve.charge();
+        assert!(
+            fit_sealed(&mut b, raw, &cfg, &mut pool) > 0,
+            "charged what it holds"
+        );
+        let held = b.wire.take().unwrap().try_into_mut().unwrap().capacity();
+        assert!(held < 2 * (HEADER_LEN + 500), "still holds {held} B");
         assert!(
             pool.buffer(1 << 20, usize::MAX).is_some(),
             "the large buffer is back in the pool"

@@ -139,17 +139,18 @@ pub fn record_payload_len(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[H
     n
 }
 
-/// Lengths added: saturating on targets whose `usize` headers sharing one large `Bytes` can
-/// pass (32 bits: 5,000 headers of one 1 MiB static), where a wrapped sum passed the size
-/// checks (a review finding), so that the largest sum is refused as too large; plain where
-/// the sum would need more headers than memory holds (the encode path counts each
-/// instruction: saturating there cost 0.7 % at 100 B).
+/// Lengths added: on targets whose `usize` headers sharing one large `Bytes` can pass (32
+/// bits: 5,000 headers of one 1 MiB static), where a wrapped sum passed the size checks (a
+/// review finding), held to `i32::MAX`, which every size check refuses and the small
+/// additions after it (a length prefix, a batch header) cannot wrap; plain where the sum
+/// would need more headers than memory holds (the encode path counts each instruction:
+/// saturating there cost 0.7 % at 100 B).
 #[inline(always)]
 fn add(a: usize, b: usize) -> usize {
     if cfg!(target_pointer_width = "64") {
         a + b
     } else {
-        a.saturating_add(b)
+        a.saturating_add(b).min(i32::MAX as usize)
     }
 }
 
