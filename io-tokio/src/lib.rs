@@ -2650,12 +2650,17 @@ impl<C: Connector> Drop for Driver<C> {
             Ok(core) => (core, false),
             Err(poisoned) => (poisoned.into_inner(), true),
         };
-        // Ended before the producer was closed or failed: it says so from now on, where a
-        // later record was refused as if the application had closed it (a review finding).
+        // Ended before the producer was closed (or asked to close) or failed: it says so from
+        // now on, where a later record was refused as if the application had closed it (a
+        // review finding). Set before any record's outcome is given, as `fatal()` promises.
         let lost = !core.stopped
+            && !self.close_requested
             && !core.producer.is_closed()
             && core.producer.fatal_error().is_none()
             && self.fatal.get().is_none();
+        if lost {
+            let _ = self.fatal.set(Fatal::DriverStopped);
+        }
         // Dropped with its runtime (not finished, the core whole): the core says which of
         // the records it holds were never sent (not persisted, handed back) and which may be
         // in the log. Before, every one was reported possibly persisted without its record,
@@ -2698,16 +2703,14 @@ impl<C: Connector> Drop for Driver<C> {
             self.deliver();
             core = shared.lock();
         }
-        if lost {
-            let _ = self.fatal.set(Fatal::DriverStopped);
-        }
         core.stopped = true;
         let pending = std::mem::take(&mut core.pending);
         let mut waiting = Vec::new();
         core.slabs.close(&mut waiting);
-        // Last, and not from a core a panic left half-way: a second panic there, while this
-        // thread unwinds from the first, would abort the process, and before the futures were
-        // released it left them waiting forever (a review finding). Metrics then stay zeros.
+        // After the slabs are closed, and not from a core a panic left half-way: a second
+        // panic there, while this thread unwinds from the first, would abort the process, and
+        // with the slabs still open it left the futures waiting forever (a review finding).
+        // Metrics then stay zeros.
         if !half_way {
             let _ = self.final_metrics.set(core.producer.metrics());
         }

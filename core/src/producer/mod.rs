@@ -260,10 +260,11 @@ pub(crate) fn topic_name_problem(name: &str) -> Option<String> {
 /// HTTP server with its status line).
 fn bad_frame_size(buf: &[u8]) -> &'static str {
     not_kafka(buf).unwrap_or(match buf {
-        // A legal size above the cap: an answer the broker meant (a Metadata answer for a
-        // very large cluster, records' errors for a large batch), which the setting refuses
-        // (a review finding: "bad frame size" named neither).
-        [0x00..=0x7f, ..] => {
+        // A plausible size above the cap (under 512 MiB): an answer the broker meant (a
+        // Metadata answer for a very large cluster, records' errors for a large batch), which
+        // the setting refuses (a review finding: "bad frame size" named neither). A larger
+        // one begins as text does (SSH, SMTP, a proxy's error page): not Kafka's.
+        [0x00..=0x1f, ..] => {
             "bad frame size: an answer larger than receive.message.max.bytes (max_frame_size)"
         }
         _ => "bad frame size",
