@@ -2132,9 +2132,9 @@ fn a_broker_refusing_every_epoch_is_not_sent_to_at_network_speed() {
             &produces[..produces.len().min(40)]
         );
         let spacing: Vec<Duration> = produces.windows(2).map(|w| w[1] - w[0]).collect();
-        // INVALID_PRODUCER_ID_MAPPING refused again after a bump takes a new producer id
-        // (whose first bump goes at once), so its attempts alternate between the id's
-        // backoff and the bump's.
+        // INVALID_PRODUCER_ID_MAPPING refused again after a bump takes a new producer id,
+        // so its attempts alternate between the backoff for ids (growing from 100 ms) and
+        // the new id's first bump: paced, if not a second apart.
         let least = if code == ErrorCode::InvalidProducerIdMapping {
             let ids = (h.events.iter())
                 .filter(|e| matches!(e, Event::Diagnostic(Diagnostic::ProducerId(_))))

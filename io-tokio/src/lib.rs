@@ -1873,9 +1873,9 @@ impl ProducerHandle {
         }
         // Unconstrained: a verdict already given is taken whatever the budget left (the
         // record may be accepted; the future must not drop its outcome for a yield).
-        let waiting = WakeIfAbandoned::new(&self.shared);
-        let verdict = tokio::task::coop::unconstrained(accepted_rx).await;
-        waiting.disarm();
+        let verdict = WakeIfAbandoned::new(&self.shared)
+            .around(tokio::task::coop::unconstrained(accepted_rx))
+            .await;
         match verdict {
             Ok(Ok(slot)) => Ok((timestamp, slot)),
             Ok(Err(e)) => Err(e),

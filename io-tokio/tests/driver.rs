@@ -952,7 +952,7 @@ async fn a_certificate_rejected_after_the_cluster_was_reached_fails_only_that_co
 mod handle_api {
     use std::future::Future;
     use std::pin::pin;
-    use std::task::{Context, Waker};
+    use std::task::{Context, Poll, Waker};
 
     use kprod_tokio::{ErrorCode, FailureReason, Fatal, FatalError, Timeout};
 
@@ -1211,7 +1211,7 @@ mod handle_api {
         let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
         let held = h.enqueue(Record::new("t", big("held"))).await.unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let cx = &mut std::task::Context::from_waker(std::task::Waker::noop());
+        let cx = &mut Context::from_waker(Waker::noop());
         // Too large for the room left: waits. The small one waits behind it.
         let mut large = Box::pin(h.send(Record::new("t", "c".repeat(3500))));
         let mut small = Box::pin(h.enqueue(Record::new("t", "small")));
@@ -1241,15 +1241,15 @@ mod handle_api {
     async fn an_enqueue_that_is_not_ready_has_accepted_nothing() {
         let broker = FakeBroker::new("t", 1);
         let h = ProducerHandle::with_connector(config(&[]), broker.clone()).unwrap();
-        let cx = &mut std::task::Context::from_waker(std::task::Waker::noop());
+        let cx = &mut Context::from_waker(Waker::noop());
         let mut ready = Vec::new();
         let mut not_ready = Vec::new();
         for i in 0..300 {
             let value = format!("r{i}");
             let mut f = std::pin::pin!(h.enqueue(Record::new("t", value.clone())));
             match f.as_mut().poll(cx) {
-                std::task::Poll::Ready(r) => ready.push((value, r.unwrap())),
-                std::task::Poll::Pending => not_ready.push(value),
+                Poll::Ready(r) => ready.push((value, r.unwrap())),
+                Poll::Pending => not_ready.push(value),
             }
         }
         assert!(!not_ready.is_empty(), "the task's budget ran out");
@@ -2178,9 +2178,7 @@ async fn abort_after_a_timed_out_close_does_not_wait_for_a_stuck_writer() {
     assert!(
         matches!(
             h.fatal(),
-            Some(kprod_tokio::Fatal::Producer(
-                kprod_tokio::FatalError::Aborted { .. }
-            ))
+            Some(Fatal::Producer(kprod_tokio::FatalError::Aborted { .. }))
         ),
         "{:?}",
         h.fatal()
