@@ -538,7 +538,7 @@ pub enum DeliveryError {
 impl std::fmt::Display for DeliveryError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Broker(c) => write!(f, "broker error {c}"),
+            Self::Broker(c) => write!(f, "broker error {c}{}", broker_hint(*c)),
             Self::DeliveryTimeout {
                 last_error: Some(c),
             } => write!(f, "{TIMED_OUT} (last error: {c})"),
@@ -552,6 +552,26 @@ impl std::fmt::Display for DeliveryError {
 }
 
 impl std::error::Error for DeliveryError {}
+
+/// What to check, for the refusals a setting or a grant fixes (a review of what users read:
+/// the bare code named neither).
+fn broker_hint(c: ErrorCode) -> &'static str {
+    match c {
+        ErrorCode::ClusterAuthorizationFailed => {
+            " (an idempotent producer needs WRITE on the topic, Kafka 2.8+, or \
+             IDEMPOTENT_WRITE on the cluster; or set enable.idempotence=false)"
+        }
+        ErrorCode::TopicAuthorizationFailed => " (the principal needs WRITE on the topic)",
+        ErrorCode::MessageTooLarge => {
+            " (a record larger than the topic's max.message.bytes or the broker's \
+             message.max.bytes)"
+        }
+        ErrorCode::InvalidTimestamp => {
+            " (a timestamp outside the topic's message.timestamp.*.ms of the broker's clock)"
+        }
+        _ => "",
+    }
+}
 
 /// Why the producer stopped for good.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -596,7 +616,7 @@ pub enum FatalError {
 impl std::fmt::Display for FatalError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Broker(c) => write!(f, "broker error {c}"),
+            Self::Broker(c) => write!(f, "broker error {c}{}", broker_hint(*c)),
             // What to change, for the APIs a broker can lack (a review of Kafka-compatible
             // brokers: "no supported version of InitProducerId" left the user guessing).
             Self::UnsupportedVersions("InitProducerId") => f.write_str(
@@ -1026,7 +1046,21 @@ impl std::fmt::Debug for Output {
 
 #[cfg(test)]
 mod tests {
-    use super::FatalError;
+    use super::{DeliveryError, FatalError};
+    use crate::protocol::ErrorCode;
+
+    /// A refusal that a grant or a setting fixes says which.
+    #[test]
+    fn a_refusal_a_setting_fixes_says_which() {
+        let auth = DeliveryError::Broker(ErrorCode::ClusterAuthorizationFailed).to_string();
+        assert!(auth.contains("IDEMPOTENT_WRITE"), "{auth}");
+        let fatal = FatalError::Broker(ErrorCode::ClusterAuthorizationFailed).to_string();
+        assert!(fatal.contains("enable.idempotence=false"), "{fatal}");
+        let large = DeliveryError::Broker(ErrorCode::MessageTooLarge).to_string();
+        assert!(large.contains("max.message.bytes"), "{large}");
+        let other = DeliveryError::Broker(ErrorCode::NotEnoughReplicas).to_string();
+        assert!(other.ends_with("(19)"), "{other}");
+    }
 
     /// A broker without InitProducerId (idempotence turned off, a proxy) names the setting
     /// that produces without it; one without record batches v2 says what it is.
