@@ -2452,8 +2452,16 @@ impl ClockWatch {
     /// How far the wall clock moved ahead of the monotonic one since the last look, if at
     /// least [`Self::JUMP`].
     fn jumped(&mut self) -> Option<Duration> {
-        let mono = i64::try_from(self.base.elapsed().as_nanos()).unwrap_or(i64::MAX);
-        self.observe(wall_clock_ns(), mono)
+        let before = self.base.elapsed();
+        let wall = wall_clock_ns();
+        let after = self.base.elapsed();
+        // Preempted between the reads (a busy host, a VM's stolen time): no look this time,
+        // rather than a jump that did not happen.
+        if after.saturating_sub(before) > Duration::from_millis(100) {
+            return None;
+        }
+        let mono = i64::try_from(before.as_nanos()).unwrap_or(i64::MAX);
+        self.observe(wall, mono)
     }
 
     /// [`Self::jumped`] for the clocks read as `wall_ns` (since the epoch) and `mono_ns`
@@ -2661,6 +2669,14 @@ impl<C: Connector> Drop for Driver<C> {
         if lost {
             let _ = self.fatal.set(Fatal::DriverStopped);
         }
+        // Said once, outside the lock (a subscriber may call the producer): the records a
+        // `main` returning without `close()` loses (a review of what operators read: nothing
+        // above DEBUG said so).
+        let lost_records = if lost {
+            core.producer.pending_records()
+        } else {
+            0
+        };
         // Dropped with its runtime (not finished, the core whole): the core says which of
         // the records it holds were never sent (not persisted, handed back) and which may be
         // in the log. Before, every one was reported possibly persisted without its record,
@@ -2715,6 +2731,14 @@ impl<C: Connector> Drop for Driver<C> {
             let _ = self.final_metrics.set(core.producer.metrics());
         }
         drop(core);
+        if lost_records > 0 {
+            warn!(
+                records = lost_records,
+                "the producer's task stopped before the producer was closed (its runtime \
+                 dropped, or a panic): its pending records fail DriverStopped (await \
+                 ProducerHandle::close before the runtime ends)"
+            );
+        }
         // Each says "stopped" (a callback is called, a future finds its slab closed), lowest
         // id first, outside the lock.
         for (_, done) in pending.into_ordered() {
@@ -2787,13 +2811,16 @@ impl<C: Connector> Driver<C> {
         loop {
             // One input, then one drain, under the lock the handles take to accept records
             // (released once between them while closed batches are compressed).
+            // The clocks read before the lock is taken.
+            let jumped = self.clock_watch.jumped();
             let (lowest, finished, backlogged) = {
                 let mut guard = shared.lock();
                 let core = &mut *guard;
                 core.notified = false;
-                // Before the drain, which may sequence batches that waited through it.
-                if let Some(by) = self.clock_watch.jumped() {
-                    info!(?by, "the wall clock jumped ahead (a suspend?): partitions idle past the producer-state expiry start with a probe");
+                // Before the drain, which may sequence batches that waited through it; logged
+                // outside the lock, as everything is (a subscriber may call the producer).
+                if let Some(by) = jumped {
+                    self.to_log.push(Log::ClockJumped(by));
                     core.producer.handle_wall_clock_jump(now(), by);
                 }
                 // Handles may have changed the core since the last hold.
@@ -2887,7 +2914,13 @@ impl<C: Connector> Driver<C> {
                     Input::Connected(r)
                 }
                 () = &mut sleep, if armed.is_some() => Input::Timer,
-                () = written.notified(), if backlogged || !self.flushes.is_empty() => {
+                // Also while acks=0 sends wait for the backlog: a writer that caught up
+                // between `pump_deferred`'s look and `backlogged`'s left its permit here, and
+                // with the branch off they slept until `max.block.ms` refused them `QueueFull`
+                // (a concurrency review).
+                () = written.notified(), if backlogged
+                    || !self.flushes.is_empty()
+                    || (self.write_backlog_limit.is_some() && !self.deferred.is_empty()) => {
                     Input::Woken
                 }
                 () = shared.wake.notified() => Input::Woken,
@@ -3189,7 +3222,14 @@ impl<C: Connector> Driver<C> {
                 self.failed(core, id, kind, persisted, record, detail);
             }
             Event::Fatal(e) => {
-                self.to_log.push(Log::ProducerFailed(e.to_string()));
+                // The application's own abort is no failure to page anyone about (the docs
+                // suggest it after a `close_timeout`; a review of what operators read).
+                let aborted = matches!(&e, FatalError::Aborted { reason } if reason == ABORTED);
+                self.to_log.push(if aborted {
+                    Log::Aborted
+                } else {
+                    Log::ProducerFailed(e.to_string())
+                });
                 // Before the `Failed` events that follow it, so that a record's failure
                 // never resolves before `ProducerHandle::fatal` shows the cause.
                 let _ = self.fatal.set(Fatal::from_core(e));
@@ -3901,6 +3941,10 @@ enum Log {
         reason: String,
     },
     ProducerFailed(String),
+    /// The application called [`ProducerHandle::abort`].
+    Aborted,
+    /// The wall clock jumped ahead of the monotonic one (`ClockWatch`).
+    ClockJumped(Duration),
     FatalReasonPanicked(String),
 }
 
@@ -3917,13 +3961,15 @@ impl Log {
                 // advertised under an address that does not resolve or connect from here (a
                 // VPC-only name, a container's `advertised.listeners`) said nothing at the usual
                 // level until records timed out, naming no address (a review of deployments).
-                // Paced by `reconnect.backoff.ms` per address.
+                // Paced by `reconnect.backoff.ms` per address. (The TLS handshake is part of the
+                // connect: a plaintext listener closes it.)
             } => warn!(
                 conn = conn.0,
                 addr = %addr,
                 %error,
-                "connect failed (is the broker down, or its advertised address unreachable \
-                 from here: advertised.listeners, DNS?)"
+                "connect failed (broker down? its address, from bootstrap.servers or the \
+                 broker's advertised.listeners, unreachable from here? DNS? a TLS handshake \
+                 with a listener that is not TLS: security.protocol?)"
             ),
             Self::Failed {
                 conn, addr, error, ..
@@ -3932,6 +3978,12 @@ impl Log {
                 debug!(conn = conn.0, addr = %addr, %reason, "connection refused");
             }
             Self::ProducerFailed(error) => error!(%error, "producer failed"),
+            Self::Aborted => info!("producer aborted by the application (ProducerHandle::abort)"),
+            Self::ClockJumped(by) => info!(
+                ?by,
+                "the wall clock jumped ahead (a suspend?): partitions idle past the \
+                 producer-state expiry start with a probe"
+            ),
             Self::FatalReasonPanicked(error) => warn!(
                 %error,
                 "the connector's fatal_reason panicked: taken for a retriable failure"
@@ -3953,6 +4005,10 @@ fn log_diagnostic(d: Diagnostic) {
             conn,
             reason: Diagnostic::IDLE_CLOSE,
         } => debug!(conn = conn.0, "closed an idle connection"),
+        // A failed connect was logged at WARN with its address and error (`Log::Failed`).
+        Diagnostic::Disconnected { conn, reason } if reason == "connect failed" => {
+            debug!(conn = conn.0, reason, "disconnected");
+        }
         Diagnostic::Disconnected { conn, reason } => {
             info!(conn = conn.0, reason, "disconnected");
         }
