@@ -67,6 +67,9 @@
 //!   frames off its front and leaves a partial frame there for the next read;
 //! - [`Producer::handle_disconnected`] when a connection reaches end of stream or fails;
 //! - [`Producer::handle_timeout`] when the `Wait` deadline has passed;
+//! - [`Producer::handle_wall_clock_jump`] when the wall clock moved ahead of the driver's
+//!   clock (a suspend, which Linux's and macOS's monotonic clocks do not count), before the
+//!   next drain;
 //! - [`Producer::handle_sasl_input`] in answer to [`Output::SaslInput`].
 //!
 //! ## Outputs

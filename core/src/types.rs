@@ -543,7 +543,7 @@ impl std::fmt::Display for DeliveryError {
                 last_error: Some(c),
             } => write!(f, "{TIMED_OUT} (last error: {c})"),
             Self::DeliveryTimeout { last_error: None } => write!(f, "{TIMED_OUT}"),
-            Self::UnknownTopic(c) => write!(f, "topic unavailable: {c}"),
+            Self::UnknownTopic(c) => write!(f, "topic unavailable: {c}{}", broker_hint(*c)),
             Self::UnknownPartition => write!(f, "partition does not exist"),
             Self::PartitionCut => write!(f, "partition cut after an earlier failure"),
             Self::Fatal(e) => write!(f, "producer failed: {e}"),
@@ -785,6 +785,10 @@ impl Diagnostic {
     /// The [`Diagnostic::Disconnected`] reason of a connection closed for idleness
     /// (`connections.max.idle.ms`): routine, where the other reasons are worth a look.
     pub const IDLE_CLOSE: &'static str = "idle";
+    /// The [`Diagnostic::Disconnected`] reason of a connection whose connect failed
+    /// ([`crate::Producer::handle_connect_failed`]): the driver has the address and the
+    /// error to say more.
+    pub const CONNECT_FAILED: &'static str = "connect failed";
 }
 
 /// The records of one batch, acknowledged together ([`Event::Delivered`]): in the log of

@@ -2430,7 +2430,7 @@ impl WallClock {
 /// Notices wall-clock time that the monotonic clock did not count: a suspend (Linux's
 /// `CLOCK_MONOTONIC` and macOS's uptime clock stand still while the machine sleeps) or a
 /// step of the wall clock. Reads the real clocks (not tokio's, which paused-time tests move
-/// on their own), two reads per drain.
+/// on their own), three reads per drain.
 struct ClockWatch {
     base: Instant,
     /// Wall-clock nanoseconds minus monotonic nanoseconds since `base`, at the last look.
@@ -2452,16 +2452,17 @@ impl ClockWatch {
     /// How far the wall clock moved ahead of the monotonic one since the last look, if at
     /// least [`Self::JUMP`].
     fn jumped(&mut self) -> Option<Duration> {
-        let before = self.base.elapsed();
+        let ns = |d: Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
+        let before = ns(self.base.elapsed());
         let wall = wall_clock_ns();
-        let after = self.base.elapsed();
-        // Preempted between the reads (a busy host, a VM's stolen time): no look this time,
-        // rather than a jump that did not happen.
-        if after.saturating_sub(before) > Duration::from_millis(100) {
-            return None;
-        }
-        let mono = i64::try_from(before.as_nanos()).unwrap_or(i64::MAX);
-        self.observe(wall, mono)
+        let after = ns(self.base.elapsed());
+        // Preempted between the reads (a busy host waking, a VM's stolen time), the wall
+        // clock was read somewhere between `before` and `after`: the jump is judged on the
+        // smaller offset and the larger one is kept, so that a pause is never taken for a
+        // jump and the first look after a resume is not skipped.
+        let by = self.observe(wall, after);
+        self.offset_ns = wall.saturating_sub(before);
+        by
     }
 
     /// [`Self::jumped`] for the clocks read as `wall_ns` (since the epoch) and `mono_ns`
@@ -2661,18 +2662,18 @@ impl<C: Connector> Drop for Driver<C> {
         // Ended before the producer was closed (or asked to close) or failed: it says so from
         // now on, where a later record was refused as if the application had closed it (a
         // review finding). Set before any record's outcome is given, as `fatal()` promises.
-        let lost = !core.stopped
+        let ended = !core.stopped && core.producer.fatal_error().is_none();
+        let lost = ended
             && !self.close_requested
-            && !core.producer.is_closed()
-            && core.producer.fatal_error().is_none()
+            && !core.producer.is_closing()
             && self.fatal.get().is_none();
         if lost {
             let _ = self.fatal.set(Fatal::DriverStopped);
         }
         // Said once, outside the lock (a subscriber may call the producer): the records a
-        // `main` returning without `close()` loses (a review of what operators read: nothing
-        // above DEBUG said so).
-        let lost_records = if lost {
+        // `main` returning before they resolved loses, closed or not (a review of what
+        // operators read: nothing above DEBUG said so).
+        let lost_records = if ended {
             core.producer.pending_records()
         } else {
             0
@@ -2734,9 +2735,9 @@ impl<C: Connector> Drop for Driver<C> {
         if lost_records > 0 {
             warn!(
                 records = lost_records,
-                "the producer's task stopped before the producer was closed (its runtime \
-                 dropped, or a panic): its pending records fail DriverStopped (await \
-                 ProducerHandle::close before the runtime ends)"
+                "the producer's task stopped before its records resolved (its runtime \
+                 dropped, or a panic): they fail DriverStopped (await ProducerHandle::close \
+                 before the runtime ends)"
             );
         }
         // Each says "stopped" (a callback is called, a future finds its slab closed), lowest
@@ -4006,7 +4007,7 @@ fn log_diagnostic(d: Diagnostic) {
             reason: Diagnostic::IDLE_CLOSE,
         } => debug!(conn = conn.0, "closed an idle connection"),
         // A failed connect was logged at WARN with its address and error (`Log::Failed`).
-        Diagnostic::Disconnected { conn, reason } if reason == "connect failed" => {
+        Diagnostic::Disconnected { conn, reason } if reason == Diagnostic::CONNECT_FAILED => {
             debug!(conn = conn.0, reason, "disconnected");
         }
         Diagnostic::Disconnected { conn, reason } => {

@@ -53,7 +53,9 @@ pub(super) fn batch_charge(b: &Batch, record_overhead: usize) -> usize {
 /// 32 MiB, so with a thousand partitions the producer kept running out of `buffer.memory`
 /// and flushing batches of one or two records (a load probe: 1.5 records per batch, 1,600
 /// records/s against librdkafka's 170,000; librdkafka charges what is buffered). A batch at
-/// least a quarter full keeps its buffer: nothing is copied on the busy path.
+/// least a quarter full keeps its charge, and its buffer unless that is more than twice the
+/// charge (an idle buffer a hot partition took, a codec's output sized for the records):
+/// nothing is copied on the busy path.
 pub(super) fn fit_sealed(
     b: &mut Batch,
     raw: usize,

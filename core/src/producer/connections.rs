@@ -33,7 +33,7 @@ pub(super) const UNLISTED: &str = "broker no longer listed";
 pub(super) const DISCONNECTED: &str = "disconnected";
 
 /// Why a connection whose connect failed (`handle_connect_failed`) is dropped.
-pub(super) const CONNECT_FAILED: &str = "connect failed";
+pub(super) const CONNECT_FAILED: &str = Diagnostic::CONNECT_FAILED;
 
 /// Why a connection whose handshake failed for good is closed.
 pub(super) const HANDSHAKE_FAILED: &str = "handshake failed";

@@ -456,6 +456,11 @@ impl Producer {
         self.closed
     }
 
+    /// Whether `close` was called (records may still be resolving).
+    pub fn is_closing(&self) -> bool {
+        self.closing || self.closed
+    }
+
     /// Memory the driver holds for the records it accepted beyond what each record's
     /// [`ProducerConfig::record_overhead`] charges (memory it shares between records and
     /// cannot free while any of them is unresolved, say): counted against `buffer.memory`
@@ -676,11 +681,13 @@ impl Producer {
 
     /// The wall clock moved `by` more than the producer's clock: the machine was suspended
     /// (Linux's `CLOCK_MONOTONIC` and macOS's uptime clock, which `Instant` reads, stand still
-    /// while it sleeps) or the wall clock was stepped. The brokers date this producer's
-    /// state by the wall clock and may have forgotten it meanwhile; each partition's idle
-    /// time counts `by`, so one idle past the producer-state expiry that way starts its next
-    /// window with a probe (one batch alone until it is acknowledged, D7), as after an idle
-    /// period the producer saw. Before, after a two-day suspend the producer saw seconds,
+    /// while it sleeps) or the wall clock was stepped. A broker measures this producer's
+    /// idleness by its wall clock against the last batch's `maxTimestamp`, and may have
+    /// forgotten it meanwhile; each partition's idle time counts `by`, so one idle past the
+    /// producer-state expiry that way starts its next window with a probe (one batch alone
+    /// until it is acknowledged, D7), as after an idle period the producer saw; one with a
+    /// batch in flight across the suspend sends nothing new behind it until one is
+    /// acknowledged. Before, after a two-day suspend the producer saw seconds,
     /// and pipelined batches into a broker that takes any sequence from a producer it does
     /// not know (a review finding). A driver whose clock counts a suspend need not call it.
     pub fn handle_wall_clock_jump(&mut self, now: Instant, by: Duration) {
@@ -693,12 +700,19 @@ impl Producer {
                 // to be idle past the expiry now.
                 let back = (t.checked_sub(by)).or_else(|| self.now.checked_sub(expiry));
                 p.last_write = back.or(Some(t));
+                // Batches in flight across the suspend: the next ones wait for an
+                // acknowledgement, as a probe's do (a review of the change).
+                if p.unresolved() > 0
+                    && p.last_write
+                        .is_some_and(|w| self.now.saturating_duration_since(w) >= expiry)
+                {
+                    p.probe = true;
+                }
                 moved = true;
             }
         }
         if moved {
             self.sync_all();
-            self.dirty = true;
         }
     }
 
