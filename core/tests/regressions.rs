@@ -46,6 +46,21 @@ fn record(v: &str) -> Record {
     Record::new(TOPIC, v.to_owned()).with_partition(0)
 }
 
+/// How many of `frames` are Produce requests.
+fn produce_requests(frames: &[Bytes]) -> usize {
+    (frames.iter())
+        .filter(|f| api_of(f).0 == api_key::PRODUCE)
+        .count()
+}
+
+/// Answers each of `frames` as the broker would, in order.
+fn acknowledge(h: &mut Harness, frames: Vec<Bytes>) {
+    for f in frames {
+        let a = respond(&f, &mut h.next_offset);
+        h.feed(a);
+    }
+}
+
 /// Model counterexample (S4): a batch written by the broker whose answer was lost to a
 /// disconnect, then refused on its retry, was reported not persisted.
 #[test]
@@ -212,20 +227,12 @@ fn after_idling_past_the_state_expiry_the_first_batch_goes_alone() {
     h.p.send(h.now, record("c")).unwrap();
     h.drain();
     let frames = h.frames();
-    let produce = |fs: &[Bytes]| {
-        fs.iter()
-            .filter(|f| api_of(f).0 == api_key::PRODUCE)
-            .count()
-    };
     assert_eq!(
-        produce(&frames),
+        produce_requests(&frames),
         2,
         "pipelined while the broker surely knows us"
     );
-    for f in frames {
-        let a = respond(&f, &mut h.next_offset);
-        h.feed(a);
-    }
+    acknowledge(&mut h, frames);
     h.answer_all();
     assert_eq!(h.p.pending_records(), 0);
 
@@ -237,7 +244,11 @@ fn after_idling_past_the_state_expiry_the_first_batch_goes_alone() {
     h.p.send(h.now, record("e")).unwrap();
     h.drain();
     let frames = h.frames();
-    assert_eq!(produce(&frames), 1, "one probe batch, nothing behind it");
+    assert_eq!(
+        produce_requests(&frames),
+        1,
+        "one probe batch, nothing behind it"
+    );
     let probe = frames
         .into_iter()
         .find(|f| api_of(f).0 == api_key::PRODUCE)
@@ -248,11 +259,8 @@ fn after_idling_past_the_state_expiry_the_first_batch_goes_alone() {
     h.p.handle_timeout(h.now);
     h.drain();
     let frames = h.frames();
-    assert_eq!(produce(&frames), 1, "the probe's retry goes alone");
-    for f in frames {
-        let a = respond(&f, &mut h.next_offset);
-        h.feed(a);
-    }
+    assert_eq!(produce_requests(&frames), 1, "the probe's retry goes alone");
+    acknowledge(&mut h, frames);
     // Acknowledged: the window is open again and the rest follows.
     h.answer_all();
     assert!(h.failures().is_empty(), "{:?}", h.failures());
@@ -275,11 +283,6 @@ fn after_a_suspend_past_the_state_expiry_the_first_batch_goes_alone() {
     h.p.flush(h.now);
     h.answer_all();
     assert_eq!(h.p.pending_records(), 0);
-    let produce = |fs: &[Bytes]| {
-        fs.iter()
-            .filter(|f| api_of(f).0 == api_key::PRODUCE)
-            .count()
-    };
 
     // A jump within the expiry changes nothing: pipelined.
     h.now += Duration::from_secs(1);
@@ -290,11 +293,8 @@ fn after_a_suspend_past_the_state_expiry_the_first_batch_goes_alone() {
         h.drain();
     }
     let frames = h.frames();
-    assert_eq!(produce(&frames), 2, "pipelined within the expiry");
-    for f in frames {
-        let a = respond(&f, &mut h.next_offset);
-        h.feed(a);
-    }
+    assert_eq!(produce_requests(&frames), 2, "pipelined within the expiry");
+    acknowledge(&mut h, frames);
     h.answer_all();
     assert_eq!(h.p.pending_records(), 0);
 
@@ -308,11 +308,12 @@ fn after_a_suspend_past_the_state_expiry_the_first_batch_goes_alone() {
     h.p.flush(h.now);
     h.drain();
     let frames = h.frames();
-    assert_eq!(produce(&frames), 1, "one probe batch, nothing behind it");
-    for f in frames {
-        let a = respond(&f, &mut h.next_offset);
-        h.feed(a);
-    }
+    assert_eq!(
+        produce_requests(&frames),
+        1,
+        "one probe batch, nothing behind it"
+    );
+    acknowledge(&mut h, frames);
     h.answer_all();
     assert!(h.failures().is_empty(), "{:?}", h.failures());
     assert_eq!(h.p.pending_records(), 0);
@@ -326,24 +327,16 @@ fn after_a_suspend_with_a_batch_in_flight_nothing_goes_behind_it() {
     let mut h = Harness::new(|c| c.producer_id_expiration = Some(expiry));
     h.p.send(h.now, record("a")).unwrap();
     h.answer_all();
-    let produce = |fs: &[Bytes]| {
-        fs.iter()
-            .filter(|f| api_of(f).0 == api_key::PRODUCE)
-            .count()
-    };
     h.p.send(h.now, record("b")).unwrap();
     h.drain();
     let held = h.frames();
-    assert_eq!(produce(&held), 1, "b in flight");
+    assert_eq!(produce_requests(&held), 1, "b in flight");
     h.now += Duration::from_secs(1);
     h.p.handle_wall_clock_jump(h.now, Duration::from_secs(2 * 86_400));
     h.p.send(h.now, record("c")).unwrap();
     h.drain();
-    assert_eq!(produce(&h.frames()), 0, "c waits for b's answer");
-    for f in held {
-        let a = respond(&f, &mut h.next_offset);
-        h.feed(a);
-    }
+    assert_eq!(produce_requests(&h.frames()), 0, "c waits for b's answer");
+    acknowledge(&mut h, held);
     h.answer_all();
     assert!(h.failures().is_empty(), "{:?}", h.failures());
     assert_eq!(h.p.pending_records(), 0);
