@@ -1167,18 +1167,7 @@ mod handle_api {
     /// was freed or the abandoned one's `max.block.ms` passed.
     #[tokio::test(start_paused = true)]
     async fn an_abandoned_send_does_not_hold_back_a_later_one_that_fits() {
-        let broker = FakeBroker::new("t", 1);
-        broker.script.lock().unwrap().latency = Duration::from_secs(10);
-        let cfg = config(&[
-            ("buffer.memory", "4096"),
-            ("batch.size", "1024"),
-            ("max.request.size", "4096"),
-            ("max.block.ms", "2000"),
-        ]);
-        let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
-        // A batch of at most 1 KiB of the 4 KiB held for 10 s: room for a small record, not
-        // for a record of 3,500 bytes.
-        let held = h.enqueue(Record::new("t", big("held"))).await.unwrap();
+        let (broker, h, held) = room_for_a_small_record().await;
         // A record too large for the room left waits for memory; its caller gives up.
         let gave_up = tokio::time::timeout(
             Duration::from_millis(100),
@@ -1200,16 +1189,7 @@ mod handle_api {
     /// until the first one's `max.block.ms`, then was refused `QueueFull` with it).
     #[tokio::test(start_paused = true)]
     async fn a_waiter_behind_a_send_given_up_is_served_at_once() {
-        let broker = FakeBroker::new("t", 1);
-        broker.script.lock().unwrap().latency = Duration::from_secs(10);
-        let cfg = config(&[
-            ("buffer.memory", "4096"),
-            ("batch.size", "1024"),
-            ("max.request.size", "4096"),
-            ("max.block.ms", "2000"),
-        ]);
-        let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
-        let held = h.enqueue(Record::new("t", big("held"))).await.unwrap();
+        let (_broker, h, held) = room_for_a_small_record().await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         let cx = &mut Context::from_waker(Waker::noop());
         // Too large for the room left: waits. The small one waits behind it.
@@ -1263,6 +1243,23 @@ mod handle_api {
             assert!(!counts.contains_key(&value), "{value} was sent");
         }
         h.close().await;
+    }
+
+    /// A producer with a 4 KiB `buffer.memory`, 1 KiB batches and `max.block.ms` of 2 s, a
+    /// batch of a [`big`] record ("held") accepted at once and acknowledged 10 s later: room
+    /// for a small record, not for one of 3,500 bytes.
+    async fn room_for_a_small_record() -> (FakeBroker, ProducerHandle, DeliveryFuture) {
+        let broker = FakeBroker::new("t", 1);
+        broker.script.lock().unwrap().latency = Duration::from_secs(10);
+        let cfg = config(&[
+            ("buffer.memory", "4096"),
+            ("batch.size", "1024"),
+            ("max.request.size", "4096"),
+            ("max.block.ms", "2000"),
+        ]);
+        let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+        let held = h.enqueue(Record::new("t", big("held"))).await.unwrap();
+        (broker, h, held)
     }
 
     /// A 600-byte value named `name`: one fills a 1 KiB `buffer.memory`.
