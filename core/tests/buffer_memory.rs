@@ -185,27 +185,23 @@ fn records_that_fit_the_open_batch_cost_nothing_more() {
     );
 }
 
-#[test]
-fn a_buffer_no_larger_than_a_batch_holds_a_batch_that_grows() {
-    // buffer.memory = batch.size = max.request.size (16 KiB, a batch's whole first room):
-    // reserving that room would charge more than a quarter of the limit, so the batch opens with
-    // room for its first record (256 B) and is charged its buffer as it doubles (before, it
-    // was charged its whole room at once, past the limit). Records are taken while the
-    // buffer they need fits the limit: up to 8 KiB of buffer here (16 KiB and the batch's
-    // other memory would pass it); then, and for a record that needs a second batch, they
-    // wait for the first to resolve.
-    const ROOM: usize = 16 * 1024;
-    let mut h = Harness::new(|c| {
+/// `buffer.memory` = `batch.size` = `max.request.size`: a batch's whole first room.
+const ROOM: usize = 16 * 1024;
+
+/// Batches, buffer and requests of [`ROOM`], held a minute, with the driver's per-record
+/// `overhead`.
+fn no_larger_than_a_batch(overhead: usize) -> Harness {
+    Harness::new(|c| {
         c.batch_size = ROOM;
         c.buffer_memory = ROOM;
         c.max_request_size = ROOM;
         c.linger = std::time::Duration::from_secs(60);
-    });
-    h.p.send(h.now, Record::new(TOPIC, "warm").with_partition(0))
-        .unwrap();
-    assert!(h.answer_until_produce(&[]).is_none(), "lingering");
-    let opened = h.p.buffered_bytes();
-    assert!(opened < 1024, "a batch of one small record: {opened} B");
+        c.record_overhead = overhead;
+    })
+}
+
+/// Records of 100 B to partition 0 until one is refused: how many were taken.
+fn take_until_refused(h: &mut Harness) -> usize {
     let mut taken = 0;
     while h
         .p
@@ -215,6 +211,25 @@ fn a_buffer_no_larger_than_a_batch_holds_a_batch_that_grows() {
         taken += 1;
         assert!(taken < 200, "a 16 KiB buffer.memory takes everything");
     }
+    taken
+}
+
+#[test]
+fn a_buffer_no_larger_than_a_batch_holds_a_batch_that_grows() {
+    // buffer.memory = batch.size = max.request.size (16 KiB, a batch's whole first room):
+    // reserving that room would charge more than a quarter of the limit, so the batch opens with
+    // room for its first record (256 B) and is charged its buffer as it doubles (before, it
+    // was charged its whole room at once, past the limit). Records are taken while the
+    // buffer they need fits the limit: up to 8 KiB of buffer here (16 KiB and the batch's
+    // other memory would pass it); then, and for a record that needs a second batch, they
+    // wait for the first to resolve.
+    let mut h = no_larger_than_a_batch(0);
+    h.p.send(h.now, Record::new(TOPIC, "warm").with_partition(0))
+        .unwrap();
+    assert!(h.answer_until_produce(&[]).is_none(), "lingering");
+    let opened = h.p.buffered_bytes();
+    assert!(opened < 1024, "a batch of one small record: {opened} B");
+    let taken = take_until_refused(&mut h);
     let charged = h.p.buffered_bytes();
     assert!(
         (8 * 1024..ROOM).contains(&charged),
@@ -231,14 +246,7 @@ fn a_buffer_no_larger_than_a_batch_holds_a_batch_that_grows() {
 /// round trip. The batch now opens with its first record's room and grows, as above.
 #[test]
 fn a_buffer_no_larger_than_a_batch_takes_many_records_with_a_drivers_overhead() {
-    const ROOM: usize = 16 * 1024;
-    let mut h = Harness::new(|c| {
-        c.batch_size = ROOM;
-        c.buffer_memory = ROOM;
-        c.max_request_size = ROOM;
-        c.linger = std::time::Duration::from_secs(60);
-        c.record_overhead = 77;
-    });
+    let mut h = no_larger_than_a_batch(77);
     // Known metadata, nothing held.
     h.p.send(h.now, Record::new(TOPIC, "warm").with_partition(0))
         .unwrap();
@@ -247,15 +255,7 @@ fn a_buffer_no_larger_than_a_batch_takes_many_records_with_a_drivers_overhead() 
     let a = harness::support::respond(&f, &mut h.next_offset);
     h.feed(a);
     assert_eq!(h.p.buffered_bytes(), 0);
-    let mut taken = 0;
-    while h
-        .p
-        .send(h.now, Record::new(TOPIC, vec![b'v'; 100]).with_partition(0))
-        .is_ok()
-    {
-        taken += 1;
-        assert!(taken < 200, "a 16 KiB buffer.memory takes everything");
-    }
+    let taken = take_until_refused(&mut h);
     assert!(taken >= 40, "{taken} records of 100 B taken");
     assert!(h.p.buffered_bytes() <= ROOM, "{} B", h.p.buffered_bytes());
 }
