@@ -3059,3 +3059,33 @@ fn an_abort_with_a_batch_in_flight_bumps_nothing() {
     assert!(!bumped, "{:?}", h.events);
     assert_eq!(h.p.metrics().epoch_bumps, 0);
 }
+
+/// Review finding (error-table drift): codes Kafka's `Errors` marks retriable but that no
+/// Apache Kafka broker answers a Produce with today (INCONSISTENT_TOPIC_ID from a broker
+/// naming topics by id, LISTENER_NOT_FOUND mid-way through a listener change, ...) failed
+/// their batch possibly persisted with a gap, and stopped a producer under
+/// `GapPolicy::Fatal`. Now the batch is retried with its sequence and delivered, as the Java
+/// client retries them.
+#[test]
+fn a_retriable_code_unused_by_produce_today_is_retried_with_its_sequence() {
+    for code in [41, 72, 78, 80, 83, 88, 103].map(ErrorCode::from_i16) {
+        let mut h = Harness::new(|c| c.gap_policy = kprod_core::GapPolicy::Fatal);
+        let id = h.p.send(h.now, record("a")).unwrap();
+        let f = h.answer_until_produce(&[]).expect("a Produce request");
+        let first = epoch_and_sequence(&f);
+        h.feed(produce_error(&f, code));
+        h.now += Duration::from_secs(2);
+        h.p.handle_timeout(h.now);
+        let f = h.answer_until_produce(&[]).expect("the retry");
+        assert_eq!(
+            epoch_and_sequence(&f),
+            first,
+            "{code}: the same epoch and sequence"
+        );
+        let a = respond(&f, &mut h.next_offset);
+        h.feed(a);
+        assert_eq!(h.failures(), [], "{code}");
+        assert_eq!(deliveries(&h.events), [(id, 0, Some(0))], "{code}");
+        assert!(h.p.fatal_error().is_none(), "{code}");
+    }
+}

@@ -59,6 +59,8 @@ pub enum ErrorCode {
     InvalidTimestamp,
     /// UNSUPPORTED_VERSION (35).
     UnsupportedVersion,
+    /// NOT_CONTROLLER (41). Retriable in Kafka's `Errors`; no meaning for Produce.
+    NotController,
     /// INVALID_REQUEST (42).
     InvalidRequest,
     /// UNSUPPORTED_FOR_MESSAGE_FORMAT (43).
@@ -87,20 +89,34 @@ pub enum ErrorCode {
     SaslAuthenticationFailed,
     /// UNKNOWN_PRODUCER_ID (59).
     UnknownProducerId,
+    /// LISTENER_NOT_FOUND (72): the leader has no endpoint on the listener the producer
+    /// uses (brokers mid-way through a listener change).
+    ListenerNotFound,
     /// FENCED_LEADER_EPOCH (74).
     FencedLeaderEpoch,
     /// UNKNOWN_LEADER_EPOCH (75).
     UnknownLeaderEpoch,
     /// UNSUPPORTED_COMPRESSION_TYPE (76).
     UnsupportedCompressionType,
+    /// OFFSET_NOT_AVAILABLE (78). Retriable in Kafka's `Errors`; no meaning for Produce.
+    OffsetNotAvailable,
+    /// PREFERRED_LEADER_NOT_AVAILABLE (80).
+    PreferredLeaderNotAvailable,
+    /// ELIGIBLE_LEADERS_NOT_AVAILABLE (83).
+    EligibleLeadersNotAvailable,
     /// INVALID_RECORD (87).
     InvalidRecord,
+    /// UNSTABLE_OFFSET_COMMIT (88). Retriable in Kafka's `Errors`; no meaning for Produce.
+    UnstableOffsetCommit,
     /// THROTTLING_QUOTA_EXCEEDED (89).
     ThrottlingQuotaExceeded,
     /// PRODUCER_FENCED (90).
     ProducerFenced,
     /// UNKNOWN_TOPIC_ID (100).
     UnknownTopicId,
+    /// INCONSISTENT_TOPIC_ID (103): the topic id sent is not the partition's (a topic
+    /// deleted and created again, with requests that name topics by id).
+    InconsistentTopicId,
     /// TRANSACTION_ABORTABLE (120).
     TransactionAbortable,
     /// A code this crate has no name for.
@@ -135,6 +151,7 @@ impl ErrorCode {
         Self::ClusterAuthorizationFailed,
         Self::InvalidTimestamp,
         Self::UnsupportedVersion,
+        Self::NotController,
         Self::InvalidRequest,
         Self::UnsupportedForMessageFormat,
         Self::PolicyViolation,
@@ -148,13 +165,19 @@ impl ErrorCode {
         Self::KafkaStorageError,
         Self::SaslAuthenticationFailed,
         Self::UnknownProducerId,
+        Self::ListenerNotFound,
         Self::FencedLeaderEpoch,
         Self::UnknownLeaderEpoch,
         Self::UnsupportedCompressionType,
+        Self::OffsetNotAvailable,
+        Self::PreferredLeaderNotAvailable,
+        Self::EligibleLeadersNotAvailable,
         Self::InvalidRecord,
+        Self::UnstableOffsetCommit,
         Self::ThrottlingQuotaExceeded,
         Self::ProducerFenced,
         Self::UnknownTopicId,
+        Self::InconsistentTopicId,
         Self::TransactionAbortable,
     ];
 
@@ -207,6 +230,13 @@ impl ErrorCode {
             90 => Self::ProducerFenced,
             100 => Self::UnknownTopicId,
             120 => Self::TransactionAbortable,
+            41 => Self::NotController,
+            72 => Self::ListenerNotFound,
+            78 => Self::OffsetNotAvailable,
+            80 => Self::PreferredLeaderNotAvailable,
+            83 => Self::EligibleLeadersNotAvailable,
+            88 => Self::UnstableOffsetCommit,
+            103 => Self::InconsistentTopicId,
             other => Self::Unknown(other),
         }
     }
@@ -260,6 +290,13 @@ impl ErrorCode {
             Self::ProducerFenced => 90,
             Self::UnknownTopicId => 100,
             Self::TransactionAbortable => 120,
+            Self::NotController => 41,
+            Self::ListenerNotFound => 72,
+            Self::OffsetNotAvailable => 78,
+            Self::PreferredLeaderNotAvailable => 80,
+            Self::EligibleLeadersNotAvailable => 83,
+            Self::UnstableOffsetCommit => 88,
+            Self::InconsistentTopicId => 103,
             Self::Unknown(c) => c,
         }
     }
@@ -313,6 +350,13 @@ impl ErrorCode {
             Self::ProducerFenced => "PRODUCER_FENCED",
             Self::UnknownTopicId => "UNKNOWN_TOPIC_ID",
             Self::TransactionAbortable => "TRANSACTION_ABORTABLE",
+            Self::NotController => "NOT_CONTROLLER",
+            Self::ListenerNotFound => "LISTENER_NOT_FOUND",
+            Self::OffsetNotAvailable => "OFFSET_NOT_AVAILABLE",
+            Self::PreferredLeaderNotAvailable => "PREFERRED_LEADER_NOT_AVAILABLE",
+            Self::EligibleLeadersNotAvailable => "ELIGIBLE_LEADERS_NOT_AVAILABLE",
+            Self::UnstableOffsetCommit => "UNSTABLE_OFFSET_COMMIT",
+            Self::InconsistentTopicId => "INCONSISTENT_TOPIC_ID",
             Self::Unknown(_) => "UNKNOWN",
         }
     }
@@ -344,6 +388,24 @@ impl ErrorCode {
                 | Self::UnknownLeaderEpoch
                 | Self::ThrottlingQuotaExceeded
                 | Self::UnknownTopicId
+        ) || self.is_retriable_without_meaning()
+    }
+
+    /// Codes Kafka's `Errors` marks retriable that no Apache Kafka broker answers a Produce
+    /// with today: a Kafka-compatible broker or a later version may. A batch that draws one
+    /// is retried with its sequence, as possibly written (the broker deduplicates it if it
+    /// was), as the Java client retries it; before, it failed possibly persisted with a gap
+    /// (and stopped a producer under `GapPolicy::Fatal`; a review finding).
+    fn is_retriable_without_meaning(self) -> bool {
+        matches!(
+            self,
+            Self::NotController
+                | Self::ListenerNotFound
+                | Self::OffsetNotAvailable
+                | Self::PreferredLeaderNotAvailable
+                | Self::EligibleLeadersNotAvailable
+                | Self::UnstableOffsetCommit
+                | Self::InconsistentTopicId
         )
     }
 
@@ -360,6 +422,10 @@ impl ErrorCode {
                 | Self::FencedLeaderEpoch
                 | Self::UnknownLeaderEpoch
                 | Self::UnknownTopicId
+                | Self::ListenerNotFound
+                | Self::PreferredLeaderNotAvailable
+                | Self::EligibleLeadersNotAvailable
+                | Self::InconsistentTopicId
         )
     }
 
@@ -369,7 +435,8 @@ impl ErrorCode {
     /// (OFFSET_OUT_OF_RANGE and INVALID_FETCH_SIZE are Fetch's, SASL_AUTHENTICATION_FAILED
     /// is SASL's) says as little about the
     /// attempt as a code without a name, so it counts as one: before, such an answer failed
-    /// its batch as not persisted.
+    /// its batch as not persisted. So do the retriable codes Produce has no use for today
+    /// (NOT_CONTROLLER, INCONSISTENT_TOPIC_ID and the like): their retry keeps its sequence.
     pub fn is_possibly_persisted(self) -> bool {
         matches!(
             self,
@@ -381,6 +448,7 @@ impl ErrorCode {
                 | Self::InvalidFetchSize
                 | Self::SaslAuthenticationFailed
         ) || matches!(self, Self::Unknown(_))
+            || self.is_retriable_without_meaning()
     }
 
     /// Whether, under `acks=all`, this code may come after the leader appended the batch,
@@ -479,6 +547,16 @@ mod tests {
         ] {
             assert!(
                 c.is_possibly_persisted() && !c.is_retriable() && !c.is_fatal(),
+                "{c}"
+            );
+        }
+        // Retriable in Kafka's `Errors` but meaningless for Produce today: retried with
+        // their sequence, as possibly written.
+        for code in [41, 72, 78, 80, 83, 88, 103] {
+            let c = E::from_i16(code);
+            assert!(!matches!(c, E::Unknown(_)), "{code} has a name");
+            assert!(
+                c.is_possibly_persisted() && c.is_retriable() && !c.is_fatal(),
                 "{c}"
             );
         }
