@@ -287,6 +287,15 @@ pub struct ProducerConfig {
     /// per batch); kprod-tokio turns it on when its `kprod_tokio::batch` log target is enabled
     /// at debug level.
     pub batch_diagnostics: bool,
+    /// The driver reports how much of each connection's stream it has written
+    /// ([`crate::Producer::handle_writing`]): a request's `request.timeout.ms` then runs from
+    /// when the writer reached it, not from when it was queued, as the Java client's does
+    /// (it hands a connection a request once the one before is written). On a link slower
+    /// than the requests queued on it, a request waiting behind others timed out before it
+    /// was written, and its connection was closed with the others half-sent (a review
+    /// finding). Off by default: a request's time runs from its creation.
+    /// kprod-tokio turns it on.
+    pub write_reports: bool,
     /// The planted bug to run with (model checking only).
     #[cfg(feature = "mutations")]
     pub mutation: crate::mutation::Mutation,
@@ -423,6 +432,7 @@ impl Default for ProducerConfig {
             max_versions: MaxVersions::NONE,
             broker_version_max: None,
             batch_diagnostics: false,
+            write_reports: false,
             #[cfg(feature = "mutations")]
             mutation: crate::mutation::Mutation::None,
         }

@@ -70,6 +70,10 @@
 //! - [`Producer::handle_wall_clock_jump`] when the wall clock moved ahead of the driver's
 //!   clock (a suspend, which Linux's and macOS's monotonic clocks do not count), before the
 //!   next drain;
+//! - [`Producer::handle_writing`]`(now, conn, since)` with
+//!   [`ProducerConfig::write_reports`] on: the writer has been writing `conn`'s bytes
+//!   without a break since it stood at byte `since` (a slow link): a request after it runs
+//!   its request timeout from `now` at the earliest;
 //! - [`Producer::handle_sasl_input`] in answer to [`Output::SaslInput`].
 //!
 //! ## Outputs

@@ -273,6 +273,9 @@ const COMMAND_QUEUE: usize = 1024;
 const IO_QUEUE: usize = 64;
 /// Bytes a reader asks the socket for at once.
 const READ_CHUNK: usize = 64 * 1024;
+/// How long a connection's writer is busy without a break before it reports how far it got
+/// ([`WriteProgress`]).
+const WRITE_REPORT_EVERY: Duration = Duration::from_secs(1);
 
 /// Opens byte streams to brokers. The seam that lets tests use in-memory streams.
 pub trait Connector: Send + Sync + 'static {
@@ -1682,6 +1685,8 @@ impl ProducerHandle {
         }
         // What this driver holds per pending record is charged against `buffer.memory` too.
         config.record_overhead = config.record_overhead.max(RECORD_OVERHEAD);
+        // The writers report how far they got on a slow link (`WriteProgress`).
+        config.write_reports = true;
         let producer = Producer::new(config, now())?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
         check_drivers(connector.needs_io_driver())?;
@@ -2486,6 +2491,11 @@ enum ReadResult {
     Closed,
     /// Reading or writing failed with this error (the connection is gone).
     Failed(io::Error),
+    /// The writer has been writing without a break since it stood at this byte of what it
+    /// was handed ([`WriteProgress`], `Producer::handle_writing`).
+    Writing {
+        since: u64,
+    },
 }
 
 enum Conn {
@@ -3693,6 +3703,11 @@ impl<C: Connector> Driver<C> {
                     core.producer.handle_disconnected(now(), conn);
                 }
             }
+            ReadResult::Writing { since } => {
+                if let Some(Conn::Open { .. }) = self.conns.get(&conn) {
+                    core.producer.handle_writing(now(), conn, since);
+                }
+            }
             ReadResult::Failed(e) => {
                 let Some(addr) = (self.conns.get(&conn))
                     .filter(|c| matches!(c, Conn::Open { .. }))
@@ -3831,13 +3846,19 @@ impl<C: Connector> Driver<C> {
         let unwritten = (self.write_backlog_limit.is_some()).then(|| Arc::new(AtomicUsize::new(0)));
         let (count, written) = (unwritten.clone(), Arc::clone(&self.written));
         let stall = self.write_stall;
+        let mut progress = WriteProgress::new(conn, self.io_tx.clone());
         let writer = spawn_failing_on_panic(conn, self.io_tx.clone(), async move {
             // A request arrives as several chunks (its record batches are not copied by the
             // core): gather everything queued and hand it to the socket in vectored writes.
             let mut queued: Vec<Bytes> = Vec::new();
             while rx.recv_many(&mut queued, 256).await > 0 {
+                progress.busy();
                 let n: usize = queued.iter().map(Bytes::len).sum();
-                let result = write_all_vectored(&mut wr, &mut queued, stall).await;
+                let result =
+                    write_all_vectored(&mut wr, &mut queued, stall, Some(&mut progress)).await;
+                if result.is_ok() && rx.is_empty() {
+                    progress.idle().await;
+                }
                 // Written, or lost with the connection: either way no longer queued.
                 if let Some(count) = &count {
                     count.fetch_sub(n, Ordering::Relaxed);
@@ -4146,10 +4167,87 @@ async fn finish(writer: tokio::task::JoinHandle<()>, reader: tokio::task::JoinHa
 /// keep encrypted bytes it could not yet hand to a full socket until the next write or a
 /// flush. Without the flush, the end of the last request of a burst could wait there until
 /// `request.timeout.ms` closed the connection. On a plain TCP stream it does nothing.
+/// How far a connection's writer has got, for the core's request timeouts
+/// (`Producer::handle_writing`): a request queued behind others on a link slower than what
+/// is queued has its `request.timeout.ms` run from when the writer reaches it. Reported once
+/// the writer has been busy [`WRITE_REPORT_EVERY`] without a break, then at that pace, and
+/// when it runs out of work after such a report: never on a link that keeps up.
+struct WriteProgress {
+    conn: ConnId,
+    io_tx: mpsc::Sender<(ConnId, ReadResult)>,
+    /// Bytes written in all.
+    total: u64,
+    /// Bytes written at the last report, or when the writer last ran out of work.
+    mark: u64,
+    /// When the writer last reported, or found work after having none.
+    since: Instant,
+    /// Reported since the writer last ran out of work: what it writes until it does is
+    /// reported too.
+    reported: bool,
+    /// No work since the last write.
+    idle: bool,
+}
+
+impl WriteProgress {
+    fn new(conn: ConnId, io_tx: mpsc::Sender<(ConnId, ReadResult)>) -> Self {
+        Self {
+            conn,
+            io_tx,
+            total: 0,
+            mark: 0,
+            since: now(),
+            reported: false,
+            idle: true,
+        }
+    }
+
+    /// The writer took work.
+    fn busy(&mut self) {
+        if self.idle {
+            self.idle = false;
+            self.since = now();
+        }
+    }
+
+    /// `n` more bytes written.
+    async fn wrote(&mut self, n: usize) {
+        self.total += n as u64;
+        // The driver's clock (tokio's, which tests pause), not `Instant::elapsed`.
+        if now().saturating_duration_since(self.since) >= WRITE_REPORT_EVERY {
+            self.report().await;
+        }
+    }
+
+    /// The writer wrote all it held and has nothing more: the end of a stretch it reported
+    /// in is reported too.
+    async fn idle(&mut self) {
+        if self.reported {
+            self.report().await;
+        }
+        self.mark = self.total;
+        self.reported = false;
+        self.idle = true;
+    }
+
+    async fn report(&mut self) {
+        if self.total > self.mark {
+            let since = self.mark;
+            // A driver gone has no use for it.
+            let _ = (self.io_tx)
+                .send((self.conn, ReadResult::Writing { since }))
+                .await;
+        }
+        self.mark = self.total;
+        self.since = now();
+        self.reported = true;
+    }
+}
+
 async fn write_all_vectored<W: AsyncWrite + Unpin>(
     w: &mut W,
     chunks: &mut Vec<Bytes>,
     stall: Option<Duration>,
+    mut progress: Option<&mut WriteProgress>,
 ) -> io::Result<()> {
     async fn bounded<T>(
         stall: Option<Duration>,
@@ -4185,6 +4283,9 @@ async fn write_all_vectored<W: AsyncWrite + Unpin>(
         let mut n = bounded(stall, w.write_vectored(&slices)).await?;
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
+        }
+        if let Some(p) = progress.as_deref_mut() {
+            p.wrote(n).await;
         }
         while n > 0 {
             let c = &mut chunks[first];
@@ -4424,7 +4525,7 @@ mod tests {
             .into_iter()
             .map(|s| Bytes::from_static(s.as_bytes()))
             .collect();
-        write_all_vectored(&mut w, &mut chunks, Some(Duration::from_secs(1)))
+        write_all_vectored(&mut w, &mut chunks, Some(Duration::from_secs(1)), None)
             .await
             .unwrap();
         assert!(chunks.is_empty());
@@ -4442,7 +4543,7 @@ mod tests {
             let mut chunks: Vec<Bytes> = (queued.iter())
                 .map(|s| Bytes::from_static(s.as_bytes()))
                 .collect();
-            write_all_vectored(&mut w, &mut chunks, Some(Duration::from_secs(1)))
+            write_all_vectored(&mut w, &mut chunks, Some(Duration::from_secs(1)), None)
                 .await
                 .unwrap_or_else(|e| panic!("{queued:?}: {e}"));
             assert!(chunks.is_empty());

@@ -57,6 +57,10 @@ struct Script {
     slow_node: Option<(i32, Duration)>,
     /// Connections the client closed (end of stream seen by the broker).
     closed_by_client: usize,
+    /// The broker reads at most this many bytes a second (a slow link), with this much
+    /// room in each connection's pipe (64 KiB when 0).
+    read_rate: Option<usize>,
+    pipe: usize,
 }
 
 /// A connect error the fake connector classifies as fatal (as a rejected certificate is).
@@ -113,7 +117,18 @@ impl FakeBroker {
     async fn serve(self, mut stream: DuplexStream, node: i32) {
         let mut buf = BytesMut::new();
         loop {
-            match stream.read_buf(&mut buf).await {
+            let rate = self.script.lock().unwrap().read_rate;
+            let read = match rate {
+                None => stream.read_buf(&mut buf).await,
+                Some(rate) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    (&mut stream)
+                        .take(rate as u64 / 10)
+                        .read_buf(&mut buf)
+                        .await
+                }
+            };
+            match read {
                 Ok(0) => {
                     self.script.lock().unwrap().closed_by_client += 1;
                     return;
@@ -193,7 +208,8 @@ impl Connector for FakeBroker {
                 .map(|(n, _)| *n)
         };
         let node = node.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
-        let (client, server) = tokio::io::duplex(64 * 1024);
+        let pipe = self.script.lock().unwrap().pipe;
+        let (client, server) = tokio::io::duplex(if pipe == 0 { 64 * 1024 } else { pipe });
         tokio::spawn(self.clone().serve(server, node));
         Ok(client)
     }
@@ -3286,4 +3302,70 @@ async fn acks_zero_flush_waits_for_a_writer_finishing_at_close() {
         "the flush returned while the closing writer still held its bytes"
     );
     h.abort().await;
+}
+
+/// Review finding: a request's timeout ran from its creation, so on a link slower than what
+/// was queued on it (here 20 KB/s, five requests of about 40 KB each, a 5 s request timeout)
+/// the later requests timed out before they were written, and each time the connection closed
+/// with the others half-sent. The writers now report how far they got, and a request's time
+/// runs from when the writer reached it, as the Java client's does.
+#[tokio::test(start_paused = true)]
+async fn a_slow_link_does_not_time_out_requests_still_queued() {
+    let broker = FakeBroker::new("t", 4);
+    // A small pipe: the socket buffers' room is written at once, and counts as written.
+    broker.script.lock().unwrap().pipe = 4 * 1024;
+    let h = ProducerHandle::with_connector(
+        config(&[
+            ("request.timeout.ms", "5000"),
+            ("delivery.timeout.ms", "600000"),
+            ("linger.ms", "0"),
+        ]),
+        broker.clone(),
+    )
+    .unwrap();
+    // Connected and told about the topic at full speed.
+    let warm = h
+        .enqueue(Record::new("t", "warm").with_partition(0))
+        .await
+        .unwrap();
+    warm.await.unwrap();
+    let connects = {
+        let mut s = broker.script.lock().unwrap();
+        s.read_rate = Some(20_000);
+        s.connects
+    };
+    let value = "v".repeat(10_000);
+    let mut futures = Vec::new();
+    for i in 0..40 {
+        let r = Record::new("t", format!("{i:02}{value}")).with_partition(i % 4);
+        futures.push(h.enqueue(r).await.unwrap());
+    }
+    let start = Instant::now();
+    for (i, f) in futures.into_iter().enumerate() {
+        let d = f.await.unwrap_or_else(|e| panic!("record {i}: {e}"));
+        assert_eq!(d.partition, (i % 4) as i32);
+    }
+    // 400 KB at 20 KB/s: 20 s, the link's pace, not a request timeout's.
+    let took = start.elapsed();
+    assert!(took >= Duration::from_secs(19), "{took:?}");
+    let s = broker.script.lock().unwrap();
+    assert_eq!(
+        (s.connects, s.closed_by_client),
+        (connects, 0),
+        "no connection closed for a request timeout"
+    );
+    drop(s);
+    for p in 0..4 {
+        let log = broker.log("t", p);
+        let expected: Vec<_> = (0..40)
+            .filter(|i| i % 4 == p)
+            .map(|i| format!("{i:02}{value}"))
+            .collect();
+        let skip = usize::from(p == 0);
+        assert_eq!(
+            log[skip..],
+            expected[..],
+            "partition {p}, once each, in order"
+        );
+    }
 }

@@ -71,6 +71,9 @@ impl Producer {
         let client_id = self.cfg.client_id.as_deref();
         let chunks = req.encode_chunks_into(version, correlation_id, client_id, framing);
         for bytes in chunks {
+            if self.cfg.write_reports {
+                c.sent += bytes.len() as u64;
+            }
             self.out.push_back(Output::Transmit { conn, bytes });
         }
         for r in refs {

@@ -102,6 +102,9 @@ pub(super) struct Conn {
     /// `connections.max.idle.ms` (`None` otherwise, so that the time is no part of the
     /// state when idle connections are never closed).
     pub(super) last_active: Option<Instant>,
+    /// The bytes handed to the driver for this connection in all (`Transmit`s), where the
+    /// next request's bytes will begin: 0 unless `write_reports` is on.
+    pub(super) sent: u64,
 }
 
 impl Conn {
@@ -191,6 +194,7 @@ impl Producer {
                 connect_deadline: Some(self.now + timeout),
                 connect_started: Some(self.now),
                 throttled_until: None,
+                sent: 0,
                 unacknowledged: None,
                 last_active: self.cfg.connections_max_idle.map(|_| self.now),
             }),

@@ -674,6 +674,41 @@ impl Producer {
         }
     }
 
+    /// The driver's writer for connection `conn` has been writing without a break since it
+    /// stood at byte `since` of the connection's stream (every byte of its `Transmit`s, in
+    /// order, counted from 0), and still was a moment ago. A request whose bytes begin after
+    /// `since` was reached by the writer in that stretch or still waits behind others: its
+    /// `request.timeout.ms` runs from `now` at the earliest (or from the end of a broker's
+    /// throttle). The Java client's timeout runs from when it hands the connection a
+    /// request, which it does once the one before is written. Before, on a link slower than
+    /// what was queued on it (five requests of 1 MiB on a link below 175 KB/s), a request
+    /// timed out before it was even written, and its connection closed with the others
+    /// half-sent (a review finding).
+    ///
+    /// Only with [`ProducerConfig::write_reports`] on; ignored otherwise. A report only
+    /// extends deadlines, by at most the stretch since the last one: kprod-tokio reports
+    /// once its writer has been busy a second without a break, then every second, and when
+    /// it runs out of work after that. A request being written when nothing more goes out
+    /// (a broker that stopped reading) is found hung as soon as before.
+    pub fn handle_writing(&mut self, now: Instant, conn: ConnId, since: u64) {
+        self.advance(now);
+        if !self.cfg.write_reports {
+            return;
+        }
+        let now = self.now;
+        let timeout = self.cfg.request_timeout;
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let from = c.throttled_until.map_or(now, |t| t.max(now));
+        let Some(deadline) = from.checked_add(timeout) else {
+            return;
+        };
+        for r in c.inflight.iter_mut().filter(|r| r.start > since) {
+            r.deadline = r.deadline.max(deadline);
+        }
+    }
+
     /// A deadline from `Output::Wait` passed.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.advance(now);

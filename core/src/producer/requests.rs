@@ -69,6 +69,9 @@ pub(super) struct InFlight {
     pub(super) correlation_id: i32,
     pub(super) kind: RequestKind,
     pub(super) deadline: Instant,
+    /// Where the request's bytes begin in its connection's stream (`Conn::sent` then); 0
+    /// unless the driver reports its writes ([`crate::ProducerConfig::write_reports`]).
+    pub(super) start: u64,
 }
 
 impl Producer {
@@ -131,8 +134,13 @@ impl Producer {
                 correlation_id,
                 kind,
                 deadline,
+                start: c.sent,
             });
+            let counted = self.cfg.write_reports;
             for bytes in chunks {
+                if counted {
+                    c.sent += bytes.len() as u64;
+                }
                 self.out.push_back(Output::Transmit { conn, bytes });
             }
         }

@@ -38,6 +38,8 @@ pub struct Harness {
     pub partial: BytesMut,
     pub events: Vec<Event>,
     pub next_offset: i64,
+    /// The bytes transmitted on the current connection so far.
+    pub sent: u64,
 }
 
 impl Harness {
@@ -60,6 +62,7 @@ impl Harness {
             partial: BytesMut::new(),
             events: Vec::new(),
             next_offset: 0,
+            sent: 0,
         }
     }
 
@@ -71,9 +74,13 @@ impl Harness {
                 Output::Connect { conn, .. } => {
                     self.conn = Some(conn);
                     self.partial.clear();
+                    self.sent = 0;
                     self.p.handle_connected(self.now, conn);
                 }
-                Output::Transmit { bytes, .. } => self.partial.extend_from_slice(&bytes),
+                Output::Transmit { bytes, .. } => {
+                    self.sent += bytes.len() as u64;
+                    self.partial.extend_from_slice(&bytes);
+                }
                 Output::Close { .. } => self.conn = None,
                 Output::Event(e) => self.events.push(e),
                 Output::SaslInput { .. } => unreachable!("no SASL here"),
