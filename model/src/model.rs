@@ -1650,20 +1650,31 @@ impl Model for KafkaModel {
             Property::always("O1 a partition's outcomes in send order", |_, s: &State| {
                 !s.outcome_reordered
             }),
-            Property::always("S4 truthful reports", |_, s: &State| {
+            Property::always("S4 truthful reports", |m: &KafkaModel, s: &State| {
                 !s.double_outcome
                     && !s.false_append_time
                     && s.ids.iter().all(|(id, (p, k))| {
-                        let log = &s.cluster.partition(TOPIC, *p).log;
+                        let part = s.cluster.partition(TOPIC, *p);
+                        let log = &part.log;
+                        // A delivery (acks=all) is of a record every in-sync replica holds:
+                        // with truncation, below the high watermark (spec C.2's committed
+                        // prefix), not only somewhere in the leader's log, where a leader
+                        // change may still truncate it (a model review: only that truncation
+                        // showed such a report false, and only on the paths that made it).
+                        let committed = if m.cfg.truncation {
+                            &log[..part.hw.min(log.len())]
+                        } else {
+                            &log[..]
+                        };
                         let here = |r: &crate::broker::StoredRecord| {
                             r.value.as_deref().and_then(parse_value) == Some((*p, *k))
                         };
                         match s.outcomes.get(id) {
                             Some(Outcome::Delivered(Some(o))) => usize::try_from(*o)
                                 .ok()
-                                .and_then(|o| log.get(o))
+                                .and_then(|o| committed.get(o))
                                 .is_some_and(here),
-                            Some(Outcome::Delivered(None)) => log.iter().any(here),
+                            Some(Outcome::Delivered(None)) => committed.iter().any(here),
                             Some(Outcome::Failed(Persistence::NotPersisted)) => {
                                 !log.iter().any(here)
                             }

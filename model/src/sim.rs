@@ -483,6 +483,18 @@ impl Sim {
         );
         for (id, r) in &self.sent {
             let Some(v) = &r.value else { continue };
+            // A record in this log was sent here: one sent to another partition, or reported
+            // delivered in another, would pass the order check above, which looks only at
+            // the values present (a model review).
+            if seen.contains(v) {
+                let reported = match self.outcomes.get(id) {
+                    Some(Outcome::Delivered { partition: p, .. }) => Some(*p),
+                    _ => None,
+                };
+                for q in [r.partition, reported].into_iter().flatten() {
+                    assert_eq!(q, partition, "record {id:?} is in {topic}-{partition}");
+                }
+            }
             match self.outcomes.get(id) {
                 Some(Outcome::Delivered {
                     partition: p,

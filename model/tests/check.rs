@@ -1709,6 +1709,21 @@ fn catches_an_error_after_the_append_taken_for_a_delivery_only_with_truncation()
     );
 }
 
+/// With truncation, a delivery must be of a record below the high watermark (spec C.2's
+/// committed prefix): the planted bug is caught with no leader change at all, where before
+/// only a truncating leader change on the same path showed the report false (a model
+/// review).
+#[test]
+fn catches_a_delivery_above_the_high_watermark_without_a_leader_change() {
+    let mut cfg = truncation_cfg(true);
+    cfg.budget.leader_changes = 0;
+    expect_caught(
+        "after append delivered (no leader change)",
+        planted(cfg, Core::AfterAppendDelivered),
+        S4,
+    );
+}
+
 /// The Tansu-like broker takes a sequence at or below its last for a duplicate, "below"
 /// meaning the nearer half of the model's small circle of sequences: with sequences up to 7
 /// and five batches in flight, the fifth (four ahead) looked four behind, and a seeded
