@@ -4159,30 +4159,32 @@ async fn finish(writer: tokio::task::JoinHandle<()>, reader: tokio::task::JoinHa
     let _ = tokio::time::timeout(CLOSE_LINGER, reader).await;
 }
 
-/// Writes every chunk, in order, with as few vectored writes as the socket allows, then
-/// flushes; empties `chunks`. With `stall`, a write (or the flush) that makes no progress for
-/// that long fails (`TimedOut`).
-///
-/// The flush matters over TLS: tokio-rustls takes the plaintext, reports it written, and may
-/// keep encrypted bytes it could not yet hand to a full socket until the next write or a
-/// flush. Without the flush, the end of the last request of a burst could wait there until
-/// `request.timeout.ms` closed the connection. On a plain TCP stream it does nothing.
 /// How far a connection's writer has got, for the core's request timeouts
 /// (`Producer::handle_writing`): a request queued behind others on a link slower than what
 /// is queued has its `request.timeout.ms` run from when the writer reaches it. Reported once
 /// the writer has been busy [`WRITE_REPORT_EVERY`] without a break, then at that pace, and
-/// when it runs out of work after such a report: never on a link that keeps up.
+/// when it runs out of work after such a report: on a link that keeps up, never, or (kept
+/// busy without a break) once a second.
+///
+/// A report names where the last write began: the bytes of one write are taken by the
+/// socket at once when it returns (it waits for room before taking any), so a request
+/// beginning after that point was reached when it returned, or not yet. One that began
+/// before was reached at an earlier write, less than [`WRITE_REPORT_EVERY`] after the
+/// previous report, which already counted it as waiting: its time runs from then, never
+/// from a later write that waited long (a review finding: reporting from the previous
+/// report's point gave a request written just after it the time of a write that waited
+/// 20 s behind it).
 struct WriteProgress {
     conn: ConnId,
     io_tx: mpsc::Sender<(ConnId, ReadResult)>,
     /// Bytes written in all.
     total: u64,
-    /// Bytes written at the last report, or when the writer last ran out of work.
-    mark: u64,
+    /// Where the last write began.
+    last_write: u64,
     /// When the writer last reported, or found work after having none.
     since: Instant,
-    /// Reported since the writer last ran out of work: what it writes until it does is
-    /// reported too.
+    /// Reported since the writer last ran out of work: the end of the stretch is reported
+    /// too.
     reported: bool,
     /// No work since the last write.
     idle: bool,
@@ -4194,7 +4196,7 @@ impl WriteProgress {
             conn,
             io_tx,
             total: 0,
-            mark: 0,
+            last_write: 0,
             since: now(),
             reported: false,
             idle: true,
@@ -4209,8 +4211,9 @@ impl WriteProgress {
         }
     }
 
-    /// `n` more bytes written.
+    /// A write took `n` more bytes.
     async fn wrote(&mut self, n: usize) {
+        self.last_write = self.total;
         self.total += n as u64;
         // The driver's clock (tokio's, which tests pause), not `Instant::elapsed`.
         if now().saturating_duration_since(self.since) >= WRITE_REPORT_EVERY {
@@ -4224,25 +4227,29 @@ impl WriteProgress {
         if self.reported {
             self.report().await;
         }
-        self.mark = self.total;
         self.reported = false;
         self.idle = true;
     }
 
     async fn report(&mut self) {
-        if self.total > self.mark {
-            let since = self.mark;
-            // A driver gone has no use for it.
-            let _ = (self.io_tx)
-                .send((self.conn, ReadResult::Writing { since }))
-                .await;
-        }
-        self.mark = self.total;
+        let since = self.last_write;
+        // A driver gone has no use for it.
+        let _ = (self.io_tx)
+            .send((self.conn, ReadResult::Writing { since }))
+            .await;
         self.since = now();
         self.reported = true;
     }
 }
 
+/// Writes every chunk, in order, with as few vectored writes as the socket allows, then
+/// flushes; empties `chunks`. With `stall`, a write (or the flush) that makes no progress for
+/// that long fails (`TimedOut`).
+///
+/// The flush matters over TLS: tokio-rustls takes the plaintext, reports it written, and may
+/// keep encrypted bytes it could not yet hand to a full socket until the next write or a
+/// flush. Without the flush, the end of the last request of a burst could wait there until
+/// `request.timeout.ms` closed the connection. On a plain TCP stream it does nothing.
 async fn write_all_vectored<W: AsyncWrite + Unpin>(
     w: &mut W,
     chunks: &mut Vec<Bytes>,

@@ -3369,3 +3369,51 @@ async fn a_slow_link_does_not_time_out_requests_still_queued() {
         );
     }
 }
+
+/// The other side of `a_slow_link_does_not_time_out_requests_still_queued`: a broker that
+/// reads on at the link's pace but answers nothing still has its connection closed one
+/// request timeout after the writer reached the first request, while the writer's reports
+/// flow (they extend only the requests behind the last write's start).
+#[tokio::test(start_paused = true)]
+async fn reports_of_a_slow_link_do_not_hide_an_unanswered_request() {
+    let broker = FakeBroker::new("t", 4);
+    broker.script.lock().unwrap().pipe = 4 * 1024;
+    let h = ProducerHandle::with_connector(
+        config(&[
+            ("request.timeout.ms", "5000"),
+            ("delivery.timeout.ms", "600000"),
+            ("linger.ms", "0"),
+        ]),
+        broker.clone(),
+    )
+    .unwrap();
+    let warm = h
+        .enqueue(Record::new("t", "warm").with_partition(0))
+        .await
+        .unwrap();
+    warm.await.unwrap();
+    let connects = {
+        let mut s = broker.script.lock().unwrap();
+        s.read_rate = Some(20_000);
+        s.silent_produce = true;
+        s.connects
+    };
+    let value = "v".repeat(10_000);
+    let start = Instant::now();
+    let mut pending = Vec::new();
+    for i in 0..40 {
+        let r = Record::new("t", format!("{i:02}{value}")).with_partition(i % 4);
+        pending.push(h.enqueue(r).await.unwrap());
+    }
+    // Virtual time: each step runs once every task waits.
+    while broker.script.lock().unwrap().connects == connects {
+        assert!(start.elapsed() < Duration::from_secs(30), "never given up");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let after = start.elapsed();
+    assert!(
+        (Duration::from_secs(5)..Duration::from_millis(5_500)).contains(&after),
+        "the connection closed {after:?} after the first request was written"
+    );
+    h.abort();
+}

@@ -686,10 +686,12 @@ impl Producer {
     /// half-sent (a review finding).
     ///
     /// Only with [`ProducerConfig::write_reports`] on; ignored otherwise. A report only
-    /// extends deadlines, by at most the stretch since the last one: kprod-tokio reports
-    /// once its writer has been busy a second without a break, then every second, and when
-    /// it runs out of work after that. A request being written when nothing more goes out
-    /// (a broker that stopped reading) is found hung as soon as before.
+    /// extends deadlines, of the requests after `since`: the nearer `since` is to where the
+    /// writer stands, the nearer each extended request's time is to Java's. kprod-tokio
+    /// names where its last write began (a write's bytes are taken by the socket when it
+    /// returns) once its writer has been busy a second without a break, then every second,
+    /// and when it runs out of work after that. A request being written when nothing more
+    /// goes out (a broker that stopped reading) is found hung as soon as before.
     pub fn handle_writing(&mut self, now: Instant, conn: ConnId, since: u64) {
         self.advance(now);
         if !self.cfg.write_reports {
