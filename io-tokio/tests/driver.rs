@@ -3415,5 +3415,5 @@ async fn reports_of_a_slow_link_do_not_hide_an_unanswered_request() {
         (Duration::from_secs(5)..Duration::from_millis(5_500)).contains(&after),
         "the connection closed {after:?} after the first request was written"
     );
-    h.abort();
+    h.abort().await;
 }

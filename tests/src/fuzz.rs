@@ -1451,6 +1451,9 @@ fn random_config(rng: &mut Rng) -> ProducerConfig {
         // A driver's per-record memory charged against `buffer.memory` (kprod-tokio's), in a
         // third of the runs; a side stream too.
         record_overhead: Rng::new(rng.clone().next_u64() ^ 0x0ead).pick(&[0, 0, 137]),
+        // A driver reporting its writers' progress (kprod-tokio's), in half the runs; a side
+        // stream too.
+        write_reports: Rng::new(rng.clone().next_u64() ^ 0x3717).chance(500),
         ..Default::default()
     }
 }
@@ -1557,6 +1560,17 @@ pub fn producer_run(seed: u64, run: u64, steps: usize, hostile: bool, options: O
             13 => {
                 let ms = rng.pick(&[1, 5, 20, 100, 400, 1500]);
                 h.advance(Duration::from_millis(ms));
+                // Now and then a report of a writer busy since some byte of a connection's
+                // stream (`Producer::handle_writing`); drawn from a side stream, so that the
+                // other draws of a seed stay what they were.
+                let mut side = Rng::new(rng.clone().next_u64() ^ 0x3717);
+                let conns = h.conns();
+                if !conns.is_empty() && side.chance(300) {
+                    let c = side.pick(&conns);
+                    h.inputs += 1;
+                    h.producer.handle_writing(h.now, c, side.below(1 << 16));
+                    h.drain();
+                }
             }
             14 => h.jump(),
             15 => {
