@@ -527,8 +527,13 @@ pub enum DeliveryError {
     },
     /// The topic does not exist (or is not authorized) according to metadata.
     UnknownTopic(ErrorCode),
-    /// The explicit partition does not exist.
-    UnknownPartition,
+    /// The explicit partition does not exist: the topic has `count` partitions (the
+    /// record's partition was beyond them when metadata came, or the topic was created again
+    /// with fewer).
+    UnknownPartition {
+        /// The topic's partitions then.
+        count: usize,
+    },
     /// Another batch of the partition failed and the gap policy cut the partition.
     PartitionCut,
     /// The producer failed.
@@ -544,7 +549,9 @@ impl std::fmt::Display for DeliveryError {
             } => write!(f, "{TIMED_OUT} (last error: {c})"),
             Self::DeliveryTimeout { last_error: None } => write!(f, "{TIMED_OUT}"),
             Self::UnknownTopic(c) => write!(f, "topic unavailable: {c}{}", broker_hint(*c)),
-            Self::UnknownPartition => write!(f, "partition does not exist"),
+            Self::UnknownPartition { count } => {
+                write!(f, "partition does not exist (the topic has {count})")
+            }
             Self::PartitionCut => write!(f, "partition cut after an earlier failure"),
             Self::Fatal(e) => write!(f, "producer failed: {e}"),
         }
@@ -569,6 +576,23 @@ fn broker_hint(c: ErrorCode) -> &'static str {
         ErrorCode::InvalidTimestamp => {
             " (a timestamp outside the topic's message.timestamp.*.ms of the broker's clock)"
         }
+        // From a review of the application's own mistakes: a misspelt topic, an internal
+        // topic, a keyless record on a compacted topic, a batch over `segment.bytes`.
+        ErrorCode::UnknownTopicOrPartition => {
+            " (no such topic, and the broker does not create topics on first use: check the \
+             name, or create the topic)"
+        }
+        ErrorCode::InvalidTopicException => {
+            " (an internal topic such as __consumer_offsets, or a name the broker refuses)"
+        }
+        ErrorCode::InvalidRecord => {
+            " (a record the topic refuses: a compacted topic needs a key on every record)"
+        }
+        ErrorCode::CorruptMessage => {
+            " (refused again after retries; a compacted topic on Kafka before 2.4 refuses a \
+             record without a key so)"
+        }
+        ErrorCode::RecordListTooLarge => " (a batch larger than the topic's segment.bytes)",
         _ => "",
     }
 }
@@ -1064,6 +1088,26 @@ mod tests {
         assert!(large.contains("max.message.bytes"), "{large}");
         let other = DeliveryError::Broker(ErrorCode::NotEnoughReplicas).to_string();
         assert!(other.ends_with("(19)"), "{other}");
+    }
+
+    /// The application's own mistakes (a misspelt topic, an internal topic, a keyless record
+    /// on a compacted topic, a batch over `segment.bytes`) say what to check: a review
+    /// found them bare codes.
+    #[test]
+    fn the_applications_own_mistakes_say_what_to_check() {
+        let missing = DeliveryError::UnknownTopic(ErrorCode::UnknownTopicOrPartition).to_string();
+        assert!(missing.contains("check the name"), "{missing}");
+        let internal = DeliveryError::Broker(ErrorCode::InvalidTopicException).to_string();
+        assert!(internal.contains("__consumer_offsets"), "{internal}");
+        for c in [ErrorCode::InvalidRecord, ErrorCode::CorruptMessage] {
+            let keyless = DeliveryError::Broker(c).to_string();
+            assert!(
+                keyless.contains("without a key") || keyless.contains("needs a key"),
+                "{keyless}"
+            );
+        }
+        let segment = DeliveryError::Broker(ErrorCode::RecordListTooLarge).to_string();
+        assert!(segment.contains("segment.bytes"), "{segment}");
     }
 
     /// A broker without InitProducerId (idempotence turned off, a proxy) names the setting

@@ -149,7 +149,7 @@ fn a_record_for_a_partition_that_does_not_exist_comes_back() {
         h.failures(),
         vec![(
             id,
-            DeliveryError::UnknownPartition,
+            DeliveryError::UnknownPartition { count: 1 },
             Persistence::NotPersisted,
             sent
         )]

@@ -417,7 +417,7 @@ fn a_topic_created_again_with_fewer_partitions_takes_the_new_count() {
         failed,
         vec![(
             stuck,
-            DeliveryError::UnknownPartition,
+            DeliveryError::UnknownPartition { count: 1 },
             Persistence::NotPersisted
         )]
     );
@@ -592,7 +592,7 @@ fn a_batch_in_flight_to_a_gone_partition_does_not_spin_metadata() {
             _ => None,
         })
         .collect();
-    assert_eq!(failed, vec![DeliveryError::UnknownPartition]);
+    assert_eq!(failed, vec![DeliveryError::UnknownPartition { count: 1 }]);
 }
 
 /// Review finding: a KIP-951 leader hint from the old topic, in the answer to a batch for a
@@ -1205,7 +1205,7 @@ fn a_new_partition_of_a_topic_back_from_idleness_is_taken() {
     assert_eq!(net.pending(), 0);
     assert!(net.h.events.iter().any(|e| matches!(
         e,
-        Event::Failed { id: f, error: DeliveryError::UnknownPartition, .. } if *f == id
+        Event::Failed { id: f, error: DeliveryError::UnknownPartition { .. }, .. } if *f == id
     )));
 }
 

@@ -947,7 +947,12 @@ impl std::fmt::Display for DeliveryError {
             ErrorKind::Refused(e) => write!(f, "record refused: {e}")?,
             ErrorKind::Failed(e) => self.write_failed(f, e)?,
             ErrorKind::Connection(e) => self.write_failed(f, e)?,
-            ErrorKind::DriverStopped => write!(f, "the producer's driver task stopped")?,
+            ErrorKind::DriverStopped => write!(
+                f,
+                "the producer's driver task stopped ({:?}; its runtime shut down, or it \
+                 panicked: await close() before the runtime ends)",
+                self.persisted
+            )?,
         }
         match &self.detail {
             Some(d) => write!(f, " ({d})"),

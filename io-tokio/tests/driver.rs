@@ -2301,6 +2301,13 @@ fn a_runtime_shut_down_hands_back_the_records_never_sent() {
     drop(rt_a);
     let e = rt_b.block_on(in_flight).unwrap_err();
     assert!(matches!(e.kind, ErrorKind::DriverStopped), "{e}");
+    // The message says what was known and what to do (a review: it said only that the task
+    // stopped).
+    let text = e.to_string();
+    assert!(
+        text.contains("PossiblyPersisted") && text.contains("await close()"),
+        "{text}"
+    );
     assert_eq!(
         e.persisted,
         Persistence::PossiblyPersisted,

@@ -220,7 +220,12 @@ async fn partition_beyond_the_count_before_metadata() {
         .await
         .expect("resolved")
         .expect_err("fails");
-    assert_eq!(e.kind, ErrorKind::Failed(CoreError::UnknownPartition));
+    assert_eq!(
+        e.kind,
+        ErrorKind::Failed(CoreError::UnknownPartition {
+            count: TOPIC_PARTITIONS as usize
+        })
+    );
     assert_eq!(e.persisted, Persistence::NotPersisted);
     l.resolve(RESOLVE).await;
     p.close().await;

@@ -547,7 +547,7 @@ fn a_topic_created_again_with_fewer_partitions_gets_every_new_record() {
     wait_for_a_refusal(&rt, &producer);
     kafka.create_topic(topic, 1, 1, None);
     let second = resolve(second);
-    let gone = ErrorKind::Failed(CoreError::UnknownPartition);
+    let gone = ErrorKind::Failed(CoreError::UnknownPartition { count: 1 });
     for (i, o) in second.iter().enumerate() {
         match o {
             Ok((p, _)) => assert_eq!(*p, 0, "second record {i}"),

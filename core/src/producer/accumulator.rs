@@ -1055,7 +1055,8 @@ impl Producer {
             self.wakes.0 += 1;
             self.buffered_bytes -= charged;
             self.pending_records -= 1;
-            self.emit_not_persisted(id, record, DeliveryError::UnknownPartition);
+            let error = DeliveryError::UnknownPartition { count: n as usize };
+            self.emit_not_persisted(id, record, error);
             return;
         }
         if let Some(to) = placed.sticky_to {

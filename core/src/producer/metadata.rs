@@ -732,7 +732,9 @@ impl Producer {
                 i += 1;
                 continue;
             }
-            let error = DeliveryError::UnknownPartition;
+            let error = DeliveryError::UnknownPartition {
+                count: self.topics[ti].count,
+            };
             self.fail_batch(ti, pi, i, error, Persistence::NotPersisted);
         }
     }
