@@ -2715,6 +2715,13 @@ impl<C: Connector> Drop for Driver<C> {
                     Output::Event(e @ (Event::Failed { .. } | Event::Fatal(_))) if already => {
                         self.event(&mut core, e);
                     }
+                    // A failure the core had decided before this drop (held behind an
+                    // earlier batch of its partition, which is retried) keeps its own
+                    // reason: relabelled, a record a broker refused for good (INVALID_RECORD)
+                    // read as one to send again (a review finding).
+                    Output::Event(e @ Event::Failed { .. }) if !aborted(&e) => {
+                        self.event(&mut core, e);
+                    }
                     Output::Event(Event::Failed {
                         id,
                         persisted,
@@ -3913,6 +3920,18 @@ struct Flush {
     upto: RecordId,
     tx: oneshot::Sender<()>,
     written: Option<Vec<(ConnId, u64)>>,
+}
+
+/// Whether `e` is a record's failure for the core's abort ([`Producer::abort`]), as opposed
+/// to one the core had decided before.
+fn aborted(e: &Event) -> bool {
+    matches!(
+        e,
+        Event::Failed {
+            error: kprod_core::DeliveryError::Fatal(FatalError::Aborted { .. }),
+            ..
+        }
+    )
 }
 
 /// Spawns a connection's reader or writer. A panic in it (in a custom [`Connector`]'s

@@ -3424,3 +3424,78 @@ async fn reports_of_a_slow_link_do_not_hide_an_unanswered_request() {
     );
     h.abort().await;
 }
+
+/// Review finding: a runtime dropped under the producer relabelled every failure it drained
+/// `DriverStopped`, also one the core had decided before (a batch refused INVALID_RECORD,
+/// held behind an earlier batch of its partition that waits to be retried): the application
+/// read a record the broker refuses for good as one to send again. It keeps its reason now;
+/// the record waiting for its retry is the one that fails `DriverStopped`.
+#[test]
+fn a_runtime_shut_down_keeps_a_failure_decided_before() {
+    use kprod_core::protocol::ErrorCode;
+    use kprod_model::broker::Injection;
+    let rt_a = one_worker_runtime();
+    let rt_b = current_thread_runtime();
+    let broker = FakeBroker::new("t", 1);
+    let (h, a, b) = rt_a.block_on(async {
+        let h = ProducerHandle::with_connector(
+            config(&[
+                ("linger.ms", "0"),
+                ("retry.backoff.ms", "60000"),
+                ("retry.backoff.max.ms", "60000"),
+            ]),
+            broker.clone(),
+        )
+        .unwrap();
+        // Acknowledged first, so that the partition pipelines.
+        let warm = h.enqueue(Record::new("t", "warm").with_partition(0)).await;
+        warm.unwrap().await.unwrap();
+        {
+            let mut c = broker.cluster.lock().unwrap();
+            let inject = &mut c.partition_mut("t", 0).inject;
+            // `a` is written and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND (retried with its
+            // sequence after the backoff), `b` is refused INVALID_RECORD.
+            for (code, append) in [
+                (ErrorCode::NotEnoughReplicasAfterAppend, true),
+                (ErrorCode::InvalidRecord, false),
+            ] {
+                inject.push_back(Injection { code, append });
+            }
+            // The first answer comes late, so that the second batch goes behind it.
+            broker.script.lock().unwrap().produce =
+                VecDeque::from([Action::Delay(Duration::from_millis(300))]);
+        }
+        let a = h.enqueue(Record::new("t", "a").with_partition(0)).await;
+        until_written(&h, &broker, 1, "t", 0).await;
+        let b = h.enqueue(Record::new("t", "b").with_partition(0)).await;
+        // Both answered: `a` waits a minute for its retry, `b`'s refusal is held behind it.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let m = h.metrics().await;
+            if m.batches_sent >= 3 && m.produce_requests_in_flight == 0 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "never answered: {m:?}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        (h, a.unwrap(), b.unwrap())
+    });
+    drop(rt_a);
+    let e = rt_b.block_on(b).unwrap_err();
+    assert_eq!(
+        (e.kind, e.persisted),
+        (
+            ErrorKind::Failed(kprod_core::DeliveryError::Broker(ErrorCode::InvalidRecord)),
+            Persistence::NotPersisted
+        ),
+        "the broker's refusal, not DriverStopped"
+    );
+    let e = rt_b.block_on(a).unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::DriverStopped), "{e}");
+    assert_eq!(
+        e.persisted,
+        Persistence::PossiblyPersisted,
+        "written, its retry unanswered"
+    );
+    drop(h);
+}
