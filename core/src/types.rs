@@ -479,7 +479,10 @@ impl std::fmt::Display for SendError {
                 "invalid timestamp {}: a create time is milliseconds since the Unix epoch, never negative",
                 r.timestamp
             ),
-            Self::Closed(_) => write!(f, "producer is closed"),
+            Self::Closed(_) => write!(
+                f,
+                "producer is closing, closed or failed (Producer::fatal_error says whether it failed)"
+            ),
         }
     }
 }
