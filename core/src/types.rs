@@ -481,7 +481,7 @@ impl std::fmt::Display for SendError {
             ),
             Self::Closed(_) => write!(
                 f,
-                "producer is closing, closed or failed (Producer::fatal_error says whether it failed)"
+                "producer is closing or closed (or has failed: see its fatal error)"
             ),
         }
     }
@@ -582,20 +582,24 @@ fn broker_hint(c: ErrorCode) -> &'static str {
         // From a review of the application's own mistakes: a misspelt topic, an internal
         // topic, a keyless record on a compacted topic, a batch over `segment.bytes`.
         ErrorCode::UnknownTopicOrPartition => {
-            " (no such topic, and the broker does not create topics on first use: check the \
-             name, or create the topic)"
+            " (no such topic, or one this principal may not see: check the name; it may \
+             have been deleted, and a first use creates it only with the broker's \
+             auto.create.topics.enable and this producer's allow.auto.create.topics)"
         }
         ErrorCode::InvalidTopicException => {
             " (an internal topic such as __consumer_offsets, or a name the broker refuses)"
         }
         ErrorCode::InvalidRecord => {
-            " (a record the topic refuses: a compacted topic needs a key on every record)"
+            " (a record the topic refuses, the broker's message may say why: a compacted \
+             topic, for one, needs a key on every record)"
         }
         ErrorCode::CorruptMessage => {
-            " (refused again after retries; a compacted topic on Kafka before 2.4 refuses a \
-             record without a key so)"
+            " (refused again after retries: a damaged batch, or, on Kafka before 2.4, a \
+             record without a key on a compacted topic)"
         }
-        ErrorCode::RecordListTooLarge => " (a batch larger than the topic's segment.bytes)",
+        ErrorCode::RecordListTooLarge => {
+            " (a record whose batch is larger than the topic's segment.bytes)"
+        }
         _ => "",
     }
 }

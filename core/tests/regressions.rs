@@ -3068,7 +3068,7 @@ fn an_abort_with_a_batch_in_flight_bumps_nothing() {
 /// client retries them.
 #[test]
 fn a_retriable_code_unused_by_produce_today_is_retried_with_its_sequence() {
-    for code in [41, 72, 78, 80, 83, 88, 103].map(ErrorCode::from_i16) {
+    for code in [14, 15, 16, 41, 70, 71, 72, 78, 80, 83, 88, 103, 106].map(ErrorCode::from_i16) {
         let mut h = Harness::new(|c| c.gap_policy = kprod_core::GapPolicy::Fatal);
         let id = h.p.send(h.now, record("a")).unwrap();
         let f = h.answer_until_produce(&[]).expect("a Produce request");

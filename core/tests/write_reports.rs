@@ -18,10 +18,10 @@ fn record(v: &str) -> Record {
 /// second's at `second`; a request timeout of 10 s. Then `report` runs 8 s later (the writer
 /// still busy with the first, say), the first is answered at 9 s, and the function returns
 /// whether the requests' connection is still open at 10.5 s, 17.9 s and 18.1 s.
-fn open_at(write_reports: bool, report: impl FnOnce(&mut Harness, u64, u64)) -> [bool; 3] {
+fn open_at(report: impl FnOnce(&mut Harness, u64, u64)) -> [bool; 3] {
     let mut h = Harness::new(|c| {
         c.request_timeout = Duration::from_secs(10);
-        c.write_reports = write_reports;
+        c.write_reports = true;
     });
     h.p.send(h.now, record("a")).unwrap();
     h.answer_all();
@@ -60,12 +60,12 @@ fn a_request_still_queued_behind_another_times_out_from_the_report() {
     // The writer has been busy since the first request's start: the second, behind it,
     // runs its time from 8 s, to 18 s.
     assert_eq!(
-        open_at(true, |h, first, _| writing(h, first)),
+        open_at(|h, first, _| writing(h, first)),
         [true, true, false]
     );
     // So it does once the writer reached it.
     assert_eq!(
-        open_at(true, |h, first, second| writing(h, (first + second) / 2)),
+        open_at(|h, first, second| writing(h, (first + second) / 2)),
         [true, true, false]
     );
 }
@@ -75,15 +75,7 @@ fn a_request_reached_before_the_stretch_keeps_its_time() {
     // The writer stood at the second request's start when the stretch began: it was
     // reached before, and its time runs from its creation, to 10 s.
     assert_eq!(
-        open_at(true, |h, _, second| writing(h, second)),
-        [false, false, false]
-    );
-}
-
-#[test]
-fn without_write_reports_a_report_is_ignored() {
-    assert_eq!(
-        open_at(false, |h, first, _| writing(h, first)),
+        open_at(|h, _, second| writing(h, second)),
         [false, false, false]
     );
 }

@@ -123,7 +123,8 @@
 //! background, for as long as its runtime runs: a runtime dropped first (`main` returning
 //! right after its last send) drops the producer's task with it, and the records it still
 //! held fail [`ErrorKind::DriverStopped`] (the ones never written not persisted, handed
-//! back), without reaching the broker; later records are refused with it and
+//! back; a failure the core had already decided keeps its reason), without reaching the
+//! broker; later records are refused with it and
 //! [`ProducerHandle::fatal`] says [`Fatal::DriverStopped`]. Await [`ProducerHandle::close`]
 //! before leaving `main`.
 //!
@@ -3868,13 +3869,13 @@ impl<C: Connector> Driver<C> {
                 let n: usize = queued.iter().map(Bytes::len).sum();
                 let result =
                     write_all_vectored(&mut wr, &mut queued, stall, Some(&mut progress)).await;
-                if result.is_ok() && rx.is_empty() {
-                    progress.idle().await;
-                }
                 // Written, or lost with the connection: either way no longer queued.
                 if let Some(count) = &count {
                     count.fetch_sub(n, Ordering::Relaxed);
                     written.notify_one();
+                }
+                if result.is_ok() && rx.is_empty() {
+                    progress.idle().await;
                 }
                 if let Err(e) = result {
                     debug!(conn = conn.0, error = %e, "write failed");
@@ -4206,7 +4207,7 @@ struct WriteProgress {
     /// Where the last write began.
     last_write: u64,
     /// When the writer last reported, or found work after having none.
-    since: Instant,
+    reported_at: Instant,
     /// Reported since the writer last ran out of work: the end of the stretch is reported
     /// too.
     reported: bool,
@@ -4221,7 +4222,7 @@ impl WriteProgress {
             io_tx,
             total: 0,
             last_write: 0,
-            since: now(),
+            reported_at: now(),
             reported: false,
             idle: true,
         }
@@ -4231,7 +4232,7 @@ impl WriteProgress {
     fn busy(&mut self) {
         if self.idle {
             self.idle = false;
-            self.since = now();
+            self.reported_at = now();
         }
     }
 
@@ -4240,7 +4241,7 @@ impl WriteProgress {
         self.last_write = self.total;
         self.total += n as u64;
         // The driver's clock (tokio's, which tests pause), not `Instant::elapsed`.
-        if now().saturating_duration_since(self.since) >= WRITE_REPORT_EVERY {
+        if now().saturating_duration_since(self.reported_at) >= WRITE_REPORT_EVERY {
             self.report().await;
         }
     }
@@ -4261,7 +4262,7 @@ impl WriteProgress {
         let _ = (self.io_tx)
             .send((self.conn, ReadResult::Writing { since }))
             .await;
-        self.since = now();
+        self.reported_at = now();
         self.reported = true;
     }
 }
@@ -4274,6 +4275,9 @@ impl WriteProgress {
 /// keep encrypted bytes it could not yet hand to a full socket until the next write or a
 /// flush. Without the flush, the end of the last request of a burst could wait there until
 /// `request.timeout.ms` closed the connection. On a plain TCP stream it does nothing.
+///
+/// With `progress`, each write's bytes are counted there, which reports how far the writer got
+/// on a slow link ([`WriteProgress`]).
 async fn write_all_vectored<W: AsyncWrite + Unpin>(
     w: &mut W,
     chunks: &mut Vec<Bytes>,

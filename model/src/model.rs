@@ -203,7 +203,8 @@ pub struct ModelCfg {
     /// Whether a leader change may truncate the log to its high watermark
     /// (`Action::LeaderChangeTruncating`): the new leader is an in-sync follower that did not
     /// have the batches answered with an error after the append. Off by default (the pinned
-    /// configurations predate it).
+    /// configurations predate it). With it, S4 also requires a delivered record below the
+    /// high watermark.
     pub truncation: bool,
     /// `linger.ms`. 0 (the default): every batch may go as soon as it holds a record. Above
     /// 0, a batch waits for a tick to its linger, or goes with a request that goes anyway

@@ -457,8 +457,10 @@ impl Sim {
     }
 
     /// Checks the log of `(topic, partition)` against what was sent and reported:
-    /// no duplicates, send order kept, every delivered record present at its offset, and no
-    /// record reported not persisted is present. Records are identified by their value.
+    /// no duplicates, send order kept, every delivered record present at its offset, no
+    /// record reported not persisted present, and each record present sent to this
+    /// partition (when sent with an explicit one) and reported delivered here (when
+    /// delivered). Records are identified by their value.
     pub fn check_partition(&self, topic: &str, partition: i32) {
         let log = &self.cluster.partition(topic, partition).log;
         let values: Vec<Option<Bytes>> = log.iter().map(|r| r.value.clone()).collect();

@@ -89,6 +89,10 @@ pub enum ErrorCode {
     SaslAuthenticationFailed,
     /// UNKNOWN_PRODUCER_ID (59).
     UnknownProducerId,
+    /// FETCH_SESSION_ID_NOT_FOUND (70). Retriable in Kafka's `Errors`; Fetch's.
+    FetchSessionIdNotFound,
+    /// INVALID_FETCH_SESSION_EPOCH (71). Retriable in Kafka's `Errors`; Fetch's.
+    InvalidFetchSessionEpoch,
     /// LISTENER_NOT_FOUND (72): the leader has no endpoint on the listener the producer
     /// uses (brokers mid-way through a listener change).
     ListenerNotFound,
@@ -117,6 +121,8 @@ pub enum ErrorCode {
     /// INCONSISTENT_TOPIC_ID (103): the topic id sent is not the partition's (a topic
     /// deleted and created again, with requests that name topics by id).
     InconsistentTopicId,
+    /// FETCH_SESSION_TOPIC_ID_ERROR (106). Retriable in Kafka's `Errors`; Fetch's.
+    FetchSessionTopicIdError,
     /// TRANSACTION_ABORTABLE (120).
     TransactionAbortable,
     /// A code this crate has no name for.
@@ -165,6 +171,8 @@ impl ErrorCode {
         Self::KafkaStorageError,
         Self::SaslAuthenticationFailed,
         Self::UnknownProducerId,
+        Self::FetchSessionIdNotFound,
+        Self::InvalidFetchSessionEpoch,
         Self::ListenerNotFound,
         Self::FencedLeaderEpoch,
         Self::UnknownLeaderEpoch,
@@ -178,6 +186,7 @@ impl ErrorCode {
         Self::ProducerFenced,
         Self::UnknownTopicId,
         Self::InconsistentTopicId,
+        Self::FetchSessionTopicIdError,
         Self::TransactionAbortable,
     ];
 
@@ -231,6 +240,9 @@ impl ErrorCode {
             100 => Self::UnknownTopicId,
             120 => Self::TransactionAbortable,
             41 => Self::NotController,
+            70 => Self::FetchSessionIdNotFound,
+            71 => Self::InvalidFetchSessionEpoch,
+            106 => Self::FetchSessionTopicIdError,
             72 => Self::ListenerNotFound,
             78 => Self::OffsetNotAvailable,
             80 => Self::PreferredLeaderNotAvailable,
@@ -291,6 +303,9 @@ impl ErrorCode {
             Self::UnknownTopicId => 100,
             Self::TransactionAbortable => 120,
             Self::NotController => 41,
+            Self::FetchSessionIdNotFound => 70,
+            Self::InvalidFetchSessionEpoch => 71,
+            Self::FetchSessionTopicIdError => 106,
             Self::ListenerNotFound => 72,
             Self::OffsetNotAvailable => 78,
             Self::PreferredLeaderNotAvailable => 80,
@@ -351,6 +366,9 @@ impl ErrorCode {
             Self::UnknownTopicId => "UNKNOWN_TOPIC_ID",
             Self::TransactionAbortable => "TRANSACTION_ABORTABLE",
             Self::NotController => "NOT_CONTROLLER",
+            Self::FetchSessionIdNotFound => "FETCH_SESSION_ID_NOT_FOUND",
+            Self::InvalidFetchSessionEpoch => "INVALID_FETCH_SESSION_EPOCH",
+            Self::FetchSessionTopicIdError => "FETCH_SESSION_TOPIC_ID_ERROR",
             Self::ListenerNotFound => "LISTENER_NOT_FOUND",
             Self::OffsetNotAvailable => "OFFSET_NOT_AVAILABLE",
             Self::PreferredLeaderNotAvailable => "PREFERRED_LEADER_NOT_AVAILABLE",
@@ -392,14 +410,22 @@ impl ErrorCode {
     }
 
     /// Codes Kafka's `Errors` marks retriable that no Apache Kafka broker answers a Produce
-    /// with today: a Kafka-compatible broker or a later version may. A batch that draws one
-    /// is retried with its sequence, as possibly written (the broker deduplicates it if it
-    /// was), as the Java client retries it; before, it failed possibly persisted with a gap
-    /// (and stopped a producer under `GapPolicy::Fatal`; a review finding).
+    /// with today (the coordinators', the fetch sessions', the controller's): a
+    /// Kafka-compatible broker or a later version may. A batch that draws one is retried
+    /// with its sequence, as possibly written (such a code says nothing of the attempt; the
+    /// broker deduplicates it if it was written), as the Java client retries it; before,
+    /// the unnamed ones failed possibly persisted with a gap (and stopped a producer under
+    /// `GapPolicy::Fatal`; a review finding), and the coordinators' were retried as unwritten.
     fn is_retriable_without_meaning(self) -> bool {
         matches!(
             self,
-            Self::NotController
+            Self::CoordinatorLoadInProgress
+                | Self::CoordinatorNotAvailable
+                | Self::NotCoordinator
+                | Self::FetchSessionIdNotFound
+                | Self::InvalidFetchSessionEpoch
+                | Self::FetchSessionTopicIdError
+                | Self::NotController
                 | Self::ListenerNotFound
                 | Self::OffsetNotAvailable
                 | Self::PreferredLeaderNotAvailable
@@ -552,7 +578,7 @@ mod tests {
         }
         // Retriable in Kafka's `Errors` but meaningless for Produce today: retried with
         // their sequence, as possibly written.
-        for code in [41, 72, 78, 80, 83, 88, 103] {
+        for code in [14, 15, 16, 41, 70, 71, 72, 78, 80, 83, 88, 103, 106] {
             let c = E::from_i16(code);
             assert!(!matches!(c, E::Unknown(_)), "{code} has a name");
             assert!(
