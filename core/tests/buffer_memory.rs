@@ -17,11 +17,18 @@ const MEMORY: usize = 128 * 1024;
 /// 128 KiB of `buffer.memory` and `max.request.size`, batches of `batch_size`, held for a
 /// minute (nothing is sent while the test runs).
 fn lingering(batch_size: usize) -> Harness {
+    held_a_minute(batch_size, MEMORY, 0)
+}
+
+/// Batches of `batch_size`, `buffer.memory` and `max.request.size` of `memory`, a driver's
+/// per-record `overhead`, held for a minute (nothing is sent while the test runs).
+fn held_a_minute(batch_size: usize, memory: usize, overhead: usize) -> Harness {
     Harness::new(|c| {
         c.batch_size = batch_size;
-        c.buffer_memory = MEMORY;
-        c.max_request_size = MEMORY;
+        c.buffer_memory = memory;
+        c.max_request_size = memory;
         c.linger = std::time::Duration::from_secs(60);
+        c.record_overhead = overhead;
     })
 }
 
@@ -191,13 +198,7 @@ const ROOM: usize = 16 * 1024;
 /// Batches, buffer and requests of [`ROOM`], held a minute, with the driver's per-record
 /// `overhead`.
 fn no_larger_than_a_batch(overhead: usize) -> Harness {
-    Harness::new(|c| {
-        c.batch_size = ROOM;
-        c.buffer_memory = ROOM;
-        c.max_request_size = ROOM;
-        c.linger = std::time::Duration::from_secs(60);
-        c.record_overhead = overhead;
-    })
+    held_a_minute(ROOM, ROOM, overhead)
 }
 
 /// Records of 100 B to partition 0 until one is refused: how many were taken.

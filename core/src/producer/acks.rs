@@ -22,7 +22,7 @@ use super::requests::BatchRef;
 use super::Producer;
 use crate::protocol::produce::ProduceRequest;
 use crate::protocol::ErrorCode;
-use crate::types::{ConnId, DeliveryError, Event, Output, Persistence, Sent};
+use crate::types::{ConnId, DeliveryError, Event, Persistence, Sent};
 
 #[cfg(doc)]
 use crate::types::ProducerIdentity;
@@ -70,12 +70,7 @@ impl Producer {
         });
         let client_id = self.cfg.client_id.as_deref();
         let chunks = req.encode_chunks_into(version, correlation_id, client_id, framing);
-        for bytes in chunks {
-            if self.cfg.write_reports {
-                c.sent += bytes.len() as u64;
-            }
-            self.out.push_back(Output::Transmit { conn, bytes });
-        }
+        c.transmit(&mut self.out, conn, chunks, self.cfg.write_reports);
         for r in refs {
             self.sent_batch(r);
         }

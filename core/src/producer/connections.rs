@@ -108,6 +108,29 @@ pub(super) struct Conn {
 }
 
 impl Conn {
+    /// `t`, or the end of a broker's throttle (KIP-219) if later: the broker mutes a throttled
+    /// connection, so a request's time and the connection's idleness start only then.
+    pub(super) fn after_throttle(&self, t: Instant) -> Instant {
+        self.throttled_until.map_or(t, |u| u.max(t))
+    }
+
+    /// Hands `chunks` to the driver for this connection (`conn`), counting their bytes in
+    /// [`Self::sent`] when the driver reports its writes (`counted`: `write_reports`).
+    pub(super) fn transmit(
+        &mut self,
+        out: &mut VecDeque<Output>,
+        conn: ConnId,
+        chunks: impl IntoIterator<Item = Bytes>,
+        counted: bool,
+    ) {
+        for bytes in chunks {
+            if counted {
+                self.sent += bytes.len() as u64;
+            }
+            out.push_back(Output::Transmit { conn, bytes });
+        }
+    }
+
     /// Records traffic on the connection, for `connections.max.idle.ms`.
     pub(super) fn touch(&mut self, now: Instant) {
         if self.last_active.is_some() {
@@ -131,8 +154,7 @@ impl Conn {
             return None;
         }
         let last = self.last_active?;
-        let from = self.throttled_until.map_or(last, |t| t.max(last));
-        from.checked_add(limit)
+        self.after_throttle(last).checked_add(limit)
     }
 
     pub(super) fn produce_inflight(&self) -> usize {

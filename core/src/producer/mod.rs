@@ -702,8 +702,7 @@ impl Producer {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        let from = c.throttled_until.map_or(now, |t| t.max(now));
-        let Some(deadline) = from.checked_add(timeout) else {
+        let Some(deadline) = c.after_throttle(now).checked_add(timeout) else {
             return;
         };
         for r in c.inflight.iter_mut().filter(|r| r.start > since) {

@@ -15,7 +15,7 @@ use super::Producer;
 use crate::partition::{BatchState, SendContext};
 use crate::protocol::produce::{PartitionProduceData, ProduceRequest, TopicProduceData};
 use crate::protocol::{self, encode_request};
-use crate::types::{ConnId, Output, RecordId};
+use crate::types::{ConnId, RecordId};
 
 /// Bytes a Produce request spends outside its record batches, per request and per partition
 /// (a generous bound: header, tagged fields; the client id and topic names are counted
@@ -124,8 +124,7 @@ impl Producer {
         if let Some(c) = self.conns.get_mut(&conn) {
             // On a throttled connection the broker reads the request only when the throttle
             // ends (KIP-219): its time starts then.
-            let from = c.throttled_until.map_or(now, |t| t.max(now));
-            let deadline = from + self.cfg.request_timeout;
+            let deadline = c.after_throttle(now) + self.cfg.request_timeout;
             // A SASL re-authentication is not traffic (see `handle_read`).
             if !kind.is_sasl() {
                 c.touch(now);
@@ -136,13 +135,7 @@ impl Producer {
                 deadline,
                 start: c.sent,
             });
-            let counted = self.cfg.write_reports;
-            for bytes in chunks {
-                if counted {
-                    c.sent += bytes.len() as u64;
-                }
-                self.out.push_back(Output::Transmit { conn, bytes });
-            }
+            c.transmit(&mut self.out, conn, chunks, self.cfg.write_reports);
         }
     }
 
