@@ -732,6 +732,10 @@ pub enum Diagnostic {
     Disconnected {
         /// Connection.
         conn: ConnId,
+        /// The address it was opened to.
+        addr: Arc<str>,
+        /// The broker node it reached, if known (`None`: a bootstrap server's connection).
+        node: Option<i32>,
         /// Why.
         reason: &'static str,
     },

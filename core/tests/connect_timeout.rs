@@ -65,6 +65,8 @@ fn an_unanswered_connect_fails_at_the_connect_timeout() {
         outs.contains(&Output::Event(Event::Diagnostic(
             Diagnostic::Disconnected {
                 conn,
+                addr: "10.0.0.1:9092".into(),
+                node: None,
                 reason: "connect timeout"
             }
         ))),
@@ -228,11 +230,9 @@ fn a_tls_listener_or_an_http_server_is_named_when_its_answer_is_not_kafka() {
         p.handle_read(t0, conn, &mut BytesMut::from(answer));
         let (outs, _) = drain(&mut p);
         let reason = outs.iter().find_map(|o| match o {
-            Output::Event(Event::Diagnostic(Diagnostic::Disconnected { conn: c, reason }))
-                if *c == conn =>
-            {
-                Some(*reason)
-            }
+            Output::Event(Event::Diagnostic(Diagnostic::Disconnected {
+                conn: c, reason, ..
+            })) if *c == conn => Some(*reason),
             _ => None,
         });
         // "bad frame size" alone: nothing more is said (not "larger than" the cap).

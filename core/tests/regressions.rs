@@ -1712,7 +1712,9 @@ fn record_count_limits_bound_batches_and_the_buffer() {
 fn disconnects(events: &[Event]) -> Vec<(ConnId, &'static str)> {
     (events.iter())
         .filter_map(|e| match e {
-            Event::Diagnostic(Diagnostic::Disconnected { conn, reason }) => Some((*conn, *reason)),
+            Event::Diagnostic(Diagnostic::Disconnected { conn, reason, .. }) => {
+                Some((*conn, *reason))
+            }
             _ => None,
         })
         .collect()

@@ -780,7 +780,7 @@ fn reauthentication_does_not_keep_an_idle_connection_open() {
         h.p.handle_timeout(h.now);
         h.answer_all();
         for e in &h.events[seen..] {
-            if let Event::Diagnostic(Diagnostic::Disconnected { conn, reason }) = e {
+            if let Event::Diagnostic(Diagnostic::Disconnected { conn, reason, .. }) = e {
                 closed_at.push((*conn, *reason, ms));
             }
         }

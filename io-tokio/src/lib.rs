@@ -4050,14 +4050,26 @@ fn log_diagnostic(d: Diagnostic) {
         // Closing an idle connection is routine (connections.max.idle.ms).
         Diagnostic::Disconnected {
             conn,
+            addr,
+            node,
             reason: Diagnostic::IDLE_CLOSE,
-        } => debug!(conn = conn.0, "closed an idle connection"),
+        } => debug!(conn = conn.0, %addr, ?node, "closed an idle connection"),
         // A failed connect was logged at WARN with its address and error (`Log::Failed`).
-        Diagnostic::Disconnected { conn, reason } if reason == Diagnostic::CONNECT_FAILED => {
-            debug!(conn = conn.0, reason, "disconnected");
+        Diagnostic::Disconnected {
+            conn,
+            addr,
+            node,
+            reason,
+        } if reason == Diagnostic::CONNECT_FAILED => {
+            debug!(conn = conn.0, %addr, ?node, reason, "disconnected");
         }
-        Diagnostic::Disconnected { conn, reason } => {
-            info!(conn = conn.0, reason, "disconnected");
+        Diagnostic::Disconnected {
+            conn,
+            addr,
+            node,
+            reason,
+        } => {
+            info!(conn = conn.0, %addr, ?node, reason, "disconnected");
         }
         Diagnostic::HandshakeFailed { conn, addr, error } => {
             warn!(conn = conn.0, %addr, %error, "handshake failed; will retry");

@@ -428,7 +428,12 @@ impl Producer {
             }
         }
         if self.fatal.is_none() {
-            self.diag(Diagnostic::Disconnected { conn, reason });
+            self.diag(Diagnostic::Disconnected {
+                conn,
+                addr: c.addr.clone(),
+                node: c.target.node(),
+                reason,
+            });
         }
         // A bootstrap server unreachable after another refused: the refusal may now be all
         // there is to say.
