@@ -549,7 +549,7 @@ impl std::fmt::Display for DeliveryError {
             Self::Broker(c) => write!(f, "broker error {c}{}", broker_hint(*c)),
             Self::DeliveryTimeout {
                 last_error: Some(c),
-            } => write!(f, "{TIMED_OUT} (last error: {c})"),
+            } => write!(f, "{TIMED_OUT} (last error: {c}{})", broker_hint(*c)),
             Self::DeliveryTimeout { last_error: None } => write!(f, "{TIMED_OUT}"),
             Self::UnknownTopic(c) => write!(f, "topic unavailable: {c}{}", broker_hint(*c)),
             Self::UnknownPartition { count } => {
@@ -599,6 +599,14 @@ fn broker_hint(c: ErrorCode) -> &'static str {
         }
         ErrorCode::RecordListTooLarge => {
             " (a record whose batch is larger than the topic's segment.bytes)"
+        }
+        // From a review of Kafka-compatible brokers: each refuses before writing.
+        ErrorCode::PolicyViolation => {
+            " (Azure Event Hubs: ingress past the namespace's throughput units; Redpanda: \
+             the cluster is in recovery mode or past a producer limit)"
+        }
+        ErrorCode::UnsupportedForMessageFormat => {
+            " (a compression codec the broker refuses: Azure Event Hubs takes gzip only)"
         }
         _ => "",
     }

@@ -2928,23 +2928,73 @@ fn no_batch_crosses_the_sequence_wrap() {
     assert_eq!(deliveries(&h.events).len(), 10, "{:?}", h.events);
 }
 
-/// Review finding (2026-12-06, Redpanda's source): Redpanda answers POLICY_VIOLATION (44) to
-/// every Produce in its recovery mode and past a virtual cluster's producer limit, before
-/// writing anything. kprod did not know the code and failed the batch possibly persisted;
-/// it is now refused for good, not persisted.
+/// Review findings (2026-12-06, Redpanda's source; 2026-12-07, Kafka-compatible brokers):
+/// Redpanda answers POLICY_VIOLATION (44) to every Produce in its recovery mode and past a
+/// virtual cluster's producer limit, and Azure Event Hubs to a request it throttles past
+/// the namespace's throughput units, before writing anything. kprod did not know the code
+/// and failed the batch possibly persisted; then it failed it at once, not persisted, where
+/// Event Hubs' throttle wanted a retry. It is now retried as unwritten until the delivery
+/// timeout, and fails not persisted, saying what the code means on each broker.
 #[test]
-fn policy_violation_fails_the_batch_not_persisted() {
-    let mut h = Harness::new(|_| {});
+fn policy_violation_is_retried_as_unwritten() {
+    let mut h = Harness::new(|c| {
+        c.request_timeout = Duration::from_secs(5);
+        c.delivery_timeout = Duration::from_secs(10);
+    });
     h.p.send(h.now, record("a")).unwrap();
     let f = h.answer_until_produce(&[]).expect("a's request");
     h.events.clear();
     h.feed(produce_error(&f, ErrorCode::PolicyViolation));
+    assert_eq!(h.failures(), vec![]);
+    // Throttled again, then taken: delivered, once.
+    let mut answered = 0;
+    for _ in 0..50 {
+        h.now += Duration::from_millis(100);
+        h.p.handle_timeout(h.now);
+        h.drain();
+        if let Some(f) = h.answer_until_produce(&[]) {
+            answered += 1;
+            let answer = if answered == 1 {
+                produce_error(&f, ErrorCode::PolicyViolation)
+            } else {
+                respond(&f, &mut h.next_offset)
+            };
+            h.feed(answer);
+        }
+        if !deliveries(&h.events).is_empty() {
+            break;
+        }
+    }
+    assert_eq!(answered, 2, "{:?}", h.events);
+    assert_eq!(deliveries(&h.events).len(), 1, "{:?}", h.events);
+    assert_eq!(h.failures(), vec![]);
+
+    // Refused until the delivery timeout: not persisted, and the error says where to look.
+    h.events.clear();
+    h.p.send(h.now, record("b")).unwrap();
+    let end = h.now + Duration::from_secs(11);
+    while h.now < end {
+        h.now += Duration::from_millis(100);
+        h.p.handle_timeout(h.now);
+        h.drain();
+        if let Some(f) = h.answer_until_produce(&[]) {
+            h.feed(produce_error(&f, ErrorCode::PolicyViolation));
+        }
+    }
+    let failures = h.failures();
     assert_eq!(
-        h.failures(),
+        failures,
         vec![(
-            DeliveryError::Broker(ErrorCode::PolicyViolation),
+            DeliveryError::DeliveryTimeout {
+                last_error: Some(ErrorCode::PolicyViolation)
+            },
             Persistence::NotPersisted
         )]
+    );
+    let text = failures[0].0.to_string();
+    assert!(
+        text.contains("Event Hubs") && text.contains("recovery mode"),
+        "{text}"
     );
 }
 

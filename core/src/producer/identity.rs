@@ -75,16 +75,13 @@ impl Producer {
             // for ids during its life (a bump refused, an epoch run out, Tansu at every gap),
             // and one hiccup of the broker's id storage failed every record it held (a review
             // against librdkafka). Records waiting for an id meanwhile fail at their delivery
-            // timeout, with the error. So is POLICY_VIOLATION, Redpanda's answer in recovery
-            // mode (maintenance), which stopped the producer for good (a review of
+            // timeout, with the error. So is POLICY_VIOLATION (retriable), Redpanda's answer in
+            // recovery mode (maintenance), which stopped the producer for good (a review of
             // Kafka-compatible brokers).
             c if c.is_retriable()
                 || matches!(
                     c,
-                    ErrorCode::None
-                        | ErrorCode::UnknownServerError
-                        | ErrorCode::PolicyViolation
-                        | ErrorCode::Unknown(_)
+                    ErrorCode::None | ErrorCode::UnknownServerError | ErrorCode::Unknown(_)
                 ) =>
             {
                 self.pid_refused.0 = (c != ErrorCode::None).then_some(c);

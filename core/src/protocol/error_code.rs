@@ -406,6 +406,11 @@ impl ErrorCode {
                 | Self::UnknownLeaderEpoch
                 | Self::ThrottlingQuotaExceeded
                 | Self::UnknownTopicId
+                // Azure Event Hubs denies a request past the namespace's throughput units
+                // with it (a throttle), Redpanda any produce in recovery mode: both before
+                // writing. Retried until `delivery.timeout.ms`, not failed at once (a review
+                // of Kafka-compatible brokers).
+                | Self::PolicyViolation
         ) || self.is_retriable_without_meaning()
     }
 
@@ -558,9 +563,11 @@ mod tests {
         assert!(E::ClusterAuthorizationFailed.is_fatal());
         assert!(E::CorruptMessage.is_retriable());
         assert!(!E::MessageTooLarge.is_retriable() && !E::MessageTooLarge.is_possibly_persisted());
-        // Redpanda's refusal before any write (recovery mode, a producer limit).
+        // Redpanda's refusal before any write (recovery mode, a producer limit) and Azure
+        // Event Hubs' throttle (a request denied past its throughput units): retried, not
+        // written.
         assert!(
-            !E::PolicyViolation.is_retriable()
+            E::PolicyViolation.is_retriable()
                 && !E::PolicyViolation.is_possibly_persisted()
                 && !E::PolicyViolation.is_fatal()
         );
