@@ -3141,3 +3141,64 @@ fn a_retriable_code_unused_by_produce_today_is_retried_with_its_sequence() {
         assert!(h.p.fatal_error().is_none(), "{code}");
     }
 }
+
+/// Review finding (2026-12-07, Kafka-compatible brokers): Redpanda before 24.1.15 and 24.2.2
+/// keeps a producer's sequence across epochs, so it refuses the first batch of an epoch the
+/// producer bumped itself (sequence 0) OUT_OF_ORDER_SEQUENCE_NUMBER, with a log start of -1
+/// as in all its answers. Each refusal made another local bump, refused alike: every
+/// partition stalled until the producer id's epochs ran out. Now such a refusal, before any
+/// local bump was acknowledged, turns local bumps off as Tansu's PRODUCER_FENCED does: a
+/// new producer id, under which the batch goes and is delivered.
+#[test]
+fn a_broker_refusing_a_local_bump_out_of_order_gets_a_new_producer_id() {
+    let mut h = Harness::new(|c| c.request_timeout = Duration::from_secs(5));
+    h.p.send(h.now, record("x")).unwrap();
+    h.answer_all();
+    assert_eq!(deliveries(&h.events).len(), 1);
+    // A record refused for good: a gap, so the next batch starts a new epoch.
+    h.p.send(h.now, record("bad")).unwrap();
+    let f = h.answer_until_produce(&[]).expect("bad's request");
+    h.feed(produce_error(&f, ErrorCode::InvalidRecord));
+    let bumps = |h: &Harness| {
+        (h.events.iter())
+            .filter(|e| matches!(e, Event::Diagnostic(Diagnostic::EpochBumped(_))))
+            .count()
+    };
+    let new_ids = |h: &Harness| {
+        (h.events.iter())
+            .filter(|e| matches!(e, Event::Diagnostic(Diagnostic::ProducerId(_))))
+            .count()
+    };
+    assert_eq!((bumps(&h), new_ids(&h)), (1, 1), "{:?}", h.events);
+
+    h.p.send(h.now, record("c")).unwrap();
+    let mut refused = 0;
+    for _ in 0..100 {
+        h.now += Duration::from_millis(100);
+        h.p.handle_timeout(h.now);
+        h.drain();
+        let Some(f) = h.answer_until_produce(&[]) else {
+            continue;
+        };
+        let (epoch, seq) = epoch_and_sequence(&f);
+        if epoch > 0 {
+            // The old Redpanda: any epoch past the first, at sequence 0, is out of order.
+            assert_eq!(seq, 0);
+            refused += 1;
+            h.feed(produce_error_with_log_start(
+                &f,
+                ErrorCode::OutOfOrderSequenceNumber,
+                -1,
+            ));
+        } else {
+            let a = respond(&f, &mut h.next_offset);
+            h.feed(a);
+        }
+        if deliveries(&h.events).len() == 2 {
+            break;
+        }
+    }
+    assert_eq!(deliveries(&h.events).len(), 2, "{:?}", h.events);
+    assert_eq!(refused, 1, "{:?}", h.events);
+    assert_eq!((bumps(&h), new_ids(&h)), (1, 2), "{:?}", h.events);
+}

@@ -301,6 +301,7 @@ impl Producer {
                 issue: id.issue,
             };
             self.set_identity(Some(next));
+            self.bumped_locally = Some(next);
             self.diag(Diagnostic::EpochBumped(next));
         }
     }

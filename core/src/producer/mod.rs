@@ -147,6 +147,12 @@ pub struct Producer {
     /// current id would.
     given_up: Option<i64>,
     bump_refused: bool,
+    /// The identity the last local epoch bump made (KIP-360), and whether the cluster has
+    /// acknowledged a batch under a locally bumped epoch: until it has, a refusal of such
+    /// an epoch's first batch at sequence 0 says the broker does not take local bumps
+    /// (`on_out_of_order`).
+    bumped_locally: Option<ProducerIdentity>,
+    local_bump_taken: bool,
     /// When a bump that waits for its backoff is due (`Partition::fruitless_bumps`): always
     /// of the current identity (`set_identity` clears it when the identity changes).
     bump_at: Option<Instant>,
@@ -391,6 +397,8 @@ impl Producer {
             broker_refusal: None,
             log_start_known: false,
             bump_refused: false,
+            bumped_locally: None,
+            local_bump_taken: false,
             bump_at: None,
             metadata: MetadataState::default(),
             buffered_bytes: 0,

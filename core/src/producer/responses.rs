@@ -544,6 +544,21 @@ impl Producer {
                 }
             }
         }
+        // Refused at sequence 0 under an epoch this producer bumped itself, before the
+        // cluster ever took a local bump: the broker does not (Redpanda before 24.1.15 and
+        // 24.2.2 keeps a producer's sequence across epochs and answers so; Apache Kafka 2.5+
+        // takes sequence 0 at any higher epoch). From now on a bump takes a new producer id,
+        // as after Tansu's PRODUCER_FENCED: each local bump met the same refusal, every
+        // partition stalled behind it, until the id's 32,767 epochs ran out (a review of
+        // Kafka-compatible brokers).
+        if code == ErrorCode::OutOfOrderSequenceNumber && !self.local_bump_taken {
+            let p = &self.topics[ti].partitions[pi];
+            if let (Some((id, 0)), None) = (p.batches[i].seq, p.last_acked) {
+                if Some(id) == self.identity && Some(id) == self.bumped_locally {
+                    self.on_bump_refused(ti, pi, i);
+                }
+            }
+        }
         let p = &self.topics[ti].partitions[pi];
         if explained || p.batches[i].maybe_persisted || p.batches[i].overtaken {
             self.reject_for_rebase(ti, pi, i, code);
