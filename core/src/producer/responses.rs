@@ -550,8 +550,15 @@ impl Producer {
         // takes sequence 0 at any higher epoch). From now on a bump takes a new producer id,
         // as after Tansu's PRODUCER_FENCED: each local bump met the same refusal, every
         // partition stalled behind it, until the id's 32,767 epochs ran out (a review of
-        // Kafka-compatible brokers).
-        if code == ErrorCode::OutOfOrderSequenceNumber && !self.local_bump_taken {
+        // Kafka-compatible brokers). Only with a log start of -1, as in all Redpanda's
+        // answers: an Apache broker that leads the partition names its log start, and the
+        // model checker found paths of lost answers and expired producer state where Kafka
+        // refuses such a batch so for reasons of its own.
+        if code == ErrorCode::OutOfOrderSequenceNumber
+            && !self.local_bump_taken
+            && self.log_start_known
+            && log_start < 0
+        {
             let p = &self.topics[ti].partitions[pi];
             if let (Some((id, 0)), None) = (p.batches[i].seq, p.last_acked) {
                 if Some(id) == self.identity && Some(id) == self.bumped_locally {
