@@ -296,6 +296,19 @@ pub struct ProducerConfig {
     /// finding). Off by default: a request's time runs from its creation.
     /// kprod-tokio turns it on.
     pub write_reports: bool,
+    /// A driver that calls in later than the deadline it was last given ([`crate::Output::Wait`])
+    /// by more than this was stalled (the process stopped or paused, a VM paused, the
+    /// runtime's thread blocked by the application): the timeouts that passed meanwhile
+    /// (requests', connects', delivery timeouts, idle connections) wait this much longer,
+    /// once per stall, so that answers that arrived during the stall, still in the sockets,
+    /// are read first. Without it a stall longer than `request.timeout.ms` closed every
+    /// connection whose answer was waiting to be read (its batches retried), and one longer
+    /// than `delivery.timeout.ms` failed records the broker had acknowledged, as possibly
+    /// persisted (a review finding; Java's `NetworkClient` reads what arrived before it
+    /// looks at timeouts, though its `Sender` expires batches before that). Off by default (a
+    /// driver that hands the core its inputs in one go needs none); kprod-tokio sets it to
+    /// one second.
+    pub late_wake_grace: Option<Duration>,
     /// The planted bug to run with (model checking only).
     #[cfg(feature = "mutations")]
     pub mutation: crate::mutation::Mutation,
@@ -433,6 +446,7 @@ impl Default for ProducerConfig {
             broker_version_max: None,
             batch_diagnostics: false,
             write_reports: false,
+            late_wake_grace: None,
             #[cfg(feature = "mutations")]
             mutation: crate::mutation::Mutation::None,
         }

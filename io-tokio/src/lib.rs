@@ -1530,6 +1530,11 @@ const DEFERRED_PURGE_FROM: usize = 64;
 /// Commands (and reads) the driver takes per wake-up before it drains the core once.
 const MAX_PER_WAKEUP: usize = 256;
 
+/// How long timeouts wait after the driver was woken that much later than its deadline, for
+/// the answers that arrived meanwhile to be read (`ProducerConfig::late_wake_grace`): a
+/// stall of a second is no scheduling jitter, and a second is ample for the readers to run.
+const LATE_WAKE_GRACE: Duration = Duration::from_secs(1);
+
 /// A cloneable handle to a producer driven by a tokio task. When every handle is dropped the
 /// producer closes: buffered records are still delivered while its runtime runs (see the
 /// crate documentation: await [`Self::close`] before the runtime ends).
@@ -1693,6 +1698,9 @@ impl ProducerHandle {
         config.record_overhead = config.record_overhead.max(RECORD_OVERHEAD);
         // The writers report how far they got on a slow link (`WriteProgress`).
         config.write_reports = true;
+        // A driver woken late (the process stopped, the runtime's thread blocked) reads the
+        // answers that arrived meanwhile before it times anything out.
+        config.late_wake_grace = config.late_wake_grace.or(Some(LATE_WAKE_GRACE));
         let producer = Producer::new(config, now())?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
         check_drivers(connector.needs_io_driver())?;
@@ -2880,9 +2888,21 @@ impl<C: Connector> Driver<C> {
                     Some(Input::Timer | Input::Woken) | None => {}
                 }
                 // Whatever woke the driver (the fine timer wakes it as a handle does), a
-                // deadline reached is handled before the drain.
+                // deadline reached is handled before the drain: after what the readers and
+                // connects finished meanwhile, so that a late wake-up reads an answer that
+                // is there before it times its request out (a review finding: on a timer's
+                // or a handle's wake-up they waited for the next turn).
                 let t = now();
                 if self.deadline.is_some_and(|d| d <= t) {
+                    for _ in 0..MAX_PER_WAKEUP {
+                        let Ok((conn, r)) = io_rx.try_recv() else {
+                            break;
+                        };
+                        self.io(core, conn, r);
+                    }
+                    while let Some(r) = self.connecting.try_join_next() {
+                        self.connect_done(core, r);
+                    }
                     core.producer.handle_timeout(t);
                 }
                 let mut guard = compress_ahead(&shared, guard);

@@ -31,6 +31,9 @@ enum Action {
     Delay(Duration),
     /// Append, then never read from the connection again (it stays open).
     Stall,
+    /// Append and answer, then block the runtime's thread this long (a stalled process:
+    /// the answer waits in the pipe, unread, while the request's deadlines pass).
+    AnswerThenBlockRuntime(Duration),
 }
 
 #[derive(Default)]
@@ -159,6 +162,15 @@ impl FakeBroker {
                         }
                         Action::Delay(d) => tokio::time::sleep(d).await,
                         Action::Stall => std::future::pending::<()>().await,
+                        Action::AnswerThenBlockRuntime(d) => {
+                            if stream.write_all(&response).await.is_err() {
+                                return;
+                            }
+                            // The fault itself, not a wait for something: the whole
+                            // runtime stops, as a stopped process does.
+                            std::thread::sleep(d);
+                            continue;
+                        }
                     }
                     if self.script.lock().unwrap().silent_produce {
                         continue;
@@ -2213,6 +2225,43 @@ fn current_thread_runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// Review finding (2026-12-07, time that jumps): a driver woken late (the process stopped,
+/// the runtime's thread blocked) timed its requests out before reading the answers that had
+/// arrived meanwhile: the connection closed, the batch retried, and past the delivery
+/// timeout the record failed possibly persisted although the broker had acknowledged it.
+/// Here the runtime stops 2.5 s with the answer in the pipe, past both the 1 s request
+/// timeout and the 1 s delivery timeout: the record is delivered, on the same connection,
+/// with no retry.
+#[test]
+fn a_stalled_runtime_reads_the_answers_that_came_before_timing_out() {
+    let rt = current_thread_runtime();
+    let broker = FakeBroker::new("t", 1);
+    rt.block_on(async {
+        let cfg = config(&[
+            ("request.timeout.ms", "1000"),
+            ("delivery.timeout.ms", "1005"),
+        ]);
+        let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+        let warm = h.send(Record::new("t", "warm").with_partition(0)).await;
+        assert!(warm.is_ok(), "{warm:?}");
+        let before = h.metrics().await;
+        broker.script.lock().unwrap().produce =
+            VecDeque::from(vec![Action::AnswerThenBlockRuntime(Duration::from_millis(
+                2500,
+            ))]);
+        let sent = h.send(Record::new("t", "a").with_partition(0)).await;
+        assert!(sent.is_ok(), "{sent:?}");
+        let after = h.metrics().await;
+        assert_eq!(after.retries, before.retries, "{after:?}");
+        assert_eq!(
+            after.connections_opened, before.connections_opened,
+            "{after:?}"
+        );
+        h.close().await;
+    });
+    assert_eq!(broker.log("t", 0), vec!["warm", "a"]);
 }
 
 /// Review finding: when the producer's runtime shut down, records still waiting for memory

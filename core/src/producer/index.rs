@@ -648,9 +648,11 @@ impl Producer {
         // the timeout (a batch in flight whose records were reported, waiting for its
         // answer) would be visited again by every drain until that answer (a review
         // finding: every partition of a slow broker, at every drain). (Not once closed: no
-        // drain does any work then, and every batch is gone.)
+        // drain does any work then, and every batch is gone. Nor while timeouts wait after
+        // a stalled driver, `late_wake_grace`: the walk comes at the grace's end.)
+        let waiting = self.stalled_until.is_some_and(|t| t > self.now);
         if let Some(created_by) =
-            (self.now.checked_sub(self.cfg.delivery_timeout)).filter(|_| !self.closed)
+            (self.now.checked_sub(self.cfg.delivery_timeout)).filter(|_| !self.closed && !waiting)
         {
             let due: Vec<Tp> = idx.oldest_through(created_by).collect();
             assert!(

@@ -153,6 +153,11 @@ pub struct Producer {
     /// (`on_out_of_order`).
     bumped_locally: Option<ProducerIdentity>,
     local_bump_taken: bool,
+    /// The deadline of the last [`Output::Wait`], and, after a driver came back later than
+    /// it by more than `late_wake_grace`, until when timeouts wait for what arrived during
+    /// the stall to be read (`ProducerConfig::late_wake_grace`).
+    waited_until: Option<Instant>,
+    pub(super) stalled_until: Option<Instant>,
     /// When a bump that waits for its backoff is due (`Partition::fruitless_bumps`): always
     /// of the current identity (`set_identity` clears it when the identity changes).
     bump_at: Option<Instant>,
@@ -399,6 +404,8 @@ impl Producer {
             bump_refused: false,
             bumped_locally: None,
             local_bump_taken: false,
+            waited_until: None,
+            stalled_until: None,
             bump_at: None,
             metadata: MetadataState::default(),
             buffered_bytes: 0,
@@ -804,9 +811,9 @@ impl Producer {
                     self.check_index();
                     self.check_accounting();
                 }
-                Output::Wait {
-                    until: self.next_deadline(),
-                }
+                let until = self.next_deadline();
+                self.waited_until = until;
+                Output::Wait { until }
             }
         }
     }
@@ -845,6 +852,25 @@ impl Producer {
             self.now = now;
         }
         self.dirty = true;
+        if let (Some(grace), Some(until)) = (self.cfg.late_wake_grace, self.waited_until) {
+            if until.checked_add(grace).is_some_and(|late| self.now > late) {
+                self.waited_until = None;
+                self.stalled_until = self.now.checked_add(grace);
+            }
+        }
+    }
+
+    /// Whether timeouts wait, after a stalled driver, for what arrived meanwhile to be read
+    /// (`ProducerConfig::late_wake_grace`).
+    fn in_stall_grace(&mut self) -> bool {
+        match self.stalled_until {
+            Some(t) if t > self.now => true,
+            Some(_) => {
+                self.stalled_until = None;
+                false
+            }
+            None => false,
+        }
     }
 
     fn emit(&mut self, event: Event) {
@@ -863,14 +889,21 @@ impl Producer {
         if self.fatal.is_some() || self.closed {
             return;
         }
-        self.expire_connects();
-        self.expire_requests();
-        // Before the re-authentication timers, which would re-authenticate a connection
-        // about to close for idleness. (A batch ready for a connection whose idle deadline
-        // passed in the same drain goes out on a new one, as in the Java client.)
-        self.expire_idle();
+        // After a stall, answers that arrived during it are read before any timeout.
+        let timeouts = !self.in_stall_grace();
+        if timeouts {
+            self.expire_connects();
+            self.expire_requests();
+            // Before the re-authentication timers, which would re-authenticate a connection
+            // about to close for idleness. (A batch ready for a connection whose idle
+            // deadline passed in the same drain goes out on a new one, as in the Java
+            // client.)
+            self.expire_idle();
+        }
         self.sasl_timers();
-        self.expire_deliveries();
+        if timeouts {
+            self.expire_deliveries();
+        }
         if self.fatal.is_some() {
             return;
         }
@@ -901,6 +934,9 @@ impl Producer {
                 next = Some(d);
             }
         };
+        if let Some(t) = self.stalled_until {
+            consider(t);
+        }
         if let Some(t) = self.bootstrap_patience_ends() {
             consider(t);
         }

@@ -1,0 +1,80 @@
+//! `ProducerConfig::late_wake_grace`: a driver that comes back well after the deadline it
+//! was given (a stalled process) has the answers that arrived meanwhile read before the
+//! timeouts that passed during the stall are acted on.
+
+mod harness;
+
+use std::time::Duration;
+
+use harness::{deliveries, respond, Harness, TOPIC};
+use kprod_core::{Event, Record};
+
+fn record(v: &str) -> Record {
+    Record::new(TOPIC, v.to_owned()).with_partition(0)
+}
+
+/// A record's request in flight, then the driver back `stall` after it, at a timer; the
+/// answer read `read_after` later. Returns whether the record was delivered, and the
+/// connections opened and retries counted by then.
+fn stalled(grace: Option<Duration>, stall: Duration, read_after: Duration) -> (bool, u64, u64) {
+    let mut h = Harness::new(|c| {
+        c.request_timeout = Duration::from_secs(5);
+        c.delivery_timeout = Duration::from_secs(8);
+        c.late_wake_grace = grace;
+    });
+    h.p.send(h.now, record("a")).unwrap();
+    let f = h.answer_until_produce(&[]).expect("a's request");
+    h.now += stall;
+    h.p.handle_timeout(h.now);
+    h.drain();
+    h.now += read_after;
+    if h.conn.is_some() {
+        let a = respond(&f, &mut h.next_offset);
+        h.feed(a);
+    }
+    let delivered = deliveries(&h.events).len() == 1
+        && !h.events.iter().any(|e| matches!(e, Event::Failed { .. }));
+    let m = h.p.metrics();
+    (delivered, m.connections_opened, m.retries)
+}
+
+#[test]
+fn an_answer_that_came_during_a_stall_is_read_before_the_timeouts() {
+    let stall = Duration::from_secs(20);
+    // Past the request timeout (5 s) and the delivery timeout (8 s), with the answer read
+    // right after the driver is back: delivered on its connection, no retry.
+    let grace = Some(Duration::from_secs(1));
+    assert_eq!(
+        stalled(grace, stall, Duration::from_millis(10)),
+        (true, 2, 0)
+    );
+    // Without the grace the request timed out and the record failed, though the broker
+    // had acknowledged it.
+    assert!(!stalled(None, stall, Duration::from_millis(10)).0);
+    // A stall shorter than the grace's threshold past the deadline is no stall.
+    let (delivered, _, _) = stalled(grace, Duration::from_millis(5500), Duration::ZERO);
+    assert!(!delivered, "timed out at once, 0.5 s past its deadline");
+}
+
+#[test]
+fn the_grace_ends_and_a_request_still_unanswered_times_out() {
+    let mut h = Harness::new(|c| {
+        c.request_timeout = Duration::from_secs(5);
+        c.late_wake_grace = Some(Duration::from_secs(1));
+    });
+    h.p.send(h.now, record("a")).unwrap();
+    h.answer_until_produce(&[]).expect("a's request");
+    h.now += Duration::from_secs(20);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    assert!(h.conn.is_some(), "within the grace");
+    h.now += Duration::from_millis(999);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    assert!(h.conn.is_some(), "within the grace");
+    h.now += Duration::from_millis(1);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    assert!(h.conn.is_none(), "timed out when the grace ended");
+    assert_eq!(h.p.metrics().retries, 1);
+}
