@@ -1454,6 +1454,14 @@ fn random_config(rng: &mut Rng) -> ProducerConfig {
         // A driver reporting its writers' progress (kprod-tokio's), in half the runs; a side
         // stream too.
         write_reports: Rng::new(rng.clone().next_u64() ^ 0x3717).chance(500),
+        // A driver reading what came during a stall before its timeouts (kprod-tokio's, at
+        // one second), in half the runs, with a grace the time steps often pass; a side
+        // stream too.
+        late_wake_grace: {
+            let mut side = Rng::new(rng.clone().next_u64() ^ 0x1a7e);
+            side.chance(500)
+                .then(|| Duration::from_millis(side.pick(&[50, 300, 1000])))
+        },
         ..Default::default()
     }
 }
