@@ -4269,33 +4269,43 @@ impl WriteProgress {
     }
 
     /// A write took `n` more bytes.
-    async fn wrote(&mut self, n: usize) {
+    fn wrote(&mut self, n: usize) {
         self.last_write = self.total;
         self.total += n as u64;
         // The driver's clock (tokio's, which tests pause), not `Instant::elapsed`.
         if now().saturating_duration_since(self.reported_at) >= WRITE_REPORT_EVERY {
-            self.report().await;
+            // Not awaited: with the queue full (a driver behind, its readers' answers
+            // waiting) the writer waited there and wrote nothing while its requests'
+            // timeouts ran (a review finding). A report that does not fit goes at a later
+            // write: each names where the last write began.
+            let since = self.last_write;
+            match self
+                .io_tx
+                .try_send((self.conn, ReadResult::Writing { since }))
+            {
+                Ok(()) => {
+                    self.reported_at = now();
+                    self.reported = true;
+                }
+                Err(mpsc::error::TrySendError::Full(_)) => {}
+                // A driver gone has no use for it.
+                Err(mpsc::error::TrySendError::Closed(_)) => self.reported_at = now(),
+            }
         }
     }
 
     /// The writer wrote all it held and has nothing more: the end of a stretch it reported
-    /// in is reported too.
+    /// in is reported too (awaited: there is nothing to write meanwhile).
     async fn idle(&mut self) {
         if self.reported {
-            self.report().await;
+            let since = self.last_write;
+            // A driver gone has no use for it.
+            let _ = (self.io_tx)
+                .send((self.conn, ReadResult::Writing { since }))
+                .await;
         }
         self.reported = false;
         self.idle = true;
-    }
-
-    async fn report(&mut self) {
-        let since = self.last_write;
-        // A driver gone has no use for it.
-        let _ = (self.io_tx)
-            .send((self.conn, ReadResult::Writing { since }))
-            .await;
-        self.reported_at = now();
-        self.reported = true;
     }
 }
 
@@ -4352,7 +4362,7 @@ async fn write_all_vectored<W: AsyncWrite + Unpin>(
             return Err(io::ErrorKind::WriteZero.into());
         }
         if let Some(p) = progress.as_deref_mut() {
-            p.wrote(n).await;
+            p.wrote(n);
         }
         while n > 0 {
             let c = &mut chunks[first];
@@ -4372,6 +4382,33 @@ async fn write_all_vectored<W: AsyncWrite + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Review finding (2026-12-07, a starved driver): a writer due to report its progress
+    /// waited for room in the queue it shares with the readers, and wrote nothing meanwhile.
+    /// Now a report that does not fit goes at a later write (`wrote` no longer waits), and
+    /// names where that write began.
+    #[tokio::test(start_paused = true)]
+    async fn a_full_queue_does_not_hold_a_writer_up() {
+        let (tx, mut rx) = mpsc::channel(1);
+        tx.try_send((ConnId(9), ReadResult::Writing { since: 0 }))
+            .unwrap();
+        let mut p = WriteProgress::new(ConnId(1), tx);
+        p.busy();
+        tokio::time::advance(WRITE_REPORT_EVERY * 2).await;
+        p.wrote(10);
+        p.wrote(20);
+        // The queue still holds what filled it; nothing of this writer's.
+        assert!(matches!(rx.try_recv(), Ok((ConnId(9), _))));
+        assert!(rx.try_recv().is_err());
+        p.wrote(5);
+        match rx.try_recv() {
+            Ok((ConnId(1), ReadResult::Writing { since })) => assert_eq!(since, 30),
+            other => panic!("a report of conn 1: {:?}", other.map(|(c, _)| c)),
+        }
+        // Then a second later at the earliest.
+        p.wrote(5);
+        assert!(rx.try_recv().is_err());
+    }
 
     /// A timestamp from the monotonic clock matches the wall clock read around it, before and
     /// after the offset is taken again.
