@@ -278,6 +278,8 @@ fn after_a_suspend_past_the_state_expiry_the_first_batch_goes_alone() {
     let mut h = Harness::new(|c| {
         c.producer_id_expiration = Some(expiry);
         c.linger = Duration::from_millis(100);
+        // Connections idle across the suspend are closed (below); not the point here.
+        c.connections_max_idle = None;
     });
     h.p.send(h.now, record("a")).unwrap();
     h.p.flush(h.now);
@@ -319,12 +321,51 @@ fn after_a_suspend_past_the_state_expiry_the_first_batch_goes_alone() {
     assert_eq!(h.p.pending_records(), 0);
 }
 
+/// Review finding (2026-12-07, time that jumps): a connection's idle time did not count a
+/// suspend, so after one longer than the broker's `connections.max.idle.ms` the first request
+/// went onto a connection the broker had closed (a reset, its batch retried as possibly
+/// written) or, behind a NAT that forgot it, hung for `request.timeout.ms`. Now the idle
+/// connections are closed at the jump, and the next record goes on a new one.
+#[test]
+fn after_a_suspend_past_the_idle_limit_idle_connections_are_closed() {
+    let mut h = Harness::new(|_| {});
+    h.p.send(h.now, record("a")).unwrap();
+    h.answer_all();
+    let opened = h.p.metrics().connections_opened;
+    let idle_closes = |h: &Harness| {
+        (h.events.iter())
+            .filter(|e| {
+                matches!(
+                    e,
+                    Event::Diagnostic(Diagnostic::Disconnected { reason: "idle", .. })
+                )
+            })
+            .count()
+    };
+    // A jump within the idle limit (540 s) closes nothing.
+    h.now += Duration::from_secs(1);
+    h.p.handle_wall_clock_jump(h.now, Duration::from_secs(60));
+    h.drain();
+    assert_eq!(idle_closes(&h), 0);
+    h.now += Duration::from_secs(1);
+    h.p.handle_wall_clock_jump(h.now, Duration::from_secs(15 * 60));
+    h.drain();
+    assert_eq!(idle_closes(&h), 2, "{:?}", h.events);
+    h.p.send(h.now, record("b")).unwrap();
+    h.answer_all();
+    assert_eq!(deliveries(&h.events).len(), 2);
+    assert!(h.p.metrics().connections_opened > opened);
+}
+
 /// A batch in flight across the suspend: nothing new goes behind it until a batch is
 /// acknowledged (a review of the change: only partitions with nothing in flight probed).
 #[test]
 fn after_a_suspend_with_a_batch_in_flight_nothing_goes_behind_it() {
     let expiry = Duration::from_secs(60);
-    let mut h = Harness::new(|c| c.producer_id_expiration = Some(expiry));
+    let mut h = Harness::new(|c| {
+        c.producer_id_expiration = Some(expiry);
+        c.connections_max_idle = None;
+    });
     h.p.send(h.now, record("a")).unwrap();
     h.answer_all();
     h.p.send(h.now, record("b")).unwrap();

@@ -740,7 +740,10 @@ impl Producer {
     /// batch in flight across the suspend sends nothing new behind it until one is
     /// acknowledged. Before, after a two-day suspend the producer saw seconds,
     /// and pipelined batches into a broker that takes any sequence from a producer it does
-    /// not know (a review finding). A driver whose clock counts a suspend need not call it.
+    /// not know (a review finding). Each connection's idle time counts `by` as well, so one
+    /// idle past `connections.max.idle.ms` that way is closed before anything goes on it (the
+    /// broker has likely closed its end). A driver whose clock counts a suspend need not call
+    /// it.
     pub fn handle_wall_clock_jump(&mut self, now: Instant, by: Duration) {
         self.advance(now);
         let expiry = self.cfg.producer_state_expiry();
@@ -764,6 +767,20 @@ impl Producer {
         }
         if moved {
             self.sync_all();
+        }
+        // Each connection's idle time counts `by` too: a broker closes one idle past its
+        // `connections.max.idle.ms` by its own clock, and the first request after a long
+        // suspend went onto a socket the broker had closed (a reset, the batch retried as
+        // possibly written) or, behind a NAT that forgot it, hung for `request.timeout.ms`
+        // (a review finding). Closed now by `expire_idle` before anything is sent.
+        if let Some(limit) = self.cfg.connections_max_idle {
+            for c in self.conns.values_mut() {
+                if let Some(t) = c.last_active {
+                    let back = (t.checked_sub(by)).or_else(|| self.now.checked_sub(limit));
+                    c.last_active = back.or(Some(t));
+                }
+            }
+            self.idle_check.0 = None;
         }
     }
 
