@@ -2893,7 +2893,8 @@ impl<C: Connector> Driver<C> {
                 // is there before it times its request out (a review finding: on a timer's
                 // or a handle's wake-up they waited for the next turn).
                 let t = now();
-                if self.deadline.is_some_and(|d| d <= t) {
+                let due = |d: Option<Instant>| d.is_some_and(|d| d <= t);
+                if due(self.deadline) || due(self.block_deadline(max_block)) {
                     for _ in 0..MAX_PER_WAKEUP {
                         let Ok((conn, r)) = io_rx.try_recv() else {
                             break;
@@ -2903,6 +2904,8 @@ impl<C: Connector> Driver<C> {
                     while let Some(r) = self.connecting.try_join_next() {
                         self.connect_done(core, r);
                     }
+                }
+                if due(self.deadline) {
                     core.producer.handle_timeout(t);
                 }
                 let mut guard = compress_ahead(&shared, guard);
@@ -2910,8 +2913,14 @@ impl<C: Connector> Driver<C> {
                 // Before the drain: a topic asked about again is asked in it.
                 self.answer_partition_waiters(core);
                 self.drain(core);
-                self.expire_deferred(core);
+                // The memory this wake-up freed goes to the sends waiting for it before those
+                // past `max.block.ms` are refused (a driver woken late refused them although
+                // the acknowledgements it read made room: a review finding); what waited
+                // behind a refused one is tried again.
                 self.pump_deferred(core);
+                if self.expire_deferred(core) {
+                    self.pump_deferred(core);
+                }
                 let backlogged = self.write_backlogged();
                 core.backlogged = backlogged;
                 let lowest = core.pending.first();
@@ -3548,10 +3557,12 @@ impl<C: Connector> Driver<C> {
     /// it has blocked that long: `Refused(QueueFull)`, not persisted, the record handed back
     /// (every record of an `enqueue_many` still waiting). The commands behind them are tried
     /// again. A send behind the front that has waited that long is refused too (the front
-    /// may be an `enqueue_many` whose wait started again, or a flush).
-    fn expire_deferred(&mut self, core: &mut Core) {
+    /// may be an `enqueue_many` whose wait started again, or a flush). Whether it refused
+    /// any.
+    fn expire_deferred(&mut self, core: &mut Core) -> bool {
         let max_block = core.producer.config().max_block;
         let now = now();
+        let mut any = false;
         loop {
             let expired = |c: &Command| c.expiry(max_block).is_some_and(|at| at <= now);
             let at = if self.deferred.front().is_some_and(expired) {
@@ -3559,9 +3570,10 @@ impl<C: Connector> Driver<C> {
             } else {
                 match self.first_send_behind_front() {
                     Some(i) if expired(&self.deferred[i]) => i,
-                    _ => return,
+                    _ => return any,
                 }
             };
+            any = true;
             match self.deferred.remove(at) {
                 Some(Command::Send {
                     record, accepted, ..

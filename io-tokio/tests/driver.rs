@@ -2264,6 +2264,46 @@ fn a_stalled_runtime_reads_the_answers_that_came_before_timing_out() {
     assert_eq!(broker.log("t", 0), vec!["warm", "a"]);
 }
 
+/// Review finding (2026-12-07, a starved driver): a driver woken late refused the sends
+/// waiting for memory past `max.block.ms` before it used the memory the acknowledgements it
+/// read freed (and, woken by that timer, before it took the answers its readers had read).
+/// Here the runtime stops 1.5 s with the acknowledgement that frees the room in the pipe,
+/// past the waiting send's 1 s `max.block.ms`: it is accepted and delivered.
+#[test]
+fn a_stalled_runtime_gives_freed_memory_to_a_waiting_send_before_refusing_it() {
+    let rt = current_thread_runtime();
+    let broker = FakeBroker::new("t", 1);
+    rt.block_on(async {
+        let cfg = config(&[
+            ("buffer.memory", "4096"),
+            ("max.request.size", "4096"),
+            ("batch.size", "4096"),
+            ("max.block.ms", "1000"),
+        ]);
+        let h = ProducerHandle::with_connector(cfg, broker.clone()).unwrap();
+        let warm = h.send(Record::new("t", "warm").with_partition(0)).await;
+        assert!(warm.is_ok(), "{warm:?}");
+        broker.script.lock().unwrap().produce =
+            VecDeque::from(vec![Action::AnswerThenBlockRuntime(Duration::from_millis(
+                1500,
+            ))]);
+        let first = h
+            .enqueue(Record::new("t", vec![b'1'; 3000]).with_partition(0))
+            .await
+            .unwrap();
+        let h2 = h.clone();
+        let second = tokio::spawn(async move {
+            h2.send(Record::new("t", vec![b'2'; 3000]).with_partition(0))
+                .await
+        });
+        assert!(first.await.is_ok());
+        let second = second.await.unwrap();
+        assert!(second.is_ok(), "{second:?}");
+        h.close().await;
+    });
+    assert_eq!(broker.log("t", 0).len(), 3);
+}
+
 /// Review finding: when the producer's runtime shut down, records still waiting for memory
 /// (never accepted) were reported `DriverStopped`, possibly persisted, without their record,
 /// and `metrics()` answered with zeros. Now they are refused `DriverStopped`, not persisted,
