@@ -67,12 +67,18 @@
 //! [`DeliveryError::into_record`]): send it again, re-route it or persist it without keeping
 //! a copy (see `examples/possibly_persisted.rs`).
 //!
-//! Callbacks run after the driver lets go of its lock, so they may call the producer. Code
-//! of the application that runs *under* that lock must not: a [`Connector::fatal_reason`], a
-//! [`TokenProvider`], and the `Drop` of a record's payload owner (`Bytes::from_owner`; a
-//! record's bytes are copied into its batch, and the owner dropped, while the record is
-//! taken, or when a send whose caller gave up is discarded). A producer call there waits for
-//! the lock its own thread holds, for ever.
+//! Callbacks run on the producer's task after the driver lets go of its lock: they may call
+//! what does not wait (`enqueue_with` of a record that fits, `tokio::spawn` of a task that
+//! uses the producer), but must never *block on* the producer: `block_on(h.flush())`,
+//! `close()`, `metrics()`, awaiting a [`DeliveryFuture`] or a send waiting for memory all
+//! wait for the very task the callback holds up, for ever. Code of the application that runs
+//! *under* that lock must not call the producer at all: a [`Connector::fatal_reason`], a
+//! [`TokenProvider`], the `Drop` of a record's payload owner (`Bytes::from_owner`; a record's
+//! bytes are copied into its batch, and the owner dropped, while the record is taken, or
+//! when a send whose caller gave up is discarded), and the `Drop` of what an
+//! [`ProducerHandle::enqueue_with`] callback captured when its record is refused or its
+//! waiting send is discarded. A producer call there waits for the lock its own thread
+//! holds, for ever.
 //!
 //! ## Trading durability for throughput: `acks` 0 and 1
 //!
@@ -111,6 +117,14 @@
 //! unobserved. Dropping an `enqueue` or `send` future *before* the record was accepted (while
 //! it waits for `buffer.memory`) means the record is never sent. A record is never half-sent:
 //! it is either not accepted, or accepted and then resolved like any other.
+//!
+//! The two can race: the producer's task may accept a waiting record just as its future is
+//! dropped (a `tokio::select!` whose other branch wins in the same turn), and then the record
+//! is delivered with nobody told. Where every accepted record must report back, use
+//! [`ProducerHandle::enqueue_with`] (its callback runs whatever happens to the future), or
+//! do not drop a send that waits: bound it with `max.block.ms` instead. An `enqueue_many`
+//! dropped part-way may likewise have had a prefix of its records accepted, their outcomes
+//! unobserved.
 //!
 //! # Deadlines, shutdown and fatal errors
 //!
