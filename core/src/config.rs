@@ -299,15 +299,17 @@ pub struct ProducerConfig {
     /// A driver that calls in later than the deadline it was last given ([`crate::Output::Wait`])
     /// by more than this was stalled (the process stopped or paused, a VM paused, the
     /// runtime's thread blocked by the application): the timeouts that passed meanwhile
-    /// (requests', connects', delivery timeouts, idle connections) wait this much longer,
-    /// once per stall, so that answers that arrived during the stall, still in the sockets,
-    /// are read first. Without it a stall longer than `request.timeout.ms` closed every
+    /// (requests', connects', delivery timeouts; not an idle connection's, which waits for
+    /// no answer) wait this much longer from the driver's next drain, so that answers that
+    /// arrived during the stall, still in the sockets, are read first. A driver late again
+    /// gets another grace only once the timeouts have run (one late at every wake-up still
+    /// times a hung broker out). Without it a stall longer than `request.timeout.ms` closed every
     /// connection whose answer was waiting to be read (its batches retried), and one longer
     /// than `delivery.timeout.ms` failed records the broker had acknowledged, as possibly
     /// persisted (a review finding; Java's `NetworkClient` reads what arrived before it
     /// looks at timeouts, though its `Sender` expires batches before that). Off by default (a
     /// driver that hands the core its inputs in one go needs none); kprod-tokio sets it to
-    /// one second.
+    /// one second unless it is set (`Some(Duration::ZERO)` turns it off there).
     pub late_wake_grace: Option<Duration>,
     /// The planted bug to run with (model checking only).
     #[cfg(feature = "mutations")]

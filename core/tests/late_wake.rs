@@ -78,3 +78,73 @@ fn the_grace_ends_and_a_request_still_unanswered_times_out() {
     assert!(h.conn.is_none(), "timed out when the grace ended");
     assert_eq!(h.p.metrics().retries, 1);
 }
+
+/// Review finding (of the change): a driver late at every wake-up (a runtime blocked over
+/// and over) got a new grace each time, and a hung broker's request never timed out. A new
+/// grace comes only after the timeouts have run.
+#[test]
+fn a_driver_late_every_time_still_times_a_hung_request_out() {
+    let mut h = Harness::new(|c| {
+        c.request_timeout = Duration::from_secs(5);
+        c.late_wake_grace = Some(Duration::from_secs(1));
+    });
+    h.p.send(h.now, record("a")).unwrap();
+    h.answer_until_produce(&[]).expect("a's request");
+    let mut wakes = 0;
+    while h.conn.is_some() && wakes < 50 {
+        let until = match h.p.poll_output() {
+            kprod_core::Output::Wait { until } => until.expect("a deadline"),
+            o => panic!("{o:?}"),
+        };
+        h.now = until + Duration::from_millis(1500);
+        h.p.handle_timeout(h.now);
+        h.drain();
+        wakes += 1;
+    }
+    assert!(h.conn.is_none(), "never timed out in {wakes} late wake-ups");
+    assert!(wakes <= 6, "{wakes} wake-ups");
+}
+
+/// Review finding (of the change): a stall seen by an application thread's `send` (the
+/// driver still held up) started the grace then, and it had run out when the driver came
+/// back. It runs from the driver's first drain.
+#[test]
+fn a_stall_seen_by_a_send_waits_for_the_drivers_drain() {
+    let mut h = Harness::new(|c| {
+        c.request_timeout = Duration::from_secs(5);
+        c.late_wake_grace = Some(Duration::from_secs(1));
+    });
+    h.p.send(h.now, record("a")).unwrap();
+    let f = h.answer_until_produce(&[]).expect("a's request");
+    // A send 10 s on, with no drain (the driver is held up); the driver back at 20 s.
+    h.now += Duration::from_secs(10);
+    h.p.send(h.now, record("b")).unwrap();
+    h.now += Duration::from_secs(10);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    assert!(h.conn.is_some(), "within the grace");
+    let a = respond(&f, &mut h.next_offset);
+    h.feed(a);
+    assert!(!deliveries(&h.events).is_empty(), "{:?}", h.events);
+}
+
+/// Review finding (of the change): the grace held the idle close back too, though an idle
+/// connection waits for no answer: after a stall past `connections.max.idle.ms` the next
+/// record went onto a connection the broker had likely closed.
+#[test]
+fn a_stall_past_the_idle_limit_still_closes_idle_connections() {
+    let mut h = Harness::new(|c| c.late_wake_grace = Some(Duration::from_secs(1)));
+    h.p.send(h.now, record("a")).unwrap();
+    h.answer_all();
+    let opened = h.p.metrics().connections_opened;
+    h.now += Duration::from_secs(600);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    h.p.send(h.now, record("b")).unwrap();
+    h.answer_all();
+    assert_eq!(deliveries(&h.events).len(), 2);
+    assert!(
+        h.p.metrics().connections_opened > opened,
+        "a new connection"
+    );
+}

@@ -884,13 +884,10 @@ const PINNED: [usize; 6] = [5_195_459, 2_663_479, 146, 1_034, 241_258, 6_596];
 /// other Tansu rules of that audit (per-producer epoch, sequence 0 without state, ids it
 /// handed out, InitProducerId refusals) changed no count here or in any other Tansu-like
 /// configuration: kprod never meets them there. No property changed.
-/// UnknownPidError 979,344 until the producer remembered whether the cluster had
-/// acknowledged a batch under an epoch it bumped itself (2026-12-07: until one has, a first
-/// batch of such an epoch refused OUT_OF_ORDER_SEQUENCE_NUMBER with a log start of -1, as an
-/// old Redpanda refuses every local bump, turns local bumps off): states that differ only in
-/// that memory are distinct now (+858). The rule itself never fires here (the model's broker
-/// names its log start); keeping the memory constant gives the old count. No property changed.
-const PINNED_MODES: [usize; 4] = [980_202, 780_446, 780_446, 382_082];
+/// (2026-12-07: UnknownPidError was 980,202 for two commits while the producer remembered
+/// whether the cluster had acknowledged a locally bumped epoch; the rule that used that
+/// memory now asks the batch again instead, and the count is back.)
+const PINNED_MODES: [usize; 4] = [979_344, 780_446, 780_446, 382_082];
 /// `a_second_bootstrap_server_tried_while_the_first_waits`: with the patience, without
 /// (95,846 and 12,370 before `ACCEPTANCE_TIME`; 197,427 and 12,441 until a retry to a moved
 /// leader skipped its backoff, see `PINNED`; then 173,478 and 11,075 until a Metadata request

@@ -650,7 +650,7 @@ impl Producer {
         // finding: every partition of a slow broker, at every drain). (Not once closed: no
         // drain does any work then, and every batch is gone. Nor while timeouts wait after
         // a stalled driver, `late_wake_grace`: the walk comes at the grace's end.)
-        let waiting = self.stalled_until.is_some_and(|t| t > self.now);
+        let waiting = matches!(self.late_wake, super::LateWake::Grace(t) if t > self.now);
         if let Some(created_by) =
             (self.now.checked_sub(self.cfg.delivery_timeout)).filter(|_| !self.closed && !waiting)
         {

@@ -147,17 +147,14 @@ pub struct Producer {
     /// current id would.
     given_up: Option<i64>,
     bump_refused: bool,
-    /// The identity the last local epoch bump made (KIP-360), and whether the cluster has
-    /// acknowledged a batch under a locally bumped epoch: until it has, a refusal of such
-    /// an epoch's first batch at sequence 0 says the broker does not take local bumps
+    /// The identity the last local epoch bump made (KIP-360): a refusal of such an epoch's
+    /// first batch at sequence 0 may say the broker does not take local bumps
     /// (`on_out_of_order`).
     bumped_locally: Option<ProducerIdentity>,
-    local_bump_taken: bool,
-    /// The deadline of the last [`Output::Wait`], and, after a driver came back later than
-    /// it by more than `late_wake_grace`, until when timeouts wait for what arrived during
-    /// the stall to be read (`ProducerConfig::late_wake_grace`).
+    /// With `ProducerConfig::late_wake_grace`: the deadline of the last [`Output::Wait`],
+    /// and where the producer stands after a driver that came back later than it.
     waited_until: Option<Instant>,
-    pub(super) stalled_until: Option<Instant>,
+    pub(super) late_wake: LateWake,
     /// When a bump that waits for its backoff is due (`Partition::fruitless_bumps`): always
     /// of the current identity (`set_identity` clears it when the identity changes).
     bump_at: Option<Instant>,
@@ -301,6 +298,19 @@ pub(super) fn backoff_delay(base: Duration, max: Duration, failures: u32) -> Dur
     base.saturating_mul(factor).min(max)
 }
 
+/// Where the producer stands after a driver that came back late
+/// (`ProducerConfig::late_wake_grace`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum LateWake {
+    /// No stall seen since the timeouts last ran.
+    Prompt,
+    /// An input came later than the last `Wait` deadline by more than the grace: the next
+    /// drain starts the grace.
+    Late,
+    /// Timeouts wait until then.
+    Grace(Instant),
+}
+
 /// What a backoff is for, so that two started at the same moment are spread apart
 /// ([`Producer::backoff`]).
 #[derive(Debug, Clone, Copy)]
@@ -403,9 +413,8 @@ impl Producer {
             log_start_known: false,
             bump_refused: false,
             bumped_locally: None,
-            local_bump_taken: false,
             waited_until: None,
-            stalled_until: None,
+            late_wake: LateWake::Prompt,
             bump_at: None,
             metadata: MetadataState::default(),
             buffered_bytes: 0,
@@ -829,7 +838,9 @@ impl Producer {
                     self.check_accounting();
                 }
                 let until = self.next_deadline();
-                self.waited_until = until;
+                if self.cfg.late_wake_grace.is_some() {
+                    self.waited_until = until;
+                }
                 Output::Wait { until }
             }
         }
@@ -869,24 +880,44 @@ impl Producer {
             self.now = now;
         }
         self.dirty = true;
-        if let (Some(grace), Some(until)) = (self.cfg.late_wake_grace, self.waited_until) {
+        if let (Some(grace), Some(until), LateWake::Prompt) =
+            (self.cfg.late_wake_grace, self.waited_until, self.late_wake)
+        {
             if until.checked_add(grace).is_some_and(|late| self.now > late) {
                 self.waited_until = None;
-                self.stalled_until = self.now.checked_add(grace);
+                self.late_wake = LateWake::Late;
             }
         }
     }
 
     /// Whether timeouts wait, after a stalled driver, for what arrived meanwhile to be read
-    /// (`ProducerConfig::late_wake_grace`).
+    /// (`ProducerConfig::late_wake_grace`). The grace runs from the first drain after the
+    /// stall was seen (an application thread's `send` may see it while the driver is still
+    /// held up), and a driver late again only gets another once the timeouts have run: a
+    /// driver always late (a runtime blocked over and over) still times a hung broker out,
+    /// at every other wake-up at worst (review findings).
     fn in_stall_grace(&mut self) -> bool {
-        match self.stalled_until {
-            Some(t) if t > self.now => true,
-            Some(_) => {
-                self.stalled_until = None;
+        match self.late_wake {
+            LateWake::Late => match self
+                .cfg
+                .late_wake_grace
+                .and_then(|g| self.now.checked_add(g))
+            {
+                Some(end) => {
+                    self.late_wake = LateWake::Grace(end);
+                    true
+                }
+                None => {
+                    self.late_wake = LateWake::Prompt;
+                    false
+                }
+            },
+            LateWake::Grace(end) if end > self.now => true,
+            LateWake::Grace(_) => {
+                self.late_wake = LateWake::Prompt;
                 false
             }
-            None => false,
+            LateWake::Prompt => false,
         }
     }
 
@@ -911,12 +942,13 @@ impl Producer {
         if timeouts {
             self.expire_connects();
             self.expire_requests();
-            // Before the re-authentication timers, which would re-authenticate a connection
-            // about to close for idleness. (A batch ready for a connection whose idle
-            // deadline passed in the same drain goes out on a new one, as in the Java
-            // client.)
-            self.expire_idle();
         }
+        // Before the re-authentication timers, which would re-authenticate a connection
+        // about to close for idleness. (A batch ready for a connection whose idle deadline
+        // passed in the same drain goes out on a new one, as in the Java client.) Also
+        // within a stall's grace: an idle connection waits for no answer, and one idle past
+        // the limit may be closed at the broker's end.
+        self.expire_idle();
         self.sasl_timers();
         if timeouts {
             self.expire_deliveries();
@@ -951,7 +983,7 @@ impl Producer {
                 next = Some(d);
             }
         };
-        if let Some(t) = self.stalled_until {
+        if let LateWake::Grace(t) = self.late_wake {
             consider(t);
         }
         if let Some(t) = self.bootstrap_patience_ends() {

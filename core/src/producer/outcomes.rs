@@ -325,9 +325,6 @@ impl Producer {
         if b.seq.is_some_and(|(id, _)| Some(id) == self.identity) {
             p.fruitless_bumps = 0;
         }
-        if b.seq.is_some_and(|(id, _)| Some(id) == self.bumped_locally) {
-            self.local_bump_taken = true;
-        }
         if let Some((identity, base)) = b.seq {
             if Some(identity) == p.bound {
                 let last_seq =

@@ -544,28 +544,6 @@ impl Producer {
                 }
             }
         }
-        // Refused at sequence 0 under an epoch this producer bumped itself, before the
-        // cluster ever took a local bump: the broker does not (Redpanda before 24.1.15 and
-        // 24.2.2 keeps a producer's sequence across epochs and answers so; Apache Kafka 2.5+
-        // takes sequence 0 at any higher epoch). From now on a bump takes a new producer id,
-        // as after Tansu's PRODUCER_FENCED: each local bump met the same refusal, every
-        // partition stalled behind it, until the id's 32,767 epochs ran out (a review of
-        // Kafka-compatible brokers). Only with a log start of -1, as in all Redpanda's
-        // answers: an Apache broker that leads the partition names its log start, and the
-        // model checker found paths of lost answers and expired producer state where Kafka
-        // refuses such a batch so for reasons of its own.
-        if code == ErrorCode::OutOfOrderSequenceNumber
-            && !self.local_bump_taken
-            && self.log_start_known
-            && log_start < 0
-        {
-            let p = &self.topics[ti].partitions[pi];
-            if let (Some((id, 0)), None) = (p.batches[i].seq, p.last_acked) {
-                if Some(id) == self.identity && Some(id) == self.bumped_locally {
-                    self.on_bump_refused(ti, pi, i);
-                }
-            }
-        }
         let p = &self.topics[ti].partitions[pi];
         if explained || p.batches[i].maybe_persisted || p.batches[i].overtaken {
             self.reject_for_rebase(ti, pi, i, code);
@@ -591,13 +569,31 @@ impl Producer {
         // The second such refusal cannot be judged either: the partition starts a new epoch
         // and the batch goes again, as the Java client does for any such refusal, without a
         // data-loss signal (none can be told from an unknown log start).
+        //
+        // So is a refusal at sequence 0 of an epoch this producer bumped itself (the first
+        // batch under it here): refused again, the broker does not take local bumps
+        // (Redpanda before 24.1.15 and 24.2.2 keeps a producer's sequence across epochs and
+        // answers so, with its log start of -1; Apache Kafka 2.5+ takes sequence 0 at any
+        // higher epoch), and from then on a bump takes a new producer id, as after Tansu's
+        // PRODUCER_FENCED: each local bump met the same refusal, every partition stalled
+        // behind it, until the id's 32,767 epochs ran out (a review of Kafka-compatible
+        // brokers). (Asked again first: a Kafka broker that just stopped leading answers -1
+        // as well.)
+        let b = &p.batches[i];
+        let first_of_local_epoch = matches!(b.seq, Some((id, 0))
+            if p.last_acked.is_none()
+                && Some(id) == self.identity
+                && Some(id) == self.bumped_locally);
         if code == ErrorCode::OutOfOrderSequenceNumber
             && self.log_start_known
             && log_start < 0
-            && p.last_acked.is_some()
+            && (p.last_acked.is_some() || first_of_local_epoch)
         {
             let b = &mut self.topics[ti].partitions[pi].batches[i];
             if std::mem::replace(&mut b.asked_without_log_start, true) {
+                if first_of_local_epoch {
+                    self.on_bump_refused(ti, pi, i);
+                }
                 self.reject_for_rebase(ti, pi, i, code);
                 return;
             }
