@@ -854,7 +854,17 @@ fn a_second_bootstrap_server_tried_while_the_first_waits() {
 /// states (the other, a record waiting for metadata at most `max.block.ms`, does not apply:
 /// the model's `max.block.ms` is an hour). Every property holds, and every planted bug is
 /// still caught.
-const PINNED: [usize; 6] = [5_195_459, 2_663_479, 146, 1_034, 241_258, 6_596];
+///
+/// PACED_IDS (2026-12-07, a sixth session; a review of a cluster under operations): a bump
+/// that takes a new producer id (the epoch exhausted, or a broker without KIP-360) is paced
+/// as a local bump is: a partition's second bump in a row with none of its batches
+/// acknowledged waits for the backoff (`bump_at`). Where every bump took a new id, a
+/// partition refused every batch beside a healthy one took one per refusal. The waiting bump
+/// and its time are state in more paths: `PINNED` [3] 1,034 -> 1,043 (the epoch runs out at
+/// 2), `brokers_without_kip360_or_kip951` 818,930 -> 831,293 (every bump a new id). Reverting
+/// only that change gives the old counts. Every property holds, and every planted bug is
+/// still caught.
+const PINNED: [usize; 6] = [5_195_459, 2_663_479, 146, 1_043, 241_258, 6_596];
 /// The first three of `PINNED_MODES` were 859,998 / 685,968 / 685,968, and four of
 /// `PINNED_NEW` ([4] 16,169, [6] 1,484, [7] 119,176, [9] 1,564), until the broker model
 /// answered a duplicate with an injected error after the append, as Kafka's `DelayedProduce`
@@ -1584,8 +1594,9 @@ fn brokers_without_kip360_or_kip951() {
     // id until then, which tells apart states that differed only in ids spent earlier);
     // 755,715 until `ACCEPTANCE_TIME`; 840,220 until a Metadata request lost with its
     // connection waited its backoff (see `PINNED`).
-    // 821,382 until NODE_FIRST (see `PINNED`); 822,338 until 2026-12-07 (see `PINNED`).
-    assert_eq!(n, 818_930, "unique states changed");
+    // 821,382 until NODE_FIRST (see `PINNED`); 822,338 until 2026-12-07 (see `PINNED`);
+    // 818,930 until PACED_IDS (see `PINNED`).
+    assert_eq!(n, 831_293, "unique states changed");
 }
 
 /// One partition, three records, two in flight, a stall and a request timeout, and one of

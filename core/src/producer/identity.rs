@@ -220,7 +220,8 @@ impl Producer {
     }
 
     /// As `request_bump_for`, for a refused batch that waits to be sent again under the next
-    /// identity, or a batch failed for good (a gap). Such a local bump is paced: the
+    /// identity, or a batch failed for good (a gap). Such a bump (local, or a new producer
+    /// id) is paced: the
     /// partition's first since one of its batches was acknowledged under the current
     /// identity goes at once, the next ones after a backoff that grows from
     /// `retry.backoff.ms` to its maximum (`bump_at`). A broker refusing every epoch on a
@@ -229,8 +230,8 @@ impl Producer {
     /// timeout; a partition refusing every batch for good (INVALID_RECORD) had the producer
     /// bump once per round trip while the application sent there, each bump making every
     /// healthy partition drain and start over with one batch in flight. The partitions that
-    /// are not spent keep sending meanwhile. (A new producer id is paced by
-    /// `give_up_identity`.)
+    /// are not spent keep sending meanwhile. (A new producer id is also paced by
+    /// `give_up_identity`, while ids are spent with nothing acknowledged.)
     pub(super) fn request_paced_bump(&mut self, ti: usize, pi: usize) {
         self.request_bump(ti, pi, true);
     }
@@ -245,7 +246,11 @@ impl Producer {
         if !p.needs_rebase || p.bound.is_none() || p.bound != self.identity {
             return;
         }
-        if paced && self.next_bump_is_local() {
+        // Paced whichever the bump is, the next epoch or a new producer id: where every bump
+        // takes a new id (a broker without KIP-360 met once, Tansu), a partition refused
+        // every batch beside a healthy one (whose acknowledgements reset the new-id backoff)
+        // took a new id per refusal, every partition draining for each (a review finding).
+        if paced {
             let identity = self.identity;
             let p = &mut self.topics[ti].partitions[pi];
             if p.bump_asked_under == identity {
