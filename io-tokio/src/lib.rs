@@ -2889,12 +2889,7 @@ impl<C: Connector> Driver<C> {
                     }
                     Some(Input::Io(conn, r)) => {
                         self.io(core, conn, r);
-                        for _ in 1..MAX_PER_WAKEUP {
-                            let Ok((conn, r)) = io_rx.try_recv() else {
-                                break;
-                            };
-                            self.io(core, conn, r);
-                        }
+                        self.take_reads(core, &mut io_rx, MAX_PER_WAKEUP - 1);
                     }
                     Some(Input::Connected(r)) => self.connect_done(core, r),
                     // A wake-up may be for a send waiting for memory (the sleep), or a record
@@ -2909,12 +2904,7 @@ impl<C: Connector> Driver<C> {
                 let t = now();
                 let due = |d: Option<Instant>| d.is_some_and(|d| d <= t);
                 if due(self.deadline) || due(self.block_deadline(max_block)) {
-                    for _ in 0..MAX_PER_WAKEUP {
-                        let Ok((conn, r)) = io_rx.try_recv() else {
-                            break;
-                        };
-                        self.io(core, conn, r);
-                    }
+                    self.take_reads(core, &mut io_rx, MAX_PER_WAKEUP);
                     while let Some(r) = self.connecting.try_join_next() {
                         self.connect_done(core, r);
                     }
@@ -3573,6 +3563,21 @@ impl<C: Connector> Driver<C> {
     /// again. A send behind the front that has waited that long is refused too (the front
     /// may be an `enqueue_many` whose wait started again, or a flush). Whether it refused
     /// any.
+    /// Hands the core up to `n` of what the readers and writers queued, without waiting.
+    fn take_reads(
+        &mut self,
+        core: &mut Core,
+        io_rx: &mut mpsc::Receiver<(ConnId, ReadResult)>,
+        n: usize,
+    ) {
+        for _ in 0..n {
+            let Ok((conn, r)) = io_rx.try_recv() else {
+                break;
+            };
+            self.io(core, conn, r);
+        }
+    }
+
     fn expire_deferred(&mut self, core: &mut Core) -> bool {
         let max_block = core.producer.config().max_block;
         let now = now();
@@ -4294,6 +4299,12 @@ impl WriteProgress {
         }
     }
 
+    /// A report naming where the last write began.
+    fn report(&self) -> (ConnId, ReadResult) {
+        let since = self.last_write;
+        (self.conn, ReadResult::Writing { since })
+    }
+
     /// A write took `n` more bytes.
     fn wrote(&mut self, n: usize) {
         self.last_write = self.total;
@@ -4304,11 +4315,7 @@ impl WriteProgress {
             // waiting) the writer waited there and wrote nothing while its requests'
             // timeouts ran (a review finding). A report that does not fit goes at a later
             // write: each names where the last write began.
-            let since = self.last_write;
-            match self
-                .io_tx
-                .try_send((self.conn, ReadResult::Writing { since }))
-            {
+            match self.io_tx.try_send(self.report()) {
                 Ok(()) => {
                     self.reported_at = now();
                     self.reported = true;
@@ -4324,11 +4331,8 @@ impl WriteProgress {
     /// in is reported too (awaited: there is nothing to write meanwhile).
     async fn idle(&mut self) {
         if self.reported {
-            let since = self.last_write;
             // A driver gone has no use for it.
-            let _ = (self.io_tx)
-                .send((self.conn, ReadResult::Writing { since }))
-                .await;
+            let _ = self.io_tx.send(self.report()).await;
         }
         self.reported = false;
         self.idle = true;

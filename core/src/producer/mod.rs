@@ -293,6 +293,12 @@ fn not_kafka(buf: &[u8]) -> Option<&'static str> {
     }
 }
 
+/// `t` earlier by `by`; at worst (before what an `Instant` holds) `floor` (a time far enough
+/// back to be past a limit now), else `t` itself.
+fn earlier_by(t: Instant, by: Duration, floor: Option<Instant>) -> Instant {
+    t.checked_sub(by).or(floor).unwrap_or(t)
+}
+
 pub(super) fn backoff_delay(base: Duration, max: Duration, failures: u32) -> Duration {
     let factor = 1u32 << failures.min(16);
     base.saturating_mul(factor).min(max)
@@ -759,10 +765,7 @@ impl Producer {
         let mut moved = false;
         for p in self.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
             if let Some(t) = p.last_write {
-                // Earlier by `by`; at worst (before what an `Instant` holds) far enough back
-                // to be idle past the expiry now.
-                let back = (t.checked_sub(by)).or_else(|| self.now.checked_sub(expiry));
-                p.last_write = back.or(Some(t));
+                p.last_write = Some(earlier_by(t, by, self.now.checked_sub(expiry)));
                 // Batches in flight across the suspend: the next ones wait for an
                 // acknowledgement, as a probe's do (a review of the change).
                 if p.unresolved() > 0
@@ -785,8 +788,7 @@ impl Producer {
         if let Some(limit) = self.cfg.connections_max_idle {
             for c in self.conns.values_mut() {
                 if let Some(t) = c.last_active {
-                    let back = (t.checked_sub(by)).or_else(|| self.now.checked_sub(limit));
-                    c.last_active = back.or(Some(t));
+                    c.last_active = Some(earlier_by(t, by, self.now.checked_sub(limit)));
                 }
             }
             self.idle_check.0 = None;
