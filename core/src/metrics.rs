@@ -7,6 +7,7 @@
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::types::{Diagnostic, Event, Persistence};
 
@@ -44,6 +45,11 @@ pub(crate) struct Counters {
     pub(crate) produce_throttled: u64,
     pub(crate) metadata_requests: u64,
     pub(crate) batches_compressed_ahead: u64,
+    pub(crate) batch_bytes_sent: u64,
+    pub(crate) produce_answers: u64,
+    pub(crate) produce_latency_total: Duration,
+    pub(crate) produce_latency_max: Duration,
+    pub(crate) throttle_time_total: Duration,
 }
 
 impl Counters {
@@ -86,6 +92,23 @@ pub struct Metrics {
     /// Counter: Produce requests written (`batches_sent / produce_requests` is how many
     /// batches a request carried on average).
     pub produce_requests: u64,
+    /// Counter: bytes of the record batches in those requests, as on the wire (compressed,
+    /// if they are; retries count again): `batch_bytes_sent / batches_sent` is the average
+    /// batch size (Java's `batch-size-avg`).
+    pub batch_bytes_sent: u64,
+    /// Counter: Produce answers read (decoded whole; acks=0 requests have none).
+    pub produce_answers: u64,
+    /// Counter: the time from each answered Produce request's hand-over to the driver to
+    /// its answer, summed: `produce_latency_total / produce_answers` is the average (Java's
+    /// `request-latency-avg`, which counts from the send too). It includes the time the
+    /// request waited in the connection's queue, the broker's time (for `acks=all`, its
+    /// replication) and a throttle the broker held it for.
+    pub produce_latency_total: Duration,
+    /// The longest of those, since the producer was created.
+    pub produce_latency_max: Duration,
+    /// Counter: the throttle times brokers reported in answers (KIP-219, a quota), summed
+    /// over every answer that carried one (Produce, Metadata, InitProducerId).
+    pub throttle_time_total: Duration,
     /// Counter: batches scheduled for a retry ([`Diagnostic::Retry`]), and batches refused
     /// that wait to be sent again under a new epoch or producer id (no diagnostic: the
     /// epoch bump or the new producer id is reported).

@@ -209,3 +209,38 @@ fn without_idempotence_batches_show_no_sequence() {
     let m = h.p.metrics();
     assert!(m.partitions.iter().all(|p| p.next_sequence == -1), "{m:?}");
 }
+
+/// Batch bytes, Produce answers and their latency, and broker throttles (2026-12-07, a
+/// sixth session: what an operator asks of a producer first, Java's `batch-size-avg`,
+/// `request-latency-avg`/`-max` and `produce-throttle-time`).
+#[test]
+fn metrics_count_batch_bytes_answer_latency_and_throttles() {
+    let mut h = Harness::new(|_| {});
+    h.p.send(h.now, Record::new(TOPIC, "x").with_partition(0))
+        .unwrap();
+    h.answer_all();
+    let before = h.p.metrics();
+    assert_eq!(before.produce_answers, 1);
+    assert!(before.batch_bytes_sent > 0);
+
+    h.p.send(h.now, Record::new(TOPIC, vec![7u8; 1000]).with_partition(0))
+        .unwrap();
+    let f = h.answer_until_produce(&[]).expect("a request");
+    let wire: usize = (harness::produce_of(&f).topic_data.iter())
+        .flat_map(|t| &t.partition_data)
+        .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
+        .sum();
+    h.now += Duration::from_millis(250);
+    let answer = harness::produce_rewrite(&f, &mut h.next_offset, |r| r.throttle_time_ms = 40);
+    h.feed(answer);
+    let m = h.p.metrics();
+    assert_eq!(m.produce_answers, 2);
+    assert_eq!(m.batch_bytes_sent - before.batch_bytes_sent, wire as u64);
+    assert_eq!(
+        m.produce_latency_total - before.produce_latency_total,
+        Duration::from_millis(250)
+    );
+    assert_eq!(m.produce_latency_max, Duration::from_millis(250));
+    assert_eq!(m.throttle_time_total, Duration::from_millis(40));
+    assert_eq!(m.produce_throttled, 1);
+}

@@ -23,6 +23,11 @@ impl Producer {
             records_failed_possibly_persisted: c.records_failed_possibly_persisted,
             batches_sent: c.batches_sent,
             produce_requests: c.produce_requests,
+            batch_bytes_sent: c.batch_bytes_sent,
+            produce_answers: c.produce_answers,
+            produce_latency_total: c.produce_latency_total,
+            produce_latency_max: c.produce_latency_max,
+            throttle_time_total: c.throttle_time_total,
             retries: c.retries,
             epoch_bumps: c.epoch_bumps,
             producer_ids: c.producer_ids,
@@ -76,6 +81,12 @@ impl Producer {
     pub(super) fn on_batches_sent(&mut self, conn: ConnId, refs: &[BatchRef]) {
         self.stats.0.batches_sent += refs.len() as u64;
         self.stats.0.produce_requests += 1;
+        for r in refs {
+            let p = &self.topics[r.topic].partitions[r.partition];
+            if let Some(b) = p.position(r.batch).map(|i| &p.batches[i]) {
+                self.stats.0.batch_bytes_sent += b.wire_len() as u64;
+            }
+        }
         if !self.cfg.batch_diagnostics {
             return;
         }

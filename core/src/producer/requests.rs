@@ -12,6 +12,7 @@ use smallvec::SmallVec;
 use super::accumulator::{first_unsealed, fit_sealed, observe_compression};
 use super::connections::ConnState;
 use super::Producer;
+use crate::metrics::Observed;
 use crate::partition::{BatchState, SendContext};
 use crate::protocol::produce::{PartitionProduceData, ProduceRequest, TopicProduceData};
 use crate::protocol::{self, encode_request};
@@ -72,6 +73,8 @@ pub(super) struct InFlight {
     /// Where the request's bytes begin in its connection's stream (`Conn::sent` then); 0
     /// unless the driver reports its writes ([`crate::ProducerConfig::write_reports`]).
     pub(super) start: u64,
+    /// When it was handed to the driver (for `Metrics::produce_latency_total`; not state).
+    pub(super) sent_at: Observed<Instant>,
 }
 
 impl Producer {
@@ -134,6 +137,7 @@ impl Producer {
                 kind,
                 deadline,
                 start: c.sent,
+                sent_at: Observed(now),
             });
             c.transmit(&mut self.out, conn, chunks, self.cfg.write_reports);
         }

@@ -100,6 +100,11 @@ impl Producer {
                 // Read in place (no allocation); checked whole before anything is acted on.
                 match ProduceResponseReader::from_frame(versions.produce, frame) {
                     Ok(resp) => {
+                        let took = self.now.saturating_duration_since(req.sent_at.0);
+                        let s = &mut self.stats.0;
+                        s.produce_answers += 1;
+                        s.produce_latency_total = s.produce_latency_total.saturating_add(took);
+                        s.produce_latency_max = s.produce_latency_max.max(took);
                         let kip219 = versions.produce >= 6;
                         self.on_throttle(conn, kip219, resp.throttle_time_ms(), true);
                         self.on_produce(from, refs, &resp);
@@ -140,6 +145,7 @@ impl Producer {
         }
         let wait =
             std::time::Duration::from_millis(throttle_ms as u64).min(self.cfg.delivery_timeout);
+        self.stats.0.throttle_time_total = self.stats.0.throttle_time_total.saturating_add(wait);
         if produce {
             self.stats.0.produce_throttled += 1;
         }
