@@ -532,7 +532,9 @@ impl Producer {
     // The error hands the whole record back on purpose (rskafka's `TryPush::NoCapacity`).
     #[allow(clippy::result_large_err)]
     pub fn send(&mut self, now: Instant, record: Record) -> Result<RecordId, SendError> {
-        self.advance(now);
+        // Not `advance`: a stall is for the driver's own inputs to tell (an application
+        // thread's send may come while the driver is held up), and this is the hot path.
+        self.advance_clock(now);
         if self.fatal.is_some() || self.closing {
             return Err(SendError::Closed(record));
         }
@@ -878,10 +880,7 @@ impl Producer {
     }
 
     fn advance(&mut self, now: Instant) {
-        if now > self.now {
-            self.now = now;
-        }
-        self.dirty = true;
+        self.advance_clock(now);
         if let (Some(grace), Some(until), LateWake::Prompt) =
             (self.cfg.late_wake_grace, self.waited_until, self.late_wake)
         {
@@ -890,6 +889,14 @@ impl Producer {
                 self.late_wake = LateWake::Late;
             }
         }
+    }
+
+    /// [`Self::advance`] without looking for a stall.
+    fn advance_clock(&mut self, now: Instant) {
+        if now > self.now {
+            self.now = now;
+        }
+        self.dirty = true;
     }
 
     /// Whether timeouts wait, after a stalled driver, for what arrived meanwhile to be read

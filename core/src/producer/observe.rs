@@ -81,12 +81,6 @@ impl Producer {
     pub(super) fn on_batches_sent(&mut self, conn: ConnId, refs: &[BatchRef]) {
         self.stats.0.batches_sent += refs.len() as u64;
         self.stats.0.produce_requests += 1;
-        for r in refs {
-            let p = &self.topics[r.topic].partitions[r.partition];
-            if let Some(b) = p.position(r.batch).map(|i| &p.batches[i]) {
-                self.stats.0.batch_bytes_sent += b.wire_len() as u64;
-            }
-        }
         if !self.cfg.batch_diagnostics {
             return;
         }

@@ -382,6 +382,7 @@ impl Producer {
         let mut current: Option<(usize, TopicProduceData)> = None;
         let mut refs: SmallVec<[BatchRef; 4]> = SmallVec::new();
         for (ti, pi, batch, wire) in picked {
+            self.stats.0.batch_bytes_sent += wire.len() as u64;
             if current.as_ref().is_none_or(|c| c.0 != ti) {
                 if let Some((_, done)) = current.take() {
                     pool.put(&mut topic_data, done);
