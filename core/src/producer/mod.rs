@@ -901,8 +901,8 @@ impl Producer {
 
     /// Whether timeouts wait, after a stalled driver, for what arrived meanwhile to be read
     /// (`ProducerConfig::late_wake_grace`). The grace runs from the first drain after the
-    /// stall was seen (an application thread's `send` may see it while the driver is still
-    /// held up), and a driver late again only gets another once the timeouts have run: a
+    /// stall was seen (an application thread's call, `precheck` or `close`, may see it while
+    /// the driver is still held up; `send` does not look), and a driver late again only gets another once the timeouts have run: a
     /// driver always late (a runtime blocked over and over) still times a hung broker out,
     /// at every other wake-up at worst (review findings).
     fn in_stall_grace(&mut self) -> bool {
