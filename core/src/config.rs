@@ -296,8 +296,9 @@ pub struct ProducerConfig {
     /// finding). Off by default: a request's time runs from its creation.
     /// kprod-tokio turns it on.
     pub write_reports: bool,
-    /// A driver that calls in later than the deadline it was last given ([`crate::Output::Wait`])
-    /// by more than this was stalled (the process stopped or paused, a VM paused, the
+    /// A driver that drains the producer later than the deadline it was last given
+    /// ([`crate::Output::Wait`]) by more than this, whatever its inputs before (a timer, a
+    /// read, a send), was stalled (the process stopped or paused, a VM paused, the
     /// runtime's thread blocked by the application): the timeouts that passed meanwhile
     /// (requests', connects', delivery timeouts; not an idle connection's, which waits for
     /// no answer) wait this much longer from the driver's next drain, so that answers that

@@ -106,8 +106,11 @@ pub struct Metrics {
     pub produce_latency_total: Duration,
     /// The longest of those, since the producer was created.
     pub produce_latency_max: Duration,
-    /// Counter: the throttle times brokers reported in answers (KIP-219, a quota), summed
-    /// over every answer that carried one (Produce, Metadata, InitProducerId).
+    /// Counter: the throttle times brokers left to this client to keep (KIP-219, a quota),
+    /// summed over every answer of Produce v6+, Metadata v6+, InitProducerId v1+ and
+    /// ApiVersions v2+ that carried one, each at most `delivery.timeout.ms`. (A broker
+    /// answering an older version held the answer back itself: not counted, the time is
+    /// in the latency.) `produce_throttled` counts the Produce answers among them.
     pub throttle_time_total: Duration,
     /// Counter: batches scheduled for a retry ([`Diagnostic::Retry`]), and batches refused
     /// that wait to be sent again under a new epoch or producer id (no diagnostic: the

@@ -148,3 +148,23 @@ fn a_stall_past_the_idle_limit_still_closes_idle_connections() {
         "a new connection"
     );
 }
+
+/// Review finding (of the change): a driver whose first input after a stall was a send
+/// (a loop that took the record channel first) and that then drained got no grace: a send
+/// did not look for the stall. The drain does now, whatever came before it.
+#[test]
+fn a_drain_after_a_stall_gets_the_grace_whatever_its_first_input() {
+    let mut h = Harness::new(|c| {
+        c.request_timeout = Duration::from_secs(5);
+        c.late_wake_grace = Some(Duration::from_secs(1));
+    });
+    h.p.send(h.now, record("a")).unwrap();
+    let f = h.answer_until_produce(&[]).expect("a's request");
+    h.now += Duration::from_secs(20);
+    h.p.send(h.now, record("b")).unwrap();
+    h.drain();
+    assert!(h.conn.is_some(), "within the grace");
+    let a = respond(&f, &mut h.next_offset);
+    h.feed(a);
+    assert!(!deliveries(&h.events).is_empty(), "{:?}", h.events);
+}

@@ -3555,14 +3555,6 @@ impl<C: Connector> Driver<C> {
         (1..self.deferred.len()).find(|&i| self.deferred[i].is_send())
     }
 
-    /// Refuses the sends at the front of the commands waiting for memory that have waited
-    /// `max.block.ms` since the application handed them over (or, for an `enqueue_many`,
-    /// since one of its records was last accepted), as the Java client's `send` throws once
-    /// it has blocked that long: `Refused(QueueFull)`, not persisted, the record handed back
-    /// (every record of an `enqueue_many` still waiting). The commands behind them are tried
-    /// again. A send behind the front that has waited that long is refused too (the front
-    /// may be an `enqueue_many` whose wait started again, or a flush). Whether it refused
-    /// any.
     /// Hands the core up to `n` of what the readers and writers queued, without waiting.
     fn take_reads(
         &mut self,
@@ -3578,6 +3570,14 @@ impl<C: Connector> Driver<C> {
         }
     }
 
+    /// Refuses the sends at the front of the commands waiting for memory that have waited
+    /// `max.block.ms` since the application handed them over (or, for an `enqueue_many`,
+    /// since one of its records was last accepted), as the Java client's `send` throws once
+    /// it has blocked that long: `Refused(QueueFull)`, not persisted, the record handed back
+    /// (every record of an `enqueue_many` still waiting). The commands behind them are tried
+    /// again. A send behind the front that has waited that long is refused too (the front
+    /// may be an `enqueue_many` whose wait started again, or a flush). Whether it refused
+    /// any.
     fn expire_deferred(&mut self, core: &mut Core) -> bool {
         let max_block = core.producer.config().max_block;
         let now = now();
