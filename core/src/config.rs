@@ -301,7 +301,7 @@ pub struct ProducerConfig {
     /// read, a send), was stalled (the process stopped or paused, a VM paused, the
     /// runtime's thread blocked by the application): the timeouts that passed meanwhile
     /// (requests', connects', delivery timeouts; not an idle connection's, which waits for
-    /// no answer) wait this much longer from the driver's next drain, so that answers that
+    /// no answer) wait this much longer, from that drain, so that answers that
     /// arrived during the stall, still in the sockets, are read first. A driver late again
     /// gets another grace only once the timeouts have run (one late at every wake-up still
     /// times a hung broker out). Without it a stall longer than `request.timeout.ms` closed every
