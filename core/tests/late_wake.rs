@@ -6,6 +6,8 @@ mod harness;
 
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use harness::{deliveries, respond, Harness, TOPIC};
 use kprod_core::{Event, Record};
 
@@ -56,14 +58,28 @@ fn an_answer_that_came_during_a_stall_is_read_before_the_timeouts() {
     assert!(!delivered, "timed out at once, 0.5 s past its deadline");
 }
 
-#[test]
-fn the_grace_ends_and_a_request_still_unanswered_times_out() {
+/// A producer with a 5 s request timeout and a 1 s grace, record "a"'s Produce request in
+/// flight (returned).
+fn a_in_flight() -> (Harness, Bytes) {
     let mut h = Harness::new(|c| {
         c.request_timeout = Duration::from_secs(5);
         c.late_wake_grace = Some(Duration::from_secs(1));
     });
     h.p.send(h.now, record("a")).unwrap();
-    h.answer_until_produce(&[]).expect("a's request");
+    let f = h.answer_until_produce(&[]).expect("a's request");
+    (h, f)
+}
+
+/// Answers the request `f`, and checks its record was delivered.
+fn answered(h: &mut Harness, f: &Bytes) {
+    let a = respond(f, &mut h.next_offset);
+    h.feed(a);
+    assert!(!deliveries(&h.events).is_empty(), "{:?}", h.events);
+}
+
+#[test]
+fn the_grace_ends_and_a_request_still_unanswered_times_out() {
+    let (mut h, _) = a_in_flight();
     h.now += Duration::from_secs(20);
     h.p.handle_timeout(h.now);
     h.drain();
@@ -84,12 +100,7 @@ fn the_grace_ends_and_a_request_still_unanswered_times_out() {
 /// grace comes only after the timeouts have run.
 #[test]
 fn a_driver_late_every_time_still_times_a_hung_request_out() {
-    let mut h = Harness::new(|c| {
-        c.request_timeout = Duration::from_secs(5);
-        c.late_wake_grace = Some(Duration::from_secs(1));
-    });
-    h.p.send(h.now, record("a")).unwrap();
-    h.answer_until_produce(&[]).expect("a's request");
+    let (mut h, _) = a_in_flight();
     let mut wakes = 0;
     while h.conn.is_some() && wakes < 50 {
         let until = match h.p.poll_output() {
@@ -110,12 +121,7 @@ fn a_driver_late_every_time_still_times_a_hung_request_out() {
 /// back. It runs from the driver's first drain.
 #[test]
 fn a_stall_seen_by_a_send_waits_for_the_drivers_drain() {
-    let mut h = Harness::new(|c| {
-        c.request_timeout = Duration::from_secs(5);
-        c.late_wake_grace = Some(Duration::from_secs(1));
-    });
-    h.p.send(h.now, record("a")).unwrap();
-    let f = h.answer_until_produce(&[]).expect("a's request");
+    let (mut h, f) = a_in_flight();
     // A send 10 s on, with no drain (the driver is held up); the driver back at 20 s.
     h.now += Duration::from_secs(10);
     h.p.send(h.now, record("b")).unwrap();
@@ -123,9 +129,7 @@ fn a_stall_seen_by_a_send_waits_for_the_drivers_drain() {
     h.p.handle_timeout(h.now);
     h.drain();
     assert!(h.conn.is_some(), "within the grace");
-    let a = respond(&f, &mut h.next_offset);
-    h.feed(a);
-    assert!(!deliveries(&h.events).is_empty(), "{:?}", h.events);
+    answered(&mut h, &f);
 }
 
 /// Review finding (of the change): the grace held the idle close back too, though an idle
@@ -154,17 +158,10 @@ fn a_stall_past_the_idle_limit_still_closes_idle_connections() {
 /// did not look for the stall. The drain does now, whatever came before it.
 #[test]
 fn a_drain_after_a_stall_gets_the_grace_whatever_its_first_input() {
-    let mut h = Harness::new(|c| {
-        c.request_timeout = Duration::from_secs(5);
-        c.late_wake_grace = Some(Duration::from_secs(1));
-    });
-    h.p.send(h.now, record("a")).unwrap();
-    let f = h.answer_until_produce(&[]).expect("a's request");
+    let (mut h, f) = a_in_flight();
     h.now += Duration::from_secs(20);
     h.p.send(h.now, record("b")).unwrap();
     h.drain();
     assert!(h.conn.is_some(), "within the grace");
-    let a = respond(&f, &mut h.next_offset);
-    h.feed(a);
-    assert!(!deliveries(&h.events).is_empty(), "{:?}", h.events);
+    answered(&mut h, &f);
 }

@@ -650,9 +650,8 @@ impl Producer {
         // finding: every partition of a slow broker, at every drain). (Not once closed: no
         // drain does any work then, and every batch is gone. Nor while timeouts wait after
         // a stalled driver, `late_wake_grace`: the walk comes at the grace's end.)
-        let waiting = matches!(self.late_wake, super::LateWake::Grace(t) if t > self.now);
-        if let Some(created_by) =
-            (self.now.checked_sub(self.cfg.delivery_timeout)).filter(|_| !self.closed && !waiting)
+        if let Some(created_by) = (self.now.checked_sub(self.cfg.delivery_timeout))
+            .filter(|_| !self.closed && !self.grace_holds())
         {
             let due: Vec<Tp> = idx.oldest_through(created_by).collect();
             assert!(

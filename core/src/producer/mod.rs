@@ -154,7 +154,7 @@ pub struct Producer {
     /// With `ProducerConfig::late_wake_grace`: the deadline of the last [`Output::Wait`],
     /// and where the producer stands after a driver that came back later than it.
     waited_until: Option<Instant>,
-    pub(super) late_wake: LateWake,
+    late_wake: LateWake,
     /// When a bump that waits for its backoff is due (`Partition::fruitless_bumps`): always
     /// of the current identity (`set_identity` clears it when the identity changes).
     bump_at: Option<Instant>,
@@ -892,27 +892,30 @@ impl Producer {
     /// (a runtime blocked over and over) still times a hung broker out, at every other
     /// wake-up at worst (a review finding).
     fn in_stall_grace(&mut self) -> bool {
-        match self.late_wake {
-            LateWake::Grace(end) if end > self.now => true,
-            LateWake::Grace(_) => {
-                self.late_wake = LateWake::Prompt;
-                false
-            }
-            LateWake::Prompt => {
-                let (Some(grace), Some(until)) = (self.cfg.late_wake_grace, self.waited_until)
-                else {
-                    return false;
-                };
-                let late = until.checked_add(grace).is_some_and(|late| self.now > late);
-                match self.now.checked_add(grace).filter(|_| late) {
-                    Some(end) => {
-                        self.late_wake = LateWake::Grace(end);
-                        true
-                    }
-                    None => false,
-                }
-            }
+        if self.grace_holds() {
+            return true;
         }
+        if let LateWake::Grace(_) = self.late_wake {
+            // Over: the timeouts run now, and only then may another stall be seen.
+            self.late_wake = LateWake::Prompt;
+            return false;
+        }
+        let (Some(grace), Some(until)) = (self.cfg.late_wake_grace, self.waited_until) else {
+            return false;
+        };
+        if until.checked_add(grace).is_none_or(|late| self.now <= late) {
+            return false;
+        }
+        let Some(end) = self.now.checked_add(grace) else {
+            return false;
+        };
+        self.late_wake = LateWake::Grace(end);
+        true
+    }
+
+    /// Whether a stall's grace is running (`in_stall_grace`), timeouts held back.
+    pub(super) fn grace_holds(&self) -> bool {
+        matches!(self.late_wake, LateWake::Grace(end) if end > self.now)
     }
 
     fn emit(&mut self, event: Event) {

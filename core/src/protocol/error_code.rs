@@ -396,9 +396,6 @@ impl ErrorCode {
                 | Self::BrokerNotAvailable
                 | Self::ReplicaNotAvailable
                 | Self::NetworkException
-                | Self::CoordinatorLoadInProgress
-                | Self::CoordinatorNotAvailable
-                | Self::NotCoordinator
                 | Self::NotEnoughReplicas
                 | Self::NotEnoughReplicasAfterAppend
                 | Self::KafkaStorageError
