@@ -1011,3 +1011,42 @@ fn reauthentications_of_a_short_session_begin_a_second_apart() {
         }
     }
 }
+
+/// Review finding (a sixth session of 2026-12-07): a wall-clock jump moved the connections'
+/// idle clocks but not their SASL sessions' ends. After a suspend longer than the session
+/// (the broker's clock ran on), the next record went onto a connection whose session the
+/// broker had ended, which Kafka answers by closing it. Now the re-authentication comes the
+/// jump's length sooner: at the next drain, before the record.
+#[test]
+fn after_a_suspend_past_the_session_the_connection_reauthenticates_before_sending() {
+    let mut h = idle_harness(Duration::from_secs(3600), 60_000);
+    h.p.send(h.now, record("before")).unwrap();
+    h.answer_all();
+    assert_eq!(h.delivered(), 1);
+    assert_eq!(h.reauthentications(), 0);
+    // Ten seconds by the producer's clock, two minutes by the broker's.
+    h.now += Duration::from_secs(10);
+    h.p.handle_wall_clock_jump(h.now, Duration::from_secs(110));
+    h.p.send(h.now, record("after")).unwrap();
+    h.drain();
+    let mut first = BTreeMap::new();
+    while let Some((conn, f)) = h.next_frame() {
+        first.entry(conn).or_insert(api_of(&f));
+        let a = h.answer(&f);
+        h.feed(conn, a);
+    }
+    assert_eq!(
+        first.values().copied().collect::<Vec<_>>(),
+        vec![api_key::SASL_HANDSHAKE; 2],
+        "each connection re-authenticates before anything else"
+    );
+    h.answer_all();
+    assert_eq!(h.delivered(), 2, "{:?}", h.events);
+    assert_eq!(h.reauthentications(), 2);
+    assert!(h.failures().is_empty());
+    // A jump shorter than what is left of a session moves it by as much and no more.
+    h.now += Duration::from_secs(1);
+    h.p.handle_wall_clock_jump(h.now, Duration::from_secs(5));
+    h.drain();
+    assert!(h.next_frame().is_none(), "re-authenticated too early");
+}

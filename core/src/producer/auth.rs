@@ -72,6 +72,14 @@ pub(super) struct SaslConn {
 }
 
 impl SaslConn {
+    /// The session's end comes `by` sooner (the wall clock jumped past the monotonic one):
+    /// re-authenticate that much earlier, at once if that is already past.
+    pub(super) fn move_reauthentication_earlier(&mut self, by: Duration, now: Instant) {
+        if let Some(t) = self.reauth_at {
+            self.reauth_at = Some(t.checked_sub(by).unwrap_or(now).max(now));
+        }
+    }
+
     /// The connection's next SASL deadline.
     pub(super) fn next_deadline(&self) -> Option<Instant> {
         match (self.input_deadline, self.reauth_at) {

@@ -755,8 +755,9 @@ impl Producer {
     /// and pipelined batches into a broker that takes any sequence from a producer it does
     /// not know (a review finding). Each connection's idle time counts `by` as well, so one
     /// idle past `connections.max.idle.ms` that way is closed before anything goes on it (the
-    /// broker has likely closed its end). A driver whose clock counts a suspend need not call
-    /// it.
+    /// broker has likely closed its end), and each SASL session's re-authentication comes `by`
+    /// sooner (at the next drain if its time has passed). A driver whose clock counts a
+    /// suspend need not call it.
     pub fn handle_wall_clock_jump(&mut self, now: Instant, by: Duration) {
         self.advance(now);
         let expiry = self.cfg.producer_state_expiry();
@@ -790,6 +791,15 @@ impl Producer {
                 }
             }
             self.idle_check.0 = None;
+        }
+        // A SASL session ends by the broker's clock too (`connections.max.reauth.ms`, a
+        // token's expiry): one that ended during the suspend is re-authenticated at this
+        // drain, before a request on it makes the broker close the connection (a review
+        // finding). Never before now: the broker's one-second minimum between two starts
+        // has long passed by its clock.
+        let now = self.now;
+        for s in self.conns.values_mut().filter_map(|c| c.sasl.as_mut()) {
+            s.move_reauthentication_earlier(by, now);
         }
     }
 
