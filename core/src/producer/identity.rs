@@ -289,6 +289,17 @@ impl Producer {
 
     /// Moves to the next identity: the next epoch (a local bump), or a new producer id.
     pub(super) fn bump(&mut self) {
+        self.bump_after(Waited::No);
+    }
+
+    /// `bump`, for a bump that was paced (`bump_at`): a new producer id is then asked for at
+    /// once. It waited the new-id backoff on top of the bump's, two backoffs per id for a
+    /// partition refused over and over (about 2 s apart at maxima of 1 s).
+    pub(super) fn paced_bump(&mut self) {
+        self.bump_after(Waited::Backoff);
+    }
+
+    fn bump_after(&mut self, waited: Waited) {
         let Some(id) = self.identity.filter(|_| self.cfg.enable_idempotence) else {
             return;
         };
@@ -297,8 +308,8 @@ impl Producer {
             // the next is asked for after the backoff, which grows while ids keep being
             // spent so: a broker that refuses every batch (Tansu with its storage failing,
             // where each refusal is a bump and a bump a new id) is not asked for a new
-            // producer id per batch.
-            self.give_up_identity(id);
+            // producer id per batch. A bump that waited its own backoff asks at once.
+            self.give_up_identity(id, waited);
         } else {
             let next = ProducerIdentity {
                 producer_id: id.producer_id,
@@ -314,12 +325,12 @@ impl Producer {
     /// Gives up the current identity `id` for a new producer id: at once if the identities
     /// given up before it had an acknowledgement since, else after the backoff, which grows
     /// while ids keep being spent without one.
-    fn give_up_identity(&mut self, id: ProducerIdentity) {
+    fn give_up_identity(&mut self, id: ProducerIdentity, waited: Waited) {
         let spent = self.refused_ids;
         self.set_identity(None);
         self.refused_ids = spent.saturating_add(1);
         self.given_up = Some(id.producer_id);
-        if spent > 0 {
+        if spent > 0 && waited == Waited::No {
             let delay = self.backoff(
                 self.cfg.retry_backoff,
                 self.cfg.retry_backoff_max,
@@ -365,7 +376,7 @@ impl Producer {
         });
         p.id_mapping_refused = Some(refused);
         if again && Some(refused) == self.identity {
-            self.give_up_identity(refused);
+            self.give_up_identity(refused, Waited::No);
         }
     }
 
@@ -382,7 +393,14 @@ impl Producer {
         // network until the delivery timeout.)
         let b = &self.topics[ti].partitions[pi].batches[i];
         if let Some(id) = b.seq.map(|s| s.0).filter(|&id| Some(id) == self.identity) {
-            self.give_up_identity(id);
+            self.give_up_identity(id, Waited::No);
         }
     }
+}
+
+/// Whether a bump already waited a backoff of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waited {
+    No,
+    Backoff,
 }

@@ -967,7 +967,7 @@ impl Producer {
         // refused a bump meanwhile), and the new id is then asked for in this drain.
         if self.bump_at.is_some_and(|t| t <= self.now) {
             self.bump_at = None;
-            self.bump();
+            self.paced_bump();
         }
         self.maybe_request_producer_id();
         self.maybe_request_metadata();
