@@ -310,7 +310,8 @@ pub struct ProducerConfig {
     /// persisted (a review finding; Java's `NetworkClient` reads what arrived before it
     /// looks at timeouts, though its `Sender` expires batches before that). Off by default (a
     /// driver that hands the core its inputs in one go needs none); kprod-tokio sets it to
-    /// one second unless it is set (`Some(Duration::ZERO)` turns it off there).
+    /// one second unless it is set. `Some(Duration::ZERO)` is the same as `None` (and turns it
+    /// off in kprod-tokio).
     pub late_wake_grace: Option<Duration>,
     /// The planted bug to run with (model checking only).
     #[cfg(feature = "mutations")]

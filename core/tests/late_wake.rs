@@ -165,3 +165,23 @@ fn a_drain_after_a_stall_gets_the_grace_whatever_its_first_input() {
     assert!(h.conn.is_some(), "within the grace");
     answered(&mut h, &f);
 }
+
+/// Review finding (the sans-IO contract, a seventh session of 2026-12-07): a grace of zero
+/// (kprod-tokio's way to turn it off) started a grace ending at the drain itself, held every
+/// timeout back, and gave no deadline for them: a hung request timed out only at the next
+/// unrelated input, and in debug builds the index check failed. Zero is no grace.
+#[test]
+fn a_grace_of_zero_is_no_grace() {
+    let mut h = Harness::new(|c| {
+        c.request_timeout = Duration::from_secs(5);
+        c.late_wake_grace = Some(Duration::ZERO);
+    });
+    h.p.send(h.now, record("a")).unwrap();
+    h.answer_until_produce(&[]).expect("a's request");
+    // A timer a little late, as real timers are.
+    h.now += Duration::from_millis(5001);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    assert!(h.conn.is_none(), "the hung request timed out");
+    assert_eq!(h.p.metrics().retries, 1);
+}
