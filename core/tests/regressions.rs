@@ -3177,6 +3177,27 @@ fn an_overtaken_batch_refused_for_good_cuts_the_partition_under_the_cut_policy()
     assert_eq!(h.p.pending_records(), 0);
 }
 
+/// Review finding (the sans-IO contract, a seventh session of 2026-12-07): a producer that
+/// failed for good while closing never said it was closed, though every record had resolved
+/// and every connection was closed: a driver waiting for `is_closed` waited for ever.
+#[test]
+fn a_producer_failing_while_it_closes_is_closed() {
+    let mut h = Harness::new(|_| {});
+    h.p.send(h.now, record("a")).unwrap();
+    h.answer_until_produce(&[]).expect("a's request");
+    h.p.close(h.now);
+    h.drain();
+    assert!(!h.p.is_closed(), "a is in flight");
+    h.p.abort(h.now, "the driver's certificate check failed");
+    h.drain();
+    assert!(h.p.is_closed());
+    assert_eq!(h.failures().len(), 1);
+    // Not closing: a failed producer is not a closed one.
+    let mut h = Harness::new(|_| {});
+    h.p.abort(h.now, "stop");
+    assert!(!h.p.is_closed());
+}
+
 /// From a review of the lifecycle: a producer closed before it had a producer id or any
 /// metadata answer (no broker reachable) asked for them again at the next call after the
 /// close, on a new connection that nothing would ever close (a closed producer has no

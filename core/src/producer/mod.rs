@@ -479,9 +479,13 @@ impl Producer {
         self.fatal.as_ref()
     }
 
-    /// Whether `close` was called and every record has resolved.
+    /// Whether `close` was called and every record has resolved: after the close finished,
+    /// or after a fatal error that came while closing (which resolves every record and closes
+    /// every connection). A driver that waited for this alone after a close waited for ever
+    /// when the producer failed meanwhile (a review finding). A fatal error without a close
+    /// is not a close: a driver stops on [`Producer::fatal_error`] too.
     pub fn is_closed(&self) -> bool {
-        self.closed
+        self.closed || (self.closing && self.fatal.is_some())
     }
 
     /// Whether `close` was called (records may still be resolving).
