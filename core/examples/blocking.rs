@@ -104,7 +104,20 @@ impl Driver {
                         c.1.push_back(bytes);
                     }
                 }
-                Output::Close { conn, .. } => drop(self.conns.remove(&conn)),
+                Output::Close { conn, flush } => {
+                    // `flush`: what was handed over goes out first (under `acks=0` its records
+                    // were already reported sent). Blocking, for at most a few seconds.
+                    if let Some(Conn(mut s, outbox, _)) = self.conns.remove(&conn) {
+                        if flush && s.set_nonblocking(false).is_ok() {
+                            let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
+                            for b in outbox {
+                                if s.write_all(&b).is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                }
                 Output::Event(Event::Delivered(d)) => {
                     for (id, offset) in d.records() {
                         let partition = d.partition;

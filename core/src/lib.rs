@@ -57,7 +57,10 @@
 //!   [`Producer::close`]; [`Producer::precheck`] (the refusals that do not depend on the
 //!   buffer's room, for a driver that queues records while it is full); and
 //!   [`Producer::abort`], for a driver that meets an error no retry can fix: every record
-//!   fails, handed back;
+//!   fails, handed back. A record's `timestamp` goes out as it is: [`Record::new`] leaves it
+//!   0 (1970), which time-based retention deletes at once and a broker bounding timestamps
+//!   (`message.timestamp.*.ms`) refuses, so a driver stamps records with the wall clock
+//!   (kprod-tokio stamps each whose timestamp is 0; the core has no clock);
 //! - connection results: [`Producer::handle_connected`] and
 //!   [`Producer::handle_connect_failed`], exactly one of them for each `Connect`, under its
 //!   [`ConnId`]; [`Producer::handle_connection_refused`] when the transport refuses a
@@ -84,11 +87,19 @@
 //!   driver does TLS) and report the result. The core keeps the connect timeout
 //!   ([`ProducerConfig::connect_timeout`], `socket.connection.setup.timeout.ms`): a connect
 //!   still unanswered then gets a `Close` and counts as failed, so the driver needs no timer
-//!   of its own;
+//!   of its own (on such a `Close`, cancel the connect, or close its socket when it
+//!   completes: the producer has forgotten the connection). Nothing is ever transmitted on a
+//!   connection before its `handle_connected`;
 //! - `Transmit { conn, bytes }`: write `bytes` to `conn` after every byte of the earlier
 //!   `Transmit`s to it. A request may span several consecutive `Transmit`s (record batches
 //!   are not copied); a driver that queues them per connection and writes in order needs no
-//!   framing. Never write bytes twice, and drop `Transmit`s for a connection that is gone;
+//!   framing. Never write bytes twice, and drop `Transmit`s for a connection that is gone.
+//!   Under `acks=0` no request waits for an answer: a batch's [`Event::Sent`] follows the
+//!   `Transmit`s that carry it in the same drain, and its memory is freed then, so the
+//!   driver's write queue is the only buffer left and the core has no timer that would
+//!   notice a dead connection. Such a driver bounds its unwritten bytes (taking no sends
+//!   while a connection's exceed a limit) and closes a connection whose writes stall
+//!   (kprod-tokio does both);
 //! - `Close { conn, flush }`: drop the connection, after writing what was handed over to it
 //!   when `flush` says so; do not report `handle_disconnected` for it;
 //! - `Event(event)`: for the application. Every accepted record gets exactly one final
@@ -117,6 +128,13 @@
 //! or after `t` (an instant on the driver's clock, always later than the latest `now`);
 //! calling earlier is harmless. `Wait { until: None }` means nothing is timed: wait for input
 //! only. A virtual clock may jump straight to `t`.
+//!
+//! After a wait, feed what the sockets hold (reads, finished connects) before
+//! `handle_timeout`: a timeout acts on what the producer knows then, so a driver that was
+//! stalled (a paused process, a blocked thread) past `request.timeout.ms` would time out
+//! requests whose answers wait unread, and past `delivery.timeout.ms` fail records the
+//! broker acknowledged. [`ProducerConfig::late_wake_grace`] holds timeouts back after a
+//! stall for a driver that cannot order its inputs so (kprod-tokio does both).
 //!
 //! ## When a driver breaks the contract
 //!
