@@ -1198,6 +1198,10 @@ struct Core {
     backlogged: bool,
     /// The driver task is gone: records are refused.
     stopped: bool,
+    /// [`ProducerHandle::close`] was called while sends waited for memory: those go first,
+    /// and the driver closes the core behind them, but a record enqueued from now on is
+    /// refused `Closed` at once (it was accepted and delivered, the close waiting for it).
+    close_pending: bool,
     /// The slots of the outcomes that [`DeliveryFuture`]s wait for.
     slabs: slots::Slabs,
 }
@@ -1725,6 +1729,7 @@ impl ProducerHandle {
                 notified: false,
                 backlogged: false,
                 stopped: false,
+                close_pending: false,
                 slabs: slots::Slabs::default(),
             }),
             wake: Notify::new(),
@@ -1931,7 +1936,7 @@ impl ProducerHandle {
         if record.timestamp == 0 {
             record.timestamp = shared.wall.ms_at(at);
         }
-        if core.stopped {
+        if core.stopped || core.close_pending {
             drop(core);
             return Accept::Refused(refused_after_stop(self.fatal.get(), record));
         }
@@ -1979,6 +1984,18 @@ impl ProducerHandle {
     ) -> Many {
         let shared = &self.shared;
         let mut core = shared.lock();
+        if core.close_pending {
+            // Closed while sends waited for memory: what is left of these is refused, as
+            // every record enqueued since.
+            drop(core);
+            let fatal = self.fatal.get();
+            results.extend(
+                queued
+                    .drain(..)
+                    .map(|(r, _)| Err(refused_after_stop(fatal, r))),
+            );
+            return Many::Done;
+        }
         if core.stopped || core.backlogged || shared.waiting.load(Ordering::SeqCst) > 0 {
             // The driver refuses them, or accepts them in order.
             return Many::Wait(Ticket::new(shared));
@@ -2195,14 +2212,17 @@ impl ProducerHandle {
             // Records are accepted outside the driver, so the core stops accepting them here,
             // at once: a record enqueued after this call started is refused. Unless records
             // already wait for memory: they go first, and the driver closes the core behind
-            // them when it takes the command below (as do records enqueued meanwhile, which
-            // queue behind those).
+            // them when it takes the command below. Records enqueued meanwhile are refused
+            // (`Core::close_pending`): before, they queued behind those and were accepted.
+            // The driver also closes the core behind the waiting sends if this call is
+            // dropped before its command is queued (a full command queue), which undid it.
             let mut core = self.shared.lock();
-            if self.shared.waiting.load(Ordering::SeqCst) == 0
-                && !core.stopped
-                && core.producer.fatal_error().is_none()
-            {
-                core.producer.close(now());
+            if !core.stopped && core.producer.fatal_error().is_none() {
+                if self.shared.waiting.load(Ordering::SeqCst) == 0 {
+                    core.producer.close(now());
+                } else {
+                    core.close_pending = true;
+                }
             }
         }
         let (tx, rx) = oneshot::channel();
@@ -2924,6 +2944,16 @@ impl<C: Connector> Driver<C> {
                 self.pump_deferred(core);
                 if self.expire_deferred(core) {
                     self.pump_deferred(core);
+                }
+                // A close asked for while sends waited for memory, once none waits: its own
+                // command may never come (its caller dropped it in a full queue).
+                if core.close_pending
+                    && !self.close_requested
+                    && self.deferred.is_empty()
+                    && shared.waiting.load(Ordering::SeqCst) == 0
+                {
+                    self.command(core, Command::Close(None));
+                    self.drain(core);
                 }
                 let backlogged = self.write_backlogged();
                 core.backlogged = backlogged;

@@ -1351,6 +1351,38 @@ mod handle_api {
         h.close().await;
     }
 
+    /// Review leftover (a sixth session of 2026-12-07): a record enqueued while a `close()`
+    /// waited behind sends queued for memory went behind them and was accepted (and
+    /// delivered, the close waiting for it). It is refused `Closed` at once now, as after a
+    /// close that found no send waiting; the send that was already waiting keeps its place.
+    #[tokio::test(start_paused = true)]
+    async fn a_record_enqueued_while_a_close_waits_behind_sends_is_refused() {
+        let (_broker, h, held) = buffer_held_for_10_s().await;
+        assert_eq!(h.partition_count("t").await.unwrap(), 1);
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut waiting = Box::pin(h.send(Record::new("t", big("waiting"))));
+        assert!(waiting.as_mut().poll(&mut cx).is_pending());
+        let mut close = Box::pin(h.close());
+        assert!(close.as_mut().poll(&mut cx).is_pending());
+        let start = Instant::now();
+        let late = h.send(Record::new("t", "late")).await.unwrap_err();
+        let many = h
+            .enqueue_many([Record::new("t", "m1"), Record::new("t", "m2")])
+            .await;
+        assert_eq!(start.elapsed(), Duration::ZERO, "refused at once");
+        let closed = |e: &DeliveryError| matches!(&e.kind, ErrorKind::Refused(r) if matches!(**r, SendError::Closed(_)));
+        assert!(closed(&late), "{late}");
+        assert_eq!(late.record().unwrap().value.as_deref(), Some(&b"late"[..]));
+        assert_eq!(many.len(), 2);
+        assert!(many.iter().all(|r| r.as_ref().is_err_and(closed)));
+        // The send that waited before the close is still answered (refused `QueueFull` at
+        // its `max.block.ms`, the memory held 10 s), and the close waits for the held record.
+        let e = waiting.await.unwrap_err();
+        assert!(matches!(&e.kind, ErrorKind::Refused(r) if matches!(**r, SendError::QueueFull(_))));
+        close.await;
+        assert_eq!(held.await.unwrap().offset, Some(0));
+    }
+
     /// A send waiting for `buffer.memory` waits at most `max.block.ms` from the call, as the
     /// Java client's `send` blocks: then it is refused `QueueFull`, not persisted, with its
     /// record handed back (each record of an `enqueue_many` too), and the producer goes on.
