@@ -2005,10 +2005,22 @@ fn two_partitions_one_refusing(
     first: &[i32],
     every_tick: &[i32],
 ) -> (Vec<Duration>, usize) {
+    let (refused, healthy, _) = two_partitions_one_refusing_peak(h, code, first, every_tick);
+    (refused, healthy)
+}
+
+/// [`two_partitions_one_refusing`], also returning the most records pending at once.
+fn two_partitions_one_refusing_peak(
+    h: &mut Harness,
+    code: ErrorCode,
+    first: &[i32],
+    every_tick: &[i32],
+) -> (Vec<Duration>, usize, usize) {
     use kprod_core::protocol::produce::ProduceRequest;
     let start = h.now;
     let mut refused = Vec::new();
     let mut healthy = 0;
+    let mut peak = 0;
     let mut wires = Wires::new();
     let mut answer = |h: &mut Harness, _: ConnId, f: Bytes| {
         let (key, version, corr) = api_of(&f);
@@ -2043,10 +2055,11 @@ fn two_partitions_one_refusing(
             }
         }
         while pump(h, &mut wires, &mut answer) {}
+        peak = peak.max(h.p.pending_records());
         h.now += Duration::from_millis(10);
         h.p.handle_timeout(h.now);
     }
-    (refused, healthy)
+    (refused, healthy, peak)
 }
 
 /// INVALID_PRODUCER_ID_MAPPING for every batch of one partition, beside a healthy one whose
@@ -2314,6 +2327,48 @@ fn a_partition_refusing_every_batch_does_not_take_a_producer_id_per_round_trip()
     assert_eq!(bumps, 0, "no local bump without KIP-360");
     // 20 s: the first at once, then a backoff growing from 100 ms to 1 s: about 25.
     assert!((2..=30).contains(&ids), "{ids} producer ids");
+}
+
+/// Review finding (recovery without restart, a seventh session of 2026-12-07): a partition
+/// whose every batch is refused TOPIC_AUTHORIZATION_FAILED (Write revoked, Describe kept, so
+/// metadata is clean) sent one batch per paced bump, about one a second, while the
+/// application kept sending there: its backlog grew until `buffer.memory` was full and every
+/// topic's sends waited `max.block.ms`, and most of it failed at the delivery timeout with no
+/// cause named. A refusal that holds for any record of the topic now fails what the
+/// partition holds unsent with it, not persisted: its backlog stays about one bump backoff
+/// of records.
+#[test]
+fn a_topic_refused_write_does_not_hold_a_backlog() {
+    for (code, bounded) in [
+        (ErrorCode::TopicAuthorizationFailed, true),
+        (ErrorCode::InvalidTopicException, true),
+        // A refusal of these records only: the others are still tried.
+        (ErrorCode::InvalidRecord, false),
+    ] {
+        // A batch a record: one batch a bump carries one record.
+        let mut h = Harness::new(|c| {
+            refused_for_20s(c);
+            c.batch_size = 1;
+        });
+        let (_, healthy, peak) = two_partitions_one_refusing_peak(&mut h, code, &[], &[0, 1]);
+        assert_eq!(healthy, 1900, "partition 1 written");
+        let failures = h.failures();
+        assert!(failures.iter().all(|f| f.1 == Persistence::NotPersisted));
+        if bounded {
+            assert_eq!(h.p.pending_records(), 0);
+            assert_eq!(failures.len(), 1900, "{code:?}");
+            assert!(
+                failures.iter().all(|f| f.0 == DeliveryError::Broker(code)),
+                "{code:?}: {:?}",
+                &failures[..3]
+            );
+            // A bump backoff of 1 s at most, a record a tick for each partition: about 100
+            // of partition 0 at once, and partition 1's in flight.
+            assert!(peak <= 250, "{code:?}: {peak} records pending at once");
+        } else {
+            assert!(peak > 1000, "{code:?}: {peak}");
+        }
+    }
 }
 
 /// Review leftover (a sixth session of 2026-12-07): where every bump takes a new producer

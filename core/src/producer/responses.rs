@@ -675,31 +675,42 @@ impl Producer {
     /// timeout is not a refusal and applies none, as in librdkafka's gapless guarantee.
     fn apply_gap_policy(&mut self, ti: usize, pi: usize, code: ErrorCode) {
         match self.gap_policy() {
+            GapPolicy::ContinueWithGap if refuses_the_topic(code) => {
+                // Any batch of the topic would be refused so (Write revoked, Describe kept, so
+                // metadata is clean): what the partition holds unsent fails with it now. Sent
+                // one per paced bump, about one a second, its backlog grew with what the
+                // application sent there until `buffer.memory` was full and every topic's
+                // sends waited (a review of recovery without restart). Batches in flight
+                // get their own answers; one retried after a possible write keeps its place.
+                self.fail_unsent(ti, pi, &DeliveryError::Broker(code), false);
+            }
             GapPolicy::ContinueWithGap => {}
             GapPolicy::Fatal => self.fail_fatal(FatalError::Gap(code)),
             GapPolicy::CutPartition => {
                 self.topics[ti].partitions[pi].cutting = true;
-                let idem = self.cfg.enable_idempotence;
-                let mut k = 0;
-                while k < self.topics[ti].partitions[pi].batches.len() {
-                    let b = &self.topics[ti].partitions[pi].batches[k];
-                    let cut = match b.state {
-                        BatchState::Open | BatchState::Ready | BatchState::AwaitRebase => true,
-                        BatchState::Retry { .. } => !b.maybe_persisted || !idem,
-                        BatchState::InFlight => false,
-                    };
-                    if cut {
-                        self.fail_batch(
-                            ti,
-                            pi,
-                            k,
-                            DeliveryError::PartitionCut,
-                            Persistence::NotPersisted,
-                        );
-                    } else {
-                        k += 1;
-                    }
-                }
+                let without_idempotence = !self.cfg.enable_idempotence;
+                self.fail_unsent(ti, pi, &DeliveryError::PartitionCut, without_idempotence);
+            }
+        }
+    }
+
+    /// Fails, not persisted, with `error`, each batch of partition `(ti, pi)` not on the
+    /// wire: never sent, or refused and waiting to go again; one waiting to be retried after
+    /// a possible write only if `retried_too` (without idempotence, where a retry is no
+    /// safer than a cut).
+    fn fail_unsent(&mut self, ti: usize, pi: usize, error: &DeliveryError, retried_too: bool) {
+        let mut k = 0;
+        while k < self.topics[ti].partitions[pi].batches.len() {
+            let b = &self.topics[ti].partitions[pi].batches[k];
+            let unsent = match b.state {
+                BatchState::Open | BatchState::Ready | BatchState::AwaitRebase => true,
+                BatchState::Retry { .. } => !b.maybe_persisted || retried_too,
+                BatchState::InFlight => false,
+            };
+            if unsent {
+                self.fail_batch(ti, pi, k, error.clone(), Persistence::NotPersisted);
+            } else {
+                k += 1;
             }
         }
     }
@@ -880,5 +891,15 @@ fn is_too_large(code: ErrorCode) -> bool {
     matches!(
         code,
         ErrorCode::MessageTooLarge | ErrorCode::RecordListTooLarge
+    )
+}
+
+/// Whether a Produce refusal `code` holds for any batch of the topic, whatever its records:
+/// the principal may not write it (TOPIC_AUTHORIZATION_FAILED), or it may not be written at
+/// all (INVALID_TOPIC_EXCEPTION: an internal topic, say).
+fn refuses_the_topic(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::TopicAuthorizationFailed | ErrorCode::InvalidTopicException
     )
 }
