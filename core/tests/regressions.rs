@@ -750,6 +750,46 @@ fn not_leader_under_acks_all_is_possibly_persisted() {
     }
 }
 
+/// Review finding (recovery without restart, a seventh session of 2026-12-07): records that
+/// waited for a producer id whose requests were each lost with their connection failed at
+/// their delivery timeout with no cause named (`last_error: None`, as if they had waited
+/// their turn). They name the loss now.
+#[test]
+fn records_waiting_for_an_id_lost_with_its_connections_say_so_at_their_timeout() {
+    let mut h = Harness::new(|c| {
+        c.delivery_timeout = Duration::from_secs(5);
+        c.request_timeout = Duration::from_secs(2);
+    });
+    h.p.send(h.now, record("a")).unwrap();
+    let mut broken = 0;
+    for _ in 0..40 {
+        h.drain();
+        while let Some(f) = h.conn.and_then(|_| h.next_frame()) {
+            if api_of(&f).0 == api_key::INIT_PRODUCER_ID {
+                // The connection is reset with the request on it.
+                broken += 1;
+                h.p.handle_disconnected(h.now, h.conn.take().unwrap());
+                h.drain();
+                continue;
+            }
+            let a = respond(&f, &mut h.next_offset);
+            h.feed(a);
+        }
+        h.now += Duration::from_millis(200);
+        h.p.handle_timeout(h.now);
+    }
+    assert!(broken >= 2, "{broken} InitProducerId requests lost");
+    assert_eq!(
+        h.failures(),
+        vec![(
+            DeliveryError::DeliveryTimeout {
+                last_error: Some(ErrorCode::NetworkException)
+            },
+            Persistence::NotPersisted
+        )]
+    );
+}
+
 /// An InitProducerId answer that claims success without a producer id (-1) is a broken
 /// answer: an error on its connection, which is closed, and the request is made again after
 /// the backoff. It used to stop the producer for good.

@@ -176,9 +176,9 @@ pub struct Producer {
     fatal: Option<FatalError>,
     /// Counters for [`Self::metrics`]: observability, not behaviour (equal in every state).
     stats: Observed<Counters>,
-    /// The error the last InitProducerId answer drew, while no later one granted an id: what
-    /// held back a batch that waited for an identity, reported with its delivery timeout.
-    /// Observability, not behaviour.
+    /// The error the last InitProducerId answer drew (or the loss of its request with its
+    /// connection), while no later one granted an id: what held back a batch that waited
+    /// for an identity, reported with its delivery timeout. Observability, not behaviour.
     pid_refused: Observed<Option<crate::protocol::ErrorCode>>,
     /// From which next sequence a partition's open batch is sized against the wrap
     /// ([`crate::partition::Partition::sequences_before_wrap`]): a constant of the
