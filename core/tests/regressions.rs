@@ -756,38 +756,54 @@ fn not_leader_under_acks_all_is_possibly_persisted() {
 /// their turn). They name the loss now.
 #[test]
 fn records_waiting_for_an_id_lost_with_its_connections_say_so_at_their_timeout() {
-    let mut h = Harness::new(|c| {
-        c.delivery_timeout = Duration::from_secs(5);
-        c.request_timeout = Duration::from_secs(2);
-    });
-    h.p.send(h.now, record("a")).unwrap();
-    let mut broken = 0;
-    for _ in 0..40 {
-        h.drain();
-        while let Some(f) = h.conn.and_then(|_| h.next_frame()) {
-            if api_of(&f).0 == api_key::INIT_PRODUCER_ID {
-                // The connection is reset with the request on it.
-                broken += 1;
-                h.p.handle_disconnected(h.now, h.conn.take().unwrap());
-                h.drain();
-                continue;
+    use kprod_core::protocol::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
+    // The connection reset with the request on it; or the answer broken (no id), which
+    // closes it (the review of the fix: that path cleared the cause).
+    for reset in [true, false] {
+        let mut h = Harness::new(|c| {
+            c.delivery_timeout = Duration::from_secs(5);
+            c.request_timeout = Duration::from_secs(2);
+        });
+        h.p.send(h.now, record("a")).unwrap();
+        let mut broken = 0;
+        for _ in 0..40 {
+            h.drain();
+            while let Some(f) = h.conn.and_then(|_| h.next_frame()) {
+                let (key, version, corr) = api_of(&f);
+                let a = if key != api_key::INIT_PRODUCER_ID {
+                    respond(&f, &mut h.next_offset)
+                } else if reset {
+                    broken += 1;
+                    h.p.handle_disconnected(h.now, h.conn.take().unwrap());
+                    h.drain();
+                    continue;
+                } else {
+                    broken += 1;
+                    let bad = InitProducerIdResponse {
+                        throttle_time_ms: 0,
+                        error_code: 0,
+                        producer_id: -1,
+                        producer_epoch: 0,
+                    };
+                    encode_response::<InitProducerIdRequest>(&bad, version, corr)
+                };
+                h.feed(a);
             }
-            let a = respond(&f, &mut h.next_offset);
-            h.feed(a);
+            h.now += Duration::from_millis(200);
+            h.p.handle_timeout(h.now);
         }
-        h.now += Duration::from_millis(200);
-        h.p.handle_timeout(h.now);
+        assert!(broken >= 2, "{broken} InitProducerId requests lost");
+        assert_eq!(
+            h.failures(),
+            vec![(
+                DeliveryError::DeliveryTimeout {
+                    last_error: Some(ErrorCode::NetworkException)
+                },
+                Persistence::NotPersisted
+            )],
+            "reset: {reset}"
+        );
     }
-    assert!(broken >= 2, "{broken} InitProducerId requests lost");
-    assert_eq!(
-        h.failures(),
-        vec![(
-            DeliveryError::DeliveryTimeout {
-                last_error: Some(ErrorCode::NetworkException)
-            },
-            Persistence::NotPersisted
-        )]
-    );
 }
 
 /// An InitProducerId answer that claims success without a producer id (-1) is a broken
@@ -2440,6 +2456,64 @@ fn a_paced_new_producer_id_waits_one_backoff_not_two() {
             "refusals {g:?} apart: {gaps:?}"
         );
     }
+}
+
+/// Review of the change above: a paced bump asked for its new id at once, its wait set by
+/// its partition's own count. A partition newly refused beside one refused for long (whose
+/// ids have grown the new-id backoff to its maximum) took ids at its own short steps: 100,
+/// 200, 400 ms. Such a bump waits the longer of the two backoffs now.
+#[test]
+fn a_partition_newly_refused_does_not_take_ids_faster_than_the_ids_backoff() {
+    use kprod_core::protocol::produce::ProduceRequest;
+    let mut h = Harness::new(|c| {
+        refused_for_20s(c);
+        c.max_versions.init_producer_id = Some(2);
+    });
+    let start = h.now;
+    let mut inits: Vec<Duration> = Vec::new();
+    let mut wires = Wires::new();
+    let mut answer = |h: &mut Harness, _: ConnId, f: Bytes| {
+        let (key, version, corr) = api_of(&f);
+        if key == api_key::INIT_PRODUCER_ID {
+            inits.push(h.now - start);
+        }
+        let a = respond(&f, &mut h.next_offset);
+        Some(match key {
+            api_key::METADATA => with_a_second_partition(&a, version, corr),
+            api_key::PRODUCE => {
+                let (_, mut p) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
+                for r in &mut p.responses[0].partition_responses {
+                    r.error_code = ErrorCode::InvalidRecord.as_i16();
+                    r.base_offset = -1;
+                }
+                encode_response::<ProduceRequest>(&p, version, corr)
+            }
+            _ => a,
+        })
+    };
+    // Partition 0 alone for 8 s, then both, a record each every 10 ms.
+    for tick in 0..1500 {
+        let parts: &[i32] = if tick < 800 { &[0] } else { &[0, 1] };
+        for &p in parts {
+            h.p.send(h.now, Record::new(TOPIC, "y").with_partition(p))
+                .unwrap();
+        }
+        while pump(&mut h, &mut wires, &mut answer) {}
+        h.now += Duration::from_millis(10);
+        h.p.handle_timeout(h.now);
+    }
+    let gaps: Vec<Duration> = inits.windows(2).map(|w| w[1] - w[0]).collect();
+    println!("{inits:?}");
+    // The first ids come as the backoff grows; from 4 s on, a second apart at least.
+    let late: Vec<Duration> = (inits.windows(2))
+        .filter(|w| w[0] >= Duration::from_secs(4))
+        .map(|w| w[1] - w[0])
+        .collect();
+    assert!(late.len() >= 8, "{gaps:?}");
+    assert!(
+        late.iter().all(|g| *g >= Duration::from_millis(950)),
+        "{gaps:?}"
+    );
 }
 
 /// Review suspicion on the per-partition count: each batch of the partition refused under

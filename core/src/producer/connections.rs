@@ -388,11 +388,7 @@ impl Producer {
                 RequestKind::InitProducerId => {
                     self.pid_request = None;
                     if reason != MOVED && reason != UNLISTED {
-                        // What records waiting for the id report at their delivery timeout
-                        // (`held_back`): they named no cause, as if they had waited their
-                        // turn (a review of recovery without restart).
-                        self.pid_refused.0 = Some(lost);
-                        self.retry_producer_id_later();
+                        self.producer_id_request_lost(lost);
                     }
                 }
                 RequestKind::Produce(refs) => {

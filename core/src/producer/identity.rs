@@ -84,8 +84,13 @@ impl Producer {
                     ErrorCode::None | ErrorCode::UnknownServerError | ErrorCode::Unknown(_)
                 ) =>
             {
-                self.pid_refused.0 = (c != ErrorCode::None).then_some(c);
-                self.retry_producer_id_later();
+                if c == ErrorCode::None {
+                    // An answer without an id: its connection is closed as broken.
+                    self.producer_id_request_lost(ErrorCode::NetworkException);
+                } else {
+                    self.pid_refused.0 = Some(c);
+                    self.retry_producer_id_later();
+                }
             }
             ErrorCode::ClusterAuthorizationFailed => {
                 // Not authorized to produce idempotently (no IdempotentWrite, no Write on
@@ -105,6 +110,15 @@ impl Producer {
             return Err("InitProducerId answer without a producer id");
         }
         Ok(())
+    }
+
+    /// The InitProducerId request was lost (`code`: with its connection, or to an answer
+    /// that could not be used, which closes it): asked again after the backoff. Records
+    /// waiting for the id report `code` at their delivery timeout (`held_back`); they named
+    /// no cause, as if they had waited their turn (a review of recovery without restart).
+    pub(super) fn producer_id_request_lost(&mut self, code: ErrorCode) {
+        self.pid_refused.0 = Some(code);
+        self.retry_producer_id_later();
     }
 
     /// The next InitProducerId after the backoff, which grows with each failure in a row.
@@ -230,8 +244,9 @@ impl Producer {
     /// timeout; a partition refusing every batch for good (INVALID_RECORD) had the producer
     /// bump once per round trip while the application sent there, each bump making every
     /// healthy partition drain and start over with one batch in flight. The partitions that
-    /// are not spent keep sending meanwhile. (A new producer id is also paced by
-    /// `give_up_identity`, while ids are spent with nothing acknowledged.)
+    /// are not spent keep sending meanwhile. (A paced bump that takes a new producer id
+    /// waits the longer of this backoff and `give_up_identity`'s, which grows while ids are
+    /// spent with nothing acknowledged; a bump at once waits the latter.)
     pub(super) fn request_paced_bump(&mut self, ti: usize, pi: usize) {
         self.request_bump(ti, pi, true);
     }
@@ -262,13 +277,26 @@ impl Producer {
             let spent = p.fruitless_bumps;
             p.fruitless_bumps = spent.saturating_add(1);
             if spent > 0 {
-                let at = self.now
-                    + self.backoff(
+                let mut wait = self.backoff(
+                    self.cfg.retry_backoff,
+                    self.cfg.retry_backoff_max,
+                    spent - 1,
+                    BackoffFor::Bump,
+                );
+                // A bump that takes a new id waits the new-id backoff too, as the longer of
+                // the two (`paced_bump` asks for the id at once): a partition newly refused
+                // beside one refused for long, whose ids have grown that backoff, would
+                // otherwise take ids at its own short steps (the review of the change).
+                let spent_ids = self.refused_ids;
+                if spent_ids > 0 && !self.next_bump_is_local() {
+                    wait = wait.max(self.backoff(
                         self.cfg.retry_backoff,
                         self.cfg.retry_backoff_max,
-                        spent - 1,
-                        BackoffFor::Bump,
-                    );
+                        spent_ids,
+                        BackoffFor::ProducerId,
+                    ));
+                }
+                let at = self.now + wait;
                 // One bump serves every partition waiting for it: the earliest due decides.
                 self.bump_at = Some(self.bump_at.map_or(at, |b| b.min(at)));
                 return;
@@ -324,7 +352,8 @@ impl Producer {
 
     /// Gives up the current identity `id` for a new producer id: at once if the identities
     /// given up before it had an acknowledgement since, else after the backoff, which grows
-    /// while ids keep being spent without one.
+    /// while ids keep being spent without one; at once after a paced bump, which waited for
+    /// it already (`request_bump`).
     fn give_up_identity(&mut self, id: ProducerIdentity, waited: Waited) {
         let spent = self.refused_ids;
         self.set_identity(None);

@@ -87,7 +87,7 @@ impl Producer {
                 else {
                     // As a request lost with its connection (closed by the caller): asked
                     // again after the backoff, not at once on the next ready connection.
-                    self.retry_producer_id_later();
+                    self.producer_id_request_lost(ErrorCode::NetworkException);
                     return Err("bad InitProducerId response");
                 };
                 // KIP-219: InitProducerId v1+ throttles are the client's to keep (a request
