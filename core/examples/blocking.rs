@@ -106,14 +106,22 @@ impl Driver {
                 }
                 Output::Close { conn, flush } => {
                     // `flush`: what was handed over goes out first (under `acks=0` its records
-                    // were already reported sent). Blocking, for at most a few seconds.
+                    // were already reported sent). Blocking, for at most five seconds.
                     if let Some(Conn(mut s, outbox, _)) = self.conns.remove(&conn) {
-                        if flush && s.set_nonblocking(false).is_ok() {
-                            let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
-                            for b in outbox {
-                                if s.write_all(&b).is_err() {
-                                    break;
-                                }
+                        let end = now + Duration::from_secs(5);
+                        let all: Vec<u8> = outbox.iter().flat_map(|b| b.iter().copied()).collect();
+                        let mut rest = &all[..];
+                        while flush && !rest.is_empty() {
+                            let left = end.saturating_duration_since(Instant::now());
+                            if left.is_zero()
+                                || s.set_nonblocking(false).is_err()
+                                || s.set_write_timeout(Some(left)).is_err()
+                            {
+                                break;
+                            }
+                            match s.write(rest) {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => rest = &rest[n..],
                             }
                         }
                     }

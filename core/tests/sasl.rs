@@ -1044,9 +1044,44 @@ fn after_a_suspend_past_the_session_the_connection_reauthenticates_before_sendin
     assert_eq!(h.delivered(), 2, "{:?}", h.events);
     assert_eq!(h.reauthentications(), 2);
     assert!(h.failures().is_empty());
-    // A jump shorter than what is left of a session moves it by as much and no more.
+    // The review of the change: a wall clock stepped (NTP) half a second after those
+    // exchanges began moves the broker's clock not at all, and Kafka refuses a
+    // re-authentication begun within a second of the last. Not before 1.1 s.
+    let started = h.now;
+    h.now = started + Duration::from_millis(500);
+    h.p.handle_wall_clock_jump(h.now, Duration::from_secs(120));
+    h.drain();
+    assert!(h.next_frame().is_none(), "re-authenticated within a second");
+    h.now = started + Duration::from_millis(1100);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    let exchange = [api_key::SASL_HANDSHAKE, api_key::SASL_AUTHENTICATE];
+    assert_eq!(apis_answered(&mut h), exchange.repeat(2));
+    assert_eq!(h.reauthentications(), 4);
+    // A jump shorter than what is left of a session moves it by as much: due at 85-95% of
+    // 60 s from its start (51-57 s), 5 s sooner (46-52 s).
+    let started = h.now;
     h.now += Duration::from_secs(1);
     h.p.handle_wall_clock_jump(h.now, Duration::from_secs(5));
+    h.now = started + Duration::from_secs(45);
+    h.p.handle_timeout(h.now);
     h.drain();
     assert!(h.next_frame().is_none(), "re-authenticated too early");
+    h.now = started + Duration::from_millis(52_100);
+    h.p.handle_timeout(h.now);
+    h.drain();
+    assert_eq!(apis_answered(&mut h), exchange.repeat(2));
+    assert!(h.failures().is_empty());
+}
+
+/// The api key of each request written, answered in turn (a SASL exchange: the handshake,
+/// then the authentication its answer brings).
+fn apis_answered(h: &mut Harness) -> Vec<i16> {
+    let mut apis = Vec::new();
+    while let Some((conn, f)) = h.next_frame() {
+        apis.push(api_of(&f));
+        let a = h.answer(&f);
+        h.feed(conn, a);
+    }
+    apis
 }

@@ -1420,7 +1420,12 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+        // The last one: a close that waited behind the waiting sends is the driver's to
+        // apply (`Core::close_pending`), also when their callers gave up and nothing else
+        // would wake it (the review of the change).
+        if self.0.waiting.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.wake.notify_one();
+        }
     }
 }
 
@@ -2307,9 +2312,9 @@ impl ProducerHandle {
     ///
     /// # Errors
     /// [`Timeout`] if records are still unresolved after `timeout`. The producer is closed to
-    /// new records either way (unless the deadline passed while the request waited for room
-    /// in a full command queue), and the driver task keeps delivering the accepted ones in
-    /// the background until each resolves (at the latest at its `delivery.timeout.ms`).
+    /// new records either way (also when the deadline passed while the request waited for
+    /// room in a full command queue), and the driver task keeps delivering the accepted ones
+    /// in the background until each resolves (at the latest at its `delivery.timeout.ms`).
     pub async fn close_timeout(&self, timeout: Duration) -> Result<(), Timeout> {
         self.timeout(timeout, self.close())
             .await
@@ -2724,6 +2729,7 @@ impl<C: Connector> Drop for Driver<C> {
         let lost = ended
             && !self.close_requested
             && !core.producer.is_closing()
+            && !core.close_pending
             && self.fatal.get().is_none();
         if lost {
             let _ = self.fatal.set(Fatal::DriverStopped);
@@ -3515,10 +3521,7 @@ impl<C: Connector> Driver<C> {
                 Err(PartitionCountError::InvalidTopic(topic.clone()))
             } else if fatal.is_some() || closing {
                 Err(stopped_error(fatal.as_ref()))
-            } else if let Some(
-                code @ (ErrorCode::TopicAuthorizationFailed | ErrorCode::InvalidTopicException),
-            ) = p.topic_error(topic)
-            {
+            } else if let Some(code) = p.topic_error(topic).filter(|c| c.refuses_the_topic()) {
                 Err(PartitionCountError::Broker {
                     topic: topic.clone(),
                     code,

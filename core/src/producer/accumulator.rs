@@ -771,12 +771,7 @@ impl Producer {
         let long = (t.missing_since)
             .is_some_and(|since| since.checked_add(grace).is_some_and(|t| t <= self.now));
         t.missing.filter(|code| {
-            long && matches!(
-                code,
-                ErrorCode::UnknownTopicOrPartition
-                    | ErrorCode::TopicAuthorizationFailed
-                    | ErrorCode::InvalidTopicException
-            )
+            long && (*code == ErrorCode::UnknownTopicOrPartition || code.refuses_the_topic())
         })
     }
 

@@ -73,10 +73,16 @@ pub(super) struct SaslConn {
 
 impl SaslConn {
     /// The session's end comes `by` sooner (the wall clock jumped past the monotonic one):
-    /// re-authenticate that much earlier, at once if that is already past.
+    /// re-authenticate that much earlier, at once if that is already past, but not within
+    /// [`MIN_REAUTH_INTERVAL`] of the last exchange's start by this clock. A wall clock
+    /// stepped (NTP) rather than a suspend leaves the broker's clock where it was, and it
+    /// refuses a re-authentication begun less than a second after the last one
+    /// (ILLEGAL_SASL_STATE, closing the connection: the review of the change).
     pub(super) fn move_reauthentication_earlier(&mut self, by: Duration, now: Instant) {
         if let Some(t) = self.reauth_at {
-            self.reauth_at = Some(t.checked_sub(by).unwrap_or(now).max(now));
+            let floor = (self.started.checked_add(MIN_REAUTH_INTERVAL)).map_or(now, |f| f.max(now));
+            let moved = t.checked_sub(by).unwrap_or(now).max(floor);
+            self.reauth_at = Some(moved.min(t));
         }
     }
 

@@ -409,11 +409,7 @@ impl Producer {
                 // every `retry.backoff.ms` for the producer's life.
                 incomplete |= self.topics[ti].holds_records();
                 // P12: a flapping topic keeps its partitions and their sequence state.
-                let permanent = matches!(
-                    code,
-                    ErrorCode::InvalidTopicException | ErrorCode::TopicAuthorizationFailed
-                );
-                if permanent {
+                if code.refuses_the_topic() {
                     while let Some(p) = self.pop_pending(ti) {
                         self.resolve_pending(p, DeliveryError::UnknownTopic(code));
                     }

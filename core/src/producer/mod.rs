@@ -799,8 +799,8 @@ impl Producer {
         // A SASL session ends by the broker's clock too (`connections.max.reauth.ms`, a
         // token's expiry): one that ended during the suspend is re-authenticated at this
         // drain, before a request on it makes the broker close the connection (a review
-        // finding). Never before now: the broker's one-second minimum between two starts
-        // has long passed by its clock.
+        // finding). Never within a second of the last exchange's start, which the broker
+        // refuses if its clock did not move (a wall clock stepped, not a suspend).
         let now = self.now;
         for s in self.conns.values_mut().filter_map(|c| c.sasl.as_mut()) {
             s.move_reauthentication_earlier(by, now);

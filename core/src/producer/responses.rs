@@ -675,7 +675,7 @@ impl Producer {
     /// timeout is not a refusal and applies none, as in librdkafka's gapless guarantee.
     fn apply_gap_policy(&mut self, ti: usize, pi: usize, code: ErrorCode) {
         match self.gap_policy() {
-            GapPolicy::ContinueWithGap if refuses_the_topic(code) => {
+            GapPolicy::ContinueWithGap if code.refuses_the_topic() => {
                 // Any batch of the topic would be refused so (Write revoked, Describe kept, so
                 // metadata is clean): what the partition holds unsent fails with it now. Sent
                 // one per paced bump, about one a second, its backlog grew with what the
@@ -891,15 +891,5 @@ fn is_too_large(code: ErrorCode) -> bool {
     matches!(
         code,
         ErrorCode::MessageTooLarge | ErrorCode::RecordListTooLarge
-    )
-}
-
-/// Whether a Produce refusal `code` holds for any batch of the topic, whatever its records:
-/// the principal may not write it (TOPIC_AUTHORIZATION_FAILED), or it may not be written at
-/// all (INVALID_TOPIC_EXCEPTION: an internal topic, say).
-fn refuses_the_topic(code: ErrorCode) -> bool {
-    matches!(
-        code,
-        ErrorCode::TopicAuthorizationFailed | ErrorCode::InvalidTopicException
     )
 }

@@ -384,6 +384,18 @@ impl ErrorCode {
         self == Self::None
     }
 
+    /// Whether this code refuses the whole topic, whatever the records: the principal may
+    /// not use it (TOPIC_AUTHORIZATION_FAILED) or it may not be used at all
+    /// (INVALID_TOPIC_EXCEPTION: an internal topic, a name the broker refuses). In a
+    /// metadata answer it fails the records waiting for the topic; in a Produce answer, what
+    /// the partition holds unsent.
+    pub fn refuses_the_topic(self) -> bool {
+        matches!(
+            self,
+            Self::TopicAuthorizationFailed | Self::InvalidTopicException
+        )
+    }
+
     /// Whether a Produce that drew this code may simply be retried with the same bytes.
     pub fn is_retriable(self) -> bool {
         matches!(
