@@ -73,6 +73,9 @@ pub enum Inject {
     /// batch waited for its followers; retriable, written (as NOT_LEADER_OR_FOLLOWER after
     /// the append, the leader keeps it here).
     StorageErrorAfterAppend,
+    /// TOPIC_AUTHORIZATION_FAILED: the whole topic refused (Write revoked), not written;
+    /// the producer fails what the partition holds unsent with it.
+    TopicAuthorizationFailed,
 }
 
 impl Inject {
@@ -87,6 +90,7 @@ impl Inject {
             Self::NotEnoughReplicasAfterAppend => (ErrorCode::NotEnoughReplicasAfterAppend, true),
             Self::NotLeaderAfterAppend => (ErrorCode::NotLeaderOrFollower, true),
             Self::StorageErrorAfterAppend => (ErrorCode::KafkaStorageError, true),
+            Self::TopicAuthorizationFailed => (ErrorCode::TopicAuthorizationFailed, false),
         };
         Injection { code, append }
     }
@@ -99,6 +103,7 @@ impl Inject {
                 | Self::MessageTooLarge
                 | Self::UnknownServerError
                 | Self::UnknownServerErrorAfterAppend
+                | Self::TopicAuthorizationFailed
         )
     }
 }
@@ -584,6 +589,7 @@ impl Action {
                     "NotEnoughReplicasAfterAppend" => Inject::NotEnoughReplicasAfterAppend,
                     "NotLeaderAfterAppend" => Inject::NotLeaderAfterAppend,
                     "StorageErrorAfterAppend" => Inject::StorageErrorAfterAppend,
+                    "TopicAuthorizationFailed" => Inject::TopicAuthorizationFailed,
                     _ => return None,
                 };
                 Self::Inject(num(p)? as i32, k)

@@ -647,6 +647,30 @@ fn not_leader_after_the_append_is_possibly_persisted() {
     assert_eq!(n, PINNED_NEW[9], "unique states changed");
 }
 
+/// TOPIC_AUTHORIZATION_FAILED (a seventh session of 2026-12-07): the producer fails with it
+/// what the refused partition holds unsent, sequenced batches included (a gap the next
+/// epoch closes), beside NOT_LEADER_OR_FOLLOWER after the append, whose batch may be in the
+/// log and keeps its place. Every property holds. (94,251 unique states with that failing
+/// of the unsent batches turned off: the paths it cuts short are gone.)
+#[test]
+fn a_topic_refused_write_fails_what_its_partition_holds_unsent() {
+    let cfg = ModelCfg {
+        partitions: 2,
+        records_per_partition: 2,
+        budget: Budget {
+            injections: 2,
+            ..Budget::default()
+        },
+        injectable: vec![
+            Inject::NotLeaderAfterAppend,
+            Inject::TopicAuthorizationFailed,
+        ],
+        ..base(BrokerMode::Lenient)
+    };
+    let n = check("topic refused", cfg, &[ALL_DELIVERED, DEDUP]);
+    assert_eq!(n, 93_025, "unique states changed");
+}
+
 /// Five in flight, seven records, two retriable errors (one after the append): new batches
 /// must not be sequenced behind a possibly written one.
 fn five_in_flight_cfg() -> ModelCfg {
@@ -1290,6 +1314,7 @@ fn every_injected_error_parses_back() {
         Inject::NotEnoughReplicasAfterAppend,
         Inject::NotLeaderAfterAppend,
         Inject::StorageErrorAfterAppend,
+        Inject::TopicAuthorizationFailed,
     ] {
         let action = A::Inject(1, k);
         assert_eq!(A::parse(&format!("{action:?}")), Some(action));
