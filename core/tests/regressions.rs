@@ -2427,6 +2427,49 @@ fn a_topic_refused_write_does_not_hold_a_backlog() {
     }
 }
 
+/// The review of the rule above: a single TOPIC_AUTHORIZATION_FAILED (a broker that had not
+/// yet seen an ACL granted moments before) failed everything the partition held. Only a
+/// refusal that repeats under a new epoch, nothing acknowledged between, does: after one,
+/// the backlog goes on under the next epoch and is delivered.
+#[test]
+fn a_single_topic_refusal_fails_its_batch_alone() {
+    use kprod_core::protocol::produce::ProduceRequest;
+    let mut h = Harness::new(|c| {
+        c.batch_size = 1;
+        c.max_in_flight = 1;
+    });
+    for i in 0..20 {
+        h.p.send(h.now, record(&format!("r{i}"))).unwrap();
+    }
+    let mut wires = Wires::new();
+    let mut refused = 0;
+    settle(&mut h, &mut wires, 1000, &mut |h, _, f| {
+        let (key, version, corr) = api_of(&f);
+        let a = respond(&f, &mut h.next_offset);
+        Some(if key == api_key::PRODUCE && refused == 0 {
+            refused += 1;
+            let (_, mut p) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
+            for r in &mut p.responses[0].partition_responses {
+                r.error_code = ErrorCode::TopicAuthorizationFailed.as_i16();
+                r.base_offset = -1;
+            }
+            encode_response::<ProduceRequest>(&p, version, corr)
+        } else {
+            a
+        })
+    });
+    assert_eq!(h.p.pending_records(), 0);
+    assert_eq!(
+        h.failures(),
+        vec![(
+            DeliveryError::Broker(ErrorCode::TopicAuthorizationFailed),
+            Persistence::NotPersisted
+        )],
+        "the refused batch's one record"
+    );
+    assert_eq!(deliveries(&h.events).len(), 19);
+}
+
 /// Review leftover (a sixth session of 2026-12-07): where every bump takes a new producer
 /// id, a partition refused over and over with no other to reset the counts waited its bump
 /// backoff (`bump_at`) and then the new-id backoff before each new id: about 2 s apart at

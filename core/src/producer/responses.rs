@@ -675,13 +675,18 @@ impl Producer {
     /// timeout is not a refusal and applies none, as in librdkafka's gapless guarantee.
     fn apply_gap_policy(&mut self, ti: usize, pi: usize, code: ErrorCode) {
         match self.gap_policy() {
-            GapPolicy::ContinueWithGap if code.refuses_the_topic() => {
-                // Any batch of the topic would be refused so (Write revoked, Describe kept, so
-                // metadata is clean): what the partition holds unsent fails with it now. Sent
-                // one per paced bump, about one a second, its backlog grew with what the
-                // application sent there until `buffer.memory` was full and every topic's
-                // sends waited (a review of recovery without restart). Batches in flight
-                // get their own answers; one retried after a possible write keeps its place.
+            GapPolicy::ContinueWithGap
+                if code.refuses_the_topic() && self.refused_again(ti, pi) =>
+            {
+                // Refused so again under a new epoch, nothing acknowledged between: any batch
+                // of the topic would be (Write revoked, Describe kept, so metadata is clean),
+                // and what the partition holds unsent fails with it now. Sent one per paced
+                // bump, about one a second, its backlog grew with what the application sent
+                // there until `buffer.memory` was full and every topic's sends waited (a
+                // review of recovery without restart). A first refusal fails its batch
+                // alone: one during an ACL's propagation, gone a moment later, would fail
+                // everything the partition held. Batches in flight get their own answers;
+                // one retried after a possible write keeps its place.
                 self.fail_unsent(ti, pi, &DeliveryError::Broker(code), false);
             }
             GapPolicy::ContinueWithGap => {}
@@ -692,6 +697,12 @@ impl Producer {
                 self.fail_unsent(ti, pi, &DeliveryError::PartitionCut, without_idempotence);
             }
         }
+    }
+
+    /// Whether partition `(ti, pi)` has asked for a second bump since one of its batches was
+    /// last acknowledged under the current identity (the refusal just handled asked for one).
+    fn refused_again(&self, ti: usize, pi: usize) -> bool {
+        self.topics[ti].partitions[pi].fruitless_bumps > 1
     }
 
     /// Fails, not persisted, with `error`, each batch of partition `(ti, pi)` not on the

@@ -387,8 +387,8 @@ impl ErrorCode {
     /// Whether this code refuses the whole topic, whatever the records: the principal may
     /// not use it (TOPIC_AUTHORIZATION_FAILED) or it may not be used at all
     /// (INVALID_TOPIC_EXCEPTION: an internal topic, a name the broker refuses). In a
-    /// metadata answer it fails the records waiting for the topic; in a Produce answer, what
-    /// the partition holds unsent.
+    /// metadata answer it fails the records waiting for the topic; in a Produce answer
+    /// repeated under a new epoch, what the partition holds unsent.
     pub fn refuses_the_topic(self) -> bool {
         matches!(
             self,
