@@ -324,7 +324,8 @@ impl ProducerConfig {
     /// deadline `now + MAX_DURATION` fits an `Instant` on every platform.
     pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 
-    /// This configuration with every duration capped at [`Self::MAX_DURATION`].
+    /// This configuration with every duration capped at [`Self::MAX_DURATION`], and a
+    /// late-wake grace of zero as none.
     pub(crate) fn with_durations_capped(mut self) -> Self {
         for d in [
             &mut self.linger,
@@ -355,6 +356,9 @@ impl ProducerConfig {
         }
         // A `retry.backoff.ms` above the maximum is a constant backoff of that value.
         self.retry_backoff_max = self.retry_backoff_max.max(self.retry_backoff);
+        // A grace of zero held every timeout back to a grace that ended at the very drain
+        // that started it, with no deadline given for them (a review finding).
+        self.late_wake_grace = self.late_wake_grace.filter(|g| !g.is_zero());
         self
     }
 

@@ -852,7 +852,7 @@ impl Producer {
                     self.check_accounting();
                 }
                 let until = self.next_deadline();
-                if self.cfg.late_wake_grace.is_some_and(|g| !g.is_zero()) {
+                if self.cfg.late_wake_grace.is_some() {
                     self.waited_until = until;
                 }
                 Output::Wait { until }
@@ -914,10 +914,8 @@ impl Producer {
             self.late_wake = LateWake::Prompt;
             return false;
         }
-        // A grace of zero is none: it held every timeout back to a grace that ended at this
-        // very drain, with no deadline given for them (a review finding).
-        let grace = self.cfg.late_wake_grace.filter(|g| !g.is_zero());
-        let (Some(grace), Some(until)) = (grace, self.waited_until) else {
+        // (A grace of zero is none: `with_durations_capped`.)
+        let (Some(grace), Some(until)) = (self.cfg.late_wake_grace, self.waited_until) else {
             return false;
         };
         if until.checked_add(grace).is_none_or(|late| self.now <= late) {
