@@ -2050,6 +2050,13 @@ fn refused_for_20s(c: &mut kprod_core::ProducerConfig) {
     c.request_timeout = Duration::from_secs(5);
 }
 
+/// [`refused_for_20s`] against a broker without KIP-360 (InitProducerId below v3), where
+/// every bump takes a new producer id.
+fn refused_for_20s_without_kip360(c: &mut kprod_core::ProducerConfig) {
+    refused_for_20s(c);
+    c.max_versions.init_producer_id = Some(2);
+}
+
 /// One broker leading two partitions of the topic: partition 0 refuses every batch with
 /// `code`, partition 1 takes every one. A record goes to each of `first` at the start and to
 /// each of `every_tick` every 10 ms for 19 s, each answered before time moves on, for 21 s in
@@ -2361,10 +2368,7 @@ fn a_partition_refusing_every_batch_for_good_does_not_bump_per_round_trip() {
 /// local bumps are.
 #[test]
 fn a_partition_refusing_every_batch_does_not_take_a_producer_id_per_round_trip() {
-    let mut h = Harness::new(|c| {
-        refused_for_20s(c);
-        c.max_versions.init_producer_id = Some(2);
-    });
+    let mut h = Harness::new(refused_for_20s_without_kip360);
     let (_, healthy) =
         two_partitions_one_refusing(&mut h, ErrorCode::TopicAuthorizationFailed, &[], &[0, 1]);
     assert_eq!(h.p.pending_records(), 0);
@@ -2433,7 +2437,6 @@ fn a_topic_refused_write_does_not_hold_a_backlog() {
 /// the backlog goes on under the next epoch and is delivered.
 #[test]
 fn a_single_topic_refusal_fails_its_batch_alone() {
-    use kprod_core::protocol::produce::ProduceRequest;
     let mut h = Harness::new(|c| {
         c.batch_size = 1;
         c.max_in_flight = 1;
@@ -2444,18 +2447,11 @@ fn a_single_topic_refusal_fails_its_batch_alone() {
     let mut wires = Wires::new();
     let mut refused = 0;
     settle(&mut h, &mut wires, 1000, &mut |h, _, f| {
-        let (key, version, corr) = api_of(&f);
-        let a = respond(&f, &mut h.next_offset);
-        Some(if key == api_key::PRODUCE && refused == 0 {
+        Some(if api_of(&f).0 == api_key::PRODUCE && refused == 0 {
             refused += 1;
-            let (_, mut p) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
-            for r in &mut p.responses[0].partition_responses {
-                r.error_code = ErrorCode::TopicAuthorizationFailed.as_i16();
-                r.base_offset = -1;
-            }
-            encode_response::<ProduceRequest>(&p, version, corr)
+            produce_error(&f, ErrorCode::TopicAuthorizationFailed)
         } else {
-            a
+            respond(&f, &mut h.next_offset)
         })
     });
     assert_eq!(h.p.pending_records(), 0);
@@ -2477,10 +2473,7 @@ fn a_single_topic_refusal_fails_its_batch_alone() {
 /// backoff maximum apart.
 #[test]
 fn a_paced_new_producer_id_waits_one_backoff_not_two() {
-    let mut h = Harness::new(|c| {
-        refused_for_20s(c);
-        c.max_versions.init_producer_id = Some(2);
-    });
+    let mut h = Harness::new(refused_for_20s_without_kip360);
     let (refused, _) =
         two_partitions_one_refusing(&mut h, ErrorCode::TopicAuthorizationFailed, &[], &[0]);
     assert_eq!(h.p.pending_records(), 0);
@@ -2507,11 +2500,7 @@ fn a_paced_new_producer_id_waits_one_backoff_not_two() {
 /// 200, 400 ms. Such a bump waits the longer of the two backoffs now.
 #[test]
 fn a_partition_newly_refused_does_not_take_ids_faster_than_the_ids_backoff() {
-    use kprod_core::protocol::produce::ProduceRequest;
-    let mut h = Harness::new(|c| {
-        refused_for_20s(c);
-        c.max_versions.init_producer_id = Some(2);
-    });
+    let mut h = Harness::new(refused_for_20s_without_kip360);
     let start = h.now;
     let mut inits: Vec<Duration> = Vec::new();
     let mut wires = Wires::new();
@@ -2520,17 +2509,12 @@ fn a_partition_newly_refused_does_not_take_ids_faster_than_the_ids_backoff() {
         if key == api_key::INIT_PRODUCER_ID {
             inits.push(h.now - start);
         }
+        if key == api_key::PRODUCE {
+            return Some(produce_error(&f, ErrorCode::InvalidRecord));
+        }
         let a = respond(&f, &mut h.next_offset);
         Some(match key {
             api_key::METADATA => with_a_second_partition(&a, version, corr),
-            api_key::PRODUCE => {
-                let (_, mut p) = decode_response::<ProduceRequest>(version, a.slice(4..)).unwrap();
-                for r in &mut p.responses[0].partition_responses {
-                    r.error_code = ErrorCode::InvalidRecord.as_i16();
-                    r.base_offset = -1;
-                }
-                encode_response::<ProduceRequest>(&p, version, corr)
-            }
             _ => a,
         })
     };

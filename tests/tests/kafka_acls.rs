@@ -39,6 +39,35 @@ fn kafka_with_acls() -> Kafka {
     )
 }
 
+/// Properties for alice over SASL/PLAIN at `bootstrap` (a 30 s delivery timeout, a 10 s
+/// request timeout), with `extra`.
+fn alice<'a>(bootstrap: &'a str, extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut props = vec![
+        ("bootstrap.servers", bootstrap),
+        ("security.protocol", "SASL_PLAINTEXT"),
+        ("sasl.mechanism", "PLAIN"),
+        ("sasl.username", USER),
+        ("sasl.password", PASSWORD),
+        ("delivery.timeout.ms", "30000"),
+        ("request.timeout.ms", "10000"),
+    ];
+    props.extend_from_slice(extra);
+    props
+}
+
+/// What the independent reader finds in partition 0 of `topic`: each record's index (the
+/// six digits after its value's first character) and offset, in log order.
+fn indexes_in_log(kafka: &Kafka, topic: &str) -> Vec<(usize, i64)> {
+    let log = read_topic(&kafka.bootstrap(), topic, 1, RESOLVE).expect("read back");
+    log[&0]
+        .iter()
+        .map(|r| {
+            let v = std::str::from_utf8(r.value.as_deref().expect("a value")).expect("utf-8");
+            (v[1..7].parse().expect("an index"), r.offset)
+        })
+        .collect()
+}
+
 /// Probe finding: a producer whose principal may not write idempotently (no IdempotentWrite
 /// on the cluster, no Write on any topic, only Describe on its topic) has its InitProducerId
 /// refused CLUSTER_AUTHORIZATION_FAILED. kprod stopped for good (every record refused, also
@@ -67,16 +96,7 @@ fn a_producer_refused_a_producer_id_delivers_once_write_is_granted() {
     // alice may see the topic (its metadata answers), not write to it.
     grant("Describe");
     let bootstrap = kafka.listener_bootstrap("SASLPLAIN");
-    let props = [
-        ("bootstrap.servers", bootstrap.as_str()),
-        ("security.protocol", "SASL_PLAINTEXT"),
-        ("sasl.mechanism", "PLAIN"),
-        ("sasl.username", USER),
-        ("sasl.password", PASSWORD),
-        ("linger.ms", "0"),
-        ("delivery.timeout.ms", "30000"),
-        ("request.timeout.ms", "10000"),
-    ];
+    let props = alice(&bootstrap, &[("linger.ms", "0")]);
     let value = |i: usize| format!("r{i:06}");
     let refused = |i: usize, e: &kprod_tokio::DeliveryError| {
         assert_eq!(
@@ -151,14 +171,7 @@ fn a_producer_refused_a_producer_id_delivers_once_write_is_granted() {
          effect, {} delivered",
         delivered.len()
     );
-    let log = read_topic(&kafka.bootstrap(), topic, 1, RESOLVE).expect("read back");
-    let found: Vec<(usize, i64)> = log[&0]
-        .iter()
-        .map(|r| {
-            let v = std::str::from_utf8(r.value.as_deref().expect("a value")).expect("utf-8");
-            (v[1..].parse().expect("an index"), r.offset)
-        })
-        .collect();
+    let found = indexes_in_log(&kafka, topic);
     assert_eq!(
         found, delivered,
         "the log holds exactly the delivered records, at their offsets, in send order"
@@ -197,18 +210,8 @@ fn write_revoked_on_a_topic_fails_its_records_and_not_the_others() {
         acl("--add", "Write", topic);
     }
     let bootstrap = kafka.listener_bootstrap("SASLPLAIN");
-    let props = [
-        ("bootstrap.servers", bootstrap.as_str()),
-        ("security.protocol", "SASL_PLAINTEXT"),
-        ("sasl.mechanism", "PLAIN"),
-        ("sasl.username", USER),
-        ("sasl.password", PASSWORD),
-        ("linger.ms", "5"),
-        // Small batches: a burst is many of them.
-        ("batch.size", "1024"),
-        ("delivery.timeout.ms", "30000"),
-        ("request.timeout.ms", "10000"),
-    ];
+    // Small batches: a burst is many of them.
+    let props = alice(&bootstrap, &[("linger.ms", "5"), ("batch.size", "1024")]);
     let value = |topic: &str, i: usize| format!("{}{i:06}-{}", &topic[9..10], "x".repeat(90));
     let rt = runtime();
     type Outcomes = Vec<(usize, Result<i64, kprod_tokio::DeliveryError>)>;
@@ -311,14 +314,7 @@ fn write_revoked_on_a_topic_fails_its_records_and_not_the_others() {
         let delivered: Vec<(usize, i64)> = (outcomes.iter())
             .filter_map(|(i, r)| r.as_ref().ok().map(|o| (*i, *o)))
             .collect();
-        let log = read_topic(&kafka.bootstrap(), topic, 1, RESOLVE).expect("read back");
-        let found: Vec<(usize, i64)> = log[&0]
-            .iter()
-            .map(|r| {
-                let v = std::str::from_utf8(r.value.as_deref().expect("a value")).expect("utf-8");
-                (v[1..7].parse().expect("an index"), r.offset)
-            })
-            .collect();
+        let found = indexes_in_log(&kafka, topic);
         assert_eq!(
             found, delivered,
             "{topic}: the log holds exactly the delivered records, at their offsets, in send order"
